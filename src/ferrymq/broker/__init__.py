@@ -1,0 +1,1 @@
+"""The Broker role: thin request processors over ferrymq.store and ferrymq.net."""

@@ -1,0 +1,1 @@
+"""The ferrymq command line."""

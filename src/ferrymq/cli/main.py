@@ -1,0 +1,9 @@
+"""The `ferrymq` command: one entry point with a sub-command per role and tool."""
+
+import click
+
+
+@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+@click.version_option(package_name="ferrymq")
+def main() -> None:
+    """ferrymq: a RocketMQ-compatible message broker in Python."""

@@ -1,0 +1,1 @@
+"""Master/slave replication over the HA port."""

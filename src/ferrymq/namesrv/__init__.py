@@ -1,0 +1,1 @@
+"""The NameServer role: the route registry brokers register with and clients ask for routes."""

@@ -1,0 +1,1 @@
+"""asyncio remoting transport: servers, clients, request/response matching. Imports only ferrymq.protocol."""

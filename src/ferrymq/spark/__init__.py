@@ -1,0 +1,1 @@
+"""PySpark data source and jobs (extra [spark])."""

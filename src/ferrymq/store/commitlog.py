@@ -1,0 +1,103 @@
+"""The CommitLog: every message of every topic, appended to fixed-size segment files.
+
+Segments are named by the 20-digit offset of their first byte. A record never spans two segments:
+when one does not fit, the segment's tail becomes a blank record and writing moves on to the next.
+Only one thread appends (callers hold the store's put lock); readers get memoryview slices.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from ferrymq.protocol.message import BLANK_MIN_SIZE, write_blank
+from ferrymq.store.errors import StoreError
+from ferrymq.store.files import MappedFile, list_offset_files, offset_name, zero_range
+
+
+class CommitLog:
+    def __init__(self, directory: Path, segment_size: int) -> None:
+        self.directory = directory
+        self.segment_size = segment_size
+        directory.mkdir(parents=True, exist_ok=True)
+        self.segments: list[MappedFile] = []
+        for base, path in list_offset_files(directory):
+            if base % segment_size:
+                raise StoreError(f"{path} does not start on a segment boundary of {segment_size} bytes")
+            if self.segments and base != self.segments[-1].end:
+                raise StoreError(f"CommitLog segment missing before {path}")
+            self.segments.append(MappedFile(path, base, segment_size, create=False))
+        # The write position; set for real by recovery, which knows where valid data ends.
+        self.max_offset = self.segments[0].base if self.segments else 0
+        self.flushed_offset = self.max_offset
+
+    @property
+    def min_offset(self) -> int:
+        return self.segments[0].base if self.segments else self.max_offset
+
+    def segment_for(self, offset: int) -> MappedFile | None:
+        segments = self.segments  # one read: the cleaner may replace the list concurrently
+        if not segments or offset < segments[0].base:
+            return None
+        index = (offset - segments[0].base) // self.segment_size
+        return segments[index] if index < len(segments) else None
+
+    def writable_segment(self, need: int) -> tuple[MappedFile, int]:
+        """The segment and position where `need` bytes go next, rolling to a new segment if needed.
+
+        `need` must not exceed the segment size less a blank record's minimum size.
+        """
+        offset = self.max_offset
+        seg = self.segment_for(offset)
+        if seg is not None:
+            pos = offset - seg.base
+            room = seg.size - pos
+            if need + BLANK_MIN_SIZE <= room:
+                return seg, pos
+            write_blank(seg.mm, pos, room)
+            offset = self.max_offset = seg.end
+        seg = MappedFile(self.directory / offset_name(offset), offset, self.segment_size, create=True)
+        self.segments = [*self.segments, seg]
+        return seg, 0
+
+    def read(self, offset: int, size: int) -> memoryview | None:
+        """A zero-copy slice of `size` bytes at `offset`, or None if that range is not stored."""
+        seg = self.segment_for(offset)
+        if seg is None or offset + size > min(self.max_offset, seg.end):
+            return None
+        pos = offset - seg.base
+        return seg.view[pos : pos + size]
+
+    def flush(self) -> int:
+        """fdatasync every segment holding unflushed bytes; return the new flushed offset."""
+        target = self.max_offset
+        offset = self.flushed_offset
+        while offset < target:
+            seg = self.segment_for(offset)
+            if seg is None:
+                break
+            seg.sync()
+            offset = min(seg.end, target)
+        self.flushed_offset = max(self.flushed_offset, target)
+        return self.flushed_offset
+
+    def truncate(self, offset: int) -> None:
+        """Drop everything from `offset` on (recovery cuts a torn tail here)."""
+        keep = [s for s in self.segments if s.base < offset or (s.base == offset == self.min_offset)]
+        for seg in self.segments[len(keep) :]:
+            seg.destroy()
+        self.segments = keep
+        seg = self.segment_for(offset)
+        if seg is not None and offset < seg.end:
+            # Stale bytes past the cut could later line up with new records and look valid.
+            zero_range(seg.fd, offset - seg.base, seg.end - offset)
+        self.max_offset = offset
+        self.flushed_offset = min(self.flushed_offset, offset)
+
+    def delete_segment(self, seg: MappedFile) -> None:
+        self.segments = [s for s in self.segments if s is not seg]
+        seg.destroy()
+
+    def close(self) -> None:
+        for seg in self.segments:
+            seg.close()
+        self.segments = []

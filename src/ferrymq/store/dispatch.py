@@ -1,0 +1,119 @@
+"""The dispatcher ("reput"): turns CommitLog records into ConsumeQueue and index entries.
+
+Live writes, crash recovery and (later) replicas all go through this one path: whatever is in the
+CommitLog is the truth, and every other structure is rebuilt from it.
+"""
+
+from __future__ import annotations
+
+import threading
+
+from ferrymq.protocol.message import (
+    BLANK,
+    TRANSACTION_PREPARED_TYPE,
+    TRANSACTION_ROLLBACK_TYPE,
+    TRANSACTION_TYPE_MASK,
+    body_crc,
+    find_property,
+    java_hash,
+    read_record_meta,
+)
+from ferrymq.store.commitlog import CommitLog
+from ferrymq.store.consumequeue import ConsumeQueueTable
+from ferrymq.store.errors import StoreError
+from ferrymq.store.index import IndexService
+
+_TAGS = b"TAGS\x01"
+_KEYS = b"KEYS\x01"
+_UNIQ_KEY = b"UNIQ_KEY\x01"
+
+
+class Dispatcher:
+    def __init__(
+        self, commitlog: CommitLog, queues: ConsumeQueueTable, index: IndexService | None, offset: int
+    ) -> None:
+        self.commitlog = commitlog
+        self.queues = queues
+        self.index = index
+        self.offset = offset  # the next CommitLog offset to dispatch; always a record boundary
+        self.last_store_timestamp = 0
+        self.lock = threading.Lock()
+        self._tag_codes: dict[bytes, int] = {}
+
+    def tag_code(self, tag: bytes) -> int:
+        code = self._tag_codes.get(tag)
+        if code is None:
+            if len(self._tag_codes) > 100_000:
+                self._tag_codes.clear()
+            code = self._tag_codes[tag] = java_hash(tag.decode(errors="replace"))
+        return code
+
+    def dispatch(self) -> int:
+        """Dispatch everything written so far; return how many records were dispatched."""
+        with self.lock:
+            limit = self.commitlog.max_offset
+            end, count = self._scan(limit, verify_crc=False)
+            if end != limit:
+                raise StoreError(f"CommitLog record at offset {end} is corrupt; the store needs recovery")
+            return count
+
+    def recover(self, verify_crc: bool) -> int:
+        """Dispatch from the current offset to the last valid record of the CommitLog; return its end.
+
+        Stops at the first record that is torn, misplaced or (with verify_crc) has a wrong body CRC.
+        """
+        segments = self.commitlog.segments
+        limit = segments[-1].end if segments else self.offset
+        with self.lock:
+            end, _ = self._scan(limit, verify_crc=verify_crc)
+            return end
+
+    def _scan(self, limit: int, *, verify_crc: bool) -> tuple[int, int]:
+        count = 0
+        offset = self.offset
+        queues = self.queues
+        index = self.index
+        while offset < limit:
+            seg = self.commitlog.segment_for(offset)
+            if seg is None:
+                break
+            mm = seg.mm
+            base = seg.base
+            pos = offset - base
+            end = min(limit, seg.end) - base
+            while pos < end:
+                meta = read_record_meta(mm, pos, end)
+                if meta is BLANK:
+                    pos = seg.size
+                    break
+                if (
+                    meta is None
+                    or meta.physical_offset != base + pos
+                    or (
+                        verify_crc
+                        and body_crc(mm[meta.body_start : meta.body_start + meta.body_len]) != meta.body_crc
+                    )
+                ):
+                    self.offset = base + pos
+                    return base + pos, count
+                tran = meta.sys_flag & TRANSACTION_TYPE_MASK
+                ps, pe = meta.props_start, meta.props_end
+                if tran != TRANSACTION_PREPARED_TYPE and tran != TRANSACTION_ROLLBACK_TYPE:
+                    tag = find_property(mm, ps, pe, _TAGS)
+                    cq = queues.get_or_create(meta.topic, meta.queue_id)
+                    cq.put(meta.queue_offset, base + pos, meta.size, self.tag_code(tag) if tag else 0)
+                if index is not None and tran != TRANSACTION_ROLLBACK_TYPE:
+                    keys = []
+                    uniq = find_property(mm, ps, pe, _UNIQ_KEY)
+                    if uniq:
+                        keys.append(uniq.decode(errors="replace"))
+                    user_keys = find_property(mm, ps, pe, _KEYS)
+                    if user_keys:
+                        keys += user_keys.decode(errors="replace").split()
+                    if keys:
+                        index.put(meta.topic, keys, base + pos, meta.store_timestamp)
+                self.last_store_timestamp = meta.store_timestamp
+                pos += meta.size
+                count += 1
+            offset = self.offset = base + pos
+        return offset, count

@@ -1,0 +1,175 @@
+"""Durable file helpers: atomic small-file writes and fixed-size memory-mapped files."""
+
+from __future__ import annotations
+
+import contextlib
+import ctypes
+import ctypes.util
+import errno
+import json
+import mmap
+import os
+from pathlib import Path
+from typing import Any
+
+from ferrymq.store.errors import DiskFullError, StoreError
+
+
+def _io_error(action: str, path: Path, e: OSError) -> StoreError:
+    if e.errno == errno.ENOSPC:
+        return DiskFullError(f"disk full while trying to {action} {path}")
+    return StoreError(f"could not {action} {path}: {e.strerror or e}")
+
+
+def fsync_dir(path: Path) -> None:
+    fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def atomic_write(path: Path, data: bytes) -> None:
+    """Replace `path` with `data` so that a crash leaves either the old or the new content, never a mix.
+
+    The previous content is kept as `<name>.bak`, as RocketMQ keeps its config files.
+    """
+    tmp = path.with_name(path.name + ".tmp")
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        with open(tmp, "wb") as f:
+            f.write(data)
+            f.flush()
+            os.fsync(f.fileno())
+        if path.exists():
+            os.replace(path, path.with_name(path.name + ".bak"))
+        os.replace(tmp, path)
+        fsync_dir(path.parent)
+    except OSError as e:
+        raise _io_error("write", path, e) from None
+
+
+def read_durable(path: Path) -> bytes | None:
+    """Read a file written by atomic_write, falling back to its .bak when a crash hit mid-replace."""
+    for candidate in (path, path.with_name(path.name + ".bak")):
+        try:
+            return candidate.read_bytes()
+        except FileNotFoundError:
+            continue
+    return None
+
+
+def atomic_write_json(path: Path, value: Any) -> None:
+    atomic_write(path, json.dumps(value, indent=2, sort_keys=True).encode())
+
+
+def read_json(path: Path, default: Any = None) -> Any:
+    """Load a JSON config file (or its .bak if the main copy is unreadable)."""
+    for candidate in (path, path.with_name(path.name + ".bak")):
+        try:
+            return json.loads(candidate.read_bytes())
+        except FileNotFoundError:
+            continue
+        except ValueError:
+            continue  # a torn or hand-damaged copy: try the backup
+    return default
+
+
+class MappedFile:
+    """One fixed-size file mapped into memory: a CommitLog segment or a ConsumeQueue file.
+
+    `base` is the offset of the file's first byte in its log (the number in its name). Writers use
+    `mm` directly; readers take slices of `view`, which stay valid even after the file is destroyed
+    (Linux keeps an unlinked mapping alive until the last slice is dropped).
+    """
+
+    __slots__ = ("base", "fd", "mm", "path", "size", "view")
+
+    def __init__(self, path: Path, base: int, size: int, *, create: bool) -> None:
+        self.path = path
+        self.base = base
+        self.size = size
+        try:
+            self.fd = os.open(path, os.O_RDWR | (os.O_CREAT | os.O_EXCL if create else 0), 0o644)
+        except OSError as e:
+            raise _io_error("create" if create else "open", path, e) from None
+        try:
+            if create:
+                # Reserve the blocks now: a full disk then fails here, not as a SIGBUS mid-write.
+                os.posix_fallocate(self.fd, 0, size)
+            elif os.fstat(self.fd).st_size != size:
+                raise StoreError(f"{path} is {os.fstat(self.fd).st_size} bytes, expected {size}")
+            self.mm = mmap.mmap(self.fd, size)
+        except OSError as e:
+            os.close(self.fd)
+            if create:
+                path.unlink(missing_ok=True)
+            raise _io_error("map", path, e) from None
+        except StoreError:
+            os.close(self.fd)
+            raise
+        self.view = memoryview(self.mm)
+
+    @property
+    def end(self) -> int:
+        return self.base + self.size
+
+    def sync(self) -> None:
+        """fdatasync the file: flushes pages written through the mapping without holding the GIL."""
+        fd = self.fd
+        if fd < 0:
+            return  # closed meanwhile (a flush thread racing a deletion): nothing left to sync
+        try:
+            os.fdatasync(fd)
+        except OSError:
+            if self.fd >= 0:
+                raise
+
+    def close(self) -> None:
+        fd, self.fd = self.fd, -1
+        if fd < 0:
+            return
+        self.view.release()
+        with contextlib.suppress(BufferError):  # readers hold slices: the mapping goes with the last
+            self.mm.close()
+        os.close(fd)
+
+    def destroy(self) -> None:
+        self.close()
+        self.path.unlink(missing_ok=True)
+
+
+_FALLOC_FL_KEEP_SIZE = 0x01
+_FALLOC_FL_PUNCH_HOLE = 0x02
+_libc = ctypes.CDLL(ctypes.util.find_library("c"), use_errno=True)
+_libc.fallocate.argtypes = (ctypes.c_int, ctypes.c_int, ctypes.c_int64, ctypes.c_int64)
+
+
+def zero_range(fd: int, start: int, length: int) -> None:
+    """Make a file range read as zeros, cheaply: punch a hole, then reserve the blocks again.
+
+    Falls back to writing zeros where the file system cannot punch holes. Mappings of the file see
+    the zeros at once (Linux keeps one page cache for both).
+    """
+    if length <= 0:
+        return
+    if _libc.fallocate(fd, _FALLOC_FL_PUNCH_HOLE | _FALLOC_FL_KEEP_SIZE, start, length) == 0:
+        os.posix_fallocate(fd, start, length)
+        return
+    chunk = bytes(1 << 20)
+    end = start + length
+    while start < end:
+        start += os.pwrite(fd, chunk[: min(len(chunk), end - start)], start)
+
+
+def offset_name(offset: int) -> str:
+    """RocketMQ's 20-digit zero-padded file name for a start offset."""
+    return f"{offset:020d}"
+
+
+def list_offset_files(directory: Path) -> list[tuple[int, Path]]:
+    """The 20-digit-named files of a directory, sorted by their start offset."""
+    if not directory.is_dir():
+        return []
+    found = [(int(p.name), p) for p in directory.iterdir() if p.name.isdigit() and len(p.name) == 20]
+    return sorted(found)

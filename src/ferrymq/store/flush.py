@@ -1,0 +1,113 @@
+"""Background flushing: periodic (ASYNC_FLUSH) and group commit (SYNC_FLUSH), plus housekeeping."""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from concurrent.futures import Future
+from typing import TYPE_CHECKING
+
+from ferrymq.store.commitlog import CommitLog
+from ferrymq.store.config import ASYNC_FLUSH
+
+if TYPE_CHECKING:
+    from ferrymq.store.message_store import MessageStore
+
+log = logging.getLogger(__name__)
+
+
+class GroupCommitService:
+    """SYNC_FLUSH: puts queue a request; one fdatasync completes every request it covers.
+
+    Requests that arrive while a sync runs wait for the next one, so under load each sync serves
+    a whole group of producers (RocketMQ's GroupCommitService).
+    """
+
+    def __init__(self, commitlog: CommitLog) -> None:
+        self.commitlog = commitlog
+        self._cond = threading.Condition()
+        self._requests: list[tuple[int, Future]] = []
+        self._stopping = False
+        self._thread = threading.Thread(target=self._run, name="ferrymq-group-commit", daemon=True)
+
+    def start(self) -> None:
+        self._thread.start()
+
+    def request(self, end_offset: int) -> Future:
+        """A future completed once the CommitLog is durable up to `end_offset`."""
+        future: Future = Future()
+        with self._cond:
+            self._requests.append((end_offset, future))
+            self._cond.notify()
+        return future
+
+    def _run(self) -> None:
+        while True:
+            with self._cond:
+                while not self._requests and not self._stopping:
+                    self._cond.wait()
+                if not self._requests:
+                    return
+                requests, self._requests = self._requests, []
+            try:
+                flushed = self.commitlog.flush()
+            except OSError as e:
+                log.error("CommitLog flush failed: %s", e)
+                for _, future in requests:
+                    future.set_exception(e)
+                continue
+            for end, future in requests:
+                if end <= flushed:
+                    future.set_result(flushed)
+                else:  # written after the flush began: goes with the next one
+                    with self._cond:
+                        self._requests.append((end, future))
+
+    def stop(self) -> None:
+        with self._cond:
+            self._stopping = True
+            self._cond.notify()
+        self._thread.join()
+
+
+class FlushService:
+    """One housekeeping thread: async CommitLog flushes, checkpoints, retention and disk checks."""
+
+    def __init__(self, store: MessageStore) -> None:
+        self.store = store
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="ferrymq-flush", daemon=True)
+
+    def start(self) -> None:
+        self._thread.start()
+
+    def stop(self) -> None:
+        self._stop.set()
+        self._thread.join()
+
+    def _run(self) -> None:
+        cfg = self.store.config
+        periods = {
+            "commitlog": cfg.flush_interval_commit_log / 1000 if cfg.flush_disk_type == ASYNC_FLUSH else None,
+            "checkpoint": cfg.flush_interval_consume_queue / 1000,
+            "retention": cfg.clean_resource_interval / 1000,
+        }
+        now = time.monotonic()
+        due = {name: now + period for name, period in periods.items() if period}
+        while not self._stop.wait(max(0.0, min(due.values()) - time.monotonic())):
+            now = time.monotonic()
+            for name in [n for n, t in due.items() if t <= now]:
+                due[name] = now + periods[name]
+                try:
+                    self._do(name)
+                except Exception:
+                    log.exception("store %s task failed; will retry", name)
+
+    def _do(self, name: str) -> None:
+        if name == "commitlog":
+            self.store.commitlog.flush()
+        elif name == "checkpoint":
+            self.store._checkpoint()
+        else:
+            self.store.retention.run()

@@ -1,0 +1,554 @@
+"""MessageStore: the storage engine's one public face (RocketMQ's DefaultMessageStore).
+
+Puts append RocketMQ records to the CommitLog under one lock; the dispatcher thread turns them into
+ConsumeQueue and index entries; gets answer with zero-copy slices of the mapped segments. Background
+threads flush (periodically, or per group commit with SYNC_FLUSH), write the checkpoint and enforce
+retention. Recovery after a crash replays the CommitLog from the checkpoint through the dispatcher.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import logging
+import os
+import shutil
+import struct
+import threading
+import time
+
+from ferrymq.protocol.errors import MessageDecodeError
+from ferrymq.protocol.message import (
+    BATCH_OVERHEAD,
+    BLANK,
+    BLANK_MIN_SIZE,
+    MAX_PROPERTIES_SIZE,
+    POS_SYSFLAG,
+    TRANSACTION_PREPARED_TYPE,
+    TRANSACTION_ROLLBACK_TYPE,
+    TRANSACTION_TYPE_MASK,
+    find_property,
+    host_sys_flags,
+    iter_batch,
+    pack_host,
+    read_record_meta,
+    record_size,
+    store_timestamp_pos,
+    write_record,
+)
+from ferrymq.store.checkpoint import Checkpoint
+from ferrymq.store.cleanup import RetentionService
+from ferrymq.store.commitlog import CommitLog
+from ferrymq.store.config import SYNC_FLUSH, StoreConfig
+from ferrymq.store.consumequeue import BLANK_ENTRY_SIZE, ENTRY, ConsumeQueueTable
+from ferrymq.store.dispatch import Dispatcher
+from ferrymq.store.errors import DiskFullError, StoreError
+from ferrymq.store.flush import FlushService, GroupCommitService
+from ferrymq.store.index import IndexService
+from ferrymq.store.status import GetResult, GetStatus, PutResult, PutStatus
+
+log = logging.getLogger(__name__)
+
+_INT = struct.Struct(">i")
+_LONG = struct.Struct(">q")
+MAX_TOPIC_BYTES = 255
+
+
+class MessageStore:
+    def __init__(self, config: StoreConfig, store_host: tuple[str, int] = ("127.0.0.1", 10911)) -> None:
+        self.config = config
+        self.store_host = pack_host(*store_host)
+        self.root = config.store_path_root_dir
+        self.disk_full = False
+        self._put_lock = threading.Lock()
+        self._queue_offsets: dict[tuple[str, int], int] = {}
+        self._topic_bytes: dict[str, bytes] = {}
+        self._opened = False
+
+    # ---------------------------------------------------------------- life cycle
+
+    def open(self) -> MessageStore:
+        """Load the store, recover it if the last run did not stop cleanly, and start its services."""
+        self.root.mkdir(parents=True, exist_ok=True)
+        self._lock_fd = os.open(self.root / "lock", os.O_RDWR | os.O_CREAT, 0o644)
+        try:
+            fcntl.flock(self._lock_fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            os.close(self._lock_fd)
+            raise StoreError(f"store {self.root} is in use by another process") from None
+        abort = self.root / "abort"
+        clean = not abort.exists()
+        started = time.monotonic()
+        self.commitlog = CommitLog(self.config.commitlog_dir, self.config.mapped_file_size_commit_log)
+        self.queues = ConsumeQueueTable(
+            self.config.consumequeue_dir, self.config.mapped_file_size_consume_queue
+        )
+        self.index = (
+            IndexService(
+                self.config.index_dir,
+                max_hash_slot_num=self.config.max_hash_slot_num,
+                max_index_num=self.config.max_index_num,
+            )
+            if self.config.message_index_enable
+            else None
+        )
+        checkpoint = Checkpoint.load(self.root / "checkpoint")
+        self.recovered_bytes = self._recover(checkpoint, clean)
+        self.recovery_seconds = time.monotonic() - started
+        abort.touch()
+        self.flush_service = FlushService(self)
+        self.group_commit = (
+            GroupCommitService(self.commitlog) if self.config.flush_disk_type == SYNC_FLUSH else None
+        )
+        self.retention = RetentionService(self)
+        self._start_dispatch_thread()
+        self.flush_service.start()
+        if self.group_commit:
+            self.group_commit.start()
+        self._opened = True
+        return self
+
+    def _recover(self, checkpoint: Checkpoint | None, clean: bool) -> int:
+        cl = self.commitlog
+        start = cl.min_offset
+        if checkpoint is not None:
+            last_end = cl.segments[-1].end if cl.segments else start
+            start = min(max(checkpoint.dispatched_offset, cl.min_offset), last_end)
+        self.dispatcher = Dispatcher(cl, self.queues, self.index, start)
+        if clean and checkpoint is not None and self._ends_cleanly_at(start):
+            cl.max_offset = cl.flushed_offset = start
+            recovered = 0
+        else:
+            if cl.segments:
+                log.warning("store %s was not shut down cleanly: recovering from offset %d", self.root, start)
+            cl.max_offset = start
+            end = self.dispatcher.recover(self.config.check_crc_on_recover)
+            if cl.segments:
+                cl.truncate(end)
+            for cq in self.queues.all():
+                cq.truncate_from_commitlog(end)
+            recovered = end - start
+        for cq in self.queues.all():
+            cq.correct_min_offset(cl.min_offset)
+        self._queue_offsets = {(cq.topic, cq.queue_id): cq.max_offset for cq in self.queues.all()}
+        self._checkpoint(flush_all=True)
+        return recovered
+
+    def _ends_cleanly_at(self, offset: int) -> bool:
+        """After a clean stop nothing may follow the checkpointed end: the next int is zero."""
+        seg = self.commitlog.segment_for(offset)
+        return seg is None or _INT.unpack_from(seg.mm, offset - seg.base)[0] == 0
+
+    def _start_dispatch_thread(self) -> None:
+        self._dispatch_wake = threading.Event()
+        self._dispatch_idle = False
+        self._stopping = False
+        self._dispatch_thread = threading.Thread(
+            target=self._dispatch_loop, name="ferrymq-reput", daemon=True
+        )
+        self._dispatch_thread.start()
+
+    def _dispatch_loop(self) -> None:
+        while not self._stopping:
+            try:
+                self.dispatcher.dispatch()
+            except StoreError:
+                log.exception("dispatch stopped")
+                return
+            self._dispatch_idle = True
+            if self.dispatcher.offset < self.commitlog.max_offset:
+                self._dispatch_idle = False  # a put slipped in between: go round again
+                continue
+            self._dispatch_wake.wait()
+            self._dispatch_wake.clear()
+            self._dispatch_idle = False
+
+    def close(self) -> None:
+        """Stop cleanly: dispatch and flush everything, checkpoint, and remove the abort marker."""
+        if not self._opened:
+            return
+        self._opened = False
+        self._stopping = True
+        self._dispatch_wake.set()
+        self._dispatch_thread.join()
+        self.flush_service.stop()
+        if self.group_commit:
+            self.group_commit.stop()
+        self.dispatcher.dispatch()
+        self._checkpoint(flush_all=True)
+        (self.root / "abort").unlink(missing_ok=True)
+        self.commitlog.close()
+        self.queues.close()
+        if self.index is not None:
+            self.index.close()
+        os.close(self._lock_fd)
+
+    def __enter__(self) -> MessageStore:
+        return self.open()
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+    def _checkpoint(self, *, flush_all: bool = False) -> None:
+        """Flush CommitLog, then ConsumeQueues and index, then record how far all of it is durable."""
+        dispatched = self.dispatcher.offset
+        flushed = self.commitlog.flush()
+        for cq in self.queues.all():
+            cq.flush(everything=flush_all)
+        if self.index is not None:
+            self.index.flush()
+        ts = self.dispatcher.last_store_timestamp
+        Checkpoint(ts, ts, ts, flushed, flushed, min(dispatched, flushed)).save(self.root / "checkpoint")
+
+    # ---------------------------------------------------------------- writes
+
+    def _check_put(self, topic: bytes, body_len: int, props_len: int) -> PutResult | None:
+        if self.disk_full:
+            return PutResult(PutStatus.DISK_FULL, f"disk full: store {self.root} refuses writes")
+        if not topic or len(topic) > MAX_TOPIC_BYTES:
+            return PutResult(PutStatus.MESSAGE_ILLEGAL, f"topic must be 1 to {MAX_TOPIC_BYTES} bytes")
+        if body_len > self.config.max_message_size:
+            return PutResult(
+                PutStatus.MESSAGE_ILLEGAL,
+                f"message body is {body_len} bytes, over max_message_size {self.config.max_message_size}",
+            )
+        if props_len > MAX_PROPERTIES_SIZE:
+            return PutResult(
+                PutStatus.PROPERTIES_SIZE_EXCEEDED,
+                f"properties are {props_len} bytes, over the limit of {MAX_PROPERTIES_SIZE}",
+            )
+        return None
+
+    def _topic(self, topic: str) -> bytes:
+        raw = self._topic_bytes.get(topic)
+        if raw is None:
+            raw = self._topic_bytes[topic] = topic.encode()
+        return raw
+
+    def put_message(
+        self,
+        topic: str,
+        queue_id: int,
+        body: bytes | memoryview,
+        properties: bytes | str = b"",
+        *,
+        flag: int = 0,
+        sys_flag: int = 0,
+        born_timestamp: int = 0,
+        born_host: bytes | None = None,
+        reconsume_times: int = 0,
+        prepared_transaction_offset: int = 0,
+    ) -> PutResult:
+        """Append one message. `properties` is the encoded properties string; hosts are packed."""
+        if isinstance(properties, str):
+            properties = properties.encode()
+        topic_b = self._topic(topic)
+        refused = self._check_put(topic_b, len(body), len(properties))
+        if refused:
+            return refused
+        born_host = born_host or self.store_host
+        sys_flag = (sys_flag & ~0x30) | host_sys_flags(born_host, self.store_host)
+        size = record_size(len(body), len(topic_b), len(properties), len(born_host), len(self.store_host))
+        tran = sys_flag & TRANSACTION_TYPE_MASK
+        # Half and rolled-back transaction messages never reach a ConsumeQueue, so take no offset.
+        takes_offset = tran != TRANSACTION_PREPARED_TYPE and tran != TRANSACTION_ROLLBACK_TYPE
+        key = (topic, queue_id)
+        with self._put_lock:
+            placed = self._place(size)
+            if isinstance(placed, PutResult):
+                return placed
+            seg, pos = placed
+            phys = seg.base + pos
+            queue_offset = self._queue_offsets.get(key, 0) if takes_offset else 0
+            now = time.time_ns() // 1_000_000
+            write_record(
+                seg.mm, pos, topic_b, queue_id, flag, queue_offset, phys, sys_flag,
+                born_timestamp or now, born_host, now, self.store_host, reconsume_times,
+                prepared_transaction_offset, body, properties,
+            )  # fmt: skip
+            if takes_offset:
+                self._queue_offsets[key] = queue_offset + 1
+            self.commitlog.max_offset = phys + size
+        return self._written(PutResult(PutStatus.PUT_OK, "", phys, size, queue_offset, 1, now))
+
+    def put_batch(
+        self,
+        topic: str,
+        queue_id: int,
+        batch_body: bytes | memoryview,
+        *,
+        sys_flag: int = 0,
+        born_timestamp: int = 0,
+        born_host: bytes | None = None,
+    ) -> PutResult:
+        """Append a SEND_BATCH_MESSAGE body: each entry becomes its own record, offsets consecutive."""
+        topic_b = self._topic(topic)
+        try:
+            entries = list(iter_batch(batch_body))
+        except MessageDecodeError as e:
+            return PutResult(PutStatus.MESSAGE_ILLEGAL, f"bad batch body: {e}")
+        if not entries:
+            return PutResult(PutStatus.MESSAGE_ILLEGAL, "empty batch")
+        largest_body = max(len(e.body) for e in entries)
+        largest_props = max(len(e.properties) for e in entries)
+        refused = self._check_put(topic_b, largest_body, largest_props)
+        if refused:
+            return refused
+        born_host = born_host or self.store_host
+        sys_flag = (sys_flag & ~0x30) | host_sys_flags(born_host, self.store_host)
+        # Each record = its batch entry + the fixed record fields and the topic.
+        extra = record_size(0, len(topic_b), 0, len(born_host), len(self.store_host)) - BATCH_OVERHEAD
+        total = len(batch_body) + extra * len(entries)
+        if total + BLANK_MIN_SIZE > self.config.mapped_file_size_commit_log:
+            return PutResult(
+                PutStatus.MESSAGE_ILLEGAL, f"batch of {total} bytes does not fit in a CommitLog segment"
+            )
+        key = (topic, queue_id)
+        store_host = self.store_host
+        with self._put_lock:
+            placed = self._place(total)
+            if isinstance(placed, PutResult):
+                return placed
+            seg, pos = placed
+            mm = seg.mm
+            first = phys = seg.base + pos
+            queue_offset = first_queue_offset = self._queue_offsets.get(key, 0)
+            now = time.time_ns() // 1_000_000
+            born_timestamp = born_timestamp or now
+            offsets = []
+            for flag, body, props in entries:
+                offsets.append(phys)
+                size = write_record(
+                    mm, pos, topic_b, queue_id, flag, queue_offset, phys, sys_flag, born_timestamp, born_host,
+                    now, store_host, 0, 0, body, props,
+                )  # fmt: skip
+                pos += size
+                phys += size
+                queue_offset += 1
+            self._queue_offsets[key] = queue_offset
+            self.commitlog.max_offset = phys
+        result = PutResult(
+            PutStatus.PUT_OK, "", first, phys - first, first_queue_offset, len(entries), now, offsets
+        )
+        return self._written(result)
+
+    def _place(self, size: int):
+        """Where `size` bytes go next, or a PutResult saying why they cannot be written."""
+        if size + BLANK_MIN_SIZE > self.config.mapped_file_size_commit_log:
+            return PutResult(
+                PutStatus.MESSAGE_ILLEGAL, f"a {size}-byte record does not fit in a CommitLog segment"
+            )
+        try:
+            return self.commitlog.writable_segment(size)
+        except DiskFullError as e:
+            self.disk_full = True
+            log.error("%s; refusing writes until space is freed", e)
+            return PutResult(PutStatus.DISK_FULL, str(e))
+        except StoreError as e:
+            log.error("cannot create CommitLog segment: %s", e)
+            return PutResult(PutStatus.CREATE_MAPPED_FILE_FAILED, str(e))
+
+    def _written(self, result: PutResult) -> PutResult:
+        if self._dispatch_idle:
+            self._dispatch_wake.set()
+        if self.group_commit is not None:
+            result.flush_future = self.group_commit.request(result.wrote_offset + result.wrote_bytes)
+            result.flush_timeout = self.config.sync_flush_timeout / 1000
+        return result
+
+    def wait_dispatched(self, timeout: float = 10.0) -> bool:
+        """Block until everything written so far has ConsumeQueue and index entries (tests, tools)."""
+        target = self.commitlog.max_offset
+        deadline = time.monotonic() + timeout
+        while self.dispatcher.offset < target:
+            if time.monotonic() > deadline:
+                return False
+            self._dispatch_wake.set()
+            time.sleep(0.001)
+        return True
+
+    # ---------------------------------------------------------------- reads
+
+    def get_messages(
+        self,
+        topic: str,
+        queue_id: int,
+        offset: int,
+        max_count: int = 32,
+        max_bytes: int = 256 * 1024,
+        tag_codes: set[int] | frozenset[int] | None = None,
+    ) -> GetResult:
+        """Read up to `max_count` messages (and about `max_bytes`) from a queue, starting at `offset`.
+
+        `tag_codes` holds the Java hashes of the wanted tags (None: every message). Status and next
+        offset follow RocketMQ's getMessage, so the broker maps them to pull codes directly.
+        """
+        cq = self.queues.get(topic, queue_id)
+        if cq is None:
+            return GetResult(GetStatus.NO_MATCHED_LOGIC_QUEUE, 0, 0, 0)
+        min_offset, max_offset = cq.min_offset, cq.max_offset
+        if max_offset == 0:
+            return GetResult(GetStatus.NO_MESSAGE_IN_QUEUE, 0, min_offset, max_offset)
+        if offset < min_offset:
+            return GetResult(GetStatus.OFFSET_TOO_SMALL, min_offset, min_offset, max_offset)
+        if offset == max_offset:
+            return GetResult(GetStatus.OFFSET_OVERFLOW_ONE, offset, min_offset, max_offset)
+        if offset > max_offset:
+            # RocketMQ sends the client back to the start if the queue never lost anything, else to the end.
+            return GetResult(
+                GetStatus.OFFSET_OVERFLOW_BADLY, max_offset if min_offset else 0, min_offset, max_offset
+            )
+
+        cl = self.commitlog
+        cl_min = cl.min_offset
+        buffers: list[memoryview] = []
+        count = total = 0
+        run_start = run_end = -1
+        removed = filtered = False
+        next_offset = offset
+        budget = max(16000 // 20, max_count * 20)  # entries to scan when a filter rejects most
+        full = False
+        while not full and next_offset < max_offset and budget > 0:
+            chunk = cq.entries(next_offset, budget)
+            if not chunk:
+                break
+            budget -= len(chunk) // 20
+            for phys, size, tag in ENTRY.iter_unpack(chunk):
+                if size == BLANK_ENTRY_SIZE or phys < cl_min:
+                    removed = removed or size != BLANK_ENTRY_SIZE
+                    next_offset += 1
+                    continue
+                if count and (total + size > max_bytes):
+                    full = True
+                    break
+                if tag_codes is not None and tag not in tag_codes:
+                    filtered = True
+                    next_offset += 1
+                    continue
+                if phys != run_end:
+                    if run_end > 0:
+                        buffers.append(cl.read(run_start, run_end - run_start))
+                    run_start = phys
+                run_end = phys + size
+                count += 1
+                total += size
+                next_offset += 1
+                if count >= max_count:
+                    full = True
+                    break
+        if run_end > 0:
+            buffers.append(cl.read(run_start, run_end - run_start))
+        if count:
+            if any(b is None for b in buffers):  # retention removed a segment under us
+                return GetResult(GetStatus.MESSAGE_WAS_REMOVING, offset, cq.min_offset, max_offset)
+            status = GetStatus.FOUND
+        elif removed:
+            status = GetStatus.MESSAGE_WAS_REMOVING
+        elif filtered:
+            status = GetStatus.NO_MATCHED_MESSAGE
+        else:
+            status = GetStatus.OFFSET_FOUND_NULL
+        return GetResult(status, next_offset, min_offset, max_offset, buffers, count, total)
+
+    def get_max_offset(self, topic: str, queue_id: int) -> int:
+        """The next logical offset of a queue (its entry count), as GET_MAX_OFFSET answers."""
+        cq = self.queues.get(topic, queue_id)
+        return cq.max_offset if cq else 0
+
+    def get_min_offset(self, topic: str, queue_id: int) -> int:
+        cq = self.queues.get(topic, queue_id)
+        return cq.min_offset if cq else 0
+
+    def look_message_by_offset(self, commitlog_offset: int) -> memoryview | None:
+        """The stored record at a CommitLog offset (from an offset message id), or None if none is there."""
+        seg = self.commitlog.segment_for(commitlog_offset)
+        if seg is None or commitlog_offset >= self.commitlog.max_offset:
+            return None
+        pos = commitlog_offset - seg.base
+        meta = read_record_meta(seg.mm, pos, min(self.commitlog.max_offset, seg.end) - seg.base)
+        if meta is None or meta is BLANK or meta.physical_offset != commitlog_offset:
+            return None
+        return seg.view[pos : pos + meta.size]
+
+    def _store_timestamp_at(self, commitlog_offset: int) -> int:
+        seg = self.commitlog.segment_for(commitlog_offset)
+        if seg is None:
+            return -1
+        pos = commitlog_offset - seg.base
+        sys_flag = _INT.unpack_from(seg.mm, pos + POS_SYSFLAG)[0]
+        return _LONG.unpack_from(seg.mm, pos + store_timestamp_pos(sys_flag))[0]
+
+    def get_offset_in_queue_by_time(
+        self, topic: str, queue_id: int, timestamp: int, boundary: str = "lower"
+    ) -> int:
+        """SEARCH_OFFSET_BY_TIMESTAMP: "lower" gives the first offset stored at or after `timestamp`
+        (the max offset if none); "upper" the last offset stored at or before it (the min if none).
+        """
+        cq = self.queues.get(topic, queue_id)
+        if cq is None:
+            return 0
+        lo, hi = cq.min_offset, cq.max_offset  # binary search for the first entry stored >= / > ts
+        upper = boundary == "upper"
+        while lo < hi:
+            mid = (lo + hi) // 2
+            entry = cq.entry(mid)
+            ts = self._store_timestamp_at(entry[0]) if entry and entry[1] != BLANK_ENTRY_SIZE else -1
+            if ts < timestamp or (upper and ts == timestamp):
+                lo = mid + 1
+            else:
+                hi = mid
+        return max(lo - 1, cq.min_offset) if upper else lo
+
+    def get_earliest_message_time(self, topic: str | None = None, queue_id: int = 0) -> int:
+        """Store time of the oldest retained message: of one queue, or of the whole CommitLog. -1: none."""
+        if topic is None:
+            offset = self.commitlog.min_offset
+            return self._store_timestamp_at(offset) if offset < self.commitlog.max_offset else -1
+        cq = self.queues.get(topic, queue_id)
+        entry = cq.entry(cq.min_offset) if cq else None
+        return self._store_timestamp_at(entry[0]) if entry else -1
+
+    def query_message(
+        self, topic: str, key: str, max_num: int, begin_ms: int, end_ms: int
+    ) -> list[memoryview]:
+        """Messages of `topic` whose KEYS or UNIQ_KEY equal `key`, stored within [begin_ms, end_ms]."""
+        if self.index is None:
+            return []
+        wanted = key.encode()
+        found = []
+        for phys in self.index.query(topic, key, max_num * 2, begin_ms, end_ms):
+            record = self.look_message_by_offset(phys)
+            if record is None:
+                continue
+            raw = bytes(record)  # a look-up, not a hot path: a copy keeps bytes.find at hand
+            meta = read_record_meta(raw, 0, len(raw))
+            if meta is None or meta is BLANK or meta.topic != topic:
+                continue
+            uniq = find_property(raw, meta.props_start, meta.props_end, b"UNIQ_KEY\x01")
+            keys = find_property(raw, meta.props_start, meta.props_end, b"KEYS\x01") or b""
+            if uniq == wanted or wanted in keys.split():
+                found.append(record)
+                if len(found) >= max_num:
+                    break
+        return found
+
+    def topics(self) -> set[str]:
+        return {topic for topic, _ in self.queues.queues}
+
+    def delete_topic(self, topic: str) -> None:
+        """Forget a topic's queues (its records stay in the CommitLog until retention removes them)."""
+        with self._put_lock:
+            self._queue_offsets = {k: v for k, v in self._queue_offsets.items() if k[0] != topic}
+            self.queues.remove_topic(topic)
+
+    # ---------------------------------------------------------------- maintenance
+
+    def disk_usage_ratio(self) -> float:
+        """Percentage of the store's file system in use."""
+        st = os.statvfs(self.root)
+        return 100.0 * (st.f_blocks - st.f_bfree) / st.f_blocks if st.f_blocks else 0.0
+
+    def destroy(self) -> None:
+        """Delete the whole store directory (the store must be closed)."""
+        if self._opened:
+            raise StoreError("close the store before destroying it")
+        shutil.rmtree(self.root, ignore_errors=True)

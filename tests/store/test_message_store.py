@@ -1,0 +1,322 @@
+"""MessageStore end to end: puts, gets, look-ups, restarts and recovery, all on real files."""
+
+import asyncio
+import struct
+import threading
+
+import pytest
+
+from ferrymq.protocol.message import (
+    TRANSACTION_PREPARED_TYPE,
+    decode_record,
+    encode_batch,
+    java_hash,
+    offset_msg_id,
+    parse_offset_msg_id,
+)
+from ferrymq.store import SYNC_FLUSH, GetStatus, PutStatus
+from ferrymq.store.files import atomic_write_json, list_offset_files, read_json
+
+from .conftest import props, read_queue
+
+
+def put_many(store, topic, queue_id, n, **kw):
+    return [store.put_message(topic, queue_id, f"{topic}-{queue_id}-{i}".encode(), **kw) for i in range(n)]
+
+
+def test_put_then_get_returns_the_stored_records(open_store):
+    store = open_store()
+    results = [store.put_message("T", 1, f"m{i}".encode(), props(TAGS="A", KEYS=f"k{i}")) for i in range(10)]
+    assert all(r.ok for r in results)
+    assert [r.queue_offset for r in results] == list(range(10))
+    assert store.wait_dispatched()
+    got = store.get_messages("T", 1, 0, max_count=32)
+    assert got.status is GetStatus.FOUND
+    assert (got.message_count, got.next_begin_offset, got.min_offset, got.max_offset) == (10, 10, 0, 10)
+    assert len(got.buffers) == 1  # consecutive records come back as one slice
+    msgs = read_queue(store, "T", 1)
+    assert [m.body for m in msgs] == [f"m{i}".encode() for i in range(10)]
+    assert [m.queue_offset for m in msgs] == list(range(10))
+    assert [m.commitlog_offset for m in msgs] == [r.wrote_offset for r in results]
+    assert msgs[3].properties == {"TAGS": "A", "KEYS": "k3"}
+
+
+def test_interleaved_queues_come_back_as_separate_slices(open_store):
+    store = open_store()
+    for i in range(6):
+        store.put_message("T", i % 2, f"{i}".encode())
+    store.wait_dispatched()
+    got = store.get_messages("T", 0, 0)
+    assert got.message_count == 3 and len(got.buffers) == 3
+    assert [m.body for m in read_queue(store, "T", 0)] == [b"0", b"2", b"4"]
+
+
+def test_get_status_and_next_offset_follow_rocketmq(open_store):
+    store = open_store()
+    put_many(store, "T", 0, 5)
+    store.wait_dispatched()
+    assert store.get_messages("nope", 0, 0).status is GetStatus.NO_MATCHED_LOGIC_QUEUE
+    one = store.get_messages("T", 0, 5)
+    assert (one.status, one.next_begin_offset) == (GetStatus.OFFSET_OVERFLOW_ONE, 5)
+    badly = store.get_messages("T", 0, 9)
+    assert (badly.status, badly.next_begin_offset) == (GetStatus.OFFSET_OVERFLOW_BADLY, 0)
+    limited = store.get_messages("T", 0, 1, max_count=2)
+    assert (limited.message_count, limited.next_begin_offset) == (2, 3)
+    size = len(limited.buffers[0]) // 2
+    by_bytes = store.get_messages("T", 0, 0, max_bytes=size * 3 - 1)
+    assert by_bytes.message_count == 2  # the third would pass max_bytes
+    assert store.get_messages("T", 0, 0, max_bytes=1).message_count == 1  # always at least one
+
+
+def test_tag_filter_uses_the_consume_queue_hash(open_store):
+    store = open_store()
+    for i in range(9):
+        store.put_message("T", 0, f"{i}".encode(), props(TAGS="ABC"[i % 3]))
+    store.put_message("T", 0, b"untagged")
+    store.wait_dispatched()
+    got = store.get_messages("T", 0, 0, tag_codes={java_hash("B")})
+    bodies = [m.body for m in decode_records_all(got)]
+    assert bodies == [b"1", b"4", b"7"]
+    assert got.next_begin_offset == 10
+    none = store.get_messages("T", 0, 0, tag_codes={java_hash("Z")})
+    assert (none.status, none.next_begin_offset) == (GetStatus.NO_MATCHED_MESSAGE, 10)
+
+
+def decode_records_all(result):
+    from ferrymq.protocol.message import decode_records
+
+    return decode_records(b"".join(result.buffers), verify_crc=True)
+
+
+def test_segments_roll_over_with_a_blank_tail(open_store):
+    store = open_store()
+    body = b"x" * 1000
+    results = [store.put_message("T", 0, body) for _ in range(200)]  # ~220 KB over 64 KiB segments
+    assert all(r.ok for r in results)
+    files = list_offset_files(store.config.commitlog_dir)
+    assert len(files) >= 4
+    assert [p.name for _, p in files][:2] == ["00000000000000000000", "00000000000000065536"]
+    first_seg_last = max(r for r in (r.wrote_offset for r in results) if r < 65536)
+    tail = first_seg_last + results[0].wrote_bytes
+    blank = store.commitlog.read(tail, 8)
+    assert blank is not None and struct.unpack(">ii", blank) == (65536 - tail, -875286124)
+    store.wait_dispatched()
+    assert [m.body for m in read_queue(store, "T", 0)] == [body] * 200
+
+
+def test_batch_put_writes_one_record_per_entry(open_store):
+    store = open_store()
+    store.put_message("T", 2, b"before")
+    batch = encode_batch([(f"b{i}".encode(), props(UNIQ_KEY=f"U{i}"), i) for i in range(32)])
+    result = store.put_batch("T", 2, batch)
+    assert result.ok and result.message_count == 32 and result.queue_offset == 1
+    assert len(result.offsets) == 32
+    store.wait_dispatched()
+    msgs = read_queue(store, "T", 2)
+    assert [m.body for m in msgs] == [b"before"] + [f"b{i}".encode() for i in range(32)]
+    assert [m.flag for m in msgs[1:]] == list(range(32))
+    assert [m.commitlog_offset for m in msgs[1:]] == result.offsets
+    assert msgs[5].uniq_key == "U4"
+
+
+def test_bad_input_gets_a_status_not_an_exception(open_store):
+    store = open_store(max_message_size=1000)
+    big = store.put_message("T", 0, b"x" * 1001)
+    assert big.status is PutStatus.MESSAGE_ILLEGAL and "max_message_size" in big.remark
+    long_props = store.put_message("T", 0, b"x", b"k\x01" + b"v" * 40000 + b"\x02")
+    assert long_props.status is PutStatus.PROPERTIES_SIZE_EXCEEDED
+    assert store.put_message("", 0, b"x").status is PutStatus.MESSAGE_ILLEGAL
+    assert store.put_message("t" * 256, 0, b"x").status is PutStatus.MESSAGE_ILLEGAL
+    assert store.put_batch("T", 0, b"\x00\x00\x00\x05garbage").status is PutStatus.MESSAGE_ILLEGAL
+    assert store.put_batch("T", 0, b"").status is PutStatus.MESSAGE_ILLEGAL
+    huge_batch = encode_batch([(b"y" * 900, b"", 0)] * 80)  # over one 64 KiB segment
+    assert store.put_batch("T", 0, huge_batch).status is PutStatus.MESSAGE_ILLEGAL
+    assert store.get_max_offset("T", 0) == 0
+
+
+def test_half_transaction_messages_take_no_queue_offset(open_store):
+    store = open_store()
+    half = store.put_message("T", 0, b"half", sys_flag=TRANSACTION_PREPARED_TYPE)
+    normal = store.put_message("T", 0, b"normal")
+    assert half.ok and normal.queue_offset == 0
+    store.wait_dispatched()
+    assert [m.body for m in read_queue(store, "T", 0)] == [b"normal"]
+    assert decode_record(store.look_message_by_offset(half.wrote_offset)).body == b"half"
+
+
+def test_look_up_by_offset_id_and_by_key(open_store):
+    store = open_store()
+    results = [
+        store.put_message("T", 0, f"{i}".encode(), props(KEYS=f"order-{i} shared", UNIQ_KEY=f"U{i}"))
+        for i in range(20)
+    ]
+    store.put_message("Other", 0, b"other", props(KEYS="shared"))
+    store.wait_dispatched()
+    msg_id = offset_msg_id(store.store_host, results[7].wrote_offset)
+    _, _, offset = parse_offset_msg_id(msg_id)
+    assert decode_record(store.look_message_by_offset(offset)).body == b"7"
+    assert store.look_message_by_offset(offset + 1) is None  # not a record boundary
+    assert store.look_message_by_offset(10**9) is None
+    everything = (0, 2**62)
+    assert [decode_record(r).body for r in store.query_message("T", "order-3", 10, *everything)] == [b"3"]
+    assert [decode_record(r).body for r in store.query_message("T", "U12", 10, *everything)] == [b"12"]
+    assert len(store.query_message("T", "shared", 5, *everything)) == 5
+    assert [decode_record(r).body for r in store.query_message("Other", "shared", 50, *everything)] == [
+        b"other"
+    ]
+    assert store.query_message("T", "order-3", 10, 0, 1) == []  # outside the time range
+    assert store.query_message("T", "nope", 10, *everything) == []
+
+
+def test_search_offset_by_timestamp(open_store):
+    store = open_store()
+    for i in range(300):
+        store.put_message("T", 0, f"{i}".encode())
+    store.wait_dispatched()
+    stamps = [m.store_timestamp for m in read_queue(store, "T", 0)]
+    for ts in [*sorted(set(stamps)), stamps[0] - 1, stamps[-1] + 1]:
+        lower = store.get_offset_in_queue_by_time("T", 0, ts, "lower")
+        assert lower == next((i for i, s in enumerate(stamps) if s >= ts), len(stamps))
+        upper = store.get_offset_in_queue_by_time("T", 0, ts, "upper")
+        assert upper == max([i for i, s in enumerate(stamps) if s <= ts], default=0)
+    assert store.get_earliest_message_time("T", 0) == stamps[0]
+    assert store.get_earliest_message_time() == stamps[0]
+    assert store.get_earliest_message_time("nope", 0) == -1
+
+
+def test_clean_restart_keeps_everything_and_continues_offsets(open_store):
+    store = open_store()
+    put_many(store, "T", 0, 50)
+    put_many(store, "U", 3, 5)
+    store.close()
+    again = open_store()
+    assert again.recovered_bytes == 0
+    assert again.put_message("T", 0, b"next").queue_offset == 50
+    again.wait_dispatched()
+    assert [m.body for m in read_queue(again, "T", 0)][-2:] == [b"T-0-49", b"next"]
+    assert len(read_queue(again, "U", 3)) == 5
+
+
+def test_a_second_process_cannot_open_the_same_store(open_store):
+    from ferrymq.store import MessageStore, StoreError
+
+    store = open_store()
+    with pytest.raises(StoreError, match="in use"):
+        MessageStore(store.config).open()
+
+
+def crash_copy(store):
+    """Close cleanly, then mark the store as if the process had died mid-run with no checkpoint."""
+    store.close()
+    (store.root / "abort").touch()
+    (store.root / "checkpoint").unlink()
+    (store.root / "checkpoint.bak").unlink(missing_ok=True)
+
+
+def test_recovery_cuts_a_torn_tail(open_store):
+    store = open_store()
+    results = put_many(store, "T", 0, 30)
+    last = results[-1]
+    crash_copy(store)
+    seg_path = store.config.commitlog_dir / "00000000000000000000"
+    with open(seg_path, "r+b") as f:  # zero the last record's second half, as a kill mid-write would
+        f.seek(last.wrote_offset + last.wrote_bytes // 2)
+        f.write(bytes(last.wrote_bytes - last.wrote_bytes // 2))
+    again = open_store()
+    assert again.recovered_bytes == last.wrote_offset
+    assert [m.body for m in read_queue(again, "T", 0)] == [f"T-0-{i}".encode() for i in range(29)]
+    assert again.get_max_offset("T", 0) == 29
+    assert again.put_message("T", 0, b"after").queue_offset == 29
+
+
+def test_recovery_stops_at_a_crc_mismatch(open_store):
+    store = open_store()
+    results = put_many(store, "T", 0, 30)
+    crash_copy(store)
+    bad = results[10]
+    with open(store.config.commitlog_dir / "00000000000000000000", "r+b") as f:
+        f.seek(bad.wrote_offset + bad.wrote_bytes - 10)  # inside the body
+        byte = f.read(1)
+        f.seek(-1, 1)
+        f.write(bytes([byte[0] ^ 0x55]))
+    again = open_store()
+    msgs = read_queue(again, "T", 0)
+    assert [m.body for m in msgs] == [f"T-0-{i}".encode() for i in range(10)]
+
+
+def test_recovery_rebuilds_deleted_consume_queues_and_index(open_store):
+    import shutil
+
+    store = open_store()
+    for i in range(40):
+        store.put_message(f"T{i % 4}", i % 3, f"{i}".encode(), props(KEYS=f"k{i}"))
+    crash_copy(store)
+    shutil.rmtree(store.config.consumequeue_dir)
+    shutil.rmtree(store.config.index_dir)
+    again = open_store()
+    assert sum(len(read_queue(again, f"T{t}", q)) for t in range(4) for q in range(3)) == 40
+    assert [decode_record(r).body for r in again.query_message("T1", "k13", 5, 0, 2**62)] == [b"13"]
+
+
+def test_sync_flush_acknowledges_after_group_commit(open_store):
+    store = open_store(flush_disk_type=SYNC_FLUSH)
+    results = []
+
+    def producer(n):
+        for i in range(50):
+            r = store.put_message("T", n, f"{n}-{i}".encode())
+            results.append(r.wait())
+
+    threads = [threading.Thread(target=producer, args=(n,)) for n in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert results == [PutStatus.PUT_OK] * 200
+    assert store.commitlog.flushed_offset == store.commitlog.max_offset
+
+
+async def test_sync_flush_can_be_awaited_without_blocking_the_loop(open_store):
+    store = open_store(flush_disk_type=SYNC_FLUSH)
+    ticks = 0
+
+    async def ticker():
+        nonlocal ticks
+        while True:
+            ticks += 1
+            await asyncio.sleep(0)
+
+    task = asyncio.create_task(ticker())
+    statuses = await asyncio.gather(*(store.put_message("T", 0, b"x").durable() for _ in range(100)))
+    task.cancel()
+    assert statuses == [PutStatus.PUT_OK] * 100
+    assert ticks > 0
+
+
+def test_async_flush_result_is_immediately_final(open_store):
+    store = open_store()
+    result = store.put_message("T", 0, b"x")
+    assert result.flush_future is None and result.wait() is PutStatus.PUT_OK
+
+
+def test_durable_json_survives_a_torn_main_copy(tmp_path):
+    path = tmp_path / "config" / "consumerOffset.json"
+    atomic_write_json(path, {"v": 1})
+    atomic_write_json(path, {"v": 2})
+    assert read_json(path) == {"v": 2}
+    path.write_bytes(b'{"v": 3')  # torn by a crash
+    assert read_json(path) == {"v": 1}  # the .bak copy
+    assert read_json(tmp_path / "missing.json", default={}) == {}
+    assert not list(path.parent.glob("*.tmp"))
+
+
+def test_delete_topic_forgets_its_queues(open_store):
+    store = open_store()
+    put_many(store, "Gone", 0, 3)
+    put_many(store, "Kept", 0, 3)
+    store.wait_dispatched()
+    store.delete_topic("Gone")
+    assert store.get_messages("Gone", 0, 0).status is GetStatus.NO_MATCHED_LOGIC_QUEUE
+    assert not (store.config.consumequeue_dir / "Gone").exists()
+    assert store.topics() == {"Kept"}
+    assert store.put_message("Gone", 0, b"new").queue_offset == 0
