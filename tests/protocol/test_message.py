@@ -204,7 +204,7 @@ def test_find_property_matches_whole_keys_only():
 )
 def test_batch_round_trip(entries):
     body = encode_batch(entries)
-    back = [(bytes(e.body), e.properties, e.flag) for e in iter_batch(body)]
+    back = [(bytes(b), p, f) for f, b, p in iter_batch(body)]
     assert back == entries
 
 

@@ -2,8 +2,15 @@
 
 import click
 
+from ferrymq.cli.bench import bench
+from ferrymq.cli.dev import dev
+
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
 @click.version_option(package_name="ferrymq")
 def main() -> None:
     """ferrymq: a RocketMQ-compatible message broker in Python."""
+
+
+main.add_command(bench)
+main.add_command(dev)

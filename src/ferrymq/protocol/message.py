@@ -15,11 +15,12 @@ import struct
 import sys
 import threading
 import time
-import zlib
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from operator import mul
 from typing import NamedTuple
+
+from isal.isal_zlib import crc32
 
 from ferrymq.protocol.errors import MessageDecodeError
 
@@ -161,13 +162,12 @@ def host_sys_flags(born_host: bytes, store_host: bytes) -> int:
 # ---------------------------------------------------------------------------------------------
 # The record.
 
-_HEAD = struct.Struct(">iiiiiqqiq")  # TOTALSIZE .. BORNTIMESTAMP: 48 bytes
 _INT = struct.Struct(">i")
 _LONG = struct.Struct(">q")
 _SHORT = struct.Struct(">h")
 _UBYTE = struct.Struct(">B")
 _USHORT = struct.Struct(">H")
-HEAD_SIZE = _HEAD.size
+HEAD_SIZE = 48  # TOTALSIZE .. BORNTIMESTAMP, the part before the first host
 MIN_RECORD_SIZE = HEAD_SIZE + 8 + 8 + 8 + 4 + 8 + 4 + 1 + 2  # 91: IPv4 hosts, empty body/topic/props
 
 # Field positions that do not depend on host widths.
@@ -183,13 +183,13 @@ POS_BORNTIMESTAMP = 40
 POS_BORNHOST = 48
 
 
-def _tail_struct(born_len: int, store_len: int) -> struct.Struct:
-    # BORNHOST, STORETIMESTAMP, STOREHOSTADDRESS, RECONSUMETIMES, PreparedTransactionOffset, BODYLEN
-    return struct.Struct(f">{born_len}sq{store_len}siqi")
+# The fixed part of a record (TOTALSIZE .. BODYLEN) in one struct per host-width combination,
+# keyed by born width + 2 * store width (8+16, 20+16, 8+40, 20+40: all distinct).
+_FIXED = {b + 2 * s: struct.Struct(f">iiiiiqqiq{b}sq{s}siqi") for b in (8, 20) for s in (8, 20)}
 
 
-_TAILS = {(b, s): _tail_struct(b, s) for b in (8, 20) for s in (8, 20)}
-_FULL = {(b, s): struct.Struct(">iiiiiqqiq" + _TAILS[(b, s)].format[1:]) for b in (8, 20) for s in (8, 20)}
+def _fixed_struct(sys_flag: int) -> struct.Struct:
+    return _FIXED[(20 if sys_flag & BORNHOST_V6_FLAG else 8) + (40 if sys_flag & STOREHOST_V6_FLAG else 16)]
 
 
 def store_timestamp_pos(sys_flag: int) -> int:
@@ -198,7 +198,13 @@ def store_timestamp_pos(sys_flag: int) -> int:
 
 def body_crc(body) -> int:
     """BODYCRC as RocketMQ stores it: CRC32 of the body with the top bit masked off."""
-    return zlib.crc32(body) & 0x7FFFFFFF
+    return crc32(body) & 0x7FFFFFFF
+
+
+def topic_block(topic: bytes) -> bytes:
+    """The topic as a record stores it: its length (1 byte; 2 bytes past 127, magic v2), then the bytes."""
+    n = len(topic)
+    return (bytes((n,)) if n <= MAX_TOPIC_V1_SIZE else _USHORT.pack(n)) + topic
 
 
 def record_size(body_len: int, topic_len: int, props_len: int, born_len: int = 8, store_len: int = 8) -> int:
@@ -209,7 +215,7 @@ def record_size(body_len: int, topic_len: int, props_len: int, born_len: int = 8
 def write_record(
     buf,
     pos: int,
-    topic: bytes,
+    topic_block: bytes,
     queue_id: int,
     flag: int,
     queue_offset: int,
@@ -223,39 +229,26 @@ def write_record(
     prepared_transaction_offset: int,
     body,
     properties: bytes,
-    crc: int | None = None,
 ) -> int:
     """Write one record into `buf` at `pos` and return its size. `buf` must have room (see record_size).
 
-    Hosts are packed (pack_host); their widths must agree with the V6 bits of `sys_flag`.
+    `topic_block` comes from topic_block(); hosts are packed (pack_host) and their widths must
+    agree with the V6 bits of `sys_flag`. This is the put hot path: three copies and one pack.
     """
     body_len = len(body)
-    topic_len = len(topic)
-    props_len = len(properties)
-    born_len = len(born_host)
-    store_len = len(store_host)
-    v2 = topic_len > MAX_TOPIC_V1_SIZE
-    size = HEAD_SIZE + born_len + store_len + 26 + body_len + (2 if v2 else 1) + topic_len + props_len
-    if crc is None:
-        crc = zlib.crc32(body) & 0x7FFFFFFF
-    _FULL[(born_len, store_len)].pack_into(
-        buf, pos, size, MAGIC_V2 if v2 else MAGIC_V1, crc, queue_id, flag, queue_offset, physical_offset,
-        sys_flag, born_timestamp, born_host, store_timestamp, store_host, reconsume_times,
-        prepared_transaction_offset, body_len,
+    tail = topic_block + _SHORT.pack(len(properties)) + properties
+    fixed = _FIXED[len(born_host) + 2 * len(store_host)]
+    head = fixed.size
+    size = head + body_len + len(tail)
+    fixed.pack_into(
+        buf, pos, size, MAGIC_V2 if len(topic_block) > MAX_TOPIC_V1_SIZE + 1 else MAGIC_V1,
+        crc32(body) & 0x7FFFFFFF, queue_id, flag, queue_offset, physical_offset, sys_flag, born_timestamp,
+        born_host, store_timestamp, store_host, reconsume_times, prepared_transaction_offset, body_len,
     )  # fmt: skip
-    p = pos + HEAD_SIZE + born_len + store_len + 24
+    p = pos + head
     buf[p : p + body_len] = body
     p += body_len
-    if v2:
-        _USHORT.pack_into(buf, p, topic_len)
-        p += 2
-    else:
-        buf[p] = topic_len
-        p += 1
-    buf[p : p + topic_len] = topic
-    p += topic_len
-    _SHORT.pack_into(buf, p, props_len)
-    buf[p + 2 : p + 2 + props_len] = properties
+    buf[p : pos + size] = tail
     return size
 
 
@@ -293,22 +286,19 @@ def read_record_meta(buf, pos: int, limit: int) -> RecordMeta | str | None:
     """
     if limit - pos < 8:
         return None
-    size, magic = struct.unpack_from(">ii", buf, pos)
+    size, magic = _SIZE_MAGIC.unpack_from(buf, pos)
     if magic == BLANK_MAGIC:
         return BLANK if BLANK_MIN_SIZE <= size <= limit - pos else None
-    if magic not in (MAGIC_V1, MAGIC_V2) or size < MIN_RECORD_SIZE or size > limit - pos:
+    if (magic != MAGIC_V1 and magic != MAGIC_V2) or size < MIN_RECORD_SIZE or size > limit - pos:
         return None
-    (_, _, crc, queue_id, _, queue_offset, phys, sys_flag, _) = _HEAD.unpack_from(buf, pos)
-    born_len = 20 if sys_flag & BORNHOST_V6_FLAG else 8
-    store_len = 20 if sys_flag & STOREHOST_V6_FLAG else 8
-    if HEAD_SIZE + born_len + store_len + 27 > size:
-        return None
-    p = pos + HEAD_SIZE + born_len
-    store_ts = _LONG.unpack_from(buf, p)[0]
-    p += 8 + store_len + 12
-    body_len = _INT.unpack_from(buf, p)[0]
-    body_start = p + 4
+    fixed = _fixed_struct(_INT.unpack_from(buf, pos + POS_SYSFLAG)[0])
+    body_start = pos + fixed.size
     end = pos + size
+    if body_start + 3 > end:
+        return None
+    _, _, crc, queue_id, _, queue_offset, phys, sys_flag, _, _, store_ts, _, _, _, body_len = (
+        fixed.unpack_from(buf, pos)
+    )
     p = body_start + body_len
     if body_len < 0 or p + 3 > end:
         return None
@@ -321,10 +311,16 @@ def read_record_meta(buf, pos: int, limit: int) -> RecordMeta | str | None:
     topic_end = p + topic_len
     if topic_end + 2 > end:
         return None
-    try:
-        topic = bytes(buf[p:topic_end]).decode()
-    except UnicodeDecodeError:
-        return None
+    raw_topic = bytes(buf[p:topic_end])  # no copy when `buf` is an mmap: its slices are bytes
+    topic = _TOPICS.get(raw_topic)
+    if topic is None:
+        try:
+            topic = raw_topic.decode()
+        except UnicodeDecodeError:
+            return None
+        if len(_TOPICS) > 10_000:
+            _TOPICS.clear()
+        _TOPICS[raw_topic] = topic
     props_len = _SHORT.unpack_from(buf, topic_end)[0]
     props_start = topic_end + 2
     if props_len < 0 or props_start + props_len != end:
@@ -333,6 +329,10 @@ def read_record_meta(buf, pos: int, limit: int) -> RecordMeta | str | None:
         size, crc, queue_id, queue_offset, phys, sys_flag, store_ts, body_start, body_len, topic,
         props_start, end,
     )  # fmt: skip
+
+
+_SIZE_MAGIC = struct.Struct(">ii")
+_TOPICS: dict[bytes, str] = {}  # decoded topic names: a store holds few, and records repeat them
 
 
 @dataclass(slots=True)
@@ -386,7 +386,7 @@ class MessageExt:
         sys_flag = (self.sys_flag & ~(BORNHOST_V6_FLAG | STOREHOST_V6_FLAG)) | host_sys_flags(born, store)
         buf = bytearray(record_size(len(self.body), len(topic), len(props), len(born), len(store)))
         write_record(
-            buf, 0, topic, self.queue_id, self.flag, self.queue_offset, self.commitlog_offset, sys_flag,
+            buf, 0, topic_block(topic), self.queue_id, self.flag, self.queue_offset, self.commitlog_offset, sys_flag,
             self.born_timestamp, born, self.store_timestamp, store, self.reconsume_times,
             self.prepared_transaction_offset, self.body, props,
         )  # fmt: skip
@@ -403,10 +403,8 @@ def decode_record(buf, pos: int = 0, *, verify_crc: bool = False) -> MessageExt:
     body = bytes(buf[meta.body_start : meta.body_start + meta.body_len])
     if verify_crc and body_crc(body) != meta.body_crc:
         raise MessageDecodeError(f"body CRC mismatch in record at position {pos}")
-    born_len = 20 if meta.sys_flag & BORNHOST_V6_FLAG else 8
-    store_len = 20 if meta.sys_flag & STOREHOST_V6_FLAG else 8
-    tail = _TAILS[(born_len, store_len)].unpack_from(buf, pos + HEAD_SIZE)
-    born_host, _, store_host, reconsume_times, prepared, _ = tail
+    fields = _fixed_struct(meta.sys_flag).unpack_from(buf, pos)
+    born_host, store_host, reconsume_times, prepared = fields[9], fields[11], fields[12], fields[13]
     return MessageExt(
         topic=meta.topic,
         body=body,
@@ -445,12 +443,6 @@ _BATCH_HEAD = struct.Struct(">iiiii")  # TOTALSIZE, MAGICCODE, BODYCRC, FLAG, BO
 BATCH_OVERHEAD = _BATCH_HEAD.size + 2
 
 
-class BatchEntry(NamedTuple):
-    flag: int
-    body: memoryview
-    properties: bytes
-
-
 def encode_batch(entries: list[tuple[bytes, bytes, int]]) -> bytes:
     """Encode (body, encoded properties, flag) triples as a SEND_BATCH_MESSAGE body."""
     parts = []
@@ -460,8 +452,8 @@ def encode_batch(entries: list[tuple[bytes, bytes, int]]) -> bytes:
     return b"".join(parts)
 
 
-def iter_batch(data: bytes | memoryview) -> Iterator[BatchEntry]:
-    """Split a batch body into its messages; raise MessageDecodeError on any inconsistency."""
+def iter_batch(data: bytes | memoryview) -> Iterator[tuple[int, memoryview, bytes]]:
+    """Split a batch body into (flag, body, properties) per message; MessageDecodeError if malformed."""
     view = memoryview(data)
     pos, end = 0, len(view)
     while pos < end:
@@ -475,7 +467,7 @@ def iter_batch(data: bytes | memoryview) -> Iterator[BatchEntry]:
         props_len = _SHORT.unpack_from(view, props_len_pos)[0]
         if props_len < 0 or props_len_pos + 2 + props_len != pos + size:
             raise MessageDecodeError(f"batch entry at {pos} has inconsistent properties length")
-        yield BatchEntry(flag, view[body_start:props_len_pos], bytes(view[props_len_pos + 2 : pos + size]))
+        yield flag, view[body_start:props_len_pos], bytes(view[props_len_pos + 2 : pos + size])
         pos += size
 
 

@@ -75,6 +75,9 @@ def read_json(path: Path, default: Any = None) -> Any:
     return default
 
 
+CREATING_SUFFIX = ".creating"
+
+
 class MappedFile:
     """One fixed-size file mapped into memory: a CommitLog segment or a ConsumeQueue file.
 
@@ -89,8 +92,13 @@ class MappedFile:
         self.path = path
         self.base = base
         self.size = size
+        # A new file is built under a temporary name and renamed when whole, so a crash mid-way
+        # never leaves a short file under a real name.
+        opened = path.with_name(path.name + CREATING_SUFFIX) if create else path
         try:
-            self.fd = os.open(path, os.O_RDWR | (os.O_CREAT | os.O_EXCL if create else 0), 0o644)
+            if create:
+                opened.unlink(missing_ok=True)
+            self.fd = os.open(opened, os.O_RDWR | (os.O_CREAT | os.O_EXCL if create else 0), 0o644)
         except OSError as e:
             raise _io_error("create" if create else "open", path, e) from None
         try:
@@ -100,10 +108,12 @@ class MappedFile:
             elif os.fstat(self.fd).st_size != size:
                 raise StoreError(f"{path} is {os.fstat(self.fd).st_size} bytes, expected {size}")
             self.mm = mmap.mmap(self.fd, size)
+            if create:
+                os.rename(opened, path)
         except OSError as e:
             os.close(self.fd)
             if create:
-                path.unlink(missing_ok=True)
+                opened.unlink(missing_ok=True)
             raise _io_error("map", path, e) from None
         except StoreError:
             os.close(self.fd)
@@ -168,8 +178,16 @@ def offset_name(offset: int) -> str:
 
 
 def list_offset_files(directory: Path) -> list[tuple[int, Path]]:
-    """The 20-digit-named files of a directory, sorted by their start offset."""
+    """The 20-digit-named files of a directory, sorted by their start offset.
+
+    Files whose creation a crash interrupted are deleted on the way: they never held data.
+    """
     if not directory.is_dir():
         return []
-    found = [(int(p.name), p) for p in directory.iterdir() if p.name.isdigit() and len(p.name) == 20]
+    found = []
+    for p in directory.iterdir():
+        if p.name.endswith(CREATING_SUFFIX):
+            p.unlink(missing_ok=True)
+        elif p.name.isdigit() and len(p.name) == 20:
+            found.append((int(p.name), p))
     return sorted(found)

@@ -41,10 +41,9 @@ def key_hash(text: str) -> int:
     byte into two base-31 digits (b = 31*high + low) lets int() do that sum in C, about three times
     faster than java_hash: this runs for every key of every stored message.
     """
-    if text.isascii() and len(text) <= _FAST_HASH_MAX_LEN:
+    if text.isascii() and 0 < len(text) <= _FAST_HASH_MAX_LEN:
         raw = text.encode()
-        h = int(b"0" + raw.translate(_HIGH_DIGIT), 31) * 31 + int(b"0" + raw.translate(_LOW_DIGIT), 31)
-        h &= 0xFFFFFFFF
+        h = (int(raw.translate(_HIGH_DIGIT), 31) * 31 + int(raw.translate(_LOW_DIGIT), 31)) & 0xFFFFFFFF
     else:
         h = java_hash(text) & 0xFFFFFFFF
     return h if h < 0x80000000 else (0x100000000 - h) & 0x7FFFFFFF
@@ -153,11 +152,14 @@ class _IndexFile:
 
 
 class IndexService:
-    """All index files of a store; put() is called by the dispatcher thread only."""
+    """All index files of a store. One thread (the dispatcher) puts; queries, flushes and retention
+    may run on other threads without a lock, because the file list is replaced rather than changed."""
 
     def __init__(
         self, directory: Path, *, max_hash_slot_num: int = 5_000_000, max_index_num: int = 20_000_000
     ) -> None:
+        if max_hash_slot_num < 1 or max_index_num < 2:  # entry 0 is unused: a file needs room for one more
+            raise ValueError(f"index sizes too small: {max_hash_slot_num} slots, {max_index_num} entries")
         self.directory = directory
         self.max_hash_slot_num = max_hash_slot_num
         self.max_index_num = max_index_num
@@ -167,15 +169,14 @@ class IndexService:
             for p in (directory.iterdir() if directory.is_dir() else ())
             if len(p.name) == _NAME_LENGTH and p.name.isdigit()
         )
-        self._files: list[_IndexFile] = []  # oldest first; replaced, never mutated, for lock-free readers
+        self._files: list[_IndexFile] = []  # oldest first
         try:
             for name in names:
                 self._files.append(self._open(name, create=False))
         except StoreError:
             self.close()
             raise
-        newest = self._files[-1] if self._files else None
-        self._writable = newest if newest and newest.index_count < max_index_num else None
+        self._writable = self._files[-1] if self._files else None  # put() moves on if it is full
 
     def _open(self, name: str, *, create: bool) -> _IndexFile:
         mf = MappedFile(self.directory / name, 0, self.file_size, create=create)
@@ -219,20 +220,16 @@ class IndexService:
         for file in reversed(self._files):
             if len(found) >= max_num:
                 break
-            if file.index_count == 1:
-                continue  # nothing written yet, and its zero timestamps would stop the search
             if file.begin_ts <= end_ms and begin_ms <= file.end_ts:
                 try:
                     file.collect(hash_, begin_ms, end_ms, max_num, found)
                 except ValueError:  # retention unmapped the file meanwhile: its messages are gone too
                     continue
-            if file.begin_ts < begin_ms:
-                break  # older files hold only older messages
         return list(found)
 
     @property
     def max_phys_offset(self) -> int:
-        """The highest offset indexed in the newest file: where re-indexing after recovery may start."""
+        """The highest message offset in the newest file (its endPhyOffset), 0 without files."""
         files = self._files
         return files[-1].end_phys if files else 0
 

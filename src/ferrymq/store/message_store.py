@@ -33,6 +33,7 @@ from ferrymq.protocol.message import (
     read_record_meta,
     record_size,
     store_timestamp_pos,
+    topic_block,
     write_record,
 )
 from ferrymq.store.checkpoint import Checkpoint
@@ -61,7 +62,11 @@ class MessageStore:
         self.disk_full = False
         self._put_lock = threading.Lock()
         self._queue_offsets: dict[tuple[str, int], int] = {}
-        self._topic_bytes: dict[str, bytes] = {}
+        self._topic_blocks: dict[str, bytes] = {}
+        self._max_body = config.max_message_size
+        self._store_host_flag = host_sys_flags(self.store_host, self.store_host)
+        # Record bytes besides body, topic block and properties, by born host width.
+        self._fixed_size = {w: record_size(0, 0, 0, w, len(self.store_host)) - 3 for w in (8, 20)}
         self._opened = False
 
     # ---------------------------------------------------------------- life cycle
@@ -201,11 +206,14 @@ class MessageStore:
 
     # ---------------------------------------------------------------- writes
 
-    def _check_put(self, topic: bytes, body_len: int, props_len: int) -> PutResult | None:
+    def _refusal(self, topic: str, body_len: int, props_len: int) -> PutResult | None:
+        """Why a message cannot be stored (disk full, bad topic, too big), or None if it can."""
         if self.disk_full:
             return PutResult(PutStatus.DISK_FULL, f"disk full: store {self.root} refuses writes")
-        if not topic or len(topic) > MAX_TOPIC_BYTES:
-            return PutResult(PutStatus.MESSAGE_ILLEGAL, f"topic must be 1 to {MAX_TOPIC_BYTES} bytes")
+        if self._topic_block(topic) is None:
+            return PutResult(
+                PutStatus.MESSAGE_ILLEGAL, f"topic must be 1 to {MAX_TOPIC_BYTES} bytes of UTF-8"
+            )
         if body_len > self.config.max_message_size:
             return PutResult(
                 PutStatus.MESSAGE_ILLEGAL,
@@ -218,11 +226,15 @@ class MessageStore:
             )
         return None
 
-    def _topic(self, topic: str) -> bytes:
-        raw = self._topic_bytes.get(topic)
-        if raw is None:
-            raw = self._topic_bytes[topic] = topic.encode()
-        return raw
+    def _topic_block(self, topic: str) -> bytes | None:
+        """The topic's encoded length and bytes, cached; None for a topic a record cannot hold."""
+        block = self._topic_blocks.get(topic)
+        if block is None:
+            raw = topic.encode(errors="replace")
+            if not 0 < len(raw) <= MAX_TOPIC_BYTES:
+                return None
+            block = self._topic_blocks[topic] = topic_block(raw)
+        return block
 
     def put_message(
         self,
@@ -241,27 +253,37 @@ class MessageStore:
         """Append one message. `properties` is the encoded properties string; hosts are packed."""
         if isinstance(properties, str):
             properties = properties.encode()
-        topic_b = self._topic(topic)
-        refused = self._check_put(topic_b, len(body), len(properties))
-        if refused:
-            return refused
-        born_host = born_host or self.store_host
-        sys_flag = (sys_flag & ~0x30) | host_sys_flags(born_host, self.store_host)
-        size = record_size(len(body), len(topic_b), len(properties), len(born_host), len(self.store_host))
+        block = self._topic_blocks.get(topic)
+        if (
+            block is None
+            or self.disk_full
+            or len(body) > self._max_body
+            or len(properties) > MAX_PROPERTIES_SIZE
+        ):
+            refused = self._refusal(topic, len(body), len(properties))
+            if refused:
+                return refused
+            block = self._topic_blocks[topic]
+        if born_host is None:
+            born_host = self.store_host
+            sys_flag = (sys_flag & ~0x30) | self._store_host_flag
+        else:
+            sys_flag = (sys_flag & ~0x30) | host_sys_flags(born_host, self.store_host)
+        size = self._fixed_size[len(born_host)] + len(body) + len(block) + 2 + len(properties)
         tran = sys_flag & TRANSACTION_TYPE_MASK
         # Half and rolled-back transaction messages never reach a ConsumeQueue, so take no offset.
         takes_offset = tran != TRANSACTION_PREPARED_TYPE and tran != TRANSACTION_ROLLBACK_TYPE
         key = (topic, queue_id)
         with self._put_lock:
             placed = self._place(size)
-            if isinstance(placed, PutResult):
+            if placed.__class__ is PutResult:
                 return placed
             seg, pos = placed
             phys = seg.base + pos
             queue_offset = self._queue_offsets.get(key, 0) if takes_offset else 0
             now = time.time_ns() // 1_000_000
             write_record(
-                seg.mm, pos, topic_b, queue_id, flag, queue_offset, phys, sys_flag,
+                seg.mm, pos, block, queue_id, flag, queue_offset, phys, sys_flag,
                 born_timestamp or now, born_host, now, self.store_host, reconsume_times,
                 prepared_transaction_offset, body, properties,
             )  # fmt: skip
@@ -281,32 +303,28 @@ class MessageStore:
         born_host: bytes | None = None,
     ) -> PutResult:
         """Append a SEND_BATCH_MESSAGE body: each entry becomes its own record, offsets consecutive."""
-        topic_b = self._topic(topic)
         try:
             entries = list(iter_batch(batch_body))
         except MessageDecodeError as e:
             return PutResult(PutStatus.MESSAGE_ILLEGAL, f"bad batch body: {e}")
         if not entries:
             return PutResult(PutStatus.MESSAGE_ILLEGAL, "empty batch")
-        largest_body = max(len(e.body) for e in entries)
-        largest_props = max(len(e.properties) for e in entries)
-        refused = self._check_put(topic_b, largest_body, largest_props)
+        largest_body = max(len(body) for _, body, _ in entries)
+        largest_props = max(len(props) for _, _, props in entries)
+        refused = self._refusal(topic, largest_body, largest_props)
         if refused:
             return refused
+        block = self._topic_blocks[topic]
         born_host = born_host or self.store_host
         sys_flag = (sys_flag & ~0x30) | host_sys_flags(born_host, self.store_host)
         # Each record = its batch entry + the fixed record fields and the topic.
-        extra = record_size(0, len(topic_b), 0, len(born_host), len(self.store_host)) - BATCH_OVERHEAD
+        extra = self._fixed_size[len(born_host)] + len(block) + 2 - BATCH_OVERHEAD
         total = len(batch_body) + extra * len(entries)
-        if total + BLANK_MIN_SIZE > self.config.mapped_file_size_commit_log:
-            return PutResult(
-                PutStatus.MESSAGE_ILLEGAL, f"batch of {total} bytes does not fit in a CommitLog segment"
-            )
         key = (topic, queue_id)
         store_host = self.store_host
         with self._put_lock:
             placed = self._place(total)
-            if isinstance(placed, PutResult):
+            if placed.__class__ is PutResult:
                 return placed
             seg, pos = placed
             mm = seg.mm
@@ -318,7 +336,7 @@ class MessageStore:
             for flag, body, props in entries:
                 offsets.append(phys)
                 size = write_record(
-                    mm, pos, topic_b, queue_id, flag, queue_offset, phys, sys_flag, born_timestamp, born_host,
+                    mm, pos, block, queue_id, flag, queue_offset, phys, sys_flag, born_timestamp, born_host,
                     now, store_host, 0, 0, body, props,
                 )  # fmt: skip
                 pos += size

@@ -1,0 +1,76 @@
+"""`ferrymq bench ...`: benchmarks with a progress bar and one JSON result line per scenario."""
+
+from __future__ import annotations
+
+import json
+import time
+from pathlib import Path
+
+import click
+from rich.console import Console
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+from rich.table import Table
+
+from ferrymq.bench.machine import machine_info
+
+
+@click.group()
+def bench() -> None:
+    """Measure ferrymq's throughput, latency and recovery time."""
+
+
+def _save(path: Path | None, suite: str, params: dict, results: list[dict]) -> None:
+    if path is None:
+        return
+    path.parent.mkdir(parents=True, exist_ok=True)
+    doc = {
+        "suite": suite,
+        "measured_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+        "machine": machine_info(),
+        "params": params,
+        "results": results,
+    }
+    path.write_text(json.dumps(doc, indent=2) + "\n")
+
+
+def _table(title: str, results: list[dict]) -> Table:
+    columns = list(dict.fromkeys(k for r in results for k in r))
+    table = Table(title=title)
+    for c in columns:
+        table.add_column(c, justify="left" if c == "scenario" else "right")
+    for r in results:
+        table.add_row(*(str(r.get(c, "")) for c in columns))
+    return table
+
+
+@bench.command("store")
+@click.option("--count", default=200_000, show_default=True, help="Messages per append/read scenario.")
+@click.option("--body-size", default=1024, show_default=True, help="Body size in bytes.")
+@click.option(
+    "--recovery-gib", default=1.0, show_default=True, help="CommitLog GiB for the recovery test (0: skip)."
+)
+@click.option("--save", type=click.Path(path_type=Path), help="Also write the results as JSON to this file.")
+def bench_store(count: int, body_size: int, recovery_gib: float, save: Path | None) -> None:
+    """The storage engine alone: appends (single/batched, async/sync flush), reads, recovery."""
+    from ferrymq.bench.store import run_store_bench
+
+    console = Console(stderr=True)
+    with Progress(
+        TextColumn("{task.description}"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TimeElapsedColumn(),
+        console=console,
+    ) as bar:
+        tasks: dict[str, int] = {}
+
+        def progress(name: str, done: int, total: int) -> None:
+            if name not in tasks:
+                tasks[name] = bar.add_task(name, total=total)
+            bar.update(tasks[name], completed=done, total=total)
+
+        results = run_store_bench(count, body_size, recovery_gib, progress)
+    console.print(_table("ferrymq bench store", results))
+    for r in results:
+        click.echo(json.dumps(r))
+    _save(save, "store", {"count": count, "body_size": body_size, "recovery_gib": recovery_gib}, results)
