@@ -17,7 +17,6 @@ import threading
 import time
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
-from operator import mul
 from typing import NamedTuple
 
 from isal.isal_zlib import crc32
@@ -80,20 +79,29 @@ class Prop:
 # ---------------------------------------------------------------------------------------------
 # Java String.hashCode, for tag hashes and index keys.
 
-_POW31 = [pow(31, i, 1 << 32) for i in range(256)]
 _UTF16 = "utf-16-le" if sys.byteorder == "little" else "utf-16-be"
+_BASE31 = b"0123456789abcdefghijklmnopqrstu"
+_HIGH_DIGIT = bytes(_BASE31[b // 31] for b in range(256))
+_LOW_DIGIT = bytes(_BASE31[b % 31] for b in range(256))
+_FAST_HASH_MAX_LEN = 639  # int() parses up to 640 digits whatever sys.set_int_max_str_digits says
 
 
 def java_hash(s: str) -> int:
-    """Java's String.hashCode: sum of UTF-16 units times powers of 31, as a signed 32-bit int."""
-    units: bytes | memoryview = s.encode() if s.isascii() else memoryview(s.encode(_UTF16)).cast("H")
-    n = len(units)
-    if n <= len(_POW31):
-        h = sum(map(mul, units, _POW31[n - 1 :: -1] if n else ())) & 0xFFFFFFFF
+    """Java's String.hashCode as a signed 32-bit int.
+
+    For ASCII the hash is the bytes read as a base-31 number (mod 2**32); splitting each byte into
+    two base-31 digits (b = 31*high + low) lets int() do that sum in C. It runs for every tag and
+    index key the dispatcher sees, so it is worth the trick.
+    """
+    if s.isascii() and len(s) <= _FAST_HASH_MAX_LEN:
+        raw = s.encode()
+        h = (
+            int(b"0" + raw.translate(_HIGH_DIGIT), 31) * 31 + int(b"0" + raw.translate(_LOW_DIGIT), 31)
+        ) & 0xFFFFFFFF
     else:
         h = 0
-        for u in units:
-            h = (h * 31 + u) & 0xFFFFFFFF
+        for unit in memoryview(s.encode(_UTF16)).cast("H"):  # UTF-16 code units, as Java counts them
+            h = (h * 31 + unit) & 0xFFFFFFFF
     return h - (1 << 32) if h & 0x80000000 else h
 
 
@@ -291,7 +299,8 @@ def read_record_meta(buf, pos: int, limit: int) -> RecordMeta | str | None:
         return BLANK if BLANK_MIN_SIZE <= size <= limit - pos else None
     if (magic != MAGIC_V1 and magic != MAGIC_V2) or size < MIN_RECORD_SIZE or size > limit - pos:
         return None
-    fixed = _fixed_struct(_INT.unpack_from(buf, pos + POS_SYSFLAG)[0])
+    sys_flag = _INT.unpack_from(buf, pos + POS_SYSFLAG)[0]
+    fixed = _FIXED[(20 if sys_flag & BORNHOST_V6_FLAG else 8) + (40 if sys_flag & STOREHOST_V6_FLAG else 16)]
     body_start = pos + fixed.size
     end = pos + size
     if body_start + 3 > end:
@@ -325,13 +334,14 @@ def read_record_meta(buf, pos: int, limit: int) -> RecordMeta | str | None:
     props_start = topic_end + 2
     if props_len < 0 or props_start + props_len != end:
         return None
-    return RecordMeta(
-        size, crc, queue_id, queue_offset, phys, sys_flag, store_ts, body_start, body_len, topic,
-        props_start, end,
+    return _new_meta(
+        RecordMeta, (size, crc, queue_id, queue_offset, phys, sys_flag, store_ts, body_start, body_len, topic,
+                     props_start, end),
     )  # fmt: skip
 
 
 _SIZE_MAGIC = struct.Struct(">ii")
+_new_meta = tuple.__new__  # builds a RecordMeta without its Python-level __new__: per record, it adds up
 _TOPICS: dict[bytes, str] = {}  # decoded topic names: a store holds few, and records repeat them
 
 
@@ -386,8 +396,8 @@ class MessageExt:
         sys_flag = (self.sys_flag & ~(BORNHOST_V6_FLAG | STOREHOST_V6_FLAG)) | host_sys_flags(born, store)
         buf = bytearray(record_size(len(self.body), len(topic), len(props), len(born), len(store)))
         write_record(
-            buf, 0, topic_block(topic), self.queue_id, self.flag, self.queue_offset, self.commitlog_offset, sys_flag,
-            self.born_timestamp, born, self.store_timestamp, store, self.reconsume_times,
+            buf, 0, topic_block(topic), self.queue_id, self.flag, self.queue_offset, self.commitlog_offset,
+            sys_flag, self.born_timestamp, born, self.store_timestamp, store, self.reconsume_times,
             self.prepared_transaction_offset, self.body, props,
         )  # fmt: skip
         return bytes(buf)

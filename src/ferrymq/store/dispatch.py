@@ -72,12 +72,14 @@ class Dispatcher:
         count = 0
         offset = self.offset
         queues = self.queues
+        queue_cache = {}  # (topic, queue id) -> ConsumeQueue for this pass; the table may change between
         index = self.index
+        last_store_timestamp = 0
         while offset < limit:
             seg = self.commitlog.segment_for(offset)
             if seg is None:
                 break
-            mm = seg.mm
+            mm, view = seg.mm, seg.view
             base = seg.base
             pos = offset - base
             end = min(limit, seg.end) - base
@@ -91,16 +93,22 @@ class Dispatcher:
                     or meta.physical_offset != base + pos
                     or (
                         verify_crc
-                        and body_crc(mm[meta.body_start : meta.body_start + meta.body_len]) != meta.body_crc
+                        and body_crc(view[meta.body_start : meta.body_start + meta.body_len]) != meta.body_crc
                     )
                 ):
                     self.offset = base + pos
+                    if count:
+                        self.last_store_timestamp = last_store_timestamp
                     return base + pos, count
                 tran = meta.sys_flag & TRANSACTION_TYPE_MASK
                 ps, pe = meta.props_start, meta.props_end
                 if tran != TRANSACTION_PREPARED_TYPE and tran != TRANSACTION_ROLLBACK_TYPE:
                     tag = find_property(mm, ps, pe, _TAGS)
-                    cq = queues.get_or_create(meta.topic, meta.queue_id)
+                    cq = queue_cache.get((meta.topic, meta.queue_id))
+                    if cq is None:
+                        cq = queue_cache[(meta.topic, meta.queue_id)] = queues.get_or_create(
+                            meta.topic, meta.queue_id
+                        )
                     cq.put(meta.queue_offset, base + pos, meta.size, self.tag_code(tag) if tag else 0)
                 if index is not None and tran != TRANSACTION_ROLLBACK_TYPE:
                     keys = []
@@ -112,8 +120,10 @@ class Dispatcher:
                         keys += user_keys.decode(errors="replace").split()
                     if keys:
                         index.put(meta.topic, keys, base + pos, meta.store_timestamp)
-                self.last_store_timestamp = meta.store_timestamp
+                last_store_timestamp = meta.store_timestamp
                 pos += meta.size
                 count += 1
             offset = self.offset = base + pos
+        if count:
+            self.last_store_timestamp = last_store_timestamp
         return offset, count

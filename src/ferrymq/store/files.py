@@ -15,7 +15,7 @@ from typing import Any
 from ferrymq.store.errors import DiskFullError, StoreError
 
 
-def _io_error(action: str, path: Path, e: OSError) -> StoreError:
+def io_error(action: str, path: Path, e: OSError) -> StoreError:
     if e.errno == errno.ENOSPC:
         return DiskFullError(f"disk full while trying to {action} {path}")
     return StoreError(f"could not {action} {path}: {e.strerror or e}")
@@ -46,7 +46,7 @@ def atomic_write(path: Path, data: bytes) -> None:
         os.replace(tmp, path)
         fsync_dir(path.parent)
     except OSError as e:
-        raise _io_error("write", path, e) from None
+        raise io_error("write", path, e) from None
 
 
 def read_durable(path: Path) -> bytes | None:
@@ -100,7 +100,7 @@ class MappedFile:
                 opened.unlink(missing_ok=True)
             self.fd = os.open(opened, os.O_RDWR | (os.O_CREAT | os.O_EXCL if create else 0), 0o644)
         except OSError as e:
-            raise _io_error("create" if create else "open", path, e) from None
+            raise io_error("create" if create else "open", path, e) from None
         try:
             if create:
                 # Reserve the blocks now: a full disk then fails here, not as a SIGBUS mid-write.
@@ -114,7 +114,7 @@ class MappedFile:
             os.close(self.fd)
             if create:
                 opened.unlink(missing_ok=True)
-            raise _io_error("map", path, e) from None
+            raise io_error("map", path, e) from None
         except StoreError:
             os.close(self.fd)
             raise

@@ -17,7 +17,7 @@ from pathlib import Path
 
 from ferrymq.protocol.message import java_hash
 from ferrymq.store.errors import StoreError
-from ferrymq.store.files import MappedFile, _io_error
+from ferrymq.store.files import MappedFile, io_error
 
 HEADER = struct.Struct(">qqqqii")  # begin/end timestamp, begin/end phys offset, used slots, index count
 SLOT = struct.Struct(">i")
@@ -28,25 +28,11 @@ _NAME_FORMAT = "%Y%m%d%H%M%S%f"  # %f gives microseconds: names keep its first t
 _NAME_LENGTH = 17
 _MAX_TIME_DIFF = 0x7FFFFFFF
 
-_BASE31_DIGITS = b"0123456789abcdefghijklmnopqrstu"
-_HIGH_DIGIT = bytes(_BASE31_DIGITS[b // 31] for b in range(256))
-_LOW_DIGIT = bytes(_BASE31_DIGITS[b % 31] for b in range(256))
-_FAST_HASH_MAX_LEN = 639  # int() parses up to 640 digits whatever sys.set_int_max_str_digits says
-
 
 def key_hash(text: str) -> int:
-    """The bucket hash of `text` ("topic#key"): |String.hashCode()|, Integer.MIN_VALUE counting as 0.
-
-    String.hashCode of ASCII text is its bytes read as a base-31 number, mod 2**32. Splitting each
-    byte into two base-31 digits (b = 31*high + low) lets int() do that sum in C, about three times
-    faster than java_hash: this runs for every key of every stored message.
-    """
-    if text.isascii() and 0 < len(text) <= _FAST_HASH_MAX_LEN:
-        raw = text.encode()
-        h = (int(raw.translate(_HIGH_DIGIT), 31) * 31 + int(raw.translate(_LOW_DIGIT), 31)) & 0xFFFFFFFF
-    else:
-        h = java_hash(text) & 0xFFFFFFFF
-    return h if h < 0x80000000 else (0x100000000 - h) & 0x7FFFFFFF
+    """The bucket hash of `text` ("topic#key"): |String.hashCode()|, Integer.MIN_VALUE counting as 0."""
+    h = java_hash(text)
+    return 0 if h == -0x80000000 else abs(h)
 
 
 class _IndexFile:
@@ -194,7 +180,7 @@ class IndexService:
         try:
             self.directory.mkdir(parents=True, exist_ok=True)
         except OSError as e:
-            raise _io_error("create", self.directory, e) from None
+            raise io_error("create", self.directory, e) from None
         file = self._open(now.strftime(_NAME_FORMAT)[:_NAME_LENGTH], create=True)
         self._files = [*self._files, file]
         return file

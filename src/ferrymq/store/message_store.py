@@ -555,8 +555,10 @@ class MessageStore:
     def delete_topic(self, topic: str) -> None:
         """Forget a topic's queues (its records stay in the CommitLog until retention removes them)."""
         with self._put_lock:
-            self._queue_offsets = {k: v for k, v in self._queue_offsets.items() if k[0] != topic}
-            self.queues.remove_topic(topic)
+            self.dispatcher.dispatch()  # so no record of the topic is left to re-create its queues
+            with self.dispatcher.lock:
+                self._queue_offsets = {k: v for k, v in self._queue_offsets.items() if k[0] != topic}
+                self.queues.remove_topic(topic)
 
     # ---------------------------------------------------------------- maintenance
 
