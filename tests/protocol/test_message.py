@@ -28,6 +28,7 @@ from ferrymq.protocol.message import (
     pack_host,
     parse_offset_msg_id,
     read_record_meta,
+    scan_batch,
     unpack_host,
     write_blank,
 )
@@ -51,6 +52,15 @@ def test_java_hash_equals_the_reference_loop(s):
     for i in range(0, len(data), 2):
         h = (31 * h + int.from_bytes(data[i : i + 2], "big")) & 0xFFFFFFFF
     assert java_hash(s) == (h - (1 << 32) if h >= 1 << 31 else h)
+
+
+@pytest.mark.parametrize("length", [0, 1, 638, 639, 640, 5000])
+def test_java_hash_at_the_fast_path_length_limits(length):
+    text = "".join(chr(33 + i % 94) for i in range(length))
+    h = 0
+    for ch in text:
+        h = (31 * h + ord(ch)) & 0xFFFFFFFF
+    assert java_hash(text) == (h - (1 << 32) if h >= 1 << 31 else h)
 
 
 def test_record_layout_is_byte_exact():
@@ -162,7 +172,8 @@ def test_blank_record_and_torn_records():
 @settings(max_examples=500)
 @given(st.binary(max_size=400))
 def test_decoders_raise_only_protocol_errors_on_garbage(data):
-    for decode in (decode_record, decode_records, lambda d: list(iter_batch(d)), decode_properties):
+    decoders = (decode_record, decode_records, lambda d: list(iter_batch(d)), scan_batch, decode_properties)
+    for decode in decoders:
         with contextlib.suppress(ProtocolError):
             decode(data)
 

@@ -129,6 +129,9 @@ def test_bad_input_gets_a_status_not_an_exception(open_store):
     assert store.put_message("t" * 256, 0, b"x").status is PutStatus.MESSAGE_ILLEGAL
     assert store.put_batch("T", 0, b"\x00\x00\x00\x05garbage").status is PutStatus.MESSAGE_ILLEGAL
     assert store.put_batch("T", 0, b"").status is PutStatus.MESSAGE_ILLEGAL
+    one_too_big = encode_batch([(b"ok", b"", 0), (b"z" * 1001, b"", 0)])
+    refused = store.put_batch("T", 0, one_too_big)
+    assert refused.status is PutStatus.MESSAGE_ILLEGAL and "max_message_size" in refused.remark
     huge_batch = encode_batch([(b"y" * 900, b"", 0)] * 80)  # over one 64 KiB segment
     assert store.put_batch("T", 0, huge_batch).status is PutStatus.MESSAGE_ILLEGAL
     assert store.get_max_offset("T", 0) == 0

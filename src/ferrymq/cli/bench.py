@@ -70,7 +70,7 @@ def bench_store(count: int, body_size: int, recovery_gib: float, save: Path | No
             bar.update(tasks[name], completed=done, total=total)
 
         results = run_store_bench(count, body_size, recovery_gib, progress)
-    console.print(_table("ferrymq bench store", results))
+    Console(stderr=True, width=200).print(_table("ferrymq bench store", results))
     for r in results:
         click.echo(json.dumps(r))
     _save(save, "store", {"count": count, "body_size": body_size, "recovery_gib": recovery_gib}, results)

@@ -462,23 +462,100 @@ def encode_batch(entries: list[tuple[bytes, bytes, int]]) -> bytes:
     return b"".join(parts)
 
 
+def _batch_entry(view: memoryview, pos: int, end: int) -> tuple[int, int, int, int]:
+    """Check the batch entry at `pos`; return its (size, flag, body length, properties length)."""
+    if end - pos < BATCH_OVERHEAD:
+        raise MessageDecodeError(f"truncated batch entry at {pos}")
+    size, _magic, _crc, flag, body_len = _BATCH_HEAD.unpack_from(view, pos)
+    props_len_pos = pos + _BATCH_HEAD.size + body_len
+    if body_len < 0 or size < BATCH_OVERHEAD or pos + size > end or props_len_pos + 2 > pos + size:
+        raise MessageDecodeError(f"batch entry at {pos} has inconsistent lengths")
+    props_len = _SHORT.unpack_from(view, props_len_pos)[0]
+    if props_len < 0 or props_len_pos + 2 + props_len != pos + size:
+        raise MessageDecodeError(f"batch entry at {pos} has inconsistent properties length")
+    return size, flag, body_len, props_len
+
+
 def iter_batch(data: bytes | memoryview) -> Iterator[tuple[int, memoryview, bytes]]:
     """Split a batch body into (flag, body, properties) per message; MessageDecodeError if malformed."""
     view = memoryview(data)
     pos, end = 0, len(view)
     while pos < end:
-        if end - pos < BATCH_OVERHEAD:
-            raise MessageDecodeError(f"truncated batch entry at {pos}")
-        size, _magic, _crc, flag, body_len = _BATCH_HEAD.unpack_from(view, pos)
-        body_start = pos + _BATCH_HEAD.size
-        props_len_pos = body_start + body_len
-        if body_len < 0 or size < BATCH_OVERHEAD or pos + size > end or props_len_pos + 2 > pos + size:
-            raise MessageDecodeError(f"batch entry at {pos} has inconsistent lengths")
-        props_len = _SHORT.unpack_from(view, props_len_pos)[0]
-        if props_len < 0 or props_len_pos + 2 + props_len != pos + size:
-            raise MessageDecodeError(f"batch entry at {pos} has inconsistent properties length")
-        yield flag, view[body_start:props_len_pos], bytes(view[props_len_pos + 2 : pos + size])
+        size, flag, body_len, _ = _batch_entry(view, pos, end)
+        props_len_pos = pos + _BATCH_HEAD.size + body_len
+        yield flag, view[pos + _BATCH_HEAD.size : props_len_pos], bytes(view[props_len_pos + 2 : pos + size])
         pos += size
+
+
+def scan_batch(data: bytes | memoryview) -> tuple[int, int, int]:
+    """Validate a whole batch body; return (message count, largest body, largest properties)."""
+    view = memoryview(data)
+    pos, end = 0, len(view)
+    count = largest_body = largest_props = 0
+    while pos < end:
+        size, _, body_len, props_len = _batch_entry(view, pos, end)
+        count += 1
+        largest_body = max(largest_body, body_len)
+        largest_props = max(largest_props, props_len)
+        pos += size
+    return count, largest_body, largest_props
+
+
+def batch_records_size(
+    batch_size: int, count: int, topic_block: bytes, born_host: bytes, store_host: bytes
+) -> int:
+    """The CommitLog bytes a validated batch becomes: each entry gains the record fields and topic."""
+    head = _FIXED[len(born_host) + 2 * len(store_host)].size
+    return batch_size + count * (head + len(topic_block) - _BATCH_HEAD.size)
+
+
+def write_batch_records(
+    buf,
+    pos: int,
+    batch: bytes | memoryview,
+    topic_block: bytes,
+    queue_id: int,
+    queue_offset: int,
+    physical_offset: int,
+    sys_flag: int,
+    born_timestamp: int,
+    born_host: bytes,
+    store_timestamp: int,
+    store_host: bytes,
+) -> list[int]:
+    """Write every entry of a batch body (checked by scan_batch) as a record; return their offsets.
+
+    Body and properties are copied straight from the request into `buf`: no per-message objects.
+    """
+    view = memoryview(batch)
+    fixed = _FIXED[len(born_host) + 2 * len(store_host)]
+    pack_into = fixed.pack_into
+    head = fixed.size
+    block_len = len(topic_block)
+    magic = MAGIC_V2 if block_len > MAX_TOPIC_V1_SIZE + 1 else MAGIC_V1
+    grow = head + block_len - _BATCH_HEAD.size
+    offsets = []
+    bpos, end = 0, len(view)
+    while bpos < end:
+        size, _, _, flag, body_len = _BATCH_HEAD.unpack_from(view, bpos)
+        body_start = bpos + _BATCH_HEAD.size
+        body = view[body_start : body_start + body_len]
+        record_end = pos + size + grow
+        pack_into(
+            buf, pos, size + grow, magic, crc32(body) & 0x7FFFFFFF, queue_id, flag, queue_offset,
+            physical_offset, sys_flag, born_timestamp, born_host, store_timestamp, store_host, 0, 0, body_len,
+        )  # fmt: skip
+        p = pos + head
+        buf[p : p + body_len] = body
+        p += body_len
+        buf[p : p + block_len] = topic_block
+        buf[p + block_len : record_end] = view[body_start + body_len : bpos + size]  # PROPLEN + properties
+        offsets.append(physical_offset)
+        physical_offset += size + grow
+        queue_offset += 1
+        pos = record_end
+        bpos += size
+    return offsets
 
 
 # ---------------------------------------------------------------------------------------------

@@ -15,7 +15,8 @@ from collections.abc import Iterable
 from datetime import datetime, timedelta
 from pathlib import Path
 
-from ferrymq.protocol.message import java_hash
+from isal.isal_zlib import crc32
+
 from ferrymq.store.errors import StoreError
 from ferrymq.store.files import MappedFile, io_error
 
@@ -30,9 +31,13 @@ _MAX_TIME_DIFF = 0x7FFFFFFF
 
 
 def key_hash(text: str) -> int:
-    """The bucket hash of `text` ("topic#key"): |String.hashCode()|, Integer.MIN_VALUE counting as 0."""
-    h = java_hash(text)
-    return 0 if h == -0x80000000 else abs(h)
+    """The bucket hash of `text` ("topic#key"): CRC32 of its UTF-8, as a non-negative int32.
+
+    RocketMQ uses |String.hashCode()| here, but no other program reads our index files, and a C
+    CRC32 costs a tenth of a Python String.hashCode on the dispatch hot path (every key of every
+    message). The file layout is RocketMQ's all the same.
+    """
+    return crc32(text.encode(errors="surrogatepass")) & 0x7FFFFFFF
 
 
 class _IndexFile:

@@ -18,7 +18,6 @@ import time
 
 from ferrymq.protocol.errors import MessageDecodeError
 from ferrymq.protocol.message import (
-    BATCH_OVERHEAD,
     BLANK,
     BLANK_MIN_SIZE,
     MAX_PROPERTIES_SIZE,
@@ -26,14 +25,16 @@ from ferrymq.protocol.message import (
     TRANSACTION_PREPARED_TYPE,
     TRANSACTION_ROLLBACK_TYPE,
     TRANSACTION_TYPE_MASK,
+    batch_records_size,
     find_property,
     host_sys_flags,
-    iter_batch,
     pack_host,
     read_record_meta,
     record_size,
+    scan_batch,
     store_timestamp_pos,
     topic_block,
+    write_batch_records,
     write_record,
 )
 from ferrymq.store.checkpoint import Checkpoint
@@ -304,50 +305,34 @@ class MessageStore:
     ) -> PutResult:
         """Append a SEND_BATCH_MESSAGE body: each entry becomes its own record, offsets consecutive."""
         try:
-            entries = list(iter_batch(batch_body))
+            count, largest_body, largest_props = scan_batch(batch_body)
         except MessageDecodeError as e:
             return PutResult(PutStatus.MESSAGE_ILLEGAL, f"bad batch body: {e}")
-        if not entries:
+        if not count:
             return PutResult(PutStatus.MESSAGE_ILLEGAL, "empty batch")
-        largest_body = max(len(body) for _, body, _ in entries)
-        largest_props = max(len(props) for _, _, props in entries)
         refused = self._refusal(topic, largest_body, largest_props)
         if refused:
             return refused
         block = self._topic_blocks[topic]
         born_host = born_host or self.store_host
         sys_flag = (sys_flag & ~0x30) | host_sys_flags(born_host, self.store_host)
-        # Each record = its batch entry + the fixed record fields and the topic.
-        extra = self._fixed_size[len(born_host)] + len(block) + 2 - BATCH_OVERHEAD
-        total = len(batch_body) + extra * len(entries)
+        total = batch_records_size(len(batch_body), count, block, born_host, self.store_host)
         key = (topic, queue_id)
-        store_host = self.store_host
         with self._put_lock:
             placed = self._place(total)
             if placed.__class__ is PutResult:
                 return placed
             seg, pos = placed
-            mm = seg.mm
-            first = phys = seg.base + pos
-            queue_offset = first_queue_offset = self._queue_offsets.get(key, 0)
+            first = seg.base + pos
+            queue_offset = self._queue_offsets.get(key, 0)
             now = time.time_ns() // 1_000_000
-            born_timestamp = born_timestamp or now
-            offsets = []
-            for flag, body, props in entries:
-                offsets.append(phys)
-                size = write_record(
-                    mm, pos, block, queue_id, flag, queue_offset, phys, sys_flag, born_timestamp, born_host,
-                    now, store_host, 0, 0, body, props,
-                )  # fmt: skip
-                pos += size
-                phys += size
-                queue_offset += 1
-            self._queue_offsets[key] = queue_offset
-            self.commitlog.max_offset = phys
-        result = PutResult(
-            PutStatus.PUT_OK, "", first, phys - first, first_queue_offset, len(entries), now, offsets
-        )
-        return self._written(result)
+            offsets = write_batch_records(
+                seg.mm, pos, batch_body, block, queue_id, queue_offset, first, sys_flag,
+                born_timestamp or now, born_host, now, self.store_host,
+            )  # fmt: skip
+            self._queue_offsets[key] = queue_offset + count
+            self.commitlog.max_offset = first + total
+        return self._written(PutResult(PutStatus.PUT_OK, "", first, total, queue_offset, count, now, offsets))
 
     def _place(self, size: int):
         """Where `size` bytes go next, or a PutResult saying why they cannot be written."""
