@@ -28,10 +28,12 @@ def start_dev(data_dir):
 
 def test_dev_starts_on_its_data_dir_and_stops_cleanly_on_ctrl_c(tmp_path):
     proc, lines = start_dev(tmp_path / "data")
-    assert any(str(tmp_path / "data") in line for line in lines)
-    assert (tmp_path / "data" / "store" / "abort").exists()  # running: a crash would be noticed
-    proc.send_signal(signal.SIGINT)
-    out, _ = proc.communicate(timeout=30)
+    try:
+        assert any(str(tmp_path / "data") in line for line in lines)
+        assert (tmp_path / "data" / "store" / "abort").exists()  # running: a crash would be noticed
+    finally:
+        proc.send_signal(signal.SIGINT)
+        out, _ = proc.communicate(timeout=30)
     assert proc.returncode == 0, out
     assert "stopped cleanly" in out
     assert not (tmp_path / "data" / "store" / "abort").exists()

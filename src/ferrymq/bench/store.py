@@ -194,7 +194,10 @@ def bench_recovery(root: Path, gib: float, progress: Progress) -> list[dict]:
     return results
 
 
-def run_store_bench(count: int, body_size: int, recovery_gib: float, progress: Progress) -> list[dict]:
+def run_store_bench(
+    count: int, body_size: int, recovery_gib: float, repeat: int, progress: Progress
+) -> list[dict]:
+    """Every scenario `repeat` times on a fresh store; report the median run and the spread."""
     results = []
     scenarios = [
         lambda d: bench_append(d, count, body_size, 1, ASYNC_FLUSH, 1, progress),
@@ -205,8 +208,14 @@ def run_store_bench(count: int, body_size: int, recovery_gib: float, progress: P
         lambda d: bench_read(d, count, body_size, 1024, progress),
     ]
     for scenario in scenarios:
-        with tempfile.TemporaryDirectory(prefix="ferrymq-bench-", dir=_bench_dir()) as d:
-            results.append(scenario(Path(d)))
+        runs = []
+        for _ in range(repeat):
+            with tempfile.TemporaryDirectory(prefix="ferrymq-bench-", dir=_bench_dir()) as d:
+                runs.append(scenario(Path(d)))
+        runs.sort(key=lambda r: r["msgs_per_s"])
+        median = dict(runs[len(runs) // 2])
+        median["msgs_per_s_runs"] = [r["msgs_per_s"] for r in runs]
+        results.append(median)
     if recovery_gib > 0:
         with tempfile.TemporaryDirectory(prefix="ferrymq-bench-", dir=_bench_dir()) as d:
             results += bench_recovery(Path(d), recovery_gib, progress)

@@ -49,8 +49,9 @@ def _table(title: str, results: list[dict]) -> Table:
 @click.option(
     "--recovery-gib", default=1.0, show_default=True, help="CommitLog GiB for the recovery test (0: skip)."
 )
+@click.option("--repeat", default=3, show_default=True, help="Runs per scenario; the median is reported.")
 @click.option("--save", type=click.Path(path_type=Path), help="Also write the results as JSON to this file.")
-def bench_store(count: int, body_size: int, recovery_gib: float, save: Path | None) -> None:
+def bench_store(count: int, body_size: int, recovery_gib: float, repeat: int, save: Path | None) -> None:
     """The storage engine alone: appends (single/batched, async/sync flush), reads, recovery."""
     from ferrymq.bench.store import run_store_bench
 
@@ -69,8 +70,9 @@ def bench_store(count: int, body_size: int, recovery_gib: float, save: Path | No
                 tasks[name] = bar.add_task(name, total=total)
             bar.update(tasks[name], completed=done, total=total)
 
-        results = run_store_bench(count, body_size, recovery_gib, progress)
+        results = run_store_bench(count, body_size, recovery_gib, repeat, progress)
     Console(stderr=True, width=200).print(_table("ferrymq bench store", results))
     for r in results:
         click.echo(json.dumps(r))
-    _save(save, "store", {"count": count, "body_size": body_size, "recovery_gib": recovery_gib}, results)
+    params = {"count": count, "body_size": body_size, "recovery_gib": recovery_gib, "repeat": repeat}
+    _save(save, "store", params, results)

@@ -129,19 +129,19 @@ def decode_properties(text: str | bytes | memoryview) -> dict[str, str]:
     return props
 
 
-def find_property(buf, start: int, end: int, key: bytes) -> bytes | None:
-    """Return one property's raw value from an encoded properties range, without decoding the rest.
+def find_property(props: bytes, key: bytes) -> bytes | None:
+    """One property's raw value from an encoded properties string, without decoding the rest.
 
-    `key` must end with the \\x01 separator (b"TAGS\\x01"). `buf` is bytes, bytearray or mmap.
+    `key` must end with the \\x01 separator (b"TAGS\\x01").
     """
-    pos = buf.find(key, start, end)
-    while pos >= 0:
-        if pos == start or buf[pos - 1] == 2:
-            vstart = pos + len(key)
-            vend = buf.find(b"\x02", vstart, end)
-            return bytes(buf[vstart : vend if vend >= 0 else end])
-        pos = buf.find(key, pos + 1, end)
-    return None
+    pos = props.find(key)
+    while pos > 0 and props[pos - 1] != 2:  # matched the tail of a longer key: look further
+        pos = props.find(key, pos + 1)
+    if pos < 0:
+        return None
+    start = pos + len(key)
+    end = props.find(b"\x02", start)
+    return props[start:end] if end >= 0 else props[start:]
 
 
 # ---------------------------------------------------------------------------------------------
@@ -462,43 +462,44 @@ def encode_batch(entries: list[tuple[bytes, bytes, int]]) -> bytes:
     return b"".join(parts)
 
 
-def _batch_entry(view: memoryview, pos: int, end: int) -> tuple[int, int, int, int]:
-    """Check the batch entry at `pos`; return its (size, flag, body length, properties length)."""
-    if end - pos < BATCH_OVERHEAD:
-        raise MessageDecodeError(f"truncated batch entry at {pos}")
-    size, _magic, _crc, flag, body_len = _BATCH_HEAD.unpack_from(view, pos)
-    props_len_pos = pos + _BATCH_HEAD.size + body_len
-    if body_len < 0 or size < BATCH_OVERHEAD or pos + size > end or props_len_pos + 2 > pos + size:
-        raise MessageDecodeError(f"batch entry at {pos} has inconsistent lengths")
-    props_len = _SHORT.unpack_from(view, props_len_pos)[0]
-    if props_len < 0 or props_len_pos + 2 + props_len != pos + size:
-        raise MessageDecodeError(f"batch entry at {pos} has inconsistent properties length")
-    return size, flag, body_len, props_len
+def scan_batch(data: bytes | memoryview) -> tuple[int, int, int]:
+    """Validate a whole batch body; return (message count, largest body, largest properties).
+
+    Runs for every SEND_BATCH_MESSAGE, so the checks are inline rather than a call per entry.
+    """
+    view = memoryview(data)
+    unpack_head, unpack_short, head_size = _BATCH_HEAD.unpack_from, _SHORT.unpack_from, _BATCH_HEAD.size
+    pos, end = 0, len(view)
+    count = largest_body = largest_props = 0
+    while pos < end:
+        if end - pos < BATCH_OVERHEAD:
+            raise MessageDecodeError(f"truncated batch entry at {pos}")
+        size, _magic, _crc, _flag, body_len = unpack_head(view, pos)
+        props_len_pos = pos + head_size + body_len
+        if body_len < 0 or size < BATCH_OVERHEAD or pos + size > end or props_len_pos + 2 > pos + size:
+            raise MessageDecodeError(f"batch entry at {pos} has inconsistent lengths")
+        props_len = unpack_short(view, props_len_pos)[0]
+        if props_len < 0 or props_len_pos + 2 + props_len != pos + size:
+            raise MessageDecodeError(f"batch entry at {pos} has inconsistent properties length")
+        count += 1
+        if body_len > largest_body:
+            largest_body = body_len
+        if props_len > largest_props:
+            largest_props = props_len
+        pos += size
+    return count, largest_body, largest_props
 
 
 def iter_batch(data: bytes | memoryview) -> Iterator[tuple[int, memoryview, bytes]]:
     """Split a batch body into (flag, body, properties) per message; MessageDecodeError if malformed."""
+    scan_batch(data)
     view = memoryview(data)
     pos, end = 0, len(view)
     while pos < end:
-        size, flag, body_len, _ = _batch_entry(view, pos, end)
-        props_len_pos = pos + _BATCH_HEAD.size + body_len
-        yield flag, view[pos + _BATCH_HEAD.size : props_len_pos], bytes(view[props_len_pos + 2 : pos + size])
+        size, _, _, flag, body_len = _BATCH_HEAD.unpack_from(view, pos)
+        body_end = pos + _BATCH_HEAD.size + body_len
+        yield flag, view[pos + _BATCH_HEAD.size : body_end], bytes(view[body_end + 2 : pos + size])
         pos += size
-
-
-def scan_batch(data: bytes | memoryview) -> tuple[int, int, int]:
-    """Validate a whole batch body; return (message count, largest body, largest properties)."""
-    view = memoryview(data)
-    pos, end = 0, len(view)
-    count = largest_body = largest_props = 0
-    while pos < end:
-        size, _, body_len, props_len = _batch_entry(view, pos, end)
-        count += 1
-        largest_body = max(largest_body, body_len)
-        largest_props = max(largest_props, props_len)
-        pos += size
-    return count, largest_body, largest_props
 
 
 def batch_records_size(

@@ -7,6 +7,7 @@ CommitLog is the truth, and every other structure is rebuilt from it.
 from __future__ import annotations
 
 import threading
+from collections.abc import Callable
 
 from ferrymq.protocol.message import (
     BLANK,
@@ -39,6 +40,9 @@ class Dispatcher:
         self.last_store_timestamp = 0
         self.lock = threading.Lock()
         self._tag_codes: dict[bytes, int] = {}
+        # Called from the dispatching thread with the (topic, queue id)s that got new entries, so a
+        # broker can wake its long polls; it must be quick and thread-safe.
+        self.listener: Callable[[list[tuple[str, int]]], None] | None = None
 
     def tag_code(self, tag: bytes) -> int:
         code = self._tag_codes.get(tag)
@@ -101,9 +105,9 @@ class Dispatcher:
                         self.last_store_timestamp = last_store_timestamp
                     return base + pos, count
                 tran = meta.sys_flag & TRANSACTION_TYPE_MASK
-                ps, pe = meta.props_start, meta.props_end
+                props = mm[meta.props_start : meta.props_end]  # a small copy; bytes.find is fast
                 if tran != TRANSACTION_PREPARED_TYPE and tran != TRANSACTION_ROLLBACK_TYPE:
-                    tag = find_property(mm, ps, pe, _TAGS)
+                    tag = find_property(props, _TAGS)
                     cq = queue_cache.get((meta.topic, meta.queue_id))
                     if cq is None:
                         cq = queue_cache[(meta.topic, meta.queue_id)] = queues.get_or_create(
@@ -112,10 +116,10 @@ class Dispatcher:
                     cq.put(meta.queue_offset, base + pos, meta.size, self.tag_code(tag) if tag else 0)
                 if index is not None and tran != TRANSACTION_ROLLBACK_TYPE:
                     keys = []
-                    uniq = find_property(mm, ps, pe, _UNIQ_KEY)
+                    uniq = find_property(props, _UNIQ_KEY)
                     if uniq:
                         keys.append(uniq.decode(errors="replace"))
-                    user_keys = find_property(mm, ps, pe, _KEYS)
+                    user_keys = find_property(props, _KEYS)
                     if user_keys:
                         keys += user_keys.decode(errors="replace").split()
                     if keys:
@@ -126,4 +130,6 @@ class Dispatcher:
             offset = self.offset = base + pos
         if count:
             self.last_store_timestamp = last_store_timestamp
+            if self.listener is not None and queue_cache:
+                self.listener(list(queue_cache))
         return offset, count
