@@ -3,7 +3,9 @@
 import click
 
 from ferrymq.cli.bench import bench
+from ferrymq.cli.broker import broker
 from ferrymq.cli.dev import dev
+from ferrymq.cli.namesrv import namesrv
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
@@ -13,4 +15,6 @@ def main() -> None:
 
 
 main.add_command(bench)
+main.add_command(broker)
 main.add_command(dev)
+main.add_command(namesrv)

@@ -244,3 +244,31 @@ class KVTable(Body):
 class TopicList(Body):
     topic_list: list[str] = []
     broker_addr: str | None = None
+
+
+class SubscriptionGroupConfig(Body):
+    """UPDATE_AND_CREATE_SUBSCRIPTIONGROUP's body and the broker's subscriptionGroup.json entries."""
+
+    group_name: str
+    consume_enable: bool = True
+    consume_from_min_enable: bool = True
+    consume_broadcast_enable: bool = True
+    consume_message_orderly: bool = False
+    retry_queue_nums: int = 1
+    retry_max_times: int = 16
+    broker_id: int = 0
+    which_broker_when_consume_slowly: int = 1
+    notify_consumer_ids_changed_enable: bool = True
+
+
+class SubscriptionGroupWrapper(Body):
+    """GET_ALL_SUBSCRIPTIONGROUP_CONFIG's answer, and subscriptionGroup.json."""
+
+    subscription_group_table: dict[str, SubscriptionGroupConfig] = {}
+    data_version: DataVersion = msgspec.field(default_factory=DataVersion)
+
+
+class ConsumerOffsetSerializeWrapper(Body):
+    """consumerOffset.json and GET_ALL_CONSUMER_OFFSET: "topic@group" → {queue id: offset}."""
+
+    offset_table: dict[str, dict[int, int]] = {}

@@ -1,0 +1,120 @@
+"""BrokerConfig: a broker's settings, RocketMQ's names in snake_case, from TOML, env and flags.
+
+One flat namespace as in RocketMQ's broker.conf: broker settings and store settings side by side
+(`broker_name`, `flush_disk_type`, `file_reserved_time`, ...). Later sources win: defaults, then
+the TOML file, then `FERRYMQ_<NAME>` environment variables, then command-line flags.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import tomllib
+from dataclasses import dataclass, field, fields
+from pathlib import Path
+from typing import Any
+
+from ferrymq.store import StoreConfig
+
+
+@dataclass
+class BrokerConfig:
+    broker_cluster_name: str = "DefaultCluster"
+    broker_name: str = "broker-a"
+    broker_id: int = 0
+    namesrv_addr: str = ""  # "host:port;host2:port2"
+    listen_host: str = "0.0.0.0"
+    listen_port: int = 10911
+    broker_ip1: str = ""  # the address published to NameServers; default: the listen host, or 127.0.0.1
+    broker_permission: int = 6  # PermName READ|WRITE
+    auto_create_topic_enable: bool = True
+    default_topic_queue_nums: int = 8
+    auto_create_subscription_group: bool = True
+    register_name_server_period: int = 30_000  # ms
+    long_polling_enable: bool = True
+    short_polling_time_mills: int = 1000
+    max_transfer_bytes_on_message_in_memory: int = 256 * 1024
+    max_transfer_count_on_message_in_memory: int = 32
+    flush_consumer_offset_interval: int = 5000  # ms
+    channel_expired_timeout: int = 120_000  # ms without a heartbeat before a client is dropped
+    notify_consumer_ids_changed_enable: bool = True
+    rebalance_lock_max_live_time: int = 60_000  # ms
+    region_id: str = "DefaultRegion"
+    trace_on: bool = True
+    store: StoreConfig = field(default_factory=StoreConfig)
+
+    @property
+    def namesrv_addrs(self) -> list[str]:
+        return [a.strip() for a in self.namesrv_addr.split(";") if a.strip()]
+
+    @property
+    def broker_addr(self) -> str:
+        """host:port as clients and NameServers see this broker."""
+        host = self.broker_ip1 or (
+            "127.0.0.1" if self.listen_host in ("0.0.0.0", "", "::") else self.listen_host
+        )
+        return f"{host}:{self.listen_port}"
+
+    @classmethod
+    def load(cls, toml_path: Path | None = None, overrides: dict[str, Any] | None = None) -> BrokerConfig:
+        """Defaults < TOML file < FERRYMQ_* environment < `overrides` (the command line)."""
+        values: dict[str, Any] = {}
+        if toml_path is not None:
+            try:
+                values.update(tomllib.loads(Path(toml_path).read_text()))
+            except (OSError, tomllib.TOMLDecodeError) as e:
+                raise ConfigError(f"cannot read {toml_path}: {e}") from None
+        for name in _setting_names():
+            env = os.environ.get(f"FERRYMQ_{name.upper()}")
+            if env is not None:
+                values[name] = env
+        values.update({k: v for k, v in (overrides or {}).items() if v is not None})
+        return cls.from_settings(values)
+
+    @classmethod
+    def from_settings(cls, values: dict[str, Any]) -> BrokerConfig:
+        broker_fields = {f.name: f for f in fields(cls) if f.name != "store"}
+        store_fields = {f.name: f for f in fields(StoreConfig)}
+        broker_values, store_values = {}, {}
+        for name, raw in values.items():
+            if name in broker_fields:
+                broker_values[name] = _coerce(name, raw, broker_fields[name])
+            elif name in store_fields:
+                store_values[name] = _coerce(name, raw, store_fields[name])
+            else:
+                raise ConfigError(f"unknown setting {name!r}")
+        try:
+            return cls(**broker_values, store=StoreConfig(**store_values))
+        except ValueError as e:
+            raise ConfigError(str(e)) from None
+
+
+class ConfigError(ValueError):
+    """A setting that does not exist or has a value of the wrong kind."""
+
+
+def _setting_names() -> list[str]:
+    return [f.name for f in fields(BrokerConfig) if f.name != "store"] + [f.name for f in fields(StoreConfig)]
+
+
+def _coerce(name: str, raw: Any, f: dataclasses.Field) -> Any:
+    """Turn a TOML or environment value into the setting's type, or say clearly why not."""
+    kind = f.type if isinstance(f.type, str) else getattr(f.type, "__name__", str(f.type))
+    try:
+        if kind == "bool":
+            if isinstance(raw, bool):
+                return raw
+            if str(raw).lower() in ("true", "1", "yes", "on"):
+                return True
+            if str(raw).lower() in ("false", "0", "no", "off"):
+                return False
+            raise ValueError
+        if kind == "int":
+            if isinstance(raw, bool):
+                raise ValueError
+            return int(raw)
+        if kind == "Path":
+            return Path(raw)
+        return str(raw)
+    except (TypeError, ValueError):
+        raise ConfigError(f"setting {name!r} must be {kind}, not {raw!r}") from None

@@ -1,0 +1,45 @@
+"""Subscription group configs, persisted in config/subscriptionGroup.json."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from ferrymq.broker.persisted import load_json, next_version, save_json
+from ferrymq.protocol.bodies import SubscriptionGroupConfig, SubscriptionGroupWrapper
+
+
+class SubscriptionGroupManager:
+    def __init__(self, config_dir: Path, auto_create: bool) -> None:
+        self.path = config_dir / "subscriptionGroup.json"
+        wrapper = load_json(self.path, SubscriptionGroupWrapper)
+        self.groups: dict[str, SubscriptionGroupConfig] = dict(wrapper.subscription_group_table)
+        self.data_version = wrapper.data_version
+        self.auto_create = auto_create
+
+    def get(self, group: str) -> SubscriptionGroupConfig | None:
+        """The group's config; created with defaults on first use when auto-creation is on."""
+        config = self.groups.get(group)
+        if config is None and self.auto_create:
+            config = SubscriptionGroupConfig(group)
+            self.put(config)
+        return config
+
+    def put(self, config: SubscriptionGroupConfig) -> None:
+        self.groups = {**self.groups, config.group_name: config}
+        self._changed()
+
+    def delete(self, group: str) -> bool:
+        if group not in self.groups:
+            return False
+        self.groups = {k: v for k, v in self.groups.items() if k != group}
+        self._changed()
+        return True
+
+    def wrapper(self) -> SubscriptionGroupWrapper:
+        return SubscriptionGroupWrapper(
+            subscription_group_table=dict(self.groups), data_version=self.data_version
+        )
+
+    def _changed(self) -> None:
+        self.data_version = next_version(self.data_version)
+        save_json(self.path, self.wrapper())

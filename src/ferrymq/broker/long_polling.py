@@ -1,0 +1,56 @@
+"""Long polling: pulls that find nothing wait here until a message arrives or they time out.
+
+The store's dispatcher thread reports which queues got entries; `notify` (run on the event loop)
+wakes exactly the waiters of those queues, so an idle poll costs nothing until then.
+"""
+
+from __future__ import annotations
+
+import asyncio
+
+
+class PullHoldService:
+    def __init__(self) -> None:
+        self._waiters: dict[tuple[str, int], list[asyncio.Future[None]]] = {}
+        self._loop: asyncio.AbstractEventLoop | None = None
+
+    def attach(self, loop: asyncio.AbstractEventLoop) -> None:
+        self._loop = loop
+
+    async def wait(self, topic: str, queue_id: int, timeout: float, still_empty) -> None:
+        """Wait up to `timeout` s for new entries in the queue; `still_empty()` closes the race
+        between the caller's empty read and this registration."""
+        loop = asyncio.get_running_loop()
+        future = loop.create_future()
+        key = (topic, queue_id)
+        self._waiters.setdefault(key, []).append(future)
+        try:
+            if still_empty():
+                await asyncio.wait_for(future, timeout)
+        except TimeoutError:
+            pass
+        finally:
+            waiters = self._waiters.get(key)
+            if waiters and future in waiters:
+                waiters.remove(future)
+                if not waiters:
+                    del self._waiters[key]
+
+    def arrived(self, queues: list[tuple[str, int]]) -> None:
+        """Thread-safe: called by the dispatcher with the queues that got new entries."""
+        loop = self._loop
+        if loop is not None and self._waiters and any(q in self._waiters for q in queues):
+            loop.call_soon_threadsafe(self._notify, queues)
+
+    def _notify(self, queues: list[tuple[str, int]]) -> None:
+        for key in queues:
+            for future in self._waiters.pop(key, ()):
+                if not future.done():
+                    future.set_result(None)
+
+    def waiting(self) -> int:
+        return sum(len(w) for w in self._waiters.values())
+
+    def wake_all(self) -> None:
+        """At shutdown: answer every held pull now."""
+        self._notify(list(self._waiters))

@@ -1,0 +1,47 @@
+"""Consumer offsets per group, topic and queue, persisted in config/consumerOffset.json."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from ferrymq.broker.persisted import load_json, save_json
+from ferrymq.protocol.bodies import ConsumerOffsetSerializeWrapper
+
+
+class ConsumerOffsetManager:
+    """Offsets live in memory and are written every `flush_consumer_offset_interval` and at stop.
+
+    Keys are RocketMQ's "topic@group", so the file reads the same as a RocketMQ broker's.
+    """
+
+    def __init__(self, config_dir: Path) -> None:
+        self.path = config_dir / "consumerOffset.json"
+        self.table: dict[str, dict[int, int]] = {
+            key: dict(queues)
+            for key, queues in load_json(self.path, ConsumerOffsetSerializeWrapper).offset_table.items()
+        }
+        self._dirty = False
+
+    def query(self, group: str, topic: str, queue_id: int) -> int | None:
+        queues = self.table.get(f"{topic}@{group}")
+        return None if queues is None else queues.get(queue_id)
+
+    def commit(self, group: str, topic: str, queue_id: int, offset: int) -> None:
+        self.table.setdefault(f"{topic}@{group}", {})[queue_id] = offset
+        self._dirty = True
+
+    def groups_of_topic(self, topic: str) -> list[str]:
+        return [key.split("@", 1)[1] for key in self.table if key.split("@", 1)[0] == topic]
+
+    def remove_topic(self, topic: str) -> None:
+        self.table = {k: v for k, v in self.table.items() if k.split("@", 1)[0] != topic}
+        self._dirty = True
+
+    def remove_group(self, group: str) -> None:
+        self.table = {k: v for k, v in self.table.items() if k.split("@", 1)[1] != group}
+        self._dirty = True
+
+    def persist(self) -> None:
+        if self._dirty:
+            self._dirty = False
+            save_json(self.path, ConsumerOffsetSerializeWrapper(offset_table=self.table))

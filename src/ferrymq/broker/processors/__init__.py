@@ -1,0 +1,1 @@
+"""Request processors: one module per request family, each thin over the broker's services."""

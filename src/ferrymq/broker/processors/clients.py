@@ -1,0 +1,93 @@
+"""Client membership: HEART_BEAT, UNREGISTER_CLIENT, GET_CONSUMER_LIST_BY_GROUP, queue locks."""
+
+from __future__ import annotations
+
+import logging
+from typing import TYPE_CHECKING
+
+from ferrymq.broker.processors.common import error, ok
+from ferrymq.broker.topics import PERM_READ, PERM_WRITE, RETRY_GROUP_PREFIX
+from ferrymq.net.connection import Connection
+from ferrymq.net.errors import RemotingError
+from ferrymq.protocol.bodies import (
+    GetConsumerListByGroupResponseBody,
+    HeartbeatData,
+    LockBatchRequestBody,
+    LockBatchResponseBody,
+    UnlockBatchRequestBody,
+    decode_body,
+    encode_body,
+)
+from ferrymq.protocol.codes import RequestCode, ResponseCode
+from ferrymq.protocol.headers import ConsumerGroupRequestHeader, UnregisterClientRequestHeader
+from ferrymq.protocol.remoting import RemotingCommand
+
+if TYPE_CHECKING:
+    from ferrymq.broker.server import Broker
+
+log = logging.getLogger(__name__)
+
+
+class ClientProcessor:
+    def __init__(self, broker: Broker) -> None:
+        self.broker = broker
+
+    def register(self, server) -> None:
+        server.register(RequestCode.HEART_BEAT, self.heartbeat)
+        server.register(RequestCode.UNREGISTER_CLIENT, self.unregister)
+        server.register(RequestCode.GET_CONSUMER_LIST_BY_GROUP, self.consumer_list)
+        server.register(RequestCode.LOCK_BATCH_MQ, self.lock)
+        server.register(RequestCode.UNLOCK_BATCH_MQ, self.unlock)
+
+    async def heartbeat(self, conn: Connection, request: RemotingCommand) -> RemotingCommand:
+        data = decode_body(HeartbeatData, request.body)
+        broker = self.broker
+        for consumer in data.consumer_data_set:
+            group = broker.groups.get(consumer.group_name)
+            if group is not None and group.retry_queue_nums > 0:
+                broker.topics.ensure(RETRY_GROUP_PREFIX + consumer.group_name, group.retry_queue_nums,
+                                     PERM_READ | PERM_WRITE)  # fmt: skip
+            if broker.clients.heartbeat_consumer(data.client_id, conn, consumer):
+                log.info("consumer %s joined group %s", data.client_id, consumer.group_name)
+                broker.notify_consumer_ids_changed(consumer.group_name)
+        for producer in data.producer_data_set:
+            broker.clients.heartbeat_producer(data.client_id, conn, producer.group_name)
+        return ok(request)
+
+    async def unregister(self, conn: Connection, request: RemotingCommand) -> RemotingCommand:
+        h = UnregisterClientRequestHeader.from_ext_fields(request.ext_fields)
+        if self.broker.clients.unregister(h.client_id, h.producer_group, h.consumer_group):
+            log.info("consumer %s left group %s", h.client_id, h.consumer_group)
+            self.broker.notify_consumer_ids_changed(h.consumer_group)
+        return ok(request)
+
+    async def consumer_list(self, conn: Connection, request: RemotingCommand) -> RemotingCommand:
+        h = ConsumerGroupRequestHeader.from_ext_fields(request.ext_fields)
+        ids = self.broker.clients.consumer_ids(h.consumer_group)
+        if not ids:
+            return error(
+                request, ResponseCode.SYSTEM_ERROR, f"no consumer for this group, {h.consumer_group}"
+            )
+        return ok(request, body=encode_body(GetConsumerListByGroupResponseBody(consumer_id_list=ids)))
+
+    async def lock(self, conn: Connection, request: RemotingCommand) -> RemotingCommand:
+        body = decode_body(LockBatchRequestBody, request.body)
+        granted = self.broker.locks.lock(body.consumer_group, body.client_id, body.mq_set)
+        return ok(request, body=encode_body(LockBatchResponseBody(lock_ok_mq_set=granted)))
+
+    async def unlock(self, conn: Connection, request: RemotingCommand) -> RemotingCommand:
+        body = decode_body(UnlockBatchRequestBody, request.body)
+        self.broker.locks.unlock(body.consumer_group, body.client_id, body.mq_set)
+        return ok(request)
+
+
+async def notify_ids_changed(connections: list[Connection], group: str) -> None:
+    """Tell every member of `group` to rebalance now (oneway NOTIFY_CONSUMER_IDS_CHANGED)."""
+    for conn in connections:
+        command = RemotingCommand(
+            RequestCode.NOTIFY_CONSUMER_IDS_CHANGED, ext_fields={"consumerGroup": group}
+        )
+        try:
+            await conn.send_oneway(command)
+        except RemotingError as e:
+            log.debug("could not notify %s of group %s change: %s", conn, group, e)

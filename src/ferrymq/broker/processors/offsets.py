@@ -1,0 +1,84 @@
+"""Consumer offsets and queue bounds: QUERY/UPDATE_CONSUMER_OFFSET, GET_MAX/MIN_OFFSET, by time."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from ferrymq.broker.processors.common import error, ok
+from ferrymq.net.connection import Connection
+from ferrymq.protocol.codes import RequestCode, ResponseCode
+from ferrymq.protocol.headers import (
+    GetEarliestMsgStoretimeResponseHeader,
+    GetMaxOffsetRequestHeader,
+    OffsetResponseHeader,
+    QueryConsumerOffsetRequestHeader,
+    SearchOffsetRequestHeader,
+    TopicQueueRequestHeader,
+    UpdateConsumerOffsetRequestHeader,
+)
+from ferrymq.protocol.remoting import RemotingCommand
+
+if TYPE_CHECKING:
+    from ferrymq.broker.server import Broker
+
+
+class OffsetProcessor:
+    def __init__(self, broker: Broker) -> None:
+        self.broker = broker
+
+    def register(self, server) -> None:
+        server.register(RequestCode.QUERY_CONSUMER_OFFSET, self.query_consumer_offset)
+        server.register(RequestCode.UPDATE_CONSUMER_OFFSET, self.update_consumer_offset)
+        server.register(RequestCode.GET_MAX_OFFSET, self.get_max_offset)
+        server.register(RequestCode.GET_MIN_OFFSET, self.get_min_offset)
+        server.register(RequestCode.SEARCH_OFFSET_BY_TIMESTAMP, self.search_offset)
+        server.register(RequestCode.GET_EARLIEST_MSG_STORETIME, self.earliest_store_time)
+
+    async def query_consumer_offset(self, conn: Connection, request: RemotingCommand) -> RemotingCommand:
+        h = QueryConsumerOffsetRequestHeader.from_ext_fields(request.ext_fields)
+        offset = self.broker.offsets.query(h.consumer_group, h.topic, h.queue_id)
+        # A group that never committed starts at 0 while the queue still holds its first message
+        # (RocketMQ's rule), so CONSUME_FROM_LAST_OFFSET misses nothing on a new topic.
+        if (
+            offset is None
+            and h.set_zero_if_not_found is not False
+            and self.broker.store.get_min_offset(h.topic, h.queue_id) == 0
+        ):
+            offset = 0
+        if offset is None:
+            return error(
+                request, ResponseCode.QUERY_NOT_FOUND, f"no offset stored for group {h.consumer_group}"
+            )
+        return ok(request, OffsetResponseHeader(offset))
+
+    async def update_consumer_offset(self, conn: Connection, request: RemotingCommand) -> RemotingCommand:
+        h = UpdateConsumerOffsetRequestHeader.from_ext_fields(request.ext_fields)
+        self.broker.offsets.commit(h.consumer_group, h.topic, h.queue_id, h.commit_offset)
+        return ok(request)
+
+    async def get_max_offset(self, conn: Connection, request: RemotingCommand) -> RemotingCommand:
+        h = GetMaxOffsetRequestHeader.from_ext_fields(request.ext_fields)
+        return ok(request, OffsetResponseHeader(self.broker.store.get_max_offset(h.topic, h.queue_id)))
+
+    async def get_min_offset(self, conn: Connection, request: RemotingCommand) -> RemotingCommand:
+        h = TopicQueueRequestHeader.from_ext_fields(request.ext_fields)
+        return ok(request, OffsetResponseHeader(self.broker.store.get_min_offset(h.topic, h.queue_id)))
+
+    async def search_offset(self, conn: Connection, request: RemotingCommand) -> RemotingCommand:
+        h = SearchOffsetRequestHeader.from_ext_fields(request.ext_fields)
+        boundary = (h.boundary_type or "lower").lower()
+        if boundary not in ("lower", "upper"):
+            return error(
+                request,
+                ResponseCode.INVALID_PARAMETER,
+                f"boundaryType must be lower or upper, not {boundary}",
+            )
+        offset = self.broker.store.get_offset_in_queue_by_time(h.topic, h.queue_id, h.timestamp, boundary)
+        return ok(request, OffsetResponseHeader(offset))
+
+    async def earliest_store_time(self, conn: Connection, request: RemotingCommand) -> RemotingCommand:
+        h = TopicQueueRequestHeader.from_ext_fields(request.ext_fields)
+        timestamp = self.broker.store.get_earliest_message_time(h.topic, h.queue_id)
+        if timestamp < 0:
+            return error(request, ResponseCode.SYSTEM_ERROR, f"no message in {h.topic} queue {h.queue_id}")
+        return ok(request, GetEarliestMsgStoretimeResponseHeader(timestamp))

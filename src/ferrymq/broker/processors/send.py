@@ -1,0 +1,119 @@
+"""SEND_MESSAGE, SEND_MESSAGE_V2 and SEND_BATCH_MESSAGE: validate, auto-create, store, answer."""
+
+from __future__ import annotations
+
+import random
+from typing import TYPE_CHECKING
+
+from ferrymq.broker.processors.common import PUT_STATUS_CODES, error
+from ferrymq.broker.topics import PERM_WRITE, topic_problem
+from ferrymq.net.connection import Connection
+from ferrymq.protocol.codes import RequestCode, ResponseCode
+from ferrymq.protocol.headers import SendMessageRequestHeader
+from ferrymq.protocol.message import find_property, offset_msg_id, pack_host
+from ferrymq.protocol.remoting import RemotingCommand, ext_str
+from ferrymq.store import PutStatus
+
+if TYPE_CHECKING:
+    from ferrymq.broker.server import Broker
+
+_WAIT_FALSE = b"WAIT\x01false"
+
+
+class SendProcessor:
+    def __init__(self, broker: Broker) -> None:
+        self.broker = broker
+        self._born_hosts: dict[str, bytes] = {}
+
+    def register(self, server) -> None:
+        for code in (RequestCode.SEND_MESSAGE, RequestCode.SEND_MESSAGE_V2, RequestCode.SEND_BATCH_MESSAGE):
+            server.register(code, self.send)
+
+    def _born_host(self, conn: Connection) -> bytes:
+        """The producer's address as the record's BORNHOST (cached per peer address)."""
+        packed = self._born_hosts.get(conn.remote_address)
+        if packed is None:
+            ip, _, port = conn.remote_address.rpartition(":")
+            try:
+                packed = pack_host(ip.strip("[]"), int(port))
+            except ValueError:
+                packed = self.broker.store.store_host
+            if len(self._born_hosts) > 10_000:
+                self._born_hosts.clear()
+            self._born_hosts[conn.remote_address] = packed
+        return packed
+
+    async def send(self, conn: Connection, request: RemotingCommand) -> RemotingCommand:
+        header = SendMessageRequestHeader.from_ext_fields(request.ext_fields)
+        broker = self.broker
+        if not broker.config.broker_permission & PERM_WRITE:
+            return error(
+                request, ResponseCode.NO_PERMISSION, f"broker {broker.config.broker_name} is not writable"
+            )
+        topic = header.topic
+        tc = broker.topics.get(topic)
+        if tc is None:
+            problem = topic_problem(topic)
+            if problem:
+                return error(request, ResponseCode.MESSAGE_ILLEGAL, problem)
+            if broker.config.auto_create_topic_enable:
+                tc = broker.topics.create_from_template(
+                    topic, header.default_topic, header.default_topic_queue_nums
+                )
+                if tc is not None:
+                    broker.schedule_registration()
+            if tc is None:
+                return error(
+                    request,
+                    ResponseCode.TOPIC_NOT_EXIST,
+                    f"topic {topic} does not exist and auto-creation is off",
+                )
+        if not tc.perm & PERM_WRITE:
+            return error(request, ResponseCode.NO_PERMISSION, f"topic {topic} is not writable")
+        queue_id = header.queue_id
+        if queue_id < 0:
+            queue_id = random.randrange(tc.write_queue_nums)
+        elif queue_id >= tc.write_queue_nums:
+            return error(
+                request,
+                ResponseCode.SYSTEM_ERROR,
+                f"queueId {queue_id} is illegal: topic {topic} has {tc.write_queue_nums} write queues",
+            )
+        props = (header.properties or "").encode()
+        store = broker.store
+        born_host = self._born_host(conn)
+        if request.code == RequestCode.SEND_BATCH_MESSAGE or header.batch:
+            result = store.put_batch(
+                topic, queue_id, request.body, sys_flag=header.sys_flag, born_timestamp=header.born_timestamp,
+                born_host=born_host,
+            )  # fmt: skip
+        else:
+            result = store.put_message(
+                topic, queue_id, request.body, props, flag=header.flag, sys_flag=header.sys_flag,
+                born_timestamp=header.born_timestamp, born_host=born_host,
+                reconsume_times=header.reconsume_times,
+            )  # fmt: skip
+        status = result.status
+        if status is PutStatus.PUT_OK and result.flush_future is not None and _waits_for_store(props):
+            status = await result.durable()
+        code = PUT_STATUS_CODES[status]
+        if code not in (ResponseCode.SUCCESS, ResponseCode.FLUSH_DISK_TIMEOUT):
+            return error(request, code, result.remark or status.name)
+        store_host = store.store_host
+        ids = ",".join(offset_msg_id(store_host, o) for o in result.offsets)
+        ext = {
+            "msgId": ids,
+            "queueId": ext_str(queue_id),
+            "queueOffset": ext_str(result.queue_offset),
+            "MSG_REGION": broker.config.region_id,
+            "TRACE_ON": ext_str(broker.config.trace_on),
+        }
+        uniq = find_property(props, b"UNIQ_KEY\x01") if props else None
+        if uniq:
+            ext["transactionId"] = uniq.decode()
+        return request.make_response(code, None if code == ResponseCode.SUCCESS else status.name, ext)
+
+
+def _waits_for_store(props: bytes) -> bool:
+    """The producer asked to wait for the store (property WAIT, default true)."""
+    return _WAIT_FALSE not in props

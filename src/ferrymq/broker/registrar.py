@@ -1,0 +1,81 @@
+"""Registration with every NameServer: at start, every `register_name_server_period`, on topic
+changes, and an unregistration at stop. A NameServer that is down is retried next period."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from typing import TYPE_CHECKING
+
+from ferrymq.net import RemotingClient, RemotingError
+from ferrymq.protocol.bodies import RegisterBrokerBody, encode_body
+from ferrymq.protocol.codes import RequestCode, ResponseCode
+from ferrymq.protocol.headers import (
+    BrokerRequestHeader,
+    RegisterBrokerRequestHeader,
+    RegisterBrokerResponseHeader,
+)
+from ferrymq.protocol.message import body_crc
+from ferrymq.protocol.remoting import RemotingCommand
+
+if TYPE_CHECKING:
+    from ferrymq.broker.server import Broker
+
+log = logging.getLogger(__name__)
+
+
+class NameServerRegistrar:
+    def __init__(self, broker: Broker, client: RemotingClient) -> None:
+        self.broker = broker
+        self.client = client
+        self.master_addr: str | None = None
+        self._failing: set[str] = set()
+
+    async def register_all(self) -> None:
+        config = self.broker.config
+        body = encode_body(RegisterBrokerBody(topic_config_serialize_wrapper=self.broker.topics.wrapper()))
+        header = RegisterBrokerRequestHeader(
+            broker_name=config.broker_name,
+            broker_addr=config.broker_addr,
+            cluster_name=config.broker_cluster_name,
+            broker_id=config.broker_id,
+            ha_server_addr=config.broker_addr,
+            body_crc32=body_crc(body),
+        )
+        ext = header.to_ext_fields()
+        await asyncio.gather(*(self._register(addr, ext, body) for addr in config.namesrv_addrs))
+
+    async def _register(self, addr: str, ext: dict[str, str], body: bytes) -> None:
+        request = RemotingCommand(RequestCode.REGISTER_BROKER, ext_fields=dict(ext), body=body)
+        try:
+            response = await self.client.invoke(addr, request, timeout=6.0)
+        except RemotingError as e:
+            if addr not in self._failing:
+                log.warning("cannot register with NameServer %s: %s (will retry)", addr, e)
+            self._failing.add(addr)
+            return
+        if response.code != ResponseCode.SUCCESS:
+            log.warning("NameServer %s refused registration: %s", addr, response.remark)
+            return
+        if addr in self._failing:
+            log.info("registered with NameServer %s again", addr)
+        self._failing.discard(addr)
+        answer = RegisterBrokerResponseHeader.from_ext_fields(response.ext_fields)
+        if answer.master_addr:
+            self.master_addr = answer.master_addr
+
+    async def unregister_all(self) -> None:
+        config = self.broker.config
+        ext = BrokerRequestHeader(
+            broker_name=config.broker_name,
+            broker_addr=config.broker_addr,
+            cluster_name=config.broker_cluster_name,
+            broker_id=config.broker_id,
+        ).to_ext_fields()
+        for addr in config.namesrv_addrs:
+            try:
+                await self.client.invoke(
+                    addr, RemotingCommand(RequestCode.UNREGISTER_BROKER, ext_fields=dict(ext)), 3.0
+                )
+            except RemotingError as e:
+                log.warning("cannot unregister from NameServer %s: %s", addr, e)

@@ -1,0 +1,95 @@
+"""Topic configurations of one broker, persisted in config/topics.json."""
+
+from __future__ import annotations
+
+import threading
+from pathlib import Path
+
+from ferrymq.broker.persisted import load_json, next_version, save_json
+from ferrymq.protocol.bodies import TopicConfig, TopicConfigSerializeWrapper
+
+PERM_PRIORITY, PERM_READ, PERM_WRITE, PERM_INHERIT = 8, 4, 2, 1
+AUTO_CREATE_TOPIC = (
+    "TBW102"  # the template auto-created topics copy (TopicValidator.AUTO_CREATE_TOPIC_KEY_TOPIC)
+)
+SELF_TEST_TOPIC = "SELF_TEST_TOPIC"
+RETRY_GROUP_PREFIX = "%RETRY%"
+DLQ_GROUP_PREFIX = "%DLQ%"
+MAX_TOPIC_LENGTH = 127
+_TOPIC_CHARS = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789%|-_")
+
+
+def topic_problem(topic: str) -> str | None:
+    """Why `topic` is not a valid topic name (RocketMQ's TopicValidator), or None."""
+    if not topic:
+        return "the topic name is empty"
+    if len(topic) > MAX_TOPIC_LENGTH + 128 or (len(topic) > MAX_TOPIC_LENGTH and not topic.startswith("%")):
+        return f"the topic name is longer than {MAX_TOPIC_LENGTH} characters"
+    if not set(topic) <= _TOPIC_CHARS:
+        return f"the topic name {topic!r} may only contain letters, digits, %, |, - and _"
+    return None
+
+
+class TopicConfigManager:
+    def __init__(self, config_dir: Path, broker_name: str, cluster_name: str, default_queue_nums: int,
+                 auto_create: bool) -> None:  # fmt: skip
+        self.path = config_dir / "topics.json"
+        wrapper = load_json(self.path, TopicConfigSerializeWrapper)
+        self.topics: dict[str, TopicConfig] = dict(wrapper.topic_config_table)
+        self.data_version = wrapper.data_version
+        self._lock = threading.Lock()
+        template_perm = PERM_READ | PERM_WRITE | (PERM_INHERIT if auto_create else 0)
+        system = [
+            TopicConfig(AUTO_CREATE_TOPIC, default_queue_nums, default_queue_nums, template_perm),
+            TopicConfig(SELF_TEST_TOPIC, 1, 1),
+            TopicConfig(cluster_name, 16, 16, PERM_READ | PERM_WRITE | (PERM_INHERIT if auto_create else 0)),
+            TopicConfig(broker_name, 1, 1, PERM_READ | PERM_WRITE | PERM_INHERIT),
+        ]
+        for tc in system:
+            self.topics.setdefault(tc.topic_name, tc)
+
+    def get(self, topic: str) -> TopicConfig | None:
+        return self.topics.get(topic)
+
+    def put(self, tc: TopicConfig) -> None:
+        with self._lock:
+            self.topics = {**self.topics, tc.topic_name: tc}
+            self._changed()
+
+    def create_from_template(self, topic: str, template: str, queue_nums: int) -> TopicConfig | None:
+        """Auto-create `topic` on first send, as RocketMQ does from TBW102; None if not allowed."""
+        existing = self.topics.get(topic)
+        if existing is not None:
+            return existing
+        base = self.topics.get(template)
+        if base is None or not base.perm & PERM_INHERIT:
+            return None
+        queues = max(1, min(queue_nums, base.write_queue_nums))
+        tc = TopicConfig(topic, queues, queues, base.perm & ~PERM_INHERIT)
+        self.put(tc)
+        return tc
+
+    def ensure(self, topic: str, queue_nums: int, perm: int = PERM_READ | PERM_WRITE) -> TopicConfig:
+        """A system-made topic (retry topics): created with these settings if missing."""
+        tc = self.topics.get(topic)
+        if tc is None:
+            tc = TopicConfig(topic, queue_nums, queue_nums, perm)
+            self.put(tc)
+        return tc
+
+    def delete(self, topic: str) -> bool:
+        with self._lock:
+            if topic not in self.topics:
+                return False
+            self.topics = {k: v for k, v in self.topics.items() if k != topic}
+            self._changed()
+            return True
+
+    def wrapper(self) -> TopicConfigSerializeWrapper:
+        return TopicConfigSerializeWrapper(
+            topic_config_table=dict(self.topics), data_version=self.data_version
+        )
+
+    def _changed(self) -> None:
+        self.data_version = next_version(self.data_version)
+        save_json(self.path, self.wrapper())

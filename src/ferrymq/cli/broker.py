@@ -1,0 +1,56 @@
+"""`ferrymq broker`: one Broker process, stopped cleanly (flush, checkpoint, unregister) by SIGTERM."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import click
+
+from ferrymq.broker.config import BrokerConfig, ConfigError
+from ferrymq.cli.serving import host_port, serve
+from ferrymq.store import StoreError
+
+
+@click.command()
+@click.option("-c", "--config", "config_file", type=click.Path(path_type=Path, dir_okay=False, exists=True),
+              help="broker.toml with RocketMQ's settings in snake_case (flush_disk_type, ...).")  # fmt: skip
+@click.option("--namesrv", help='NameServer addresses, "host:port;host2:port2".')
+@click.option("--listen", callback=host_port, help="Address to serve clients on [default: 0.0.0.0:10911].")
+@click.option("--store-dir", type=click.Path(path_type=Path, file_okay=False), help="Where the store lives.")
+@click.option("--cluster", help="Cluster name [default: DefaultCluster].")
+@click.option("--name", help="Broker name [default: broker-a].")
+@click.option("--broker-id", type=int, help="0 for a master [default: 0].")
+def broker(config_file, namesrv, listen, store_dir, cluster, name, broker_id) -> None:
+    """Start a Broker: it stores messages and serves producers and consumers.
+
+    Settings come from defaults, then the TOML file, then FERRYMQ_<SETTING> environment variables,
+    then these options.
+    """
+    overrides = {
+        "namesrv_addr": namesrv,
+        "store_path_root_dir": store_dir,
+        "broker_cluster_name": cluster,
+        "broker_name": name,
+        "broker_id": broker_id,
+    }
+    if listen:
+        overrides["listen_host"], overrides["listen_port"] = listen
+    try:
+        config = BrokerConfig.load(config_file, overrides)
+    except ConfigError as e:
+        raise click.ClickException(str(e)) from None
+    from ferrymq.broker.server import Broker
+
+    server = Broker(config)
+
+    async def start() -> str:
+        try:
+            await server.start()
+        except StoreError as e:
+            raise click.ClickException(str(e)) from None
+        return (
+            f"Broker {config.broker_name} (cluster {config.broker_cluster_name}) listening on "
+            f"{config.broker_addr}, store {config.store.store_path_root_dir}"
+        )
+
+    serve(start, server.stop, "Broker")

@@ -1,0 +1,44 @@
+"""What every server command shares: HOST:PORT options and running until SIGTERM or Ctrl-C."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import signal
+from collections.abc import Awaitable, Callable
+
+import click
+
+from ferrymq.net import install_uvloop
+
+
+def host_port(ctx: click.Context, param: click.Parameter, value: str | None) -> tuple[str, int] | None:
+    """click callback: "host:port" (IPv6 in brackets) → (host, port), or a clear usage error."""
+    if value is None:
+        return None
+    host, _, port = value.rpartition(":")
+    if not host or not port.isdigit() or int(port) > 65535:
+        raise click.BadParameter(f"expected HOST:PORT, got {value!r}")
+    return host.strip("[]"), int(port)
+
+
+def serve(start: Callable[[], Awaitable[str]], stop: Callable[[], Awaitable[None]], what: str) -> None:
+    """Run `start` (which returns the line to print), then wait for SIGINT/SIGTERM and run `stop`."""
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    install_uvloop()
+
+    async def main() -> None:
+        click.echo(await start())
+        done = asyncio.Event()
+        loop = asyncio.get_running_loop()
+        for sig in (signal.SIGINT, signal.SIGTERM):
+            loop.add_signal_handler(sig, done.set)
+        await done.wait()
+        click.echo(f"{what} stopping ...")
+        await stop()
+        click.echo(f"{what} stopped.")
+
+    try:
+        asyncio.run(main())
+    except OSError as exc:  # typically the port is taken
+        raise click.ClickException(f"{what} cannot start: {exc.strerror or exc}") from None
