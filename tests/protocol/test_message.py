@@ -204,10 +204,11 @@ def test_properties_round_trip_and_malformed_pieces_skipped():
 
 def test_find_property_matches_whole_keys_only():
     raw = b"XTAGS\x01no\x02TAGS\x01yes\x02"
-    assert find_property(raw, 0, len(raw), b"TAGS\x01") == b"yes"
-    assert find_property(raw, 0, len(raw), b"KEYS\x01") is None
+    assert find_property(raw, b"TAGS\x01") == b"yes"
+    assert find_property(raw, b"KEYS\x01") is None
+    assert find_property(b"TAGS\x01first\x02", b"TAGS\x01") == b"first"
     tail = b"TAGS\x01last"
-    assert find_property(tail, 0, len(tail), b"TAGS\x01") == b"last"
+    assert find_property(tail, b"TAGS\x01") == b"last"
 
 
 @given(

@@ -82,6 +82,7 @@ def test_every_acknowledged_message_survives_sigkill(tmp_path):
             assert all(found[i] == where for i, where in acked.items())
             key = next(iter(acked), None)
             if key:
+                assert store.wait_dispatched(), "the indexer did not catch up"
                 assert store.query_message(*acked[key][:1], key, 1, 0, 2**62), "index lost a key"
         finally:
             store.close()

@@ -258,6 +258,7 @@ def test_recovery_rebuilds_deleted_consume_queues_and_index(open_store):
     shutil.rmtree(store.config.index_dir)
     again = open_store()
     assert sum(len(read_queue(again, f"T{t}", q)) for t in range(4) for q in range(3)) == 40
+    assert again.wait_dispatched()  # the indexer process rebuilds the index beside the store
     assert [decode_record(r).body for r in again.query_message("T1", "k13", 5, 0, 2**62)] == [b"13"]
 
 

@@ -37,6 +37,7 @@ class Broker:
         self._tasks: list[asyncio.Task] = []
         self._registration: asyncio.Task | None = None
         self.started_at = time.time()
+        self.stopped = False
         for processor in (SendProcessor, PullProcessor, OffsetProcessor, ClientProcessor, AdminProcessor):
             processor(self).register(self.server)
         self.server.on_connection_closed(self._connection_closed)
@@ -49,7 +50,7 @@ class Broker:
         """Open (and recover) the store, then listen, then register with the NameServers."""
         config = self.config
         if config.listen_port == 0:
-            config.listen_port = _free_port(config.listen_host)
+            config.listen_port = self.server.port = _free_port(config.listen_host)
         host, port = config.broker_addr.rsplit(":", 1)
         self.store = MessageStore(config.store, store_host=(host, int(port))).open()
         config_dir = config.store.config_dir
@@ -77,6 +78,7 @@ class Broker:
 
     async def stop(self) -> None:
         """Stop cleanly: unregister, answer held pulls, close connections, flush and checkpoint."""
+        self.stopped = True
         for task in self._tasks:
             task.cancel()
         await self.registrar.unregister_all()

@@ -78,5 +78,5 @@ class RetentionService:
         with store.dispatcher.lock:
             for cq in store.queues.all():
                 cq.delete_files_below(min_offset)
-            if store.index is not None:
-                store.index.delete_files_below(min_offset)
+        if store.indexer is not None:  # it deletes its files below this and unmaps deleted segments
+            store.indexer.min_offset(min_offset)

@@ -1,7 +1,8 @@
-"""The dispatcher ("reput"): turns CommitLog records into ConsumeQueue and index entries.
+"""The dispatcher ("reput"): turns CommitLog records into ConsumeQueue entries.
 
 Live writes, crash recovery and (later) replicas all go through this one path: whatever is in the
-CommitLog is the truth, and every other structure is rebuilt from it.
+CommitLog is the truth, and every other structure is rebuilt from it. (The index is built the same
+way, by the indexer process: see indexer.py.)
 """
 
 from __future__ import annotations
@@ -22,20 +23,14 @@ from ferrymq.protocol.message import (
 from ferrymq.store.commitlog import CommitLog
 from ferrymq.store.consumequeue import ConsumeQueueTable
 from ferrymq.store.errors import StoreError
-from ferrymq.store.index import IndexService
 
 _TAGS = b"TAGS\x01"
-_KEYS = b"KEYS\x01"
-_UNIQ_KEY = b"UNIQ_KEY\x01"
 
 
 class Dispatcher:
-    def __init__(
-        self, commitlog: CommitLog, queues: ConsumeQueueTable, index: IndexService | None, offset: int
-    ) -> None:
+    def __init__(self, commitlog: CommitLog, queues: ConsumeQueueTable, offset: int) -> None:
         self.commitlog = commitlog
         self.queues = queues
-        self.index = index
         self.offset = offset  # the next CommitLog offset to dispatch; always a record boundary
         self.last_store_timestamp = 0
         self.lock = threading.Lock()
@@ -77,7 +72,6 @@ class Dispatcher:
         offset = self.offset
         queues = self.queues
         queue_cache = {}  # (topic, queue id) -> ConsumeQueue for this pass; the table may change between
-        index = self.index
         last_store_timestamp = 0
         while offset < limit:
             seg = self.commitlog.segment_for(offset)
@@ -105,25 +99,14 @@ class Dispatcher:
                         self.last_store_timestamp = last_store_timestamp
                     return base + pos, count
                 tran = meta.sys_flag & TRANSACTION_TYPE_MASK
-                props = mm[meta.props_start : meta.props_end]  # a small copy; bytes.find is fast
                 if tran != TRANSACTION_PREPARED_TYPE and tran != TRANSACTION_ROLLBACK_TYPE:
-                    tag = find_property(props, _TAGS)
+                    tag = find_property(mm[meta.props_start : meta.props_end], _TAGS)
                     cq = queue_cache.get((meta.topic, meta.queue_id))
                     if cq is None:
                         cq = queue_cache[(meta.topic, meta.queue_id)] = queues.get_or_create(
                             meta.topic, meta.queue_id
                         )
                     cq.put(meta.queue_offset, base + pos, meta.size, self.tag_code(tag) if tag else 0)
-                if index is not None and tran != TRANSACTION_ROLLBACK_TYPE:
-                    keys = []
-                    uniq = find_property(props, _UNIQ_KEY)
-                    if uniq:
-                        keys.append(uniq.decode(errors="replace"))
-                    user_keys = find_property(props, _KEYS)
-                    if user_keys:
-                        keys += user_keys.decode(errors="replace").split()
-                    if keys:
-                        index.put(meta.topic, keys, base + pos, meta.store_timestamp)
                 last_store_timestamp = meta.store_timestamp
                 pos += meta.size
                 count += 1

@@ -74,6 +74,13 @@ class _IndexFile:
             )
         self.dirty = False
 
+    def reload_header(self) -> None:
+        """Re-read the header another process (the indexer) keeps writing."""
+        self.begin_ts, self.end_ts, self.begin_phys, self.end_phys, self.used_slots, count = (
+            HEADER.unpack_from(self.mm, 0)
+        )
+        self.index_count = min(max(count, 1), self.max_index_num)
+
     def put(self, prefix: str, keys: list[str], phys_offset: int, store_timestamp: int) -> list[str]:
         """Index the message under as many of `keys` as fit; returns the keys that did not.
 
@@ -155,19 +162,42 @@ class IndexService:
         self.max_hash_slot_num = max_hash_slot_num
         self.max_index_num = max_index_num
         self.file_size = HEADER_SIZE + max_hash_slot_num * SLOT_SIZE + max_index_num * ENTRY_SIZE
-        names = sorted(
-            p.name
-            for p in (directory.iterdir() if directory.is_dir() else ())
-            if len(p.name) == _NAME_LENGTH and p.name.isdigit()
-        )
         self._files: list[_IndexFile] = []  # oldest first
         try:
-            for name in names:
+            for name in self._names():
                 self._files.append(self._open(name, create=False))
         except StoreError:
             self.close()
             raise
         self._writable = self._files[-1] if self._files else None  # put() moves on if it is full
+
+    def _names(self) -> list[str]:
+        directory = self.directory
+        return sorted(
+            p.name
+            for p in (directory.iterdir() if directory.is_dir() else ())
+            if len(p.name) == _NAME_LENGTH and p.name.isdigit()
+        )
+
+    def refresh(self) -> None:
+        """Catch up with files and headers written by the indexer process (for a reading process)."""
+        known = {f.mf.path.name: f for f in self._files}
+        names = self._names()
+        files = []
+        for name in names:
+            file = known.get(name)
+            if file is None:
+                try:
+                    file = self._open(name, create=False)
+                except StoreError:
+                    continue  # deleted by the indexer's retention since the listing
+            files.append(file)
+        for name, file in known.items():
+            if name not in names:
+                file.mf.close()
+        for file in files:
+            file.reload_header()
+        self._files = files
 
     def _open(self, name: str, *, create: bool) -> _IndexFile:
         mf = MappedFile(self.directory / name, 0, self.file_size, create=create)

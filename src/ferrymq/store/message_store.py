@@ -46,6 +46,7 @@ from ferrymq.store.dispatch import Dispatcher
 from ferrymq.store.errors import DiskFullError, StoreError
 from ferrymq.store.flush import FlushService, GroupCommitService
 from ferrymq.store.index import IndexService
+from ferrymq.store.indexer import IndexerProcess
 from ferrymq.store.status import GetResult, GetStatus, PutResult, PutStatus
 
 log = logging.getLogger(__name__)
@@ -100,6 +101,7 @@ class MessageStore:
         checkpoint = Checkpoint.load(self.root / "checkpoint")
         self.recovered_bytes = self._recover(checkpoint, clean)
         self.recovery_seconds = time.monotonic() - started
+        self.indexer = self._start_indexer() if self.index is not None else None
         abort.touch()
         self.flush_service = FlushService(self)
         self.group_commit = (
@@ -119,7 +121,7 @@ class MessageStore:
         if checkpoint is not None:
             last_end = cl.segments[-1].end if cl.segments else start
             start = min(max(checkpoint.dispatched_offset, cl.min_offset), last_end)
-        self.dispatcher = Dispatcher(cl, self.queues, self.index, start)
+        self.dispatcher = Dispatcher(cl, self.queues, start)
         if clean and checkpoint is not None and self._ends_cleanly_at(start):
             cl.max_offset = cl.flushed_offset = start
             recovered = 0
@@ -138,6 +140,20 @@ class MessageStore:
         self._queue_offsets = {(cq.topic, cq.queue_id): cq.max_offset for cq in self.queues.all()}
         self._checkpoint(flush_all=True)
         return recovered
+
+    def _start_indexer(self) -> IndexerProcess:
+        cfg, cl = self.config, self.commitlog
+        return IndexerProcess(
+            self.root, cfg.max_hash_slot_num, cfg.max_index_num, cfg.mapped_file_size_commit_log,
+            cl.max_offset, cl.min_offset,
+        )  # fmt: skip
+
+    def check_indexer(self) -> None:
+        """Restart the indexer if it died (queries by key would go stale otherwise)."""
+        if self.indexer is not None and not self.indexer.alive() and self._opened:
+            log.error("the indexer process exited (code %s); restarting it", self.indexer.proc.returncode)
+            self.indexer.position.close()
+            self.indexer = self._start_indexer()
 
     def _ends_cleanly_at(self, offset: int) -> bool:
         """After a clean stop nothing may follow the checkpointed end: the next int is zero."""
@@ -181,6 +197,9 @@ class MessageStore:
             self.group_commit.stop()
         self.dispatcher.dispatch()
         self._checkpoint(flush_all=True)
+        if self.indexer is not None:
+            self.indexer.committed(self.commitlog.max_offset)
+            self.indexer.stop()
         (self.root / "abort").unlink(missing_ok=True)
         self.commitlog.close()
         self.queues.close()
@@ -200,8 +219,6 @@ class MessageStore:
         flushed = self.commitlog.flush()
         for cq in self.queues.all():
             cq.flush(everything=flush_all)
-        if self.index is not None:
-            self.index.flush()
         ts = self.dispatcher.last_store_timestamp
         Checkpoint(ts, ts, ts, flushed, flushed, min(dispatched, flushed)).save(self.root / "checkpoint")
 
@@ -353,6 +370,8 @@ class MessageStore:
     def _written(self, result: PutResult) -> PutResult:
         if self._dispatch_idle:
             self._dispatch_wake.set()
+        if self.indexer is not None:
+            self.indexer.committed(self.commitlog.max_offset)
         if self.group_commit is not None:
             result.flush_future = self.group_commit.request(result.wrote_offset + result.wrote_bytes)
             result.flush_timeout = self.config.sync_flush_timeout / 1000
@@ -361,8 +380,10 @@ class MessageStore:
     def wait_dispatched(self, timeout: float = 10.0) -> bool:
         """Block until everything written so far has ConsumeQueue and index entries (tests, tools)."""
         target = self.commitlog.max_offset
+        if self.indexer is not None:
+            self.indexer.committed(target)  # also a blank tail left by a failed roll-over
         deadline = time.monotonic() + timeout
-        while self.dispatcher.offset < target:
+        while self.dispatcher.offset < target or (self.indexer and self.indexer.indexed_offset < target):
             if time.monotonic() > deadline:
                 return False
             self._dispatch_wake.set()
@@ -516,6 +537,7 @@ class MessageStore:
         """Messages of `topic` whose KEYS or UNIQ_KEY equal `key`, stored within [begin_ms, end_ms]."""
         if self.index is None:
             return []
+        self.index.refresh()
         wanted = key.encode()
         found = []
         for phys in self.index.query(topic, key, max_num * 2, begin_ms, end_ms):
@@ -526,8 +548,9 @@ class MessageStore:
             meta = read_record_meta(raw, 0, len(raw))
             if meta is None or meta is BLANK or meta.topic != topic:
                 continue
-            uniq = find_property(raw, meta.props_start, meta.props_end, b"UNIQ_KEY\x01")
-            keys = find_property(raw, meta.props_start, meta.props_end, b"KEYS\x01") or b""
+            props = raw[meta.props_start : meta.props_end]
+            uniq = find_property(props, b"UNIQ_KEY\x01")
+            keys = find_property(props, b"KEYS\x01") or b""
             if uniq == wanted or wanted in keys.split():
                 found.append(record)
                 if len(found) >= max_num:

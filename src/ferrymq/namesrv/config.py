@@ -1,0 +1,28 @@
+"""NamesrvConfig: the NameServer's settings, named after RocketMQ's NamesrvConfig in snake_case."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+
+@dataclass
+class NamesrvConfig:
+    listen_host: str = "0.0.0.0"
+    listen_port: int = 9876
+    broker_channel_expired_time: int = 120_000
+    """ms without a registration (or heartbeat) after which a broker is dropped, unless the broker
+    sets its own ``heartbeatTimeoutMillis`` when registering."""
+    scan_not_active_broker_interval: int = 5000  # ms between two looks for expired brokers
+    kv_config_path: Path | None = None  # Java keeps ~/namesrv/kvConfig.json; None keeps it in memory
+    order_message_enable: bool = False  # answer routes with the topic's ORDER_TOPIC_CONFIG as orderTopicConf
+
+    def __post_init__(self) -> None:
+        if self.kv_config_path is not None:
+            self.kv_config_path = Path(self.kv_config_path)
+        if not 0 <= self.listen_port <= 65535:
+            raise ValueError(f"listen_port must be 0..65535, not {self.listen_port}")
+        if self.broker_channel_expired_time <= 0 or self.scan_not_active_broker_interval <= 0:
+            raise ValueError(
+                "broker_channel_expired_time and scan_not_active_broker_interval must be positive"
+            )

@@ -1,0 +1,315 @@
+"""One remoting TCP connection, the same object on both sides of the wire.
+
+Connections are bidirectional (a broker calls its clients back over their own connection), so a
+``Connection`` both answers the peer's requests and matches the peer's responses to its own by
+``opaque``. It is an ``asyncio.Protocol`` rather than a stream pair: bytes go straight from
+``data_received`` into the sans-I/O ``FrameDecoder``, with no coroutine per frame.
+
+Memory is bounded per peer: at most ``max_requests_in_flight`` handlers run at once (then reading
+pauses), writers wait while the transport holds more than ``write_buffer_high`` unsent bytes, and a
+peer that reads nothing for ``write_stall_timeout`` seconds is dropped.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections import deque
+from collections.abc import Awaitable, Callable, Iterable
+from dataclasses import dataclass
+from typing import Any, cast
+
+from ferrymq.net.errors import RemotingConnectionError, RemotingTimeoutError
+from ferrymq.protocol.codes import ONEWAY_FLAG, RESPONSE_FLAG
+from ferrymq.protocol.remoting import MAX_FRAME_SIZE, FrameDecoder, RemotingCommand, RemotingProtocolError
+
+log = logging.getLogger(__name__)
+
+_OPAQUE_MASK = 0x7FFFFFFF  # opaque is a Java int: wrap before it turns negative
+_CLOSE_GRACE = 1.0  # seconds a closing connection gets to flush its last bytes before it is aborted
+
+
+@dataclass(frozen=True, slots=True)
+class ConnectionLimits:
+    """How much one peer may make us hold in memory before we stop reading from it or drop it."""
+
+    write_buffer_high: int = 4 << 20
+    """Unsent bytes above which writers wait for the peer to read (resumed at a quarter of it)."""
+    write_stall_timeout: float = 30.0
+    """Seconds the buffer may stay above ``write_buffer_high`` before the peer is dropped."""
+    max_requests_in_flight: int = 4096
+    """Concurrent handlers per connection; further requests wait, and reading pauses until they start."""
+
+
+DEFAULT_LIMITS = ConnectionLimits()
+
+RequestRunner = Callable[["Connection", RemotingCommand], Awaitable[None]]
+"""Runs one request of the peer and sends its answer (``RequestDispatcher.handle``)."""
+
+
+class Connection(asyncio.Protocol):
+    """A remoting connection: requests out (``request``, ``send_oneway``), answers out (``send``),
+    and the peer's requests run concurrently, one task each, by ``runner``."""
+
+    def __init__(
+        self,
+        runner: RequestRunner,
+        *,
+        max_frame_size: int = MAX_FRAME_SIZE,
+        limits: ConnectionLimits = DEFAULT_LIMITS,
+        on_open: Callable[[Connection], None] | None = None,
+        on_close: Callable[[Connection], None] | None = None,
+    ) -> None:
+        self._runner = runner
+        self._decoder = FrameDecoder(max_frame_size)
+        self._limits = limits
+        self._on_open = on_open
+        self._on_close = on_close
+        self._loop = asyncio.get_running_loop()
+        self._transport: asyncio.Transport | None = None
+        self._pending: dict[int, asyncio.Future[RemotingCommand]] = {}
+        self._outgoing: list[bytes | memoryview] = []
+        self._opaque = 0
+        self._handlers: set[asyncio.Task[None]] = set()
+        self._waiting: deque[RemotingCommand] = deque()  # requests read beyond max_requests_in_flight
+        self._reading_paused = False
+        self._writing_paused = False
+        self._drain_waiters: list[asyncio.Future[None]] = []
+        self._stall_timer: asyncio.TimerHandle | None = None
+        self._lost: asyncio.Future[None] = self._loop.create_future()
+        self.closed = False
+        self.remote_address = "?"
+        self.last_activity = self._loop.time()
+        """Loop time of the last bytes read or written; idle connections are closed by it."""
+        self.attributes: dict[str, Any] = {}
+        """Free for the processors that own this peer (a client id, a broker's identity, ...)."""
+
+    def __repr__(self) -> str:
+        return f"<Connection {self.remote_address}{' closed' if self.closed else ''}>"
+
+    # --- calls to the peer ---------------------------------------------------------------------
+
+    async def request(self, command: RemotingCommand, timeout: float) -> RemotingCommand:
+        """Send ``command`` (its ``opaque`` is assigned here) and return the peer's answer.
+
+        Raises ``RemotingTimeoutError`` after ``timeout`` seconds (the connection stays usable; a late
+        answer is dropped) and ``RemotingConnectionError`` if the connection closes first.
+        """
+        if self.closed:
+            raise self._closed_error()
+        opaque = self._opaque = (self._opaque + 1) & _OPAQUE_MASK
+        command.opaque = opaque
+        future = self._loop.create_future()
+        self._pending[opaque] = future
+        timer = self._loop.call_later(timeout, self._expire, future, command.code, timeout)
+        try:
+            if self._writing_paused:
+                await self._wait_writable(future)
+            if not future.done():  # closing fails every pending future, so the connection is open
+                self._write(command)
+            return await future
+        finally:
+            timer.cancel()
+            self._pending.pop(opaque, None)
+
+    async def send_oneway(self, command: RemotingCommand) -> None:
+        """Send a request that gets no answer (its flag and ``opaque`` are set here)."""
+        command.flag |= ONEWAY_FLAG
+        command.opaque = self._opaque = (self._opaque + 1) & _OPAQUE_MASK
+        await self.send(command)
+
+    async def send(self, command: RemotingCommand) -> None:
+        """Write ``command`` as it is (a response), first waiting while the peer is not reading."""
+        if self._writing_paused:
+            await self._wait_writable()
+        self._write(command)
+
+    def close(self) -> None:
+        """Close after the buffered bytes are sent; calls waiting for an answer fail at once."""
+        self._shut()
+        if self._transport is not None:
+            self._flush()
+            self._transport.close()
+
+    def abort(self) -> None:
+        """Drop the connection now, discarding unsent bytes (for a peer that misbehaves)."""
+        self._shut()
+        if self._transport is not None:
+            self._transport.abort()
+
+    async def wait_closed(self) -> None:
+        """Return once the socket is closed."""
+        await asyncio.shield(self._lost)
+
+    @property
+    def handler_tasks(self) -> frozenset[asyncio.Task[None]]:
+        """The tasks running this peer's requests right now."""
+        return frozenset(self._handlers)
+
+    @property
+    def write_buffer_size(self) -> int:
+        """Bytes written but not yet taken by the kernel."""
+        return self._transport.get_write_buffer_size() if self._transport is not None else 0
+
+    # --- asyncio.Protocol ----------------------------------------------------------------------
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        self._transport = transport = cast(asyncio.Transport, transport)  # uvloop's are not subclasses
+        transport.set_write_buffer_limits(high=self._limits.write_buffer_high)
+        peer = transport.get_extra_info("peername")
+        if peer:
+            self.remote_address = f"{peer[0]}:{peer[1]}"
+        if self._on_open is not None:
+            self._on_open(self)
+
+    def data_received(self, data: bytes) -> None:
+        self.last_activity = self._loop.time()
+        try:
+            commands = self._decoder.feed(data)
+        except RemotingProtocolError as exc:
+            log.warning("closing %s: %s", self.remote_address, exc)
+            self.abort()
+            return
+        for command in commands:
+            if command.flag & RESPONSE_FLAG:
+                self._complete(command)
+            elif self._waiting or len(self._handlers) >= self._limits.max_requests_in_flight:
+                self._waiting.append(command)
+                if not self._reading_paused:
+                    self._reading_paused = True
+                    self._transport.pause_reading()  # type: ignore[union-attr]
+            else:
+                self._start_handler(command)
+
+    def eof_received(self) -> bool:
+        if self._decoder.buffered:
+            log.warning(
+                "%s closed in the middle of a frame (%d bytes)", self.remote_address, self._decoder.buffered
+            )
+        return False  # close our side too
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self._shut()
+        if self._stall_timer is not None:
+            self._stall_timer.cancel()
+        if not self._lost.done():
+            self._lost.set_result(None)
+        if self._on_close is not None:
+            self._on_close(self)
+
+    def pause_writing(self) -> None:
+        self._writing_paused = True
+        self._stall_timer = self._loop.call_later(self._limits.write_stall_timeout, self._write_stalled)
+
+    def resume_writing(self) -> None:
+        self._writing_paused = False
+        if self._stall_timer is not None:
+            self._stall_timer.cancel()
+            self._stall_timer = None
+        self._wake_writers()
+
+    # --- internals -----------------------------------------------------------------------------
+
+    def _write(self, command: RemotingCommand) -> None:
+        """Queue the frame; everything queued in one loop pass leaves in one ``writev``."""
+        if self.closed:
+            raise self._closed_error()
+        header, body = command.encode_parts()
+        if not self._outgoing:
+            self._loop.call_soon(self._flush)
+        self._outgoing.append(header)
+        if body:
+            self._outgoing.append(body)  # not joined: uvloop passes the buffers to writev as they are
+
+    def _flush(self) -> None:
+        if self._outgoing and not self._transport.is_closing():
+            self._transport.writelines(self._outgoing)
+            self.last_activity = self._loop.time()
+        self._outgoing = []
+
+    def _complete(self, response: RemotingCommand) -> None:
+        future = self._pending.pop(response.opaque, None)
+        if future is None:
+            log.debug("dropping a response from %s to opaque %d: no call waits for it", self, response.opaque)
+        elif not future.done():
+            future.set_result(response)
+
+    def _start_handler(self, request: RemotingCommand) -> None:
+        task = self._loop.create_task(self._runner(self, request))
+        self._handlers.add(task)
+        task.add_done_callback(self._handler_done)
+
+    def _handler_done(self, task: asyncio.Task[None]) -> None:
+        self._handlers.discard(task)
+        while self._waiting and len(self._handlers) < self._limits.max_requests_in_flight:
+            self._start_handler(self._waiting.popleft())
+        if self._reading_paused and not self._waiting:
+            self._reading_paused = False
+            if not self.closed:
+                self._transport.resume_reading()  # type: ignore[union-attr]
+
+    def _expire(self, future: asyncio.Future[RemotingCommand], code: int, timeout: float) -> None:
+        if not future.done():
+            future.set_exception(
+                RemotingTimeoutError(
+                    f"no answer to request code {code} from {self.remote_address} in {timeout:g} s"
+                )
+            )
+
+    async def _wait_writable(self, give_up: asyncio.Future[Any] | None = None) -> None:
+        """Wait until the peer has read enough of what we wrote, the connection closes, or ``give_up``
+        completes (a request's answer future, failed by its timeout)."""
+        if self.closed:
+            return
+        waiter = self._loop.create_future()
+        self._drain_waiters.append(waiter)
+        try:
+            await asyncio.wait(
+                (waiter,) if give_up is None else (waiter, give_up), return_when=asyncio.FIRST_COMPLETED
+            )
+        finally:
+            waiter.cancel()
+
+    def _wake_writers(self) -> None:
+        waiters, self._drain_waiters = self._drain_waiters, []
+        for waiter in waiters:
+            if not waiter.done():
+                waiter.set_result(None)
+
+    def _write_stalled(self) -> None:
+        log.warning(
+            "closing %s: it left %d bytes unread for %g s",
+            self.remote_address,
+            self.write_buffer_size,
+            self._limits.write_stall_timeout,
+        )
+        self.abort()
+
+    def _shut(self) -> None:
+        """Mark closed and fail what waits on the peer; runs once whichever way the end came."""
+        if self.closed:
+            return
+        self.closed = True
+        pending, self._pending = self._pending, {}
+        for future in pending.values():
+            if not future.done():
+                future.set_exception(self._closed_error())
+        self._wake_writers()  # the stall timer stays: a close that cannot flush still ends in an abort
+
+    def _closed_error(self) -> RemotingConnectionError:
+        return RemotingConnectionError(f"connection to {self.remote_address} is closed")
+
+
+async def close_all(connections: Iterable[Connection]) -> None:
+    """Close every connection, aborting those whose peer does not take the last bytes in time."""
+    closing = list(connections)
+    for connection in closing:
+        connection.close()
+    if not closing:
+        return
+    waiters = {asyncio.ensure_future(connection.wait_closed()): connection for connection in closing}
+    _, stuck = await asyncio.wait(waiters, timeout=_CLOSE_GRACE)
+    for waiter in stuck:
+        waiters[waiter].abort()
+    if stuck:
+        await asyncio.wait(stuck)

@@ -1,0 +1,67 @@
+"""The request-code → handler table of a server or client, and how one request is answered.
+
+Every request that expects an answer gets one, whatever happens: an unknown code gets
+REQUEST_CODE_NOT_SUPPORTED and a failing handler SYSTEM_ERROR, as a Java peer would answer, so a
+client never waits out its timeout because of our bug and a connection is never dropped for it.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Awaitable, Callable
+
+from ferrymq.net.connection import Connection
+from ferrymq.net.errors import RemotingConnectionError
+from ferrymq.protocol.codes import RESPONSE_FLAG, ResponseCode
+from ferrymq.protocol.remoting import RemotingCommand, RemotingProtocolError
+
+log = logging.getLogger(__name__)
+
+Handler = Callable[[Connection, RemotingCommand], Awaitable[RemotingCommand | None]]
+"""``async def handler(connection, request)``: the response, or None to send nothing."""
+
+
+class RequestDispatcher:
+    def __init__(self) -> None:
+        self._handlers: dict[int, Handler] = {}
+        self._default: Handler | None = None
+
+    def register(self, code: int, handler: Handler) -> None:
+        """Route requests with ``code`` to ``handler`` (replacing any earlier one)."""
+        self._handlers[code] = handler
+
+    def register_default(self, handler: Handler) -> None:
+        """Route every code without its own handler to ``handler``."""
+        self._default = handler
+
+    async def handle(self, connection: Connection, request: RemotingCommand) -> None:
+        """Run the request's handler and send its answer (none for a oneway request)."""
+        handler = self._handlers.get(request.code, self._default)
+        if handler is None:
+            log.warning("request code %d from %s is not supported", request.code, connection.remote_address)
+            response = request.make_response(
+                ResponseCode.REQUEST_CODE_NOT_SUPPORTED, f"request code {request.code} not supported"
+            )
+        else:
+            try:
+                response = await handler(connection, request)
+            except RemotingProtocolError as exc:  # the peer's header or body did not parse
+                log.warning("bad request code %d from %s: %s", request.code, connection.remote_address, exc)
+                response = request.make_response(ResponseCode.SYSTEM_ERROR, str(exc))
+            except Exception as exc:
+                log.exception(
+                    "handler of request code %d from %s failed", request.code, connection.remote_address
+                )
+                response = request.make_response(ResponseCode.SYSTEM_ERROR, f"{type(exc).__name__}: {exc}")
+        if response is None or request.is_oneway:
+            return
+        response.opaque = request.opaque
+        response.flag |= RESPONSE_FLAG
+        try:
+            try:
+                await connection.send(response)
+            except RemotingProtocolError as exc:  # e.g. a code that the peer's binary header cannot hold
+                log.exception("cannot encode the answer to request code %d", request.code)
+                await connection.send(request.make_response(ResponseCode.SYSTEM_ERROR, str(exc)))
+        except RemotingConnectionError:
+            log.debug("answer to request code %d dropped: %s closed", request.code, connection.remote_address)

@@ -1,0 +1,118 @@
+"""RemotingServer: accepts remoting connections and runs each request by its code's handler.
+
+The shape of RocketMQ's ``NettyRemotingServer``: a code → processor table, a table of live
+connections (processors keep the ones they must call back, e.g. a broker's clients), idle
+connections closed after ``idle_timeout`` (Java's ``channelExpiredTimeout``, 120 s), and a stop that
+lets running handlers finish before the connections close.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Callable
+
+from ferrymq.net.connection import DEFAULT_LIMITS, Connection, ConnectionLimits, close_all
+from ferrymq.net.dispatch import Handler, RequestDispatcher
+from ferrymq.protocol.remoting import MAX_FRAME_SIZE
+
+log = logging.getLogger(__name__)
+
+_CANCEL_GRACE = 1.0  # seconds cancelled handlers get to unwind before the connections close
+
+
+class RemotingServer:
+    def __init__(
+        self,
+        host: str = "0.0.0.0",
+        port: int = 0,
+        *,
+        max_frame_size: int = MAX_FRAME_SIZE,
+        idle_timeout: float = 120.0,
+        limits: ConnectionLimits = DEFAULT_LIMITS,
+    ) -> None:
+        self.host = host
+        self.port = port
+        """The port asked for; after ``start`` the one bound (so 0 becomes a free port)."""
+        self.idle_timeout = idle_timeout
+        self._max_frame_size = max_frame_size
+        self._limits = limits
+        self._dispatcher = RequestDispatcher()
+        self._connections: set[Connection] = set()
+        self._closed_callbacks: list[Callable[[Connection], None]] = []
+        self._server: asyncio.Server | None = None
+        self._idle_sweeper: asyncio.Task[None] | None = None
+
+    def register(self, code: int, handler: Handler) -> None:
+        """Answer requests with ``code`` by ``async def handler(connection, request)``."""
+        self._dispatcher.register(code, handler)
+
+    def register_default(self, handler: Handler) -> None:
+        """Answer every code without its own handler by ``handler``."""
+        self._dispatcher.register_default(handler)
+
+    def on_connection_closed(self, callback: Callable[[Connection], None]) -> None:
+        """Call ``callback(connection)`` whenever a connection ends, however it ends."""
+        self._closed_callbacks.append(callback)
+
+    @property
+    def connections(self) -> frozenset[Connection]:
+        return frozenset(self._connections)
+
+    async def start(self) -> None:
+        loop = asyncio.get_running_loop()
+        self._server = await loop.create_server(self._new_connection, self.host, self.port, backlog=1024)
+        self.port = self._server.sockets[0].getsockname()[1]
+        self._idle_sweeper = loop.create_task(self._close_idle_connections())
+        log.info("remoting server listening on %s:%d", self.host, self.port)
+
+    async def stop(self, grace: float = 5.0) -> None:
+        """Stop accepting, give running handlers up to ``grace`` seconds to answer, then close all."""
+        if self._server is None:
+            return
+        server, self._server = self._server, None
+        server.close()
+        assert self._idle_sweeper is not None
+        self._idle_sweeper.cancel()
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + grace
+        while handlers := self._running_handlers():
+            if loop.time() >= deadline:
+                log.warning("stopping with %d handlers still running: cancelling them", len(handlers))
+                for task in handlers:
+                    task.cancel()
+                await asyncio.wait(handlers, timeout=_CANCEL_GRACE)
+                break
+            await asyncio.wait(handlers, timeout=deadline - loop.time())
+        await close_all(self._connections)
+        await server.wait_closed()
+
+    def _running_handlers(self) -> set[asyncio.Task[None]]:
+        return {task for connection in self._connections for task in connection.handler_tasks}
+
+    def _new_connection(self) -> Connection:
+        return Connection(
+            self._dispatcher.handle,
+            max_frame_size=self._max_frame_size,
+            limits=self._limits,
+            on_open=self._connections.add,
+            on_close=self._connection_closed,
+        )
+
+    def _connection_closed(self, connection: Connection) -> None:
+        self._connections.discard(connection)
+        for callback in self._closed_callbacks:
+            try:
+                callback(connection)
+            except Exception:
+                log.exception("connection-closed callback %r failed", callback)
+
+    async def _close_idle_connections(self) -> None:
+        loop = asyncio.get_running_loop()
+        while True:
+            await asyncio.sleep(self.idle_timeout / 4)
+            quiet_since = loop.time() - self.idle_timeout
+            for connection in list(self._connections):
+                if connection.last_activity < quiet_since and not connection.handler_tasks:
+                    log.info("closing %s: idle for %g s", connection.remote_address, self.idle_timeout)
+                    connection.close()
