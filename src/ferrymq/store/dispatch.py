@@ -51,29 +51,38 @@ class Dispatcher:
         """Dispatch everything written so far; return how many records were dispatched."""
         with self.lock:
             limit = self.commitlog.max_offset
-            end, count = self._scan(limit, verify_crc=False)
-            if end != limit:
+            end, count, valid = self._scan(limit, limit, verify_crc=False)
+            if not valid:
                 raise StoreError(f"CommitLog record at offset {end} is corrupt; the store needs recovery")
             return count
 
-    def recover(self, verify_crc: bool) -> int:
+    def recover(self, verify_crc: bool, progress: Callable[[int], None] | None = None) -> int:
         """Dispatch from the current offset to the last valid record of the CommitLog; return its end.
 
         Stops at the first record that is torn, misplaced or (with verify_crc) has a wrong body CRC.
+        `progress(offset)` hears every _PROGRESS_STEP bytes how far the log is known valid.
         """
         segments = self.commitlog.segments
         limit = segments[-1].end if segments else self.offset
         with self.lock:
-            end, _ = self._scan(limit, verify_crc=verify_crc)
-            return end
+            while self.offset < limit:
+                end, _, valid = self._scan(limit, self.offset + _PROGRESS_STEP, verify_crc=verify_crc)
+                if progress is not None:
+                    progress(end)
+                if not valid or self.commitlog.segment_for(end) is None:  # bad record, or a missing segment
+                    break
+            return self.offset
 
-    def _scan(self, limit: int, *, verify_crc: bool) -> tuple[int, int]:
+    def _scan(self, limit: int, pause_at: int, *, verify_crc: bool) -> tuple[int, int, bool]:
+        """Dispatch records from self.offset until `limit`, or the first record boundary past
+        `pause_at`; return (where it stopped, records dispatched, False if at an invalid record)."""
         count = 0
         offset = self.offset
         queues = self.queues
         queue_cache = {}  # (topic, queue id) -> ConsumeQueue for this pass; the table may change between
         last_store_timestamp = 0
-        while offset < limit:
+        valid = True
+        while offset < limit and offset < pause_at:
             seg = self.commitlog.segment_for(offset)
             if seg is None:
                 break
@@ -81,7 +90,8 @@ class Dispatcher:
             base = seg.base
             pos = offset - base
             end = min(limit, seg.end) - base
-            while pos < end:
+            pause = pause_at - base
+            while pos < end and pos < pause:
                 meta = read_record_meta(mm, pos, end)
                 if meta is BLANK:
                     pos = seg.size
@@ -94,10 +104,8 @@ class Dispatcher:
                         and body_crc(view[meta.body_start : meta.body_start + meta.body_len]) != meta.body_crc
                     )
                 ):
-                    self.offset = base + pos
-                    if count:
-                        self.last_store_timestamp = last_store_timestamp
-                    return base + pos, count
+                    valid = False
+                    break
                 tran = meta.sys_flag & TRANSACTION_TYPE_MASK
                 if tran != TRANSACTION_PREPARED_TYPE and tran != TRANSACTION_ROLLBACK_TYPE:
                     tag = find_property(mm[meta.props_start : meta.props_end], _TAGS)
@@ -111,8 +119,13 @@ class Dispatcher:
                 pos += meta.size
                 count += 1
             offset = self.offset = base + pos
+            if not valid:
+                break
         if count:
             self.last_store_timestamp = last_store_timestamp
             if self.listener is not None and queue_cache:
                 self.listener(list(queue_cache))
-        return offset, count
+        return offset, count, valid
+
+
+_PROGRESS_STEP = 16 << 20  # recovery tells the indexer how far the log is valid every 16 MiB

@@ -99,9 +99,9 @@ class MessageStore:
             else None
         )
         checkpoint = Checkpoint.load(self.root / "checkpoint")
+        self.indexer: IndexerProcess | None = None
         self.recovered_bytes = self._recover(checkpoint, clean)
         self.recovery_seconds = time.monotonic() - started
-        self.indexer = self._start_indexer() if self.index is not None else None
         abort.touch()
         self.flush_service = FlushService(self)
         self.group_commit = (
@@ -122,6 +122,8 @@ class MessageStore:
             last_end = cl.segments[-1].end if cl.segments else start
             start = min(max(checkpoint.dispatched_offset, cl.min_offset), last_end)
         self.dispatcher = Dispatcher(cl, self.queues, start)
+        if self.index is not None:  # it rebuilds the index while the scan below rebuilds ConsumeQueues
+            self.indexer = self._start_indexer(committed=start)
         if clean and checkpoint is not None and self._ends_cleanly_at(start):
             cl.max_offset = cl.flushed_offset = start
             recovered = 0
@@ -129,7 +131,8 @@ class MessageStore:
             if cl.segments:
                 log.warning("store %s was not shut down cleanly: recovering from offset %d", self.root, start)
             cl.max_offset = start
-            end = self.dispatcher.recover(self.config.check_crc_on_recover)
+            progress = self.indexer.committed if self.indexer is not None else None
+            end = self.dispatcher.recover(self.config.check_crc_on_recover, progress)
             if cl.segments:
                 cl.truncate(end)
             for cq in self.queues.all():
@@ -139,13 +142,16 @@ class MessageStore:
             cq.correct_min_offset(cl.min_offset)
         self._queue_offsets = {(cq.topic, cq.queue_id): cq.max_offset for cq in self.queues.all()}
         self._checkpoint(flush_all=True)
+        if self.indexer is not None:
+            self.indexer.committed(cl.max_offset)
         return recovered
 
-    def _start_indexer(self) -> IndexerProcess:
-        cfg, cl = self.config, self.commitlog
+    def _start_indexer(self, committed: int) -> IndexerProcess:
+        """Start the indexer; it may index up to `committed`, where the CommitLog is known valid."""
+        cfg = self.config
         return IndexerProcess(
             self.root, cfg.max_hash_slot_num, cfg.max_index_num, cfg.mapped_file_size_commit_log,
-            cl.max_offset, cl.min_offset,
+            committed, self.commitlog.min_offset,
         )  # fmt: skip
 
     def check_indexer(self) -> None:
@@ -153,7 +159,7 @@ class MessageStore:
         if self.indexer is not None and not self.indexer.alive() and self._opened:
             log.error("the indexer process exited (code %s); restarting it", self.indexer.proc.returncode)
             self.indexer.position.close()
-            self.indexer = self._start_indexer()
+            self.indexer = self._start_indexer(committed=self.commitlog.max_offset)
 
     def _ends_cleanly_at(self, offset: int) -> bool:
         """After a clean stop nothing may follow the checkpointed end: the next int is zero."""

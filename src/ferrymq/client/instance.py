@@ -1,0 +1,199 @@
+"""ClientInstance: what producers and consumers of one process share (RocketMQ's MQClientInstance).
+
+One remoting client (one connection per broker), the topic routes from the NameServers refreshed
+every 30 s (and at once when a send fails), and heartbeats that tell every broker which producer
+and consumer groups live here.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+import logging
+import os
+import random
+import socket
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from ferrymq.net import RemotingClient, RemotingError
+from ferrymq.protocol.bodies import (
+    ConsumerData,
+    HeartbeatData,
+    MessageQueue,
+    ProducerData,
+    TopicRouteData,
+    decode_body,
+    encode_body,
+)
+from ferrymq.protocol.codes import RequestCode, ResponseCode
+from ferrymq.protocol.remoting import RemotingCommand
+
+log = logging.getLogger(__name__)
+
+AUTO_CREATE_TOPIC = "TBW102"
+PERM_READ, PERM_WRITE = 4, 2
+_instance_ids = itertools.count()
+
+
+class ClientError(Exception):
+    """A client call that cannot succeed: no route, refused by the broker, timed out."""
+
+
+@dataclass(frozen=True)
+class TopicRoute:
+    """A topic's route turned into what clients use: queues and where their masters are."""
+
+    data: TopicRouteData
+    write_queues: tuple[MessageQueue, ...]
+    read_queues: tuple[MessageQueue, ...]
+    masters: dict[str, str]  # broker name -> master address
+
+    @classmethod
+    def build(cls, topic: str, data: TopicRouteData, cap_queues: int | None = None) -> TopicRoute:
+        masters = {b.broker_name: b.broker_addrs[0] for b in data.broker_datas if 0 in b.broker_addrs}
+        write, read = [], []
+        for q in sorted(data.queue_datas, key=lambda q: q.broker_name):
+            if q.broker_name not in masters:
+                continue
+            writes = q.write_queue_nums if cap_queues is None else min(q.write_queue_nums, cap_queues)
+            if q.perm & PERM_WRITE:
+                write += [
+                    MessageQueue(topic=topic, broker_name=q.broker_name, queue_id=i) for i in range(writes)
+                ]
+            if q.perm & PERM_READ:
+                read += [
+                    MessageQueue(topic=topic, broker_name=q.broker_name, queue_id=i)
+                    for i in range(q.read_queue_nums)
+                ]
+        return cls(data, tuple(write), tuple(read), masters)
+
+
+class ClientInstance:
+    def __init__(self, namesrv_addr: str, *, request_timeout: float = 3.0, route_refresh: float = 30.0,
+                 heartbeat_interval: float = 30.0) -> None:  # fmt: skip
+        self.namesrvs = [a.strip() for a in namesrv_addr.split(";") if a.strip()]
+        if not self.namesrvs:
+            raise ValueError("namesrv_addr is empty: give at least one NameServer as host:port")
+        self.client_id = f"{_local_ip()}@{os.getpid()}#{next(_instance_ids)}"
+        self.request_timeout = request_timeout
+        self.remoting = RemotingClient()
+        self.routes: dict[str, TopicRoute] = {}
+        self.producer_groups: set[str] = set()
+        self.consumers: dict[str, Callable[[], ConsumerData]] = {}  # group -> its current heartbeat data
+        self._route_refresh = route_refresh
+        self._heartbeat_interval = heartbeat_interval
+        self._tasks: list[asyncio.Task] = []
+        self._refreshing: dict[str, asyncio.Task] = {}
+
+    async def start(self) -> None:
+        loop = asyncio.get_running_loop()
+        self._tasks = [
+            loop.create_task(self._every(self._route_refresh, self.refresh_all_routes)),
+            loop.create_task(self._every(self._heartbeat_interval, self.heartbeat_all)),
+        ]
+
+    async def close(self) -> None:
+        for task in self._tasks:
+            task.cancel()
+        await self.remoting.close()
+
+    async def _every(self, period: float, job) -> None:
+        while True:
+            await asyncio.sleep(period)
+            try:
+                await job()
+            except Exception:
+                log.exception("periodic %s failed", getattr(job, "__name__", job))
+
+    # --- routes ---------------------------------------------------------------------------------
+
+    async def route(self, topic: str) -> TopicRoute:
+        """The topic's route, fetched now if not cached; auto-creation's TBW102 route if it has none."""
+        route = self.routes.get(topic)
+        return route if route is not None else await self.refresh_route(topic)
+
+    async def refresh_route(self, topic: str) -> TopicRoute:
+        """Ask the NameServers again (concurrent callers share one request)."""
+        task = self._refreshing.get(topic)
+        if task is None:
+            task = self._refreshing[topic] = asyncio.get_running_loop().create_task(self._fetch_route(topic))
+            task.add_done_callback(lambda _: self._refreshing.pop(topic, None))
+        return await asyncio.shield(task)
+
+    async def _fetch_route(self, topic: str) -> TopicRoute:
+        data = await self._query_route(topic)
+        if data is not None:
+            route = TopicRoute.build(topic, data)
+        else:
+            template = await self._query_route(AUTO_CREATE_TOPIC)
+            if template is None:
+                raise ClientError(f"no route for topic {topic} and no auto-create route {AUTO_CREATE_TOPIC}")
+            route = TopicRoute.build(topic, template, cap_queues=4)  # the broker creates it on first send
+        self.routes[topic] = route
+        return route
+
+    async def _query_route(self, topic: str) -> TopicRouteData | None:
+        errors = []
+        for addr in random.sample(self.namesrvs, len(self.namesrvs)):
+            request = RemotingCommand(RequestCode.GET_ROUTEINFO_BY_TOPIC, ext_fields={"topic": topic})
+            try:
+                response = await self.remoting.invoke(addr, request, self.request_timeout)
+            except RemotingError as e:
+                errors.append(f"{addr}: {e}")
+                continue
+            if response.code == ResponseCode.TOPIC_NOT_EXIST:
+                return None
+            if response.code != ResponseCode.SUCCESS:
+                errors.append(f"{addr}: {response.remark}")
+                continue
+            return decode_body(TopicRouteData, response.body)
+        raise ClientError(f"cannot get the route of {topic}: " + "; ".join(errors))
+
+    async def refresh_all_routes(self) -> None:
+        for topic in list(self.routes):
+            try:
+                await self.refresh_route(topic)
+            except ClientError as e:
+                log.warning("%s", e)
+
+    def broker_addrs(self) -> set[str]:
+        return {addr for route in self.routes.values() for addr in route.masters.values()}
+
+    # --- heartbeats -----------------------------------------------------------------------------
+
+    def heartbeat_data(self) -> HeartbeatData:
+        return HeartbeatData(
+            client_id=self.client_id,
+            producer_data_set=[ProducerData(group_name=g) for g in sorted(self.producer_groups)],
+            consumer_data_set=[make() for make in self.consumers.values()],
+        )
+
+    async def heartbeat_all(self) -> None:
+        """Tell every known broker about this process's groups."""
+        body = encode_body(self.heartbeat_data())
+        for addr in self.broker_addrs():
+            await self.heartbeat(addr, body)
+
+    async def heartbeat(self, addr: str, body: bytes | None = None) -> None:
+        body = body if body is not None else encode_body(self.heartbeat_data())
+        try:
+            response = await self.remoting.invoke(addr, RemotingCommand(RequestCode.HEART_BEAT, body=body),
+                                                  self.request_timeout)  # fmt: skip
+            if response.code != ResponseCode.SUCCESS:
+                log.warning("heartbeat to %s refused: %s", addr, response.remark)
+        except RemotingError as e:
+            log.warning("heartbeat to %s failed: %s", addr, e)
+
+    async def invoke(
+        self, addr: str, request: RemotingCommand, timeout: float | None = None
+    ) -> RemotingCommand:
+        return await self.remoting.invoke(addr, request, timeout or self.request_timeout)
+
+
+def _local_ip() -> str:
+    """This host's address for client ids (as the Java client shows it), loopback if unknown."""
+    try:
+        return socket.gethostbyname(socket.gethostname())
+    except OSError:
+        return "127.0.0.1"

@@ -1,0 +1,50 @@
+"""What users send and get back: Message, SendResult, and the received MessageExt."""
+
+from __future__ import annotations
+
+import enum
+from dataclasses import dataclass, field
+
+from ferrymq.protocol.bodies import MessageQueue
+from ferrymq.protocol.message import MessageExt, Prop
+
+__all__ = ["Message", "MessageExt", "MessageQueue", "SendResult", "SendStatus"]
+
+
+@dataclass
+class Message:
+    """A message to send. `keys` become KEYS (space-separated); `properties` are user properties."""
+
+    topic: str
+    body: bytes
+    tags: str | None = None
+    keys: list[str] | str | None = None
+    properties: dict[str, str] = field(default_factory=dict)
+    flag: int = 0
+    delay_level: int = 0
+
+    def system_properties(self) -> dict[str, str]:
+        props = dict(self.properties)
+        if self.tags:
+            props[Prop.TAGS] = self.tags
+        if self.keys:
+            props[Prop.KEYS] = self.keys if isinstance(self.keys, str) else " ".join(self.keys)
+        if self.delay_level:
+            props[Prop.DELAY] = str(self.delay_level)
+        return props
+
+
+class SendStatus(enum.Enum):
+    SEND_OK = "SEND_OK"
+    FLUSH_DISK_TIMEOUT = "FLUSH_DISK_TIMEOUT"
+    FLUSH_SLAVE_TIMEOUT = "FLUSH_SLAVE_TIMEOUT"
+    SLAVE_NOT_AVAILABLE = "SLAVE_NOT_AVAILABLE"
+
+
+@dataclass
+class SendResult:
+    status: SendStatus
+    msg_id: str  # the UNIQ_KEY the producer gave the message (comma-joined for a batch)
+    offset_msg_id: str  # the broker's id: where it is stored
+    message_queue: MessageQueue
+    queue_offset: int

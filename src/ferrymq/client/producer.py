@@ -1,0 +1,320 @@
+"""Producer: send messages to a topic's queues, with retries on another broker and auto-batching.
+
+Like RocketMQ's DefaultMQProducer: queues are chosen round-robin (or by a sharding key for order),
+a failed send is retried on another broker (`retry_times_when_send_failed`, default 2) after the
+route is fetched again, and a broker that fails is avoided for a back-off period. Bodies over
+4 KiB are zlib-compressed. With `auto_batch`, concurrent sends are gathered into
+SEND_BATCH_MESSAGE requests (up to `max_batch_bytes`, waiting at most `linger_ms`), as Kafka
+producers do.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+import zlib
+from collections.abc import Callable, Sequence
+
+from ferrymq.client.faults import BrokerAvoidance
+from ferrymq.client.instance import ClientError, ClientInstance, TopicRoute
+from ferrymq.client.message import Message, MessageQueue, SendResult, SendStatus
+from ferrymq.net import RemotingError
+from ferrymq.protocol.codes import RequestCode, ResponseCode
+from ferrymq.protocol.message import (
+    COMPRESSED_FLAG,
+    MAX_PROPERTIES_SIZE,
+    Prop,
+    UniqKeyGenerator,
+    encode_batch,
+    encode_properties,
+    java_hash,
+)
+from ferrymq.protocol.remoting import RemotingCommand
+
+log = logging.getLogger(__name__)
+
+_STATUS = {
+    ResponseCode.SUCCESS: SendStatus.SEND_OK,
+    ResponseCode.FLUSH_DISK_TIMEOUT: SendStatus.FLUSH_DISK_TIMEOUT,
+    ResponseCode.FLUSH_SLAVE_TIMEOUT: SendStatus.FLUSH_SLAVE_TIMEOUT,
+    ResponseCode.SLAVE_NOT_AVAILABLE: SendStatus.SLAVE_NOT_AVAILABLE,
+}
+# Answers after which another broker may well succeed (RocketMQ's retryResponseCodes).
+_RETRY_CODES = {
+    ResponseCode.TOPIC_NOT_EXIST,
+    ResponseCode.SERVICE_NOT_AVAILABLE,
+    ResponseCode.SYSTEM_ERROR,
+    ResponseCode.SYSTEM_BUSY,
+    ResponseCode.NO_PERMISSION,
+}
+
+
+class SendError(ClientError):
+    """A send that failed for good; `code` is the broker's response code when it answered."""
+
+    def __init__(self, message: str, code: int | None = None) -> None:
+        super().__init__(message)
+        self.code = code
+
+
+QueueSelector = Callable[[Sequence[MessageQueue], Message, object], MessageQueue]
+
+
+def hash_selector(queues: Sequence[MessageQueue], message: Message, key: object) -> MessageQueue:
+    """Same sharding key, same queue (while the queue count stays the same): per-key order."""
+    return queues[abs(java_hash(str(key))) % len(queues)]
+
+
+class Producer:
+    def __init__(
+        self,
+        group: str,
+        namesrv_addr: str,
+        *,
+        send_timeout: float = 3.0,
+        retry_times_when_send_failed: int = 2,
+        compress_msg_body_over_howmuch: int = 4096,
+        max_message_size: int = 4 * 1024 * 1024,
+        auto_batch: bool = False,
+        linger_ms: float = 5.0,
+        max_batch_bytes: int = 256 * 1024,
+        instance: ClientInstance | None = None,
+    ) -> None:
+        self.group = group
+        self.instance = instance or ClientInstance(namesrv_addr)
+        self._own_instance = instance is None
+        self.send_timeout = send_timeout
+        self.retries = retry_times_when_send_failed
+        self.compress_over = compress_msg_body_over_howmuch
+        self.max_message_size = max_message_size
+        self.avoidance = BrokerAvoidance()
+        self._uniq = UniqKeyGenerator()
+        self._round_robin = 0
+        self._batcher = _Batcher(self, linger_ms / 1000, max_batch_bytes) if auto_batch else None
+        self._started = False
+
+    async def start(self) -> None:
+        self.instance.producer_groups.add(self.group)
+        if self._own_instance:
+            await self.instance.start()
+        self._started = True
+
+    async def shutdown(self) -> None:
+        if self._batcher is not None:
+            await self._batcher.flush_all()
+        self.instance.producer_groups.discard(self.group)
+        if self._own_instance:
+            await self.instance.close()
+        self._started = False
+
+    async def __aenter__(self) -> Producer:
+        await self.start()
+        return self
+
+    async def __aexit__(self, *exc) -> None:
+        await self.shutdown()
+
+    # --- sending -------------------------------------------------------------------------------
+
+    async def send(
+        self, message: Message, *, selector: QueueSelector | None = None, arg: object = None
+    ) -> SendResult:
+        """Send and wait for the broker's answer. With `selector`, `arg` picks the queue (order)."""
+        if self._batcher is not None and selector is None:
+            return await self._batcher.add(message)
+        body, props, sys_flag, uniq = self._prepare(message)
+        result = await self._send(
+            message.topic, body, props, message.flag, sys_flag, False, selector, message, arg
+        )
+        result.msg_id = uniq
+        return result
+
+    async def send_orderly(self, message: Message, sharding_key: object) -> SendResult:
+        """Messages with the same sharding key go to the same queue, in order."""
+        return await self.send(message, selector=hash_selector, arg=sharding_key)
+
+    def send_async(
+        self, message: Message, callback: Callable[[SendResult | None, Exception | None], None]
+    ) -> None:
+        """Fire and forget: `callback(result, None)` or `callback(None, error)` when it is done."""
+
+        def done(task: asyncio.Task) -> None:
+            error = task.exception()
+            callback(None if error else task.result(), error)
+
+        asyncio.get_running_loop().create_task(self.send(message)).add_done_callback(done)
+
+    async def send_oneway(self, message: Message) -> None:
+        """Send without waiting for any answer (no delivery guarantee)."""
+        body, props, sys_flag, _ = self._prepare(message)
+        route = await self._route(message.topic)
+        mq = self._pick(route.write_queues, None)
+        request = self._request(mq, body, props, message.flag, sys_flag, False)
+        await self.instance.remoting.invoke_oneway(route.masters[mq.broker_name], request)
+
+    async def send_batch(self, messages: Sequence[Message]) -> SendResult:
+        """Send messages of one topic as one SEND_BATCH_MESSAGE; they land in one queue, in order."""
+        if not messages:
+            raise SendError("the batch is empty")
+        topic = messages[0].topic
+        if any(m.topic != topic for m in messages):
+            raise SendError("every message of a batch must have the same topic")
+        entries, uniq_keys = [], []
+        for m in messages:
+            if m.delay_level:
+                raise SendError("delayed messages cannot be sent in a batch")
+            props = m.system_properties()
+            uniq = props.setdefault(Prop.UNIQ_KEY, self._uniq.next())
+            uniq_keys.append(uniq)
+            encoded = self._check(m, encode_properties(props).encode())
+            entries.append((m.body, encoded, m.flag))
+        result = await self._send(topic, encode_batch(entries), "", 0, 0, True, None, messages[0], None)
+        result.msg_id = ",".join(uniq_keys)
+        return result
+
+    # --- internals -----------------------------------------------------------------------------
+
+    def _prepare(self, message: Message) -> tuple[bytes, str, int, str]:
+        """Body (compressed if large), encoded properties, sysFlag and the message's UNIQ_KEY."""
+        props = message.system_properties()
+        uniq = props.setdefault(Prop.UNIQ_KEY, self._uniq.next())
+        body, sys_flag = message.body, 0
+        if len(body) > self.compress_over:
+            body, sys_flag = zlib.compress(body, 5), COMPRESSED_FLAG
+        encoded = encode_properties(props)
+        self._check(message, encoded.encode(), body)
+        return body, encoded, sys_flag, uniq
+
+    def _check(self, message: Message, props: bytes, body: bytes | None = None) -> bytes:
+        if not isinstance(message.body, bytes | bytearray | memoryview):
+            raise SendError(f"message body must be bytes, not {type(message.body).__name__}")
+        size = len(body if body is not None else message.body)
+        if size == 0:
+            raise SendError("message body is empty")
+        if size > self.max_message_size:
+            raise SendError(f"message body is {size} bytes, over max_message_size {self.max_message_size}")
+        if len(props) > MAX_PROPERTIES_SIZE:
+            raise SendError(f"message properties are {len(props)} bytes, over {MAX_PROPERTIES_SIZE}")
+        if not message.topic:
+            raise SendError("message topic is empty")
+        return props
+
+    async def _route(self, topic: str) -> TopicRoute:
+        if not self._started:
+            raise SendError("the producer is not started")
+        route = await self.instance.route(topic)
+        if not route.write_queues:
+            raise SendError(f"topic {topic} has no writable queue")
+        return route
+
+    def _pick(self, queues: Sequence[MessageQueue], avoid: str | None) -> MessageQueue:
+        """Round-robin over queues, skipping brokers in back-off (and the one that just failed)."""
+        for _ in range(len(queues)):
+            self._round_robin += 1
+            mq = queues[self._round_robin % len(queues)]
+            if mq.broker_name != avoid and self.avoidance.available(mq.broker_name):
+                return mq
+        self._round_robin += 1
+        return queues[self._round_robin % len(queues)]  # every broker is suspect: try one anyway
+
+    def _request(self, mq: MessageQueue, body: bytes, props: str, flag: int, sys_flag: int, batch: bool):
+        # SEND_MESSAGE_V2's one-letter keys: producerGroup, topic, defaultTopic, defaultTopicQueueNums,
+        # queueId, sysFlag, bornTimestamp, flag, properties, reconsumeTimes, unitMode.
+        ext = {
+            "a": self.group, "b": mq.topic, "c": "TBW102", "d": "4", "e": str(mq.queue_id),
+            "f": str(sys_flag), "g": str(time.time_ns() // 1_000_000), "h": str(flag), "i": props, "j": "0",
+            "k": "false",
+        }  # fmt: skip
+        if batch:
+            ext["m"] = "true"
+        code = RequestCode.SEND_BATCH_MESSAGE if batch else RequestCode.SEND_MESSAGE_V2
+        return RemotingCommand(code, ext_fields=ext, body=body)
+
+    async def _send(self, topic, body, props, flag, sys_flag, batch, selector, message, arg) -> SendResult:
+        failed_broker = None
+        last_error: Exception | None = None
+        for attempt in range(1 + (0 if selector else self.retries)):
+            route = await (self.instance.refresh_route(topic) if attempt else self._route(topic))
+            queues = route.write_queues
+            mq = selector(queues, message, arg) if selector else self._pick(queues, failed_broker)
+            addr = route.masters[mq.broker_name]
+            started = time.monotonic()
+            try:
+                request = self._request(mq, body, props, flag, sys_flag, batch)
+                response = await self.instance.invoke(addr, request, self.send_timeout)
+            except RemotingError as e:
+                last_error = e
+            else:
+                status = _STATUS.get(response.code)
+                if status is not None:
+                    self.avoidance.succeeded(mq.broker_name, time.monotonic() - started)
+                    ext = response.ext_fields
+                    return SendResult(status, "", ext.get("msgId", ""), mq, int(ext.get("queueOffset", -1)))
+                last_error = SendError(f"broker {mq.broker_name} refused: {response.remark}", response.code)
+                if response.code not in _RETRY_CODES:
+                    raise last_error
+            failed_broker = mq.broker_name
+            self.avoidance.failed(mq.broker_name)
+            log.warning("send to %s (%s) failed: %s; %s", mq.broker_name, addr, last_error,
+                        "retrying" if attempt < self.retries else "giving up")  # fmt: skip
+        raise SendError(
+            f"send to topic {topic} failed after {1 + self.retries} attempts: {last_error}"
+        ) from last_error
+
+
+class _Batcher:
+    """Gathers concurrent sends per topic into batches (size- or linger-triggered)."""
+
+    def __init__(self, producer: Producer, linger: float, max_bytes: int) -> None:
+        self.producer = producer
+        self.linger = linger
+        self.max_bytes = max_bytes
+        self._pending: dict[str, list[tuple[Message, asyncio.Future]]] = {}
+        self._sizes: dict[str, int] = {}
+        self._timers: dict[str, asyncio.TimerHandle] = {}
+
+    async def add(self, message: Message) -> SendResult:
+        future = asyncio.get_running_loop().create_future()
+        topic = message.topic
+        self._pending.setdefault(topic, []).append((message, future))
+        self._sizes[topic] = self._sizes.get(topic, 0) + len(message.body) + 100
+        if self._sizes[topic] >= self.max_bytes:
+            self._flush(topic)
+        elif topic not in self._timers:
+            self._timers[topic] = asyncio.get_running_loop().call_later(self.linger, self._flush, topic)
+        return await future
+
+    def _flush(self, topic: str) -> None:
+        timer = self._timers.pop(topic, None)
+        if timer is not None:
+            timer.cancel()
+        batch = self._pending.pop(topic, [])
+        self._sizes.pop(topic, None)
+        if batch:
+            asyncio.get_running_loop().create_task(self._send(batch))
+
+    async def _send(self, batch: list[tuple[Message, asyncio.Future]]) -> None:
+        try:
+            result = await self.producer.send_batch([m for m, _ in batch])
+        except Exception as e:
+            for _, future in batch:
+                if not future.done():
+                    future.set_exception(e)
+            return
+        uniq_keys = result.msg_id.split(",")
+        offset_ids = result.offset_msg_id.split(",")
+        for i, (_, future) in enumerate(batch):
+            if not future.done():
+                offset_id = offset_ids[i] if i < len(offset_ids) else ""
+                queue_offset = result.queue_offset + i
+                future.set_result(
+                    SendResult(result.status, uniq_keys[i], offset_id, result.message_queue, queue_offset)
+                )
+
+    async def flush_all(self) -> None:
+        futures = [f for batch in self._pending.values() for _, f in batch]
+        for topic in list(self._pending):
+            self._flush(topic)
+        if futures:
+            await asyncio.gather(*futures, return_exceptions=True)
