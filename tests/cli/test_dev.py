@@ -1,14 +1,17 @@
-"""`ferrymq dev` as a user runs it: a real process, stopped with Ctrl-C (SIGINT)."""
+"""`ferrymq dev`, `produce` and `consume` as a newcomer runs them: real processes, Ctrl-C to stop."""
 
+import re
 import signal
 import subprocess
 import sys
 import time
 
+FERRYMQ = [sys.executable, "-m", "ferrymq"]
+
 
 def start_dev(data_dir):
     proc = subprocess.Popen(
-        [sys.executable, "-m", "ferrymq", "dev", "--data-dir", str(data_dir)],
+        [*FERRYMQ, "dev", "--data-dir", str(data_dir), "--namesrv-port", "0", "--broker-port", "0"],
         stdout=subprocess.PIPE,
         stderr=subprocess.STDOUT,
         text=True,
@@ -20,22 +23,57 @@ def start_dev(data_dir):
         if not line:
             break
         lines.append(line)
-        if "is running" in line:
-            return proc, lines
+        if "Press Ctrl-C" in line:
+            return proc, "".join(lines)
     proc.kill()
     raise AssertionError("ferrymq dev did not start:\n" + "".join(lines))
 
 
-def test_dev_starts_on_its_data_dir_and_stops_cleanly_on_ctrl_c(tmp_path):
-    proc, lines = start_dev(tmp_path / "data")
+def stop(proc) -> str:
+    proc.send_signal(signal.SIGINT)
+    out, _ = proc.communicate(timeout=30)
+    return out
+
+
+def test_dev_runs_a_cluster_that_produce_and_consume_use(tmp_path):
+    proc, banner = start_dev(tmp_path / "data")
     try:
-        assert any(str(tmp_path / "data") in line for line in lines)
+        assert str(tmp_path / "data") in banner
+        namesrv = re.search(r"NameServer\s+(\S+)", banner).group(1)
         assert (tmp_path / "data" / "store" / "abort").exists()  # running: a crash would be noticed
+        sent = subprocess.run(
+            [*FERRYMQ, "produce", "--namesrv", namesrv, "--topic", "Demo", "--tag", "T", "one", "two"],
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
+        assert sent.returncode == 0, sent.stderr
+        assert sent.stdout.count("SEND_OK") == 2
+        got = subprocess.run(
+            [
+                *FERRYMQ,
+                "consume",
+                "--namesrv",
+                namesrv,
+                "--topic",
+                "Demo",
+                "--group",
+                "G",
+                "--from",
+                "first",
+                "--count",
+                "2",
+            ],
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
+        assert got.returncode == 0, got.stderr
+        assert sorted(line.split()[-1] for line in got.stdout.splitlines()) == ["one", "two"]
     finally:
-        proc.send_signal(signal.SIGINT)
-        out, _ = proc.communicate(timeout=30)
+        out = stop(proc)
     assert proc.returncode == 0, out
-    assert "stopped cleanly" in out
+    assert "stopped." in out
     assert not (tmp_path / "data" / "store" / "abort").exists()
     assert (tmp_path / "data" / "store" / "checkpoint").exists()
 
@@ -44,7 +82,16 @@ def test_a_second_dev_on_the_same_data_dir_fails_with_a_clear_message(tmp_path):
     proc, _ = start_dev(tmp_path / "data")
     try:
         second = subprocess.run(
-            [sys.executable, "-m", "ferrymq", "dev", "--data-dir", str(tmp_path / "data")],
+            [
+                *FERRYMQ,
+                "dev",
+                "--data-dir",
+                str(tmp_path / "data"),
+                "--namesrv-port",
+                "0",
+                "--broker-port",
+                "0",
+            ],
             capture_output=True,
             text=True,
             timeout=30,
@@ -53,5 +100,16 @@ def test_a_second_dev_on_the_same_data_dir_fails_with_a_clear_message(tmp_path):
         assert "in use by another process" in second.stderr
         assert "Traceback" not in second.stderr
     finally:
-        proc.send_signal(signal.SIGINT)
-        proc.communicate(timeout=30)
+        stop(proc)
+
+
+def test_produce_without_a_nameserver_fails_clearly():
+    result = subprocess.run(
+        [*FERRYMQ, "produce", "--namesrv", "127.0.0.1:1", "--topic", "T", "x"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert result.returncode != 0
+    assert "Traceback" not in result.stderr
+    assert "route" in result.stderr

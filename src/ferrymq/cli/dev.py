@@ -1,21 +1,18 @@
-"""`ferrymq dev`: a local single-machine cluster on an embedded data directory.
+"""`ferrymq dev`: a whole local cluster in one process, on loopback, with an embedded data directory.
 
-It grows with the roles: today it opens (and, after a crash, recovers) the storage engine in the
-data directory and keeps its flush, checkpoint and retention services running until Ctrl-C.
+Today: a NameServer and a Broker (more roles join as they arrive). Ctrl-C stops everything cleanly:
+the broker unregisters, flushes and writes its checkpoint.
 """
 
 from __future__ import annotations
 
 import os
-import signal
-import threading
 from pathlib import Path
 
 import click
-from rich.console import Console
-from rich.table import Table
 
-from ferrymq.store import MessageStore, StoreConfig, StoreError
+from ferrymq.cli.serving import serve
+from ferrymq.store import StoreConfig, StoreError
 
 
 def default_data_dir() -> Path:
@@ -32,33 +29,46 @@ def default_data_dir() -> Path:
     show_default="./.ferrymq/data",
     help="Where the cluster keeps its data.",
 )
-def dev(data_dir: Path) -> None:
+@click.option(
+    "--namesrv-port", default=9876, show_default=True, help="NameServer port on 127.0.0.1 (0: any)."
+)
+@click.option("--broker-port", default=10911, show_default=True, help="Broker port on 127.0.0.1 (0: any).")
+def dev(data_dir: Path, namesrv_port: int, broker_port: int) -> None:
     """Start a local development cluster on DATA_DIR; stop it cleanly with Ctrl-C."""
-    console = Console()
-    stop = threading.Event()
-    for sig in (signal.SIGINT, signal.SIGTERM):
-        signal.signal(sig, lambda *_: stop.set())
-    config = StoreConfig(store_path_root_dir=data_dir / "store", mapped_file_size_commit_log=256 << 20)
-    try:
-        store = MessageStore(config).open()
-    except StoreError as e:
-        raise click.ClickException(str(e)) from None
-    try:
-        console.print(_summary(store))
-        console.print(f"data directory: {store.root}", soft_wrap=True)  # whole, for copy and paste
-        console.print("[bold green]ferrymq dev is running.[/] Press Ctrl-C to stop.")
-        stop.wait()
-        console.print("stopping: flushing and writing the checkpoint ...")
-    finally:
-        store.close()
-    console.print("stopped cleanly.")
+    from ferrymq.broker.config import BrokerConfig
+    from ferrymq.broker.server import Broker
+    from ferrymq.namesrv.config import NamesrvConfig
+    from ferrymq.namesrv.server import NameServer
 
+    namesrv = NameServer(NamesrvConfig(listen_host="127.0.0.1", listen_port=namesrv_port))
+    store = StoreConfig(store_path_root_dir=data_dir / "store", mapped_file_size_commit_log=256 << 20)
+    broker = Broker(BrokerConfig(listen_host="127.0.0.1", listen_port=broker_port, store=store))
 
-def _summary(store: MessageStore) -> Table:
-    cl = store.commitlog
-    table = Table(title="ferrymq dev", show_header=False)
-    table.add_row("CommitLog", f"{len(cl.segments)} segment(s), offsets {cl.min_offset}..{cl.max_offset}")
-    table.add_row("topics", ", ".join(sorted(store.topics())) or "(none yet)")
-    table.add_row("recovery", f"{store.recovered_bytes} bytes replayed in {store.recovery_seconds:.2f} s")
-    table.add_row("flush", store.config.flush_disk_type)
-    return table
+    async def start() -> str:
+        await namesrv.start()
+        namesrv_addr = f"127.0.0.1:{namesrv.port}"
+        broker.config.namesrv_addr = namesrv_addr
+        try:
+            await broker.start()
+        except StoreError as e:
+            await namesrv.stop()
+            raise click.ClickException(str(e)) from None
+        return "\n".join(
+            [
+                "ferrymq dev is running.",
+                f"  NameServer  {namesrv_addr}",
+                f"  Broker      {broker.config.broker_name} at {broker.config.broker_addr} "
+                f"(cluster {broker.config.broker_cluster_name})",
+                f"  Data        {data_dir}",
+                "Try it from another shell:",
+                f'  ferrymq produce --namesrv {namesrv_addr} --topic Demo "hello ferrymq"',
+                f"  ferrymq consume --namesrv {namesrv_addr} --topic Demo --group DemoGroup --from first",
+                "Press Ctrl-C to stop.",
+            ]
+        )
+
+    async def stop() -> None:
+        await broker.stop()
+        await namesrv.stop()
+
+    serve(start, stop, "ferrymq dev")

@@ -4,6 +4,7 @@ import click
 
 from ferrymq.cli.bench import bench
 from ferrymq.cli.broker import broker
+from ferrymq.cli.clients import consume, produce
 from ferrymq.cli.dev import dev
 from ferrymq.cli.namesrv import namesrv
 
@@ -16,5 +17,7 @@ def main() -> None:
 
 main.add_command(bench)
 main.add_command(broker)
+main.add_command(consume)
 main.add_command(dev)
 main.add_command(namesrv)
+main.add_command(produce)

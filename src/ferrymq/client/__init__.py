@@ -3,6 +3,8 @@
 from ferrymq.client.instance import ClientError, ClientInstance
 from ferrymq.client.message import Message, MessageExt, MessageQueue, SendResult, SendStatus
 from ferrymq.client.producer import Producer, SendError, hash_selector
+from ferrymq.client.pull import PullResult, PullStatus
+from ferrymq.client.pull_consumer import PullConsumer
 
 __all__ = [
     "ClientError",
@@ -11,6 +13,9 @@ __all__ = [
     "MessageExt",
     "MessageQueue",
     "Producer",
+    "PullConsumer",
+    "PullResult",
+    "PullStatus",
     "SendError",
     "SendResult",
     "SendStatus",

@@ -1,0 +1,83 @@
+"""`ferrymq produce` and `ferrymq consume`: try a cluster from the shell."""
+
+from __future__ import annotations
+
+import asyncio
+import sys
+import time
+
+import click
+
+from ferrymq.client import ClientError, Message, Producer, PullConsumer
+from ferrymq.net import install_uvloop
+
+
+@click.command()
+@click.option("--namesrv", default="127.0.0.1:9876", show_default=True, help="NameServer address(es).")
+@click.option("--topic", required=True)
+@click.option("--tag", help="Tag of every message.")
+@click.option("--key", help="Business key of every message.")
+@click.option("--group", default="ferrymq-cli-producer", show_default=True)
+@click.argument("bodies", nargs=-1)
+def produce(
+    namesrv: str, topic: str, tag: str | None, key: str | None, group: str, bodies: tuple[str, ...]
+) -> None:
+    """Send each BODY as a message (or each line of standard input when none is given)."""
+    lines = list(bodies) if bodies else [line.rstrip("\n") for line in sys.stdin]
+
+    async def run() -> None:
+        async with Producer(group, namesrv) as producer:
+            for text in lines:
+                result = await producer.send(Message(topic, text.encode(), tags=tag, keys=key))
+                queue = result.message_queue.queue_id
+                click.echo(f"{result.status.value} msgId={result.msg_id} queue={queue} offset={result.queue_offset}")
+
+    _run(run())
+
+
+@click.command()
+@click.option("--namesrv", default="127.0.0.1:9876", show_default=True, help="NameServer address(es).")
+@click.option("--topic", required=True)
+@click.option("--group", required=True, help="Consumer group; its offsets are committed as it goes.")
+@click.option("--expression", default="*", show_default=True, help='Tags to take, e.g. "TagA || TagB".')
+@click.option(
+    "--from",
+    "consume_from",
+    type=click.Choice(["last", "first"]),
+    default="last",
+    show_default=True,
+    help="Where a group new to the topic starts.",
+)
+@click.option("--count", type=int, help="Stop after this many messages.")
+@click.option("--timeout", type=float, help="Stop after this many seconds without a message.")
+def consume(namesrv, topic, group, expression, consume_from, count, timeout) -> None:
+    """Print the topic's messages as they arrive (Ctrl-C to stop)."""
+
+    async def run() -> None:
+        async with PullConsumer(group, namesrv, consume_from=consume_from) as consumer:
+            await consumer.subscribe(topic, expression)
+            seen, idle_since = 0, time.monotonic()
+            while count is None or seen < count:
+                messages = await consumer.poll(1.0)
+                for m in messages:
+                    click.echo(
+                        f"[{m.queue_id}:{m.queue_offset}] {m.tags or '-'} {m.body.decode(errors='replace')}"
+                    )
+                seen += len(messages)
+                if messages:
+                    idle_since = time.monotonic()
+                    await consumer.commit()
+                elif timeout is not None and time.monotonic() - idle_since > timeout:
+                    break
+
+    _run(run())
+
+
+def _run(coro) -> None:
+    install_uvloop()
+    try:
+        asyncio.run(coro)
+    except KeyboardInterrupt:
+        pass
+    except ClientError as e:
+        raise click.ClickException(str(e)) from None

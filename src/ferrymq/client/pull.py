@@ -1,0 +1,128 @@
+"""One PULL_MESSAGE round trip and the offset calls around it, shared by every consumer kind."""
+
+from __future__ import annotations
+
+import enum
+import zlib
+from dataclasses import dataclass
+
+from ferrymq.client.instance import ClientError, ClientInstance
+from ferrymq.client.message import MessageExt, MessageQueue
+from ferrymq.net import RemotingError
+from ferrymq.protocol.codes import RequestCode, ResponseCode
+from ferrymq.protocol.message import COMPRESSED_FLAG, decode_records
+from ferrymq.protocol.remoting import RemotingCommand
+
+FLAG_COMMIT_OFFSET, FLAG_SUSPEND, FLAG_SUBSCRIPTION = 0x1, 0x2, 0x4
+
+
+class PullStatus(enum.Enum):
+    FOUND = "FOUND"
+    NO_NEW_MSG = "NO_NEW_MSG"
+    NO_MATCHED_MSG = "NO_MATCHED_MSG"
+    OFFSET_ILLEGAL = "OFFSET_ILLEGAL"
+
+
+_STATUS = {
+    ResponseCode.SUCCESS: PullStatus.FOUND,
+    ResponseCode.PULL_NOT_FOUND: PullStatus.NO_NEW_MSG,
+    ResponseCode.PULL_RETRY_IMMEDIATELY: PullStatus.NO_MATCHED_MSG,
+    ResponseCode.PULL_OFFSET_MOVED: PullStatus.OFFSET_ILLEGAL,
+}
+
+
+@dataclass
+class PullResult:
+    status: PullStatus
+    next_begin_offset: int
+    min_offset: int
+    max_offset: int
+    messages: list[MessageExt]
+
+
+def parse_tags(expression: str) -> frozenset[str] | None:
+    """`"TagA || TagB"` as a set; None for every tag (`*`)."""
+    if expression.strip() in ("", "*"):
+        return None
+    return frozenset(t.strip() for t in expression.split("||"))
+
+
+async def pull(
+    instance: ClientInstance,
+    addr: str,
+    mq: MessageQueue,
+    group: str,
+    offset: int,
+    *,
+    expression: str = "*",
+    max_messages: int = 32,
+    suspend_ms: int = 0,
+    commit_offset: int | None = None,
+) -> PullResult:
+    """Pull from one queue; with `suspend_ms` the broker holds an empty pull that long (long polling).
+
+    Tags are checked here too: the broker filters by tag hash, and hashes collide.
+    """
+    sys_flag = FLAG_SUBSCRIPTION | (FLAG_SUSPEND if suspend_ms else 0)
+    if commit_offset is not None:
+        sys_flag |= FLAG_COMMIT_OFFSET
+    ext = {
+        "consumerGroup": group, "topic": mq.topic, "queueId": str(mq.queue_id), "queueOffset": str(offset),
+        "maxMsgNums": str(max_messages), "sysFlag": str(sys_flag),
+        "commitOffset": str(commit_offset if commit_offset is not None else -1),
+        "suspendTimeoutMillis": str(suspend_ms), "subscription": expression, "subVersion": "0",
+        "expressionType": "TAG",
+    }  # fmt: skip
+    timeout = instance.request_timeout + suspend_ms / 1000
+    try:
+        response = await instance.invoke(
+            addr, RemotingCommand(RequestCode.PULL_MESSAGE, ext_fields=ext), timeout
+        )
+    except RemotingError as e:
+        raise ClientError(f"pull from {mq.broker_name} queue {mq.queue_id} failed: {e}") from e
+    status = _STATUS.get(response.code)
+    if status is None:
+        raise ClientError(f"pull from {mq.broker_name} refused: {response.remark}")
+    h = response.ext_fields
+    messages = decode_records(response.body) if status is PullStatus.FOUND else []
+    tags = parse_tags(expression)
+    if tags is not None:
+        messages = [m for m in messages if m.tags in tags]
+    for m in messages:
+        if m.sys_flag & COMPRESSED_FLAG:
+            m.body = zlib.decompress(m.body)
+    return PullResult(status, int(h["nextBeginOffset"]), int(h["minOffset"]), int(h["maxOffset"]), messages)
+
+
+async def query_offset(instance: ClientInstance, addr: str, mq: MessageQueue, group: str) -> int | None:
+    """The group's committed offset for a queue, or None if it never committed one."""
+    ext = {"consumerGroup": group, "topic": mq.topic, "queueId": str(mq.queue_id)}
+    response = await instance.invoke(addr, RemotingCommand(RequestCode.QUERY_CONSUMER_OFFSET, ext_fields=ext))
+    if response.code == ResponseCode.QUERY_NOT_FOUND:
+        return None
+    if response.code != ResponseCode.SUCCESS:
+        raise ClientError(f"query offset failed: {response.remark}")
+    return int(response.ext_fields["offset"])
+
+
+async def commit_offset(
+    instance: ClientInstance, addr: str, mq: MessageQueue, group: str, offset: int
+) -> None:
+    ext = {
+        "consumerGroup": group,
+        "topic": mq.topic,
+        "queueId": str(mq.queue_id),
+        "commitOffset": str(offset),
+    }
+    await instance.remoting.invoke_oneway(
+        addr, RemotingCommand(RequestCode.UPDATE_CONSUMER_OFFSET, ext_fields=ext)
+    )
+
+
+async def queue_offset(instance: ClientInstance, addr: str, mq: MessageQueue, code: int, **extra: str) -> int:
+    """GET_MAX_OFFSET, GET_MIN_OFFSET or SEARCH_OFFSET_BY_TIMESTAMP (`timestamp=...`) for a queue."""
+    ext = {"topic": mq.topic, "queueId": str(mq.queue_id), **extra}
+    response = await instance.invoke(addr, RemotingCommand(code, ext_fields=ext))
+    if response.code != ResponseCode.SUCCESS:
+        raise ClientError(f"offset request {code} failed: {response.remark}")
+    return int(response.ext_fields["offset"])

@@ -1,0 +1,134 @@
+"""PullConsumer: the application decides which queues to read, when to poll and when to commit.
+
+Positions start at the group's committed offset, or (for a group new to a queue) where
+`consume_from` says: "last" (RocketMQ's CONSUME_FROM_LAST_OFFSET: the broker starts new groups at
+0 while the queue still holds its first message), "first", or "timestamp".
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+
+from ferrymq.client.instance import ClientError, ClientInstance
+from ferrymq.client.message import MessageExt, MessageQueue
+from ferrymq.client.pull import PullStatus, commit_offset, pull, query_offset, queue_offset
+from ferrymq.protocol.codes import RequestCode
+
+CONSUME_FROM = ("last", "first", "timestamp")
+
+
+class PullConsumer:
+    def __init__(
+        self,
+        group: str,
+        namesrv_addr: str,
+        *,
+        consume_from: str = "last",
+        consume_timestamp: int | None = None,
+        pull_batch_size: int = 32,
+        instance: ClientInstance | None = None,
+    ) -> None:
+        if consume_from not in CONSUME_FROM:
+            raise ValueError(f"consume_from must be one of {CONSUME_FROM}, not {consume_from!r}")
+        self.group = group
+        self.instance = instance or ClientInstance(namesrv_addr)
+        self._own_instance = instance is None
+        self.consume_from = consume_from
+        self.consume_timestamp = consume_timestamp or int(time.time() * 1000) - 30 * 60 * 1000
+        self.pull_batch_size = pull_batch_size
+        self.expressions: dict[str, str] = {}  # topic -> tag expression
+        self.positions: dict[MessageQueue, int] = {}
+        self._committed: dict[MessageQueue, int] = {}
+        self._next = 0
+
+    async def start(self) -> None:
+        if self._own_instance:
+            await self.instance.start()
+
+    async def shutdown(self) -> None:
+        await self.commit()
+        if self._own_instance:
+            await self.instance.close()
+
+    async def __aenter__(self) -> PullConsumer:
+        await self.start()
+        return self
+
+    async def __aexit__(self, *exc) -> None:
+        await self.shutdown()
+
+    async def queues(self, topic: str) -> list[MessageQueue]:
+        return list((await self.instance.route(topic)).read_queues)
+
+    async def subscribe(self, topic: str, expression: str = "*") -> None:
+        """Read every queue of `topic` (tags filtered by `expression`, e.g. "TagA || TagB")."""
+        await self.assign(await self.queues(topic), expression)
+
+    async def assign(self, queues: list[MessageQueue], expression: str = "*") -> None:
+        for mq in queues:
+            self.expressions[mq.topic] = expression
+            if mq not in self.positions:
+                self.positions[mq] = await self._start_offset(mq)
+
+    async def _start_offset(self, mq: MessageQueue) -> int:
+        addr = await self._addr(mq)
+        committed = await query_offset(self.instance, addr, mq, self.group)
+        if committed is not None and committed >= 0:
+            return committed
+        if self.consume_from == "first":
+            return await queue_offset(self.instance, addr, mq, RequestCode.GET_MIN_OFFSET)
+        if self.consume_from == "timestamp":
+            return await queue_offset(self.instance, addr, mq, RequestCode.SEARCH_OFFSET_BY_TIMESTAMP,
+                                      timestamp=str(self.consume_timestamp))  # fmt: skip
+        return await queue_offset(self.instance, addr, mq, RequestCode.GET_MAX_OFFSET)
+
+    async def _addr(self, mq: MessageQueue) -> str:
+        route = await self.instance.route(mq.topic)
+        addr = route.masters.get(mq.broker_name)
+        if addr is None:
+            route = await self.instance.refresh_route(mq.topic)
+            addr = route.masters.get(mq.broker_name)
+        if addr is None:
+            raise ClientError(f"broker {mq.broker_name} of {mq.topic} has no master now")
+        return addr
+
+    def seek(self, mq: MessageQueue, offset: int) -> None:
+        if mq not in self.positions:
+            raise ClientError(f"{mq} is not assigned to this consumer")
+        self.positions[mq] = offset
+
+    async def poll(self, timeout: float = 1.0) -> list[MessageExt]:
+        """The next messages of the assigned queues, waiting up to `timeout` s if none are there.
+
+        Queues are pulled together; the first ones to answer with messages are returned.
+        """
+        if not self.positions:
+            raise ClientError("no queue assigned: call subscribe() or assign() first")
+        deadline = time.monotonic() + timeout
+        while True:
+            wait_ms = max(0, int((deadline - time.monotonic()) * 1000))
+            results = await asyncio.gather(*(self._pull(mq, wait_ms) for mq in list(self.positions)))
+            messages = [m for batch in results for m in batch]
+            if messages or time.monotonic() >= deadline:
+                return messages
+
+    async def _pull(self, mq: MessageQueue, suspend_ms: int) -> list[MessageExt]:
+        result = await pull(
+            self.instance, await self._addr(mq), mq, self.group, self.positions[mq],
+            expression=self.expressions.get(mq.topic, "*"), max_messages=self.pull_batch_size,
+            suspend_ms=suspend_ms,
+        )  # fmt: skip
+        if result.status is not PullStatus.NO_NEW_MSG:  # found, filtered out, or moved: go on from there
+            self.positions[mq] = result.next_begin_offset
+        return result.messages
+
+    async def commit(self) -> None:
+        """Commit the current positions of every queue that moved since the last commit."""
+        for mq, offset in list(self.positions.items()):
+            if self._committed.get(mq) != offset:
+                await commit_offset(self.instance, await self._addr(mq), mq, self.group, offset)
+                self._committed[mq] = offset
+
+    async def committed(self, mq: MessageQueue) -> int | None:
+        return await query_offset(self.instance, await self._addr(mq), mq, self.group)
