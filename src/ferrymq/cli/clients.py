@@ -29,8 +29,8 @@ def produce(
         async with Producer(group, namesrv) as producer:
             for text in lines:
                 result = await producer.send(Message(topic, text.encode(), tags=tag, keys=key))
-                queue = result.message_queue.queue_id
-                click.echo(f"{result.status.value} msgId={result.msg_id} queue={queue} offset={result.queue_offset}")
+                where = f"queue={result.message_queue.queue_id} offset={result.queue_offset}"
+                click.echo(f"{result.status.value} msgId={result.msg_id} {where}")
 
     _run(run())
 
