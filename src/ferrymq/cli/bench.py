@@ -76,3 +76,108 @@ def bench_store(count: int, body_size: int, recovery_gib: float, repeat: int, sa
         click.echo(json.dumps(r))
     params = {"count": count, "body_size": body_size, "recovery_gib": recovery_gib, "repeat": repeat}
     _save(save, "store", params, results)
+
+
+def _client_bench(suite: str, run, save: Path | None, params: dict) -> None:
+    """Run one SDK scenario under a progress bar on the cluster from --namesrv (or a fresh one)."""
+    import asyncio
+
+    from ferrymq.bench.client import CpuMeter, cluster
+    from ferrymq.net import install_uvloop
+
+    install_uvloop()
+    console = Console(stderr=True)
+    with (
+        cluster(params.get("namesrv")) as target,
+        Progress(
+            TextColumn("{task.description}"),
+            BarColumn(),
+            MofNCompleteColumn(),
+            TimeElapsedColumn(),
+            console=console,
+        ) as bar,
+    ):
+        tasks: dict[str, int] = {}
+
+        def progress(name: str, done: int, total: int) -> None:
+            if name not in tasks:
+                tasks[name] = bar.add_task(name, total=total)
+            bar.update(tasks[name], completed=min(done, total), total=total)
+
+        result = asyncio.run(run(target.namesrv, progress, lambda: CpuMeter(target.broker_pid)))
+    click.echo(json.dumps(result))
+    _save(save, suite, params, [result])
+
+
+_namesrv = click.option("--namesrv", help="Cluster to measure; default: start a throwaway `ferrymq dev`.")
+_body = click.option("--body-size", default=1024, show_default=True)
+_save_opt = click.option(
+    "--save", type=click.Path(path_type=Path), help="Also write the result as JSON here."
+)
+
+
+@bench.command("produce")
+@_namesrv
+@click.option("--topic", default=None, help="Default: a new topic per run.")
+@click.option("--count", default=200_000, show_default=True)
+@_body
+@click.option("--batch", default=32, show_default=True, help="Messages per request (1: one send each).")
+@click.option("--inflight", default=8, show_default=True, help="Requests in flight at once.")
+@_save_opt
+def bench_produce(namesrv, topic, count, body_size, batch, inflight, save) -> None:
+    """Produce with acknowledgements through the SDK."""
+    from ferrymq.bench.client import produce
+
+    topic = topic or f"BenchProduce{time.time_ns()}"
+    params = {
+        "namesrv": namesrv,
+        "count": count,
+        "body_size": body_size,
+        "batch": batch,
+        "inflight": inflight,
+    }
+    _client_bench(
+        "produce",
+        lambda ns, progress, meter: produce(ns, topic, count, body_size, batch, inflight, progress, meter()),
+        save,
+        params,
+    )
+
+
+@bench.command("consume")
+@_namesrv
+@click.option("--count", default=200_000, show_default=True)
+@_body
+@_save_opt
+def bench_consume(namesrv, count, body_size, save) -> None:
+    """Load messages, then consume them all with one PullConsumer."""
+    from ferrymq.bench.client import consume
+
+    topic = f"BenchConsume{time.time_ns()}"
+    params = {"namesrv": namesrv, "count": count, "body_size": body_size}
+    _client_bench(
+        "consume",
+        lambda ns, progress, meter: consume(ns, topic, count, body_size, progress, meter),
+        save,
+        params,
+    )
+
+
+@bench.command("e2e")
+@_namesrv
+@click.option("--rate", default=5000, show_default=True, help="Messages per second.")
+@click.option("--duration", default=10.0, show_default=True, help="Seconds of sending.")
+@_body
+@_save_opt
+def bench_e2e(namesrv, rate, duration, body_size, save) -> None:
+    """End-to-end latency (send to receive) at a fixed rate: p50/p90/p99/p999."""
+    from ferrymq.bench.client import end_to_end
+
+    topic = f"BenchE2E{time.time_ns()}"
+    params = {"namesrv": namesrv, "rate": rate, "duration": duration, "body_size": body_size}
+    _client_bench(
+        "e2e",
+        lambda ns, progress, meter: end_to_end(ns, topic, rate, duration, body_size, progress, meter()),
+        save,
+        params,
+    )

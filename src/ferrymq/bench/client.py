@@ -1,0 +1,225 @@
+"""`ferrymq bench produce|consume|e2e`: the SDK against a running cluster (or one started here).
+
+Without --namesrv, a throwaway `ferrymq dev` is started in its own process on a temporary data
+directory, so the broker's CPU can be told apart from the client's.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import os
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+
+from ferrymq.client import Message, Producer, PullConsumer
+
+Progress = Callable[[str, int, int], None]
+
+
+@dataclass
+class Cluster:
+    namesrv: str
+    broker_pid: int | None  # known when we started it, for its CPU figure
+
+
+@contextlib.contextmanager
+def cluster(namesrv: str | None) -> Iterator[Cluster]:
+    """The cluster to measure: the given one, or a `ferrymq dev` started (and stopped) here."""
+    if namesrv:
+        yield Cluster(namesrv, None)
+        return
+    data = tempfile.mkdtemp(prefix="ferrymq-bench-")
+    proc = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "ferrymq",
+            "dev",
+            "--data-dir",
+            data,
+            "--namesrv-port",
+            "0",
+            "--broker-port",
+            "0",
+        ],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.DEVNULL,
+        text=True,
+    )
+    try:
+        banner = ""
+        deadline = time.monotonic() + 60
+        while "Press Ctrl-C" not in banner and time.monotonic() < deadline:
+            line = proc.stdout.readline()
+            if not line:
+                raise RuntimeError("ferrymq dev did not start")
+            banner += line
+        yield Cluster(re.search(r"NameServer\s+(\S+)", banner).group(1), proc.pid)
+    finally:
+        proc.terminate()
+        try:
+            proc.wait(30)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+        shutil.rmtree(data, ignore_errors=True)
+
+
+class CpuMeter:
+    """CPU % of this process and of the broker over a run, from /proc (100 = one full core)."""
+
+    def __init__(self, broker_pid: int | None) -> None:
+        self.pids = {"client": os.getpid(), "broker": broker_pid}
+        self._start = self._sample()
+        self._t0 = time.monotonic()
+
+    def _sample(self) -> dict[str, int]:
+        ticks = {}
+        for name, pid in self.pids.items():
+            if pid is None:
+                continue
+            try:
+                with open(f"/proc/{pid}/stat") as f:
+                    fields = f.read().rsplit(")", 1)[1].split()
+                ticks[name] = int(fields[11]) + int(fields[12])  # utime + stime
+            except OSError:
+                pass
+        return ticks
+
+    def result(self) -> dict:
+        elapsed = time.monotonic() - self._t0
+        end = self._sample()
+        hz = os.sysconf("SC_CLK_TCK")
+        cpu = {f"{n}_cpu_pct": round(100 * (end[n] - self._start[n]) / hz / elapsed, 1) for n in end}
+        if len(cpu) == 2:
+            cpu["bottleneck"] = max(("client", "broker"), key=lambda n: cpu[f"{n}_cpu_pct"])
+        return cpu
+
+
+def _figures(name: str, count: int, body_size: int, seconds: float) -> dict:
+    return {
+        "system": "ferrymq",
+        "scenario": name,
+        "messages": count,
+        "body_bytes": body_size,
+        "seconds": round(seconds, 2),
+        "msgs_per_s": round(count / seconds),
+        "mb_per_s": round(count * body_size / seconds / 1e6, 1),
+    }
+
+
+async def produce(
+    namesrv: str,
+    topic: str,
+    count: int,
+    body_size: int,
+    batch: int,
+    inflight: int,
+    progress: Progress,
+    cpu: CpuMeter,
+) -> dict:
+    """Send `count` messages, `batch` per request (1: one SEND_MESSAGE_V2 each), `inflight` at once."""
+    body = os.urandom(body_size)
+    done = 0
+    async with Producer("ferrymq-bench", namesrv) as producer:
+        await producer.send(Message(topic, body))  # route and connection ready before the clock
+        started = time.perf_counter()
+
+        async def worker() -> None:
+            nonlocal done
+            while done < count:
+                n = min(batch, count - done)
+                done += n
+                if n == 1:
+                    await producer.send(Message(topic, body))
+                else:
+                    await producer.send_batch([Message(topic, body) for _ in range(n)])
+                if done % 10_000 < n:
+                    progress("produce", done, count)
+
+        await asyncio.gather(*(worker() for _ in range(inflight)))
+        seconds = time.perf_counter() - started
+    name = f"produce batch={batch} inflight={inflight}"
+    return {**_figures(name, count, body_size, seconds), **cpu.result()}
+
+
+async def consume(
+    namesrv: str,
+    topic: str,
+    count: int,
+    body_size: int,
+    progress: Progress,
+    cpu_factory: Callable[[], CpuMeter],
+) -> dict:
+    """Load `count` messages, then time one PullConsumer reading them all back."""
+    group = f"ferrymq-bench-{time.time_ns()}"
+    body = os.urandom(body_size)
+    async with Producer("ferrymq-bench", namesrv) as producer:
+        for start in range(0, count, 64):
+            await producer.send_batch([Message(topic, body) for _ in range(min(64, count - start))])
+            progress("consume: loading", start + 64, count)
+    cpu = cpu_factory()
+    async with PullConsumer(group, namesrv, consume_from="first") as consumer:
+        await consumer.subscribe(topic)
+        got = 0
+        started = time.perf_counter()
+        while got < count:
+            messages = await consumer.poll(5.0)
+            if not messages:
+                break
+            got += len(messages)
+            progress("consume", got, count)
+        seconds = time.perf_counter() - started
+    return {**_figures("consume", got, body_size, seconds), **cpu.result()}
+
+
+async def end_to_end(
+    namesrv: str, topic: str, rate: int, seconds: float, body_size: int, progress: Progress, cpu: CpuMeter
+) -> dict:
+    """Send at `rate` msg/s for `seconds`; a long-polling consumer measures send-to-receive latency."""
+    total = int(rate * seconds)
+    latencies: list[float] = []
+    pad = os.urandom(max(0, body_size - 20))
+    async with (
+        Producer("ferrymq-bench", namesrv) as producer,
+        PullConsumer(f"ferrymq-bench-e2e-{time.time_ns()}", namesrv) as consumer,
+    ):
+        await producer.send(Message(topic, b"warm-up"))
+        await consumer.subscribe(topic)
+
+        async def receive() -> None:
+            deadline = time.monotonic() + seconds + 10
+            while len(latencies) < total and time.monotonic() < deadline:
+                for m in await consumer.poll(1.0):
+                    if m.body[:2] == b"t=":
+                        latencies.append((time.time_ns() - int(m.body[2:21])) / 1e6)
+                progress("e2e", len(latencies), total)
+
+        receiver = asyncio.get_running_loop().create_task(receive())
+        started = time.perf_counter()
+        for i in range(total):
+            delay = started + i / rate - time.perf_counter()
+            if delay > 0:
+                await asyncio.sleep(delay)
+            producer.send_async(Message(topic, b"t=%019d" % time.time_ns() + pad), lambda r, e: None)
+        await receiver
+    latencies.sort()
+
+    def pct(p: float) -> float | None:
+        return round(latencies[min(len(latencies) - 1, int(p * len(latencies)))], 3) if latencies else None
+
+    figures = _figures(f"e2e rate={rate}", len(latencies), body_size, seconds)
+    return {
+        **figures,
+        "p50_ms": pct(0.5),
+        "p90_ms": pct(0.9),
+        "p99_ms": pct(0.99),
+        "p999_ms": pct(0.999),
+        **cpu.result(),
+    }
