@@ -16,6 +16,7 @@ from ferrymq.client.pull import PullStatus, commit_offset, pull, query_offset, q
 from ferrymq.protocol.codes import RequestCode
 
 CONSUME_FROM = ("last", "first", "timestamp")
+_LONG_POLL_MS = 15_000  # how long the broker holds a pull on an empty queue (RocketMQ's push default)
 
 
 class PullConsumer:
@@ -40,13 +41,17 @@ class PullConsumer:
         self.expressions: dict[str, str] = {}  # topic -> tag expression
         self.positions: dict[MessageQueue, int] = {}
         self._committed: dict[MessageQueue, int] = {}
-        self._next = 0
+        self._inflight: dict[MessageQueue, asyncio.Future[list[MessageExt]]] = {}
+        self._empty: set[MessageQueue] = set()  # queues whose last pull found nothing: long-poll them
 
     async def start(self) -> None:
         if self._own_instance:
             await self.instance.start()
 
     async def shutdown(self) -> None:
+        for task in self._inflight.values():
+            task.cancel()
+        self._inflight.clear()
         await self.commit()
         if self._own_instance:
             await self.instance.close()
@@ -97,28 +102,48 @@ class PullConsumer:
         if mq not in self.positions:
             raise ClientError(f"{mq} is not assigned to this consumer")
         self.positions[mq] = offset
+        self._empty.discard(mq)
 
     async def poll(self, timeout: float = 1.0) -> list[MessageExt]:
         """The next messages of the assigned queues, waiting up to `timeout` s if none are there.
 
-        Queues are pulled together; the first ones to answer with messages are returned.
+        Each queue has one pull in flight at a time: queues with messages are pulled back to back,
+        empty ones wait at the broker (long polling) without holding the others up.
         """
         if not self.positions:
             raise ClientError("no queue assigned: call subscribe() or assign() first")
         deadline = time.monotonic() + timeout
         while True:
-            wait_ms = max(0, int((deadline - time.monotonic()) * 1000))
-            results = await asyncio.gather(*(self._pull(mq, wait_ms) for mq in list(self.positions)))
-            messages = [m for batch in results for m in batch]
+            for mq in self.positions:
+                if mq not in self._inflight:
+                    suspend = _LONG_POLL_MS if mq in self._empty else 0
+                    self._inflight[mq] = asyncio.ensure_future(self._pull(mq, suspend))
+            remaining = deadline - time.monotonic()
+            done, _ = await asyncio.wait(
+                self._inflight.values(), timeout=max(remaining, 0), return_when=asyncio.FIRST_COMPLETED
+            )
+            messages = []
+            for mq, task in list(self._inflight.items()):
+                if task in done:
+                    del self._inflight[mq]
+                    found = task.result()  # a failed pull raises here, with its reason
+                    messages += found
+                    if found:
+                        self._empty.discard(mq)
+                    else:
+                        self._empty.add(mq)
             if messages or time.monotonic() >= deadline:
                 return messages
 
     async def _pull(self, mq: MessageQueue, suspend_ms: int) -> list[MessageExt]:
+        offset = self.positions[mq]
         result = await pull(
-            self.instance, await self._addr(mq), mq, self.group, self.positions[mq],
+            self.instance, await self._addr(mq), mq, self.group, offset,
             expression=self.expressions.get(mq.topic, "*"), max_messages=self.pull_batch_size,
             suspend_ms=suspend_ms,
         )  # fmt: skip
+        if self.positions.get(mq) != offset:  # seek() moved the queue meanwhile: drop this answer
+            return []
         if result.status is not PullStatus.NO_NEW_MSG:  # found, filtered out, or moved: go on from there
             self.positions[mq] = result.next_begin_offset
         return result.messages
