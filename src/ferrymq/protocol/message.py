@@ -413,26 +413,26 @@ def decode_record(buf, pos: int = 0, *, verify_crc: bool = False) -> MessageExt:
     body = bytes(buf[meta.body_start : meta.body_start + meta.body_len])
     if verify_crc and body_crc(body) != meta.body_crc:
         raise MessageDecodeError(f"body CRC mismatch in record at position {pos}")
-    fields = _fixed_struct(meta.sys_flag).unpack_from(buf, pos)
-    born_host, store_host, reconsume_times, prepared = fields[9], fields[11], fields[12], fields[13]
+    # TOTALSIZE, MAGIC, CRC, QUEUEID, FLAG, QUEUEOFFSET, PHYSICALOFFSET, SYSFLAG, BORNTIMESTAMP,
+    # BORNHOST, STORETIMESTAMP, STOREHOST, RECONSUMETIMES, PreparedTransactionOffset, BODYLEN
+    f = _fixed_struct(meta.sys_flag).unpack_from(buf, pos)
+    props = bytes(buf[meta.props_start : meta.props_end])
     return MessageExt(
-        topic=meta.topic,
-        body=body,
-        properties=decode_properties(buf[meta.props_start : meta.props_end]),
-        queue_id=meta.queue_id,
-        flag=_INT.unpack_from(buf, pos + POS_FLAG)[0],
-        queue_offset=meta.queue_offset,
-        commitlog_offset=meta.physical_offset,
-        sys_flag=meta.sys_flag,
-        born_timestamp=_LONG.unpack_from(buf, pos + POS_BORNTIMESTAMP)[0],
-        born_host=unpack_host(born_host),
-        store_timestamp=meta.store_timestamp,
-        store_host=unpack_host(store_host),
-        reconsume_times=reconsume_times,
-        prepared_transaction_offset=prepared,
-        body_crc=meta.body_crc,
-        store_size=meta.size,
-    )
+        meta.topic, body, decode_properties(props), f[3], f[4], f[5], f[6], f[7], f[8], _host(f[9]), f[10],
+        _host(f[11]), f[12], f[13], f[2], f[0],
+    )  # fmt: skip
+
+
+_HOSTS: dict[bytes, tuple[str, int]] = {}  # packed host -> (ip, port): a consumer sees few hosts
+
+
+def _host(raw: bytes) -> tuple[str, int]:
+    host = _HOSTS.get(raw)
+    if host is None:
+        if len(_HOSTS) > 10_000:
+            _HOSTS.clear()
+        host = _HOSTS[raw] = unpack_host(raw)
+    return host
 
 
 def decode_records(buf, *, verify_crc: bool = False) -> list[MessageExt]:
