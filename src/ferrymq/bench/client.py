@@ -72,34 +72,44 @@ def cluster(namesrv: str | None) -> Iterator[Cluster]:
 
 
 class CpuMeter:
-    """CPU % of this process and of the broker over a run, from /proc (100 = one full core)."""
+    """CPU % of this process and of the broker (with its indexer child) over a run, from /proc.
+
+    100 means one full core.
+    """
 
     def __init__(self, broker_pid: int | None) -> None:
-        self.pids = {"client": os.getpid(), "broker": broker_pid}
+        self.pids = {"client": [os.getpid()], "broker": _with_children(broker_pid) if broker_pid else []}
         self._start = self._sample()
         self._t0 = time.monotonic()
 
     def _sample(self) -> dict[str, int]:
         ticks = {}
-        for name, pid in self.pids.items():
-            if pid is None:
-                continue
-            try:
-                with open(f"/proc/{pid}/stat") as f:
-                    fields = f.read().rsplit(")", 1)[1].split()
-                ticks[name] = int(fields[11]) + int(fields[12])  # utime + stime
-            except OSError:
-                pass
+        for name, pids in self.pids.items():
+            for pid in pids:
+                try:
+                    with open(f"/proc/{pid}/stat") as f:
+                        fields = f.read().rsplit(")", 1)[1].split()
+                    ticks[name] = ticks.get(name, 0) + int(fields[11]) + int(fields[12])  # utime + stime
+                except OSError:
+                    pass
         return ticks
 
     def result(self) -> dict:
         elapsed = time.monotonic() - self._t0
         end = self._sample()
         hz = os.sysconf("SC_CLK_TCK")
-        cpu = {f"{n}_cpu_pct": round(100 * (end[n] - self._start[n]) / hz / elapsed, 1) for n in end}
+        cpu = {f"{n}_cpu_pct": round(100 * (end[n] - self._start.get(n, 0)) / hz / elapsed, 1) for n in end}
         if len(cpu) == 2:
             cpu["bottleneck"] = max(("client", "broker"), key=lambda n: cpu[f"{n}_cpu_pct"])
         return cpu
+
+
+def _with_children(pid: int) -> list[int]:
+    try:
+        with open(f"/proc/{pid}/task/{pid}/children") as f:
+            return [pid, *map(int, f.read().split())]
+    except OSError:
+        return [pid]
 
 
 def _figures(name: str, count: int, body_size: int, seconds: float) -> dict:
@@ -223,3 +233,55 @@ async def end_to_end(
         "p999_ms": pct(0.999),
         **cpu.result(),
     }
+
+
+async def idle_polls(namesrv: str, consumers: int, seconds: float, progress: Progress, cpu_factory) -> dict:
+    """`consumers` long-polling pulls parked on an empty queue for `seconds`: the broker's idle cost."""
+    from ferrymq.client import ClientInstance
+    from ferrymq.client.pull import pull
+
+    topic = f"BenchIdle{time.time_ns()}"
+    async with Producer("ferrymq-bench", namesrv) as producer:
+        await producer.send(Message(topic, b"one"))  # creates the topic; its queues are then empty at 1
+    instances = [ClientInstance(namesrv) for _ in range(consumers)]  # one connection each, as 100 apps
+    route = await instances[0].route(topic)
+    mq = route.read_queues[0]
+    addr = route.masters[mq.broker_name]
+    offset = 1 if await _has_message(instances[0], addr, mq) else 0
+    stop = time.monotonic() + seconds
+
+    async def hold(instance) -> int:
+        answered = 0
+        while time.monotonic() < stop:
+            wait = int(min(15, max(0.1, stop - time.monotonic())) * 1000)
+            await pull(instance, addr, mq, f"idle-{id(instance)}", offset, suspend_ms=wait)
+            answered += 1
+        return answered
+
+    await asyncio.gather(*(i.route(topic) for i in instances[1:]))
+    cpu = cpu_factory()
+    ticker = asyncio.get_running_loop().create_task(_tick(progress, seconds))
+    answers = await asyncio.gather(*(hold(i) for i in instances))
+    ticker.cancel()
+    for instance in instances:
+        await instance.close()
+    return {
+        "system": "ferrymq",
+        "scenario": f"idle long polls x{consumers}",
+        "seconds": seconds,
+        "pulls_answered": sum(answers),
+        **cpu.result(),
+    }
+
+
+async def _has_message(instance, addr, mq) -> bool:
+    from ferrymq.client.pull import pull
+
+    return bool((await pull(instance, addr, mq, "idle-probe", 0)).messages)
+
+
+async def _tick(progress: Progress, seconds: float) -> None:
+    started = time.monotonic()
+    while True:
+        progress("idle", int(time.monotonic() - started), int(seconds))
+        await asyncio.sleep(1)

@@ -181,3 +181,18 @@ def bench_e2e(namesrv, rate, duration, body_size, save) -> None:
         save,
         params,
     )
+
+
+@bench.command("idle")
+@_namesrv
+@click.option("--consumers", default=100, show_default=True)
+@click.option("--seconds", default=20.0, show_default=True)
+@_save_opt
+def bench_idle(namesrv, consumers, seconds, save) -> None:
+    """The broker's CPU while CONSUMERS long polls wait on an empty queue (should be ~0)."""
+    from ferrymq.bench.client import idle_polls
+
+    params = {"namesrv": namesrv, "consumers": consumers, "seconds": seconds}
+    _client_bench(
+        "idle", lambda ns, progress, meter: idle_polls(ns, consumers, seconds, progress, meter), save, params
+    )
