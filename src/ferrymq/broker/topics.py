@@ -69,13 +69,12 @@ class TopicConfigManager:
         self.put(tc)
         return tc
 
-    def ensure(self, topic: str, queue_nums: int, perm: int = PERM_READ | PERM_WRITE) -> TopicConfig:
-        """A system-made topic (retry topics): created with these settings if missing."""
-        tc = self.topics.get(topic)
-        if tc is None:
-            tc = TopicConfig(topic, queue_nums, queue_nums, perm)
-            self.put(tc)
-        return tc
+    def ensure(self, topic: str, queue_nums: int, perm: int = PERM_READ | PERM_WRITE) -> bool:
+        """Create a system-made topic (retry topics) if missing; True when it was created."""
+        if topic in self.topics:
+            return False
+        self.put(TopicConfig(topic, queue_nums, queue_nums, perm))
+        return True
 
     def delete(self, topic: str) -> bool:
         with self._lock:

@@ -5,10 +5,12 @@ from ferrymq.client.message import Message, MessageExt, MessageQueue, SendResult
 from ferrymq.client.producer import Producer, SendError, hash_selector
 from ferrymq.client.pull import PullResult, PullStatus
 from ferrymq.client.pull_consumer import PullConsumer
+from ferrymq.client.push_consumer import ConsumeResult, PushConsumer
 
 __all__ = [
     "ClientError",
     "ClientInstance",
+    "ConsumeResult",
     "Message",
     "MessageExt",
     "MessageQueue",
@@ -16,6 +18,7 @@ __all__ = [
     "PullConsumer",
     "PullResult",
     "PullStatus",
+    "PushConsumer",
     "SendError",
     "SendResult",
     "SendStatus",

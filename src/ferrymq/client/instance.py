@@ -113,6 +113,15 @@ class ClientInstance:
         route = self.routes.get(topic)
         return route if route is not None else await self.refresh_route(topic)
 
+    async def existing_route(self, topic: str) -> TopicRoute | None:
+        """The topic's own route (cached as its route), or None while it has none: never the
+        auto-create template's, whose queues do not exist for a topic that is only read."""
+        data = await self._query_route(topic)
+        if data is None:
+            return None
+        route = self.routes[topic] = TopicRoute.build(topic, data)
+        return route
+
     async def refresh_route(self, topic: str) -> TopicRoute:
         """Ask the NameServers again (concurrent callers share one request)."""
         task = self._refreshing.get(topic)

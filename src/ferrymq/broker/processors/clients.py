@@ -44,9 +44,13 @@ class ClientProcessor:
         broker = self.broker
         for consumer in data.consumer_data_set:
             group = broker.groups.get(consumer.group_name)
-            if group is not None and group.retry_queue_nums > 0:
-                broker.topics.ensure(RETRY_GROUP_PREFIX + consumer.group_name, group.retry_queue_nums,
-                                     PERM_READ | PERM_WRITE)  # fmt: skip
+            retry_topic = RETRY_GROUP_PREFIX + consumer.group_name
+            if (
+                group is not None
+                and group.retry_queue_nums > 0
+                and broker.topics.ensure(retry_topic, group.retry_queue_nums, PERM_READ | PERM_WRITE)
+            ):
+                broker.schedule_registration()  # consumers find the retry topic's route at once
             if broker.clients.heartbeat_consumer(data.client_id, conn, consumer):
                 log.info("consumer %s joined group %s", data.client_id, consumer.group_name)
                 broker.notify_consumer_ids_changed(consumer.group_name)

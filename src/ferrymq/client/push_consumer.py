@@ -1,0 +1,683 @@
+"""PushConsumer: messages are handed to a listener; queues, offsets and retries are looked after here.
+
+RocketMQ's DefaultMQPushConsumer in asyncio. In CLUSTERING mode the members of a group split each
+topic's queues among themselves (again every 20 s, and at once when a broker says the membership
+changed) and keep offsets on the brokers; in BROADCASTING mode every member reads every queue and
+keeps its offsets in a local file. Each owned queue has one long-polling pull loop that fills a
+ProcessQueue; the offset committed for a queue is the lowest one still being consumed, so a crash
+or a hand-over delivers a message again rather than losing it.
+
+Concurrent listeners run many batches at once; a failed batch is sent back to the broker (which
+redelivers it through `%RETRY%<group>`), or consumed again here after 5 s when that fails. Orderly
+listeners get one batch at a time per queue, in queue order, only while this client holds the
+queue's broker lock; a failure is retried in place after 1 s, never skipped.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import enum
+import inspect
+import itertools
+import logging
+import os
+import time
+import weakref
+from collections.abc import Callable, Iterable, Iterator
+from dataclasses import dataclass, field
+from functools import partial
+from typing import Any
+
+from ferrymq.client.instance import ClientError, ClientInstance, TopicRoute
+from ferrymq.client.message import MessageExt, MessageQueue
+from ferrymq.client.offset_store import LocalOffsetStore, OffsetStore, RemoteOffsetStore
+from ferrymq.client.pull import PullResult, PullStatus, parse_tags, pull, queue_offset
+from ferrymq.client.rebalance import STRATEGIES, allocate, queue_order
+from ferrymq.net import Connection, RemotingError
+from ferrymq.protocol.bodies import (
+    ConsumerData,
+    GetConsumerListByGroupResponseBody,
+    LockBatchRequestBody,
+    LockBatchResponseBody,
+    SubscriptionData,
+    UnlockBatchRequestBody,
+    decode_body,
+    encode_body,
+)
+from ferrymq.protocol.codes import RequestCode, ResponseCode
+from ferrymq.protocol.headers import ConsumerSendMsgBackRequestHeader, UnregisterClientRequestHeader
+from ferrymq.protocol.message import Prop, java_hash
+from ferrymq.protocol.remoting import RemotingCommand
+
+log = logging.getLogger(__name__)
+
+RETRY_PREFIX = "%RETRY%"
+MESSAGE_MODELS = ("CLUSTERING", "BROADCASTING")
+CONSUME_FROM_WHERE = {
+    "last": "CONSUME_FROM_LAST_OFFSET",
+    "first": "CONSUME_FROM_FIRST_OFFSET",
+    "timestamp": "CONSUME_FROM_TIMESTAMP",
+}
+REBALANCE_INTERVAL = 20.0
+LOCK_INTERVAL = 20.0  # renewal; brokers keep a lock 60 s
+LOCK_STALE_AFTER = 30.0  # a lock not renewed for this long is no longer trusted here
+LOCK_RETRY_DELAY = 0.5
+SUSPEND_MS = 15_000  # long-polling hold asked of the broker
+PULL_RETRY_DELAY = 3.0
+FLOW_CONTROL_CHECK = 1.0
+LOCAL_RETRY_DELAY = 5.0
+ORDERLY_RETRY_DELAY = 1.0
+RELEASE_WAIT = 3.0  # how long a dropped orderly queue waits for its current message
+MIB = 1 << 20
+
+_CALL_ERRORS = (ClientError, RemotingError)
+
+
+class ConsumeResult(enum.Enum):
+    """What a listener returns (RocketMQ's ConsumeConcurrentlyStatus); True and None count as SUCCESS,
+    False as RECONSUME_LATER."""
+
+    SUCCESS = "CONSUME_SUCCESS"
+    RECONSUME_LATER = "RECONSUME_LATER"
+
+
+Listener = Callable[[list[MessageExt]], Any]  # returns (async: resolves to) bool | ConsumeResult | None
+
+
+@dataclass
+class _Subscription:
+    expression: str
+    listener: Listener | None  # None for the retry topic: its messages go to their original topic's
+    version: int = field(default_factory=lambda: time.time_ns() // 1_000_000)
+
+    def data(self, topic: str) -> SubscriptionData:
+        tags = sorted(parse_tags(self.expression) or ())
+        return SubscriptionData(
+            topic=topic, sub_string=self.expression if tags else "*", tags_set=tags,
+            code_set=[java_hash(t) for t in tags], sub_version=self.version,
+        )  # fmt: skip
+
+
+class ProcessQueue:
+    """One owned queue's messages that are pulled but not yet consumed, in offset order.
+
+    Everything below the lowest of them is consumed, so that is the offset to commit (RocketMQ's
+    ProcessQueue); a message that failed stays here until it succeeds and holds the offset back.
+    """
+
+    def __init__(self, mq: MessageQueue) -> None:
+        self.mq = mq
+        self.messages: dict[int, MessageExt] = {}  # queue offset -> message; pulls come in order
+        self.size = 0  # body bytes held
+        self.next_offset: int | None = None  # where the next pull starts; None until looked up
+        self.dropped = False
+        self.locked_at: float | None = None  # monotonic time of the broker's last lock grant
+        self.room = asyncio.Event()  # consumption freed room: the pull loop may go on
+        self.work = asyncio.Event()  # messages, a lock or a drop arrived: the orderly loop may go on
+        self.tasks: list[asyncio.Task] = []  # the pull loop, then the orderly consume loop if any
+
+    def add(self, messages: Iterable[MessageExt]) -> list[MessageExt]:
+        fresh = [m for m in messages if m.queue_offset not in self.messages]
+        for m in fresh:
+            self.messages[m.queue_offset] = m
+            self.size += len(m.body)
+        if fresh:
+            self.work.set()
+        return fresh
+
+    def remove(self, messages: Iterable[MessageExt]) -> None:
+        for m in messages:
+            if self.messages.pop(m.queue_offset, None) is not None:
+                self.size -= len(m.body)
+        self.room.set()
+
+    def head(self, n: int) -> list[MessageExt]:
+        return list(itertools.islice(self.messages.values(), n))
+
+    def commit_offset(self) -> int | None:
+        return next(iter(self.messages)) if self.messages else self.next_offset
+
+    def locked(self) -> bool:
+        return self.locked_at is not None and time.monotonic() - self.locked_at < LOCK_STALE_AFTER
+
+    def set_locked(self, granted: bool) -> None:
+        self.locked_at = time.monotonic() if granted else None
+        if granted:
+            self.work.set()
+
+
+class PushConsumer:
+    def __init__(
+        self,
+        group: str,
+        namesrv_addr: str,
+        *,
+        message_model: str = "CLUSTERING",
+        consume_from: str = "last",
+        consume_timestamp: int | None = None,
+        allocation: str = "average",
+        orderly: bool = False,
+        pull_batch_size: int = 32,
+        consume_batch_size: int = 1,
+        pull_threshold_for_queue: int = 1000,
+        pull_threshold_size_for_queue: int = 100,
+        max_reconsume_times: int = 16,
+        consume_concurrency: int = 20,
+        instance: ClientInstance | None = None,
+        offset_store_dir: str | os.PathLike | None = None,
+    ) -> None:
+        for name, value, allowed in (
+            ("message_model", message_model, MESSAGE_MODELS),
+            ("consume_from", consume_from, tuple(CONSUME_FROM_WHERE)),
+            ("allocation", allocation, tuple(STRATEGIES)),
+        ):
+            if value not in allowed:
+                raise ValueError(f"{name} must be one of {allowed}, not {value!r}")
+        self.group = group
+        self.instance = instance or ClientInstance(namesrv_addr)
+        self._own_instance = instance is None
+        self.message_model = message_model
+        self.clustering = message_model == "CLUSTERING"
+        self.consume_from = consume_from
+        self.consume_timestamp = consume_timestamp or int(time.time() * 1000) - 30 * 60 * 1000
+        self.allocation = allocation
+        self.orderly = orderly
+        self.pull_batch_size = pull_batch_size
+        self.consume_batch_size = consume_batch_size
+        self.pull_threshold_for_queue = pull_threshold_for_queue
+        self.pull_threshold_size_for_queue = pull_threshold_size_for_queue
+        self.max_reconsume_times = max_reconsume_times
+        self.offsets: OffsetStore = (
+            RemoteOffsetStore(self.instance, group, self._addr)
+            if self.clustering
+            else LocalOffsetStore(offset_store_dir, self.instance.client_id, group)
+        )
+        self._locking = orderly and self.clustering  # broadcasting members share nothing to lock
+        self._subs: dict[str, _Subscription] = {}
+        self._queues: dict[MessageQueue, ProcessQueue] = {}
+        self._consumes: set[asyncio.Task] = set()  # concurrent consume batches, running or waiting
+        self._loops: list[asyncio.Task] = []
+        self._slots = asyncio.Semaphore(consume_concurrency)
+        self._stop = asyncio.Event()
+        self._rebalance_now = asyncio.Event()
+        self._known_brokers: set[str] = set()
+        self._started = False
+
+    # --- lifecycle -------------------------------------------------------------------------------
+
+    def subscribe(self, topic: str, expression: str = "*", listener: Listener | None = None) -> None:
+        """Deliver `topic`'s messages matching `expression` ("*" or "TagA || TagB") to `listener`.
+
+        The listener takes a list of MessageExt (`consume_batch_size` at most, default 1), may be
+        `async def` or a plain function (run in a worker thread, so it may block), and returns
+        True / None / ConsumeResult.SUCCESS, or False / ConsumeResult.RECONSUME_LATER (or raises) to
+        have the messages again later.
+        """
+        if listener is None:
+            raise TypeError("subscribe() needs a listener")
+        if self._started:
+            raise ClientError("subscribe before start()")
+        self._subs[topic] = _Subscription(expression, listener)
+
+    async def start(self) -> None:
+        """Join the group, take this member's queues and start pulling them."""
+        if not self._subs:
+            raise ClientError("subscribe to a topic before start()")
+        if self._stop.is_set():
+            raise ClientError("a consumer that was shut down cannot start again")
+        if self.group in self.instance.consumers:
+            raise ClientError(f"group {self.group} already has a consumer in this client instance")
+        if self.clustering:
+            self._subs[RETRY_PREFIX + self.group] = _Subscription("*", None)
+        if self._own_instance:
+            await self.instance.start()
+        _watch_membership(self)
+        self.instance.consumers[self.group] = self._consumer_data
+        self._started = True
+        self.offsets.start()
+        await self._rebalance()
+        loop = asyncio.get_running_loop()
+        self._loops = [loop.create_task(self._rebalance_loop())]
+        if self._locking:
+            self._loops.append(loop.create_task(self._lock_loop()))
+
+    async def shutdown(self, timeout: float = 10.0) -> None:
+        """Stop pulling, let consumes in flight finish (up to `timeout` s), commit, leave the group."""
+        if not self._started:
+            return
+        self._started = False
+        self._stop.set()
+        self._rebalance_now.set()
+        await _finish(self._loops, timeout)
+        queues = list(self._queues.values())
+        await _finish([pq.tasks[0] for pq in queues], 0)
+        for pq in queues:
+            pq.work.set()
+        await _finish([*self._consumes, *(t for pq in queues for t in pq.tasks[1:])], timeout)
+        for pq in queues:
+            self._track(pq)
+            pq.dropped = True
+        await self.offsets.close()
+        if self._locking:
+            await self._unlock(queues)
+        self.instance.consumers.pop(self.group, None)
+        await self._unregister()
+        _forget(self)
+        if self._own_instance:
+            await self.instance.close()
+
+    async def __aenter__(self) -> PushConsumer:
+        await self.start()
+        return self
+
+    async def __aexit__(self, *exc) -> None:
+        await self.shutdown()
+
+    @property
+    def queues(self) -> list[MessageQueue]:
+        """The queues this member consumes now."""
+        return sorted(self._queues, key=queue_order)
+
+    def _consumer_data(self) -> ConsumerData:
+        return ConsumerData(
+            group_name=self.group, consume_type="CONSUME_PASSIVELY", message_model=self.message_model,
+            consume_from_where=CONSUME_FROM_WHERE[self.consume_from],
+            subscription_data_set=[sub.data(topic) for topic, sub in self._subs.items()],
+        )  # fmt: skip
+
+    async def _unregister(self) -> None:
+        header = UnregisterClientRequestHeader(client_id=self.instance.client_id, consumer_group=self.group)
+        for addr in self.instance.broker_addrs():
+            request = RemotingCommand(RequestCode.UNREGISTER_CLIENT, ext_fields=header.to_ext_fields())
+            try:
+                await self.instance.invoke(addr, request)
+            except RemotingError as e:
+                log.warning("unregistering group %s from %s failed: %s", self.group, addr, e)
+
+    async def _idle(self, seconds: float) -> bool:
+        """Wait `seconds` unless shutting down; True when shutting down."""
+        await _wait(self._stop, seconds)
+        return self._stop.is_set()
+
+    def _spawn(self, coro) -> None:
+        task = asyncio.get_running_loop().create_task(coro)
+        self._consumes.add(task)
+        task.add_done_callback(self._consumes.discard)
+
+    # --- rebalance -------------------------------------------------------------------------------
+
+    async def _rebalance_loop(self) -> None:
+        while not self._stop.is_set():
+            await _wait(self._rebalance_now, REBALANCE_INTERVAL)
+            self._rebalance_now.clear()  # a notice arriving during the rebalance below starts another
+            if not self._stop.is_set():
+                try:
+                    await self._rebalance()
+                except Exception:
+                    log.exception("rebalance of group %s failed", self.group)
+
+    async def _rebalance(self) -> None:
+        """Work out this member's queues of every subscribed topic; start new ones, release lost ones."""
+        routes: dict[str, TopicRoute] = {}
+        for topic in list(self._subs):
+            try:
+                route = await self.instance.existing_route(topic)
+            except _CALL_ERRORS as e:
+                log.warning("no route for topic %s (group %s): %s", topic, self.group, e)
+                continue
+            if route is not None:
+                routes[topic] = route
+        brokers = self.instance.broker_addrs()
+        if not brokers <= self._known_brokers:  # tell new brokers about us before asking who is in
+            self._known_brokers = brokers
+            await self.instance.heartbeat_all()
+        for topic, route in routes.items():
+            try:
+                wanted = await self._allocated(route)
+            except _CALL_ERRORS as e:
+                log.warning("rebalance of topic %s for group %s failed: %s", topic, self.group, e)
+                continue
+            await self._assign(topic, wanted)
+
+    async def _allocated(self, route: TopicRoute) -> set[MessageQueue]:
+        if not self.clustering:
+            return set(route.read_queues)
+        ids = await self._consumer_ids(route)
+        return set(allocate(self.allocation, self.instance.client_id, ids, route.read_queues))
+
+    async def _consumer_ids(self, route: TopicRoute) -> list[str]:
+        errors = []
+        for addr in sorted(set(route.masters.values())):
+            request = RemotingCommand(RequestCode.GET_CONSUMER_LIST_BY_GROUP,
+                                      ext_fields={"consumerGroup": self.group})  # fmt: skip
+            try:
+                response = await self.instance.invoke(addr, request)
+            except RemotingError as e:
+                errors.append(f"{addr}: {e}")
+                continue
+            if response.code == ResponseCode.SUCCESS:
+                return decode_body(GetConsumerListByGroupResponseBody, response.body).consumer_id_list
+            errors.append(f"{addr}: {response.remark}")
+        raise ClientError(f"cannot list the members of group {self.group}: " + "; ".join(errors))
+
+    async def _assign(self, topic: str, wanted: set[MessageQueue]) -> None:
+        for mq, pq in list(self._queues.items()):
+            if mq.topic == topic and mq not in wanted:
+                await self._release(pq)
+        new = [ProcessQueue(mq) for mq in sorted(wanted - self._queues.keys(), key=queue_order)]
+        await self._position(new)
+        loop = asyncio.get_running_loop()
+        for pq in new:
+            mq = pq.mq
+            self._queues[mq] = pq
+            pq.tasks.append(loop.create_task(self._pull_loop(pq)))
+            if self.orderly:
+                pq.tasks.append(loop.create_task(self._consume_orderly(pq)))
+            log.info("%s of group %s now consumes %s queue %d of %s", self.instance.client_id, self.group,
+                     mq.topic, mq.queue_id, mq.broker_name)  # fmt: skip
+
+    async def _position(self, pqs: list[ProcessQueue]) -> None:
+        """Lock (orderly) and find the start offsets of new queues now, so that once `start()` or a
+        rebalance returns, where consumption begins is settled; what fails here the pull loop retries."""
+        if self._locking:
+            for same_broker in _by_broker(pqs).values():
+                try:
+                    await self._lock(same_broker)
+                except _CALL_ERRORS as e:
+                    log.warning("locking queues of group %s failed: %s", self.group, e)
+        for pq in pqs:
+            if self._locking and not pq.locked():
+                continue
+            try:
+                pq.next_offset = await self._start_offset(pq.mq)
+            except _CALL_ERRORS as e:
+                log.warning("no start offset for %s queue %d yet: %s", pq.mq.topic, pq.mq.queue_id, e)
+
+    async def _release(self, pq: ProcessQueue) -> None:
+        """Stop a queue given to another member: commit where it got to, then let go of its lock."""
+        del self._queues[pq.mq]
+        pq.dropped = True
+        pq.work.set()
+        await _finish(pq.tasks[:1], 0)
+        finished = True
+        if self.orderly:  # its current message completes first, so the next owner goes on after it
+            done, _ = await asyncio.wait(pq.tasks[1:], timeout=RELEASE_WAIT)
+            finished = bool(done)
+        offset = pq.commit_offset()
+        if offset is not None:
+            self.offsets.update(pq.mq, offset)
+        await self.offsets.persist([pq.mq])
+        self.offsets.remove(pq.mq)
+        if self._locking and finished:  # unfinished: the broker lock expires, nobody overlaps it
+            await self._unlock([pq])
+        log.info("%s of group %s released %s queue %d of %s", self.instance.client_id, self.group,
+                 pq.mq.topic, pq.mq.queue_id, pq.mq.broker_name)  # fmt: skip
+
+    # --- queue locks (orderly) -------------------------------------------------------------------
+
+    async def _lock_loop(self) -> None:
+        while not await self._idle(LOCK_INTERVAL):
+            for pqs in _by_broker(self._queues.values()).values():
+                try:
+                    await self._lock(pqs)
+                except _CALL_ERRORS as e:
+                    log.warning("renewing queue locks of group %s failed: %s", self.group, e)
+
+    async def _lock(self, pqs: list[ProcessQueue]) -> None:
+        """Lock (or renew) queues of one broker; each queue learns whether it holds its lock."""
+        response = await self._lock_request(RequestCode.LOCK_BATCH_MQ, LockBatchRequestBody, pqs)
+        granted = set(decode_body(LockBatchResponseBody, response.body).lock_ok_mq_set)
+        for pq in pqs:
+            pq.set_locked(pq.mq in granted)
+
+    async def _unlock(self, pqs: list[ProcessQueue]) -> None:
+        for same_broker in _by_broker(pqs).values():
+            try:
+                await self._lock_request(RequestCode.UNLOCK_BATCH_MQ, UnlockBatchRequestBody, same_broker)
+            except _CALL_ERRORS as e:
+                log.warning("unlocking queues of group %s failed: %s", self.group, e)
+
+    async def _lock_request(
+        self, code: int, body_type: type[LockBatchRequestBody], pqs: list[ProcessQueue]
+    ) -> RemotingCommand:
+        body = body_type(consumer_group=self.group, client_id=self.instance.client_id,
+                         mq_set=[pq.mq for pq in pqs])  # fmt: skip
+        response = await self.instance.invoke(
+            await self._addr(pqs[0].mq), RemotingCommand(code, body=encode_body(body))
+        )
+        if response.code != ResponseCode.SUCCESS:
+            raise ClientError(f"queue lock request {code} refused: {response.remark}")
+        return response
+
+    # --- pulling ---------------------------------------------------------------------------------
+
+    async def _pull_loop(self, pq: ProcessQueue) -> None:
+        """Long-poll one queue while it is ours, pausing while its consumers are behind."""
+        mq, expression = pq.mq, self._subs[pq.mq.topic].expression
+        while True:
+            try:
+                if self._locking and not pq.locked():
+                    await self._lock([pq])
+                    if not pq.locked():
+                        await asyncio.sleep(LOCK_RETRY_DELAY)
+                        continue
+                if pq.next_offset is None:  # after the lock: the previous owner has committed by then
+                    pq.next_offset = await self._start_offset(mq)
+                if (
+                    len(pq.messages) > self.pull_threshold_for_queue
+                    or pq.size > self.pull_threshold_size_for_queue * MIB
+                ):
+                    pq.room.clear()
+                    await _wait(pq.room, FLOW_CONTROL_CHECK)
+                    continue
+                result = await pull(
+                    self.instance, await self._addr(mq), mq, self.group, pq.next_offset,
+                    expression=expression, max_messages=self.pull_batch_size, suspend_ms=SUSPEND_MS,
+                    commit_offset=self.offsets.get(mq) if self.clustering else None,
+                )  # fmt: skip
+            except Exception as e:  # whatever it was, the queue must not stop for good
+                log.warning("pulling %s queue %d for group %s failed: %s", mq.topic, mq.queue_id, self.group,
+                            e, exc_info=not isinstance(e, _CALL_ERRORS))  # fmt: skip
+                await asyncio.sleep(PULL_RETRY_DELAY)
+                continue
+            self._pulled(pq, result)
+
+    def _pulled(self, pq: ProcessQueue, result: PullResult) -> None:
+        if result.status is PullStatus.OFFSET_ILLEGAL:
+            log.warning("offset %d of %s queue %d is gone; going on from %d",
+                        pq.next_offset, pq.mq.topic, pq.mq.queue_id, result.next_begin_offset)  # fmt: skip
+        if result.status is not PullStatus.NO_NEW_MSG:
+            pq.next_offset = result.next_begin_offset
+        for m in result.messages:  # a redelivery from the retry topic goes to its original topic's listener
+            if m.topic.startswith(RETRY_PREFIX) and Prop.RETRY_TOPIC in m.properties:
+                m.topic = m.properties[Prop.RETRY_TOPIC]
+        fresh = pq.add(result.messages)
+        self._track(pq)
+        if not self.orderly:
+            for batch in _batches(fresh, self.consume_batch_size):
+                self._spawn(self._consume(pq, batch))
+
+    async def _start_offset(self, mq: MessageQueue) -> int:
+        """The stored offset, or for a queue new to the group where `consume_from` says
+        (retry queues: from their start, unless starting from a time)."""
+        stored = await self.offsets.read(mq)
+        if stored is not None:
+            return stored
+        retry = mq.topic.startswith(RETRY_PREFIX)
+        addr = await self._addr(mq)
+        if self.consume_from == "first" or (retry and self.consume_from == "last"):
+            return await queue_offset(self.instance, addr, mq, RequestCode.GET_MIN_OFFSET)
+        if self.consume_from == "timestamp" and not retry:
+            return await queue_offset(self.instance, addr, mq, RequestCode.SEARCH_OFFSET_BY_TIMESTAMP,
+                                      timestamp=str(self.consume_timestamp))  # fmt: skip
+        return await queue_offset(self.instance, addr, mq, RequestCode.GET_MAX_OFFSET)
+
+    async def _addr(self, mq: MessageQueue) -> str:
+        addr = (await self.instance.route(mq.topic)).masters.get(mq.broker_name)
+        if addr is None:
+            raise ClientError(f"broker {mq.broker_name} of {mq.topic} has no master now")
+        return addr
+
+    def _track(self, pq: ProcessQueue) -> None:
+        """Note the queue's offset to commit (persisted by the offset store's next round)."""
+        offset = pq.commit_offset()
+        if offset is not None and not pq.dropped:
+            self.offsets.update(pq.mq, offset)
+
+    # --- consuming -------------------------------------------------------------------------------
+
+    async def _consume(self, pq: ProcessQueue, messages: list[MessageExt]) -> None:
+        """One concurrent batch: on failure send it back for redelivery, or retry it here in 5 s."""
+        async with self._slots:
+            if pq.dropped or self._stop.is_set():  # left in the queue: its offset was not passed
+                return
+            ok = await self._call_listener(messages)
+        if pq.dropped:
+            return
+        again = []
+        if not ok and self.clustering:
+            again = await self._send_back(pq.mq, messages)
+        elif not ok:
+            log.warning("broadcast consumer %s failed %d messages; they are not retried", self.group,
+                        len(messages))  # fmt: skip
+        pq.remove(m for m in messages if m not in again)
+        self._track(pq)
+        if again:
+            for m in again:
+                m.reconsume_times += 1
+            self._spawn(self._consume_later(pq, again))
+
+    async def _consume_later(self, pq: ProcessQueue, messages: list[MessageExt]) -> None:
+        if not await self._idle(LOCAL_RETRY_DELAY):
+            await self._consume(pq, messages)
+
+    async def _send_back(self, mq: MessageQueue, messages: list[MessageExt]) -> list[MessageExt]:
+        """CONSUMER_SEND_MSG_BACK each message; return those the broker did not take."""
+        kept = []
+        for m in messages:
+            header = ConsumerSendMsgBackRequestHeader(
+                offset=m.commitlog_offset, group=self.group, delay_level=0, origin_msg_id=m.msg_id,
+                origin_topic=m.topic, max_reconsume_times=self.max_reconsume_times,
+            )  # fmt: skip
+            request = RemotingCommand(RequestCode.CONSUMER_SEND_MSG_BACK, ext_fields=header.to_ext_fields())
+            try:
+                response = await self.instance.invoke(await self._addr(mq), request)
+                refused = response.remark if response.code != ResponseCode.SUCCESS else None
+            except _CALL_ERRORS as e:
+                refused = str(e)
+            if refused is not None:
+                log.info("sending message %s back failed (%s); consuming it again here in %g s",
+                         m.msg_id, refused, LOCAL_RETRY_DELAY)  # fmt: skip
+                kept.append(m)
+        return kept
+
+    async def _consume_orderly(self, pq: ProcessQueue) -> None:
+        """The queue's messages one batch at a time, in order, while locked; retry a failure in place."""
+        while not pq.dropped and not self._stop.is_set():
+            if not pq.messages or (self._locking and not pq.locked()):
+                pq.work.clear()
+                await _wait(pq.work, LOCK_RETRY_DELAY)
+                continue
+            batch = next(_batches(pq.head(self.consume_batch_size), self.consume_batch_size))
+            if await self._call_listener(batch):
+                pq.remove(batch)
+                self._track(pq)
+                continue
+            for m in batch:
+                m.reconsume_times += 1
+            await self._idle(ORDERLY_RETRY_DELAY)
+
+    async def _call_listener(self, messages: list[MessageExt]) -> bool:
+        """True when the listener consumed the batch."""
+        topic = messages[0].topic
+        sub = self._subs.get(topic)
+        if sub is None or sub.listener is None:
+            log.warning("group %s has no listener for topic %s: %d messages skipped", self.group, topic,
+                        len(messages))  # fmt: skip
+            return True
+        listener = sub.listener
+        try:
+            if inspect.iscoroutinefunction(listener) or inspect.iscoroutinefunction(
+                getattr(listener, "__call__", None)  # noqa: B004 - an object with an async __call__
+            ):
+                result = await listener(messages)
+            else:
+                result = await asyncio.to_thread(listener, messages)
+        except Exception:
+            log.exception("listener of group %s failed on %d messages of %s", self.group, len(messages),
+                          topic)  # fmt: skip
+            return False
+        return result is not False and result is not ConsumeResult.RECONSUME_LATER
+
+
+# --- helpers --------------------------------------------------------------------------------------
+
+
+async def _wait(event: asyncio.Event, timeout: float) -> None:
+    """Wait for `event` at most `timeout` s; callers check their condition again either way."""
+    try:
+        async with asyncio.timeout(timeout):
+            await event.wait()
+    except TimeoutError:
+        pass
+
+
+async def _finish(tasks: Iterable[asyncio.Task], timeout: float) -> None:
+    """Let tasks end within `timeout` s, then cancel the rest and wait until they have unwound."""
+    tasks = list(tasks)
+    if not tasks:
+        return
+    _, pending = await asyncio.wait(tasks, timeout=timeout) if timeout > 0 else (set(), set(tasks))
+    for task in pending:
+        task.cancel()
+    if pending:
+        await asyncio.wait(pending)
+
+
+def _batches(messages: list[MessageExt], size: int) -> Iterator[list[MessageExt]]:
+    """Runs of at most `size` messages of one topic (a retry queue mixes topics, each with its listener)."""
+    batch: list[MessageExt] = []
+    for m in messages:
+        if batch and (len(batch) == size or m.topic != batch[0].topic):
+            yield batch
+            batch = []
+        batch.append(m)
+    if batch:
+        yield batch
+
+
+def _by_broker(pqs: Iterable[ProcessQueue]) -> dict[str, list[ProcessQueue]]:
+    grouped: dict[str, list[ProcessQueue]] = {}
+    for pq in pqs:
+        grouped.setdefault(pq.mq.broker_name, []).append(pq)
+    return grouped
+
+
+# --- NOTIFY_CONSUMER_IDS_CHANGED ------------------------------------------------------------------
+# A client instance answers each request code with one handler, and several consumers may share an
+# instance, so one handler per instance wakes the rebalance of the group named in the notice.
+
+_members: weakref.WeakKeyDictionary[ClientInstance, dict[str, PushConsumer]] = weakref.WeakKeyDictionary()
+
+
+def _watch_membership(consumer: PushConsumer) -> None:
+    groups = _members.get(consumer.instance)
+    if groups is None:
+        groups = _members[consumer.instance] = {}
+        consumer.instance.remoting.register(
+            RequestCode.NOTIFY_CONSUMER_IDS_CHANGED, partial(_consumer_ids_changed, groups)
+        )
+    groups[consumer.group] = consumer
+
+
+def _forget(consumer: PushConsumer) -> None:
+    _members.get(consumer.instance, {}).pop(consumer.group, None)
+
+
+async def _consumer_ids_changed(
+    groups: dict[str, PushConsumer], conn: Connection, request: RemotingCommand
+) -> None:
+    group = request.ext_fields.get("consumerGroup")
+    for consumer in [groups[group]] if group in groups else groups.values():
+        log.info("group %s changed: rebalancing now", consumer.group)
+        consumer._rebalance_now.set()
