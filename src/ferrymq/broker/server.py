@@ -22,7 +22,7 @@ from ferrymq.broker.processors.send import SendProcessor
 from ferrymq.broker.registrar import NameServerRegistrar
 from ferrymq.broker.topics import TopicConfigManager
 from ferrymq.net import Connection, RemotingClient, RemotingServer
-from ferrymq.store import MessageStore
+from ferrymq.store import MessageStore, StoreError
 
 log = logging.getLogger(__name__)
 
@@ -38,6 +38,7 @@ class Broker:
         self._registration: asyncio.Task | None = None
         self.started_at = time.time()
         self.stopped = False
+        self._dispatch_scheduled = False
         for processor in (SendProcessor, PullProcessor, OffsetProcessor, ClientProcessor, AdminProcessor):
             processor(self).register(self.server)
         self.server.on_connection_closed(self._connection_closed)
@@ -52,7 +53,9 @@ class Broker:
         if config.listen_port == 0:
             config.listen_port = self.server.port = _free_port(config.listen_host)
         host, port = config.broker_addr.rsplit(":", 1)
-        self.store = MessageStore(config.store, store_host=(host, int(port))).open()
+        self.store = MessageStore(
+            config.store, store_host=(host, int(port)), background_dispatch=False
+        ).open()
         config_dir = config.store.config_dir
         self.topics = TopicConfigManager(
             config_dir, config.broker_name, config.broker_cluster_name, config.default_topic_queue_nums,
@@ -99,6 +102,19 @@ class Broker:
                     log.exception("periodic task %s failed", getattr(job, "__name__", job))
 
         self._tasks.append(asyncio.get_running_loop().create_task(loop()))
+
+    def written(self) -> None:
+        """After a put: dispatch once this loop turn is done (one pass serves every put before it)."""
+        if not self._dispatch_scheduled:
+            self._dispatch_scheduled = True
+            asyncio.get_running_loop().call_soon(self._dispatch)
+
+    def _dispatch(self) -> None:
+        self._dispatch_scheduled = False
+        try:
+            self.store.dispatch()
+        except StoreError:
+            log.exception("dispatching stopped: the CommitLog needs recovery")
 
     def schedule_registration(self) -> None:
         """Tell the NameServers about a topic change soon (coalesced), not at the next period."""

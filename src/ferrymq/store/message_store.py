@@ -57,8 +57,17 @@ MAX_TOPIC_BYTES = 255
 
 
 class MessageStore:
-    def __init__(self, config: StoreConfig, store_host: tuple[str, int] = ("127.0.0.1", 10911)) -> None:
+    def __init__(
+        self,
+        config: StoreConfig,
+        store_host: tuple[str, int] = ("127.0.0.1", 10911),
+        *,
+        background_dispatch: bool = True,
+    ) -> None:
+        """`background_dispatch=False` leaves calling `dispatch()` after puts to the owner: a broker
+        does it on its event loop, which spares a GIL handoff per write and wakes long polls at once."""
         self.config = config
+        self.background_dispatch = background_dispatch
         self.store_host = pack_host(*store_host)
         self.root = config.store_path_root_dir
         self.disk_full = False
@@ -173,7 +182,12 @@ class MessageStore:
         self._dispatch_thread = threading.Thread(
             target=self._dispatch_loop, name="ferrymq-reput", daemon=True
         )
-        self._dispatch_thread.start()
+        if self.background_dispatch:
+            self._dispatch_thread.start()
+
+    def dispatch(self) -> int:
+        """Build ConsumeQueue entries for everything written so far (see `background_dispatch`)."""
+        return self.dispatcher.dispatch()
 
     def _dispatch_loop(self) -> None:
         while not self._stopping:
@@ -197,7 +211,8 @@ class MessageStore:
         self._opened = False
         self._stopping = True
         self._dispatch_wake.set()
-        self._dispatch_thread.join()
+        if self.background_dispatch:
+            self._dispatch_thread.join()
         self.flush_service.stop()
         if self.group_commit:
             self.group_commit.stop()
@@ -386,6 +401,8 @@ class MessageStore:
     def wait_dispatched(self, timeout: float = 10.0) -> bool:
         """Block until everything written so far has ConsumeQueue and index entries (tests, tools)."""
         target = self.commitlog.max_offset
+        if not self.background_dispatch:
+            self.dispatcher.dispatch()
         if self.indexer is not None:
             self.indexer.committed(target)  # also a blank tail left by a failed roll-over
         deadline = time.monotonic() + timeout

@@ -94,6 +94,8 @@ class SendProcessor:
                 reconsume_times=header.reconsume_times,
             )  # fmt: skip
         status = result.status
+        if status is PutStatus.PUT_OK:
+            broker.written()
         if status is PutStatus.PUT_OK and result.flush_future is not None and _waits_for_store(props):
             status = await result.durable()
         code = PUT_STATUS_CODES[status]
