@@ -64,7 +64,14 @@ class PullConsumer:
         await self.shutdown()
 
     async def queues(self, topic: str) -> list[MessageQueue]:
-        return list((await self.instance.route(topic)).read_queues)
+        """The topic's readable queues. A topic just created by a first send reaches the NameServers
+        a moment later, so a missing route is asked for again for up to `request_timeout`."""
+        deadline = time.monotonic() + self.instance.request_timeout
+        while (route := await self.instance.existing_route(topic)) is None:
+            if time.monotonic() > deadline:
+                raise ClientError(f"topic {topic} does not exist: no NameServer has a route for it")
+            await asyncio.sleep(0.05)
+        return list(route.read_queues)
 
     async def subscribe(self, topic: str, expression: str = "*") -> None:
         """Read every queue of `topic` (tags filtered by `expression`, e.g. "TagA || TagB")."""
