@@ -89,13 +89,6 @@ async def namesrv():
 
 
 @pytest.fixture
-async def client():
-    client = RemotingClient()
-    yield client
-    await client.close()
-
-
-@pytest.fixture
 async def brokers():
     made = []
 

@@ -47,13 +47,6 @@ async def server():
 
 
 @pytest.fixture
-async def client():
-    client = RemotingClient()
-    yield client
-    await client.close()
-
-
-@pytest.fixture
 def closed_connections(server):
     """Server-side connections, as they close."""
     closed = asyncio.Queue()
