@@ -1,5 +1,6 @@
 """The Python SDK: producers, consumers and admin, asyncio first with a synchronous facade."""
 
+from ferrymq.client.admin import Admin, QueueProgress
 from ferrymq.client.instance import ClientError, ClientInstance
 from ferrymq.client.message import Message, MessageExt, MessageQueue, SendResult, SendStatus
 from ferrymq.client.producer import Producer, SendError, hash_selector
@@ -8,6 +9,7 @@ from ferrymq.client.pull_consumer import PullConsumer
 from ferrymq.client.push_consumer import ConsumeResult, PushConsumer
 
 __all__ = [
+    "Admin",
     "ClientError",
     "ClientInstance",
     "ConsumeResult",
@@ -19,6 +21,7 @@ __all__ = [
     "PullResult",
     "PullStatus",
     "PushConsumer",
+    "QueueProgress",
     "SendError",
     "SendResult",
     "SendStatus",

@@ -1,0 +1,128 @@
+"""Admin: topics, cluster layout and consumer progress, as RocketMQ's mqadmin shows them."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from ferrymq.client.instance import ClientError, ClientInstance
+from ferrymq.client.message import MessageQueue
+from ferrymq.client.pull import query_offset, queue_offset
+from ferrymq.net import RemotingError
+from ferrymq.protocol.bodies import ClusterInfo, TopicList, decode_body
+from ferrymq.protocol.codes import RequestCode, ResponseCode
+from ferrymq.protocol.remoting import RemotingCommand
+
+
+@dataclass(frozen=True)
+class QueueProgress:
+    """One queue of a group's progress: how far the broker is, how far the group committed."""
+
+    queue: MessageQueue
+    broker_offset: int
+    consumer_offset: int  # -1: the group never committed on this queue
+    lag: int
+
+
+class Admin:
+    def __init__(self, namesrv_addr: str, *, instance: ClientInstance | None = None) -> None:
+        self.instance = instance or ClientInstance(namesrv_addr)
+        self._own_instance = instance is None
+
+    async def __aenter__(self) -> Admin:
+        return self
+
+    async def __aexit__(self, *exc) -> None:
+        await self.shutdown()
+
+    async def shutdown(self) -> None:
+        if self._own_instance:
+            await self.instance.close()
+
+    async def _ask_namesrv(self, code: int, ext: dict[str, str] | None = None) -> RemotingCommand:
+        errors = []
+        for addr in self.instance.namesrvs:
+            try:
+                response = await self.instance.invoke(addr, RemotingCommand(code, ext_fields=ext or {}))
+            except RemotingError as e:
+                errors.append(f"{addr}: {e}")
+                continue
+            if response.code == ResponseCode.SUCCESS:
+                return response
+            errors.append(f"{addr}: {response.remark}")
+        raise ClientError(f"request {code} failed on every NameServer: " + "; ".join(errors))
+
+    async def cluster_info(self) -> ClusterInfo:
+        """Clusters, their brokers and each broker's addresses by id (0 = master)."""
+        return decode_body(ClusterInfo, (await self._ask_namesrv(RequestCode.GET_BROKER_CLUSTER_INFO)).body)
+
+    async def topics(self) -> list[str]:
+        response = await self._ask_namesrv(RequestCode.GET_ALL_TOPIC_LIST_FROM_NAMESERVER)
+        return sorted(decode_body(TopicList, response.body).topic_list)
+
+    async def _masters(self, cluster: str | None) -> dict[str, str]:
+        info = await self.cluster_info()
+        names = info.cluster_addr_table.get(cluster, []) if cluster else list(info.broker_addr_table)
+        if cluster and not names:
+            raise ClientError(f"cluster {cluster} has no broker")
+        return {
+            n: info.broker_addr_table[n].broker_addrs[0]
+            for n in names
+            if 0 in info.broker_addr_table[n].broker_addrs
+        }
+
+    async def create_topic(
+        self,
+        topic: str,
+        queue_nums: int = 8,
+        *,
+        cluster: str | None = None,
+        perm: int = 6,
+        order: bool = False,
+    ) -> None:
+        """Create (or update) `topic` with `queue_nums` queues on every master of `cluster` (or all)."""
+        ext = {
+            "topic": topic,
+            "defaultTopic": "TBW102",
+            "readQueueNums": str(queue_nums),
+            "writeQueueNums": str(queue_nums),
+            "perm": str(perm),
+            "topicFilterType": "SINGLE_TAG",
+            "order": str(order).lower(),
+        }
+        masters = await self._masters(cluster)
+        if not masters:
+            raise ClientError("no master broker to create the topic on")
+        for name, addr in masters.items():
+            response = await self.instance.invoke(
+                addr, RemotingCommand(RequestCode.UPDATE_AND_CREATE_TOPIC, ext_fields=ext)
+            )
+            if response.code != ResponseCode.SUCCESS:
+                raise ClientError(f"broker {name} refused to create {topic}: {response.remark}")
+
+    async def delete_topic(self, topic: str, *, cluster: str | None = None) -> None:
+        """Delete `topic` from every master of `cluster` (or all), then from every NameServer."""
+        for addr in (await self._masters(cluster)).values():
+            await self.instance.invoke(
+                addr, RemotingCommand(RequestCode.DELETE_TOPIC_IN_BROKER, ext_fields={"topic": topic})
+            )
+        for addr in self.instance.namesrvs:
+            await self.instance.invoke(
+                addr, RemotingCommand(RequestCode.DELETE_TOPIC_IN_NAMESRV, ext_fields={"topic": topic})
+            )
+        self.instance.routes.pop(topic, None)
+
+    async def consumer_progress(self, group: str, topic: str) -> list[QueueProgress]:
+        """Per queue: the broker's max offset, the group's committed offset and the lag between them."""
+        route = await self.instance.existing_route(topic)
+        if route is None:
+            raise ClientError(f"topic {topic} does not exist")
+        progress = []
+        for mq in route.read_queues:
+            addr = route.masters[mq.broker_name]
+            broker_offset = await queue_offset(self.instance, addr, mq, RequestCode.GET_MAX_OFFSET)
+            committed = await query_offset(self.instance, addr, mq, group)
+            consumer_offset = -1 if committed is None else committed
+            progress.append(
+                QueueProgress(mq, broker_offset, consumer_offset, broker_offset - max(consumer_offset, 0))
+            )
+        return progress
