@@ -67,12 +67,18 @@ async def pull(
     if commit_offset is not None:
         sys_flag |= FLAG_COMMIT_OFFSET
     ext = {
-        "consumerGroup": group, "topic": mq.topic, "queueId": str(mq.queue_id), "queueOffset": str(offset),
-        "maxMsgNums": str(max_messages), "sysFlag": str(sys_flag),
+        "consumerGroup": group,
+        "topic": mq.topic,
+        "queueId": str(mq.queue_id),
+        "queueOffset": str(offset),
+        "maxMsgNums": str(max_messages),
+        "sysFlag": str(sys_flag),
         "commitOffset": str(commit_offset if commit_offset is not None else -1),
-        "suspendTimeoutMillis": str(suspend_ms), "subscription": expression, "subVersion": "0",
+        "suspendTimeoutMillis": str(suspend_ms),
+        "subscription": expression,
+        "subVersion": "0",
         "expressionType": "TAG",
-    }  # fmt: skip
+    }
     timeout = instance.request_timeout + suspend_ms / 1000
     try:
         response = await instance.invoke(
@@ -126,3 +132,28 @@ async def queue_offset(instance: ClientInstance, addr: str, mq: MessageQueue, co
     if response.code != ResponseCode.SUCCESS:
         raise ClientError(f"offset request {code} failed: {response.remark}")
     return int(response.ext_fields["offset"])
+
+
+async def master_addr(instance: ClientInstance, mq: MessageQueue) -> str:
+    """The address of the master serving `mq` (the route is fetched again once if it has none)."""
+    addr = (await instance.route(mq.topic)).masters.get(mq.broker_name)
+    if addr is None:
+        addr = (await instance.refresh_route(mq.topic)).masters.get(mq.broker_name)
+    if addr is None:
+        raise ClientError(f"broker {mq.broker_name} of {mq.topic} has no master now")
+    return addr
+
+
+async def initial_offset(
+    instance: ClientInstance, addr: str, mq: MessageQueue, consume_from: str, timestamp: int
+) -> int:
+    """Where a group with no committed offset starts on `mq`: "first" (the queue's min offset),
+    "timestamp" (the first message stored at or after `timestamp` ms) or "last" (the max offset;
+    the broker already answers 0 for a new group while the queue still holds its first message)."""
+    if consume_from == "first":
+        return await queue_offset(instance, addr, mq, RequestCode.GET_MIN_OFFSET)
+    if consume_from == "timestamp":
+        return await queue_offset(
+            instance, addr, mq, RequestCode.SEARCH_OFFSET_BY_TIMESTAMP, timestamp=str(timestamp)
+        )
+    return await queue_offset(instance, addr, mq, RequestCode.GET_MAX_OFFSET)

@@ -12,8 +12,7 @@ import time
 
 from ferrymq.client.instance import ClientError, ClientInstance
 from ferrymq.client.message import MessageExt, MessageQueue
-from ferrymq.client.pull import PullStatus, commit_offset, pull, query_offset, queue_offset
-from ferrymq.protocol.codes import RequestCode
+from ferrymq.client.pull import PullStatus, commit_offset, initial_offset, master_addr, pull, query_offset
 
 CONSUME_FROM = ("last", "first", "timestamp")
 _LONG_POLL_MS = 15_000  # how long the broker holds a pull on an empty queue (RocketMQ's push default)
@@ -88,22 +87,10 @@ class PullConsumer:
         committed = await query_offset(self.instance, addr, mq, self.group)
         if committed is not None and committed >= 0:
             return committed
-        if self.consume_from == "first":
-            return await queue_offset(self.instance, addr, mq, RequestCode.GET_MIN_OFFSET)
-        if self.consume_from == "timestamp":
-            return await queue_offset(self.instance, addr, mq, RequestCode.SEARCH_OFFSET_BY_TIMESTAMP,
-                                      timestamp=str(self.consume_timestamp))  # fmt: skip
-        return await queue_offset(self.instance, addr, mq, RequestCode.GET_MAX_OFFSET)
+        return await initial_offset(self.instance, addr, mq, self.consume_from, self.consume_timestamp)
 
     async def _addr(self, mq: MessageQueue) -> str:
-        route = await self.instance.route(mq.topic)
-        addr = route.masters.get(mq.broker_name)
-        if addr is None:
-            route = await self.instance.refresh_route(mq.topic)
-            addr = route.masters.get(mq.broker_name)
-        if addr is None:
-            raise ClientError(f"broker {mq.broker_name} of {mq.topic} has no master now")
-        return addr
+        return await master_addr(self.instance, mq)
 
     def seek(self, mq: MessageQueue, offset: int) -> None:
         if mq not in self.positions:

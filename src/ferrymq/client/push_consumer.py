@@ -31,7 +31,7 @@ from typing import Any
 from ferrymq.client.instance import ClientError, ClientInstance, TopicRoute
 from ferrymq.client.message import MessageExt, MessageQueue
 from ferrymq.client.offset_store import LocalOffsetStore, OffsetStore, RemoteOffsetStore
-from ferrymq.client.pull import PullResult, PullStatus, parse_tags, pull, queue_offset
+from ferrymq.client.pull import PullResult, PullStatus, initial_offset, master_addr, parse_tags, pull
 from ferrymq.client.rebalance import STRATEGIES, allocate, queue_order
 from ferrymq.net import Connection, RemotingError
 from ferrymq.protocol.bodies import (
@@ -503,20 +503,13 @@ class PushConsumer:
         stored = await self.offsets.read(mq)
         if stored is not None:
             return stored
-        retry = mq.topic.startswith(RETRY_PREFIX)
-        addr = await self._addr(mq)
-        if self.consume_from == "first" or (retry and self.consume_from == "last"):
-            return await queue_offset(self.instance, addr, mq, RequestCode.GET_MIN_OFFSET)
-        if self.consume_from == "timestamp" and not retry:
-            return await queue_offset(self.instance, addr, mq, RequestCode.SEARCH_OFFSET_BY_TIMESTAMP,
-                                      timestamp=str(self.consume_timestamp))  # fmt: skip
-        return await queue_offset(self.instance, addr, mq, RequestCode.GET_MAX_OFFSET)
+        rule = self.consume_from
+        if mq.topic.startswith(RETRY_PREFIX):  # retry queues start at their beginning, or at the end by time
+            rule = {"last": "first", "timestamp": "last"}.get(rule, rule)
+        return await initial_offset(self.instance, await self._addr(mq), mq, rule, self.consume_timestamp)
 
     async def _addr(self, mq: MessageQueue) -> str:
-        addr = (await self.instance.route(mq.topic)).masters.get(mq.broker_name)
-        if addr is None:
-            raise ClientError(f"broker {mq.broker_name} of {mq.topic} has no master now")
-        return addr
+        return await master_addr(self.instance, mq)
 
     def _track(self, pq: ProcessQueue) -> None:
         """Note the queue's offset to commit (persisted by the offset store's next round)."""
