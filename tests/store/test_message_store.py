@@ -324,3 +324,20 @@ def test_delete_topic_forgets_its_queues(open_store):
     assert not (store.config.consumequeue_dir / "Gone").exists()
     assert store.topics() == {"Kept"}
     assert store.put_message("Gone", 0, b"new").queue_offset == 0
+
+
+def test_a_killed_indexer_is_restarted_by_housekeeping(open_store):
+    import os
+    import signal
+    import time
+
+    store = open_store(flush_interval_consume_queue=100)
+    first = store.indexer.proc
+    os.kill(first.pid, signal.SIGKILL)
+    deadline = time.monotonic() + 10
+    while store.indexer.proc is first:  # the checkpoint round notices and starts another
+        assert time.monotonic() < deadline, "the dead indexer was never replaced"
+        time.sleep(0.02)
+    store.put_message("T", 0, b"after", props(KEYS="late-key"))
+    assert store.wait_dispatched()
+    assert [decode_record(r).body for r in store.query_message("T", "late-key", 5, 0, 2**62)] == [b"after"]

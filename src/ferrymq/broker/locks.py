@@ -30,7 +30,3 @@ class RebalanceLockManager:
             holder = table.get(mq)
             if holder is not None and holder[0] == client_id:
                 del table[mq]
-
-    def holder(self, group: str, mq: MessageQueue) -> str | None:
-        held = self._locks.get(group, {}).get(mq)
-        return held[0] if held and time.monotonic() - held[1] <= self.max_live else None

@@ -30,9 +30,6 @@ class ConsumerOffsetManager:
         self.table.setdefault(f"{topic}@{group}", {})[queue_id] = offset
         self._dirty = True
 
-    def groups_of_topic(self, topic: str) -> list[str]:
-        return [key.split("@", 1)[1] for key in self.table if key.split("@", 1)[0] == topic]
-
     def remove_topic(self, topic: str) -> None:
         self.table = {k: v for k, v in self.table.items() if k.split("@", 1)[0] != topic}
         self._dirty = True

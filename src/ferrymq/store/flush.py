@@ -109,5 +109,6 @@ class FlushService:
             self.store.commitlog.flush()
         elif name == "checkpoint":
             self.store._checkpoint()
+            self.store.check_indexer()
         else:
             self.store.retention.run()
