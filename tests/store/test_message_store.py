@@ -15,7 +15,7 @@ from ferrymq.protocol.message import (
     parse_offset_msg_id,
 )
 from ferrymq.store import SYNC_FLUSH, GetStatus, PutStatus
-from ferrymq.store.files import atomic_write_json, list_offset_files, read_json
+from ferrymq.store.files import list_offset_files
 
 from .conftest import props, read_queue
 
@@ -301,17 +301,6 @@ def test_async_flush_result_is_immediately_final(open_store):
     store = open_store()
     result = store.put_message("T", 0, b"x")
     assert result.flush_future is None and result.wait() is PutStatus.PUT_OK
-
-
-def test_durable_json_survives_a_torn_main_copy(tmp_path):
-    path = tmp_path / "config" / "consumerOffset.json"
-    atomic_write_json(path, {"v": 1})
-    atomic_write_json(path, {"v": 2})
-    assert read_json(path) == {"v": 2}
-    path.write_bytes(b'{"v": 3')  # torn by a crash
-    assert read_json(path) == {"v": 1}  # the .bak copy
-    assert read_json(tmp_path / "missing.json", default={}) == {}
-    assert not list(path.parent.glob("*.tmp"))
 
 
 def test_delete_topic_forgets_its_queues(open_store):

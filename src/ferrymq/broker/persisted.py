@@ -9,7 +9,7 @@ from typing import TypeVar
 
 from ferrymq.protocol.bodies import Body, DataVersion, decode_body, encode_body
 from ferrymq.protocol.remoting import RemotingProtocolError
-from ferrymq.store.files import atomic_write, read_durable
+from ferrymq.store.files import atomic_write, durable_copies
 
 log = logging.getLogger(__name__)
 B = TypeVar("B", bound=Body)
@@ -17,22 +17,12 @@ B = TypeVar("B", bound=Body)
 
 def load_json(path: Path, cls: type[B]) -> B:
     """The file's content, its .bak if the main copy is damaged, or a fresh default."""
-    for candidate in (path, path.with_name(path.name + ".bak")):
-        data = read_durable(candidate) if candidate == path else _read(candidate)
-        if data is None:
-            continue
+    for candidate, data in durable_copies(path):
         try:
             return decode_body(cls, data)
         except RemotingProtocolError as e:
             log.error("%s is damaged (%s); trying its backup", candidate, e)
     return cls()
-
-
-def _read(path: Path) -> bytes | None:
-    try:
-        return path.read_bytes()
-    except FileNotFoundError:
-        return None
 
 
 def save_json(path: Path, body: Body) -> None:

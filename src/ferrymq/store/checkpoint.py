@@ -11,7 +11,7 @@ import struct
 from dataclasses import astuple, dataclass
 from pathlib import Path
 
-from ferrymq.store.files import atomic_write, read_durable
+from ferrymq.store.files import atomic_write, durable_copies
 
 _LAYOUT = struct.Struct(">qqqqqq")
 FILE_SIZE = 4096
@@ -28,10 +28,10 @@ class Checkpoint:
 
     @classmethod
     def load(cls, path: Path) -> Checkpoint | None:
-        data = read_durable(path)
-        if data is None or len(data) < _LAYOUT.size:
-            return None
-        return cls(*_LAYOUT.unpack_from(data))
+        for _, data in durable_copies(path):
+            if len(data) >= _LAYOUT.size:
+                return cls(*_LAYOUT.unpack_from(data))
+        return None
 
     def save(self, path: Path) -> None:
         data = bytearray(FILE_SIZE)

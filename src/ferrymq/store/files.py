@@ -6,11 +6,10 @@ import contextlib
 import ctypes
 import ctypes.util
 import errno
-import json
 import mmap
 import os
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
 
 from ferrymq.store.errors import DiskFullError, StoreError
 
@@ -49,30 +48,17 @@ def atomic_write(path: Path, data: bytes) -> None:
         raise io_error("write", path, e) from None
 
 
-def read_durable(path: Path) -> bytes | None:
-    """Read a file written by atomic_write, falling back to its .bak when a crash hit mid-replace."""
+def durable_copies(path: Path) -> Iterator[tuple[Path, bytes]]:
+    """The copies of a file written by atomic_write, newest first: the file, then its `.bak`.
+
+    Readers take the first copy that parses: a crash mid-replace or a damaged file leaves the
+    previous content one step back.
+    """
     for candidate in (path, path.with_name(path.name + ".bak")):
         try:
-            return candidate.read_bytes()
+            yield candidate, candidate.read_bytes()
         except FileNotFoundError:
             continue
-    return None
-
-
-def atomic_write_json(path: Path, value: Any) -> None:
-    atomic_write(path, json.dumps(value, indent=2, sort_keys=True).encode())
-
-
-def read_json(path: Path, default: Any = None) -> Any:
-    """Load a JSON config file (or its .bak if the main copy is unreadable)."""
-    for candidate in (path, path.with_name(path.name + ".bak")):
-        try:
-            return json.loads(candidate.read_bytes())
-        except FileNotFoundError:
-            continue
-        except ValueError:
-            continue  # a torn or hand-damaged copy: try the backup
-    return default
 
 
 CREATING_SUFFIX = ".creating"
