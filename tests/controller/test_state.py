@@ -63,7 +63,9 @@ class World:
     def alter(self, new_set: set[int]):
         s = self.state.sets[NAME]
         proposal = SyncStateSet(new_set, s.sync_state_set_epoch)
-        return self.commit(self.state.alter_sync_state_set(NAME, s.master_id, s.master_epoch, proposal, self.alive))
+        return self.commit(
+            self.state.alter_sync_state_set(NAME, s.master_id, s.master_epoch, proposal, self.alive)
+        )
 
     @property
     def set(self):
@@ -78,7 +80,12 @@ def test_first_broker_to_ask_becomes_master_with_epoch_1():
     assert (one, two) == (1, 2)
     decision = w.elect(two)
     assert decision.ok and decision.header.master_broker_id == 2 and decision.header.master_epoch == 1
-    assert (w.set.master_id, w.set.master_epoch, w.set.sync_state_set, w.set.sync_state_set_epoch) == (2, 1, {2}, 1)
+    assert (w.set.master_id, w.set.master_epoch, w.set.sync_state_set, w.set.sync_state_set_epoch) == (
+        2,
+        1,
+        {2},
+        1,
+    )
     # The other broker asking afterwards finds the master in place.
     assert w.elect(one).code == ResponseCode.CONTROLLER_MASTER_STILL_EXIST
     registered = w.state.register_broker("c", NAME, one, "h:1", w.alive)
@@ -90,7 +97,9 @@ def test_ids_are_checked_and_reapplying_ones_own_id_works():
     bad = w.state.apply_broker_id("c", NAME, 5, "h:1;a")
     assert bad.code == ResponseCode.CONTROLLER_BROKER_ID_INVALID and "first broker id is 1" in bad.remark
     w.join("h:1")
-    assert w.state.apply_broker_id("c", NAME, 1, "h:9;other").code == ResponseCode.CONTROLLER_BROKER_ID_INVALID
+    assert (
+        w.state.apply_broker_id("c", NAME, 1, "h:9;other").code == ResponseCode.CONTROLLER_BROKER_ID_INVALID
+    )
     assert w.state.apply_broker_id("c", NAME, 1, "h:1;x1").ok  # the same broker after a restart
     unknown = w.state.register_broker("c", NAME, 7, "h:7", w.alive)
     assert unknown.code == ResponseCode.CONTROLLER_BROKER_NEED_TO_BE_REGISTERED
@@ -112,11 +121,25 @@ def test_alter_sync_state_set_checks_master_epochs_replicas_and_liveness():
         (1, s.master_epoch - 1, {1, 2}, s.sync_state_set_epoch, ResponseCode.CONTROLLER_FENCED_MASTER_EPOCH),
         (1, s.master_epoch, {1, 2}, 1, ResponseCode.CONTROLLER_FENCED_SYNC_STATE_SET_EPOCH),
         (1, s.master_epoch, {1, 9}, s.sync_state_set_epoch, ResponseCode.CONTROLLER_INVALID_REPLICAS),
-        (1, s.master_epoch, {2, 3}, s.sync_state_set_epoch, ResponseCode.CONTROLLER_ALTER_SYNC_STATE_SET_FAILED),
-        (1, s.master_epoch, {1, 2, 3}, s.sync_state_set_epoch, ResponseCode.CONTROLLER_ALTER_SYNC_STATE_SET_FAILED),
+        (
+            1,
+            s.master_epoch,
+            {2, 3},
+            s.sync_state_set_epoch,
+            ResponseCode.CONTROLLER_ALTER_SYNC_STATE_SET_FAILED,
+        ),
+        (
+            1,
+            s.master_epoch,
+            {1, 2, 3},
+            s.sync_state_set_epoch,
+            ResponseCode.CONTROLLER_ALTER_SYNC_STATE_SET_FAILED,
+        ),
     ]
     for master, epoch, new_set, set_epoch, code in cases:
-        decision = w.state.alter_sync_state_set(NAME, master, epoch, SyncStateSet(new_set, set_epoch), w.alive)
+        decision = w.state.alter_sync_state_set(
+            NAME, master, epoch, SyncStateSet(new_set, set_epoch), w.alive
+        )
         assert decision.code == code, (new_set, decision.remark)
         assert not decision.events
     w.clock.now += 11
