@@ -8,10 +8,10 @@ from contextlib import closing
 
 import pytest
 
-from ferrymq.controller.client import ControllerClient
 from ferrymq.controller.config import ControllerConfig
 from ferrymq.controller.server import Controller
 from ferrymq.net import RemotingClient
+from ferrymq.net.controllers import ControllerClient
 
 
 def free_ports(n: int) -> list[int]:

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import msgspec
 
-from ferrymq.controller.client import ControllerClient
 from ferrymq.net import RemotingClient, RemotingServer
+from ferrymq.net.controllers import ControllerClient
 from ferrymq.protocol.bodies import decode_body, encode_body
 from ferrymq.protocol.codes import RequestCode, ResponseCode
 from ferrymq.protocol.controller import (

@@ -104,3 +104,9 @@ def progress(ctx: click.Context, group: str, topic: str) -> None:
         )
 
     with_admin(ctx, action)
+
+
+from ferrymq.cli.admin_ha import cluster, elect_master  # noqa: E402  (they import this module)
+
+admin.add_command(cluster)
+admin.add_command(elect_master)

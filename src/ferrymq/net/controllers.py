@@ -9,7 +9,8 @@ from __future__ import annotations
 
 import asyncio
 
-from ferrymq.net import RemotingClient, RemotingError
+from ferrymq.net.client import RemotingClient
+from ferrymq.net.errors import RemotingError
 from ferrymq.protocol.codes import RequestCode, ResponseCode
 from ferrymq.protocol.controller import GetMetaDataResponseHeader
 from ferrymq.protocol.remoting import RemotingCommand
