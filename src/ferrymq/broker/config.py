@@ -41,6 +41,14 @@ class BrokerConfig:
     rebalance_lock_max_live_time: int = 60_000  # ms
     region_id: str = "DefaultRegion"
     trace_on: bool = True
+    # Controller mode (RIP-44): the controllers assign the broker id and the role.
+    enable_controller_mode: bool = False
+    controller_addr: str = ""  # "host:port;host2:port2", every controller of the group
+    broker_heartbeat_interval: int = 1000  # ms between heartbeats (and master look-ups) to the controllers
+    controller_heart_beat_timeout_mills: int = (
+        10_000  # ms without a heartbeat before the controllers elect anew
+    )
+    broker_election_priority: int = 2**31 - 1  # lower is preferred when epoch and offset tie
     store: StoreConfig = field(default_factory=StoreConfig)
 
     @property

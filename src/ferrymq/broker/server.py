@@ -20,6 +20,7 @@ from ferrymq.broker.processors.offsets import OffsetProcessor
 from ferrymq.broker.processors.pull import PullProcessor
 from ferrymq.broker.processors.send import SendProcessor
 from ferrymq.broker.registrar import NameServerRegistrar
+from ferrymq.broker.replicas import ReplicasManager
 from ferrymq.broker.topics import TopicConfigManager
 from ferrymq.net import Connection, RemotingClient, RemotingServer
 from ferrymq.store import MessageStore, StoreError
@@ -39,6 +40,7 @@ class Broker:
         self.started_at = time.time()
         self.stopped = False
         self._dispatch_scheduled = False
+        self.replicas: ReplicasManager | None = None  # controller mode
         for processor in (SendProcessor, PullProcessor, OffsetProcessor, ClientProcessor, AdminProcessor):
             processor(self).register(self.server)
         self.server.on_connection_closed(self._connection_closed)
@@ -68,6 +70,9 @@ class Broker:
         await self.server.start()
         self.client = RemotingClient()
         self.registrar = NameServerRegistrar(self, self.client)
+        if config.enable_controller_mode:
+            self.replicas = ReplicasManager(self)
+            await self.replicas.start()
         await self.registrar.register_all()
         self._every(config.register_name_server_period / 1000, self.registrar.register_all)
         self._every(config.flush_consumer_offset_interval / 1000, self._persist_offsets)

@@ -20,7 +20,9 @@ from ferrymq.store import StoreError
 @click.option("--cluster", help="Cluster name [default: DefaultCluster].")
 @click.option("--name", help="Broker name [default: broker-a].")
 @click.option("--broker-id", type=int, help="0 for a master [default: 0].")
-def broker(config_file, namesrv, listen, store_dir, cluster, name, broker_id) -> None:
+@click.option("--controller", "controller_addr",
+              help='Controller mode: the controllers "host:port;host2:port2" give id and role.')  # fmt: skip
+def broker(config_file, namesrv, listen, store_dir, cluster, name, broker_id, controller_addr) -> None:
     """Start a Broker: it stores messages and serves producers and consumers.
 
     Settings come from defaults, then the TOML file, then FERRYMQ_<SETTING> environment variables,
@@ -32,6 +34,8 @@ def broker(config_file, namesrv, listen, store_dir, cluster, name, broker_id) ->
         "broker_cluster_name": cluster,
         "broker_name": name,
         "broker_id": broker_id,
+        "controller_addr": controller_addr,
+        "enable_controller_mode": True if controller_addr else None,
     }
     if listen:
         overrides["listen_host"], overrides["listen_port"] = listen
