@@ -61,7 +61,7 @@ class FakeBroker:
         assert registered.code == ResponseCode.SUCCESS, registered.remark
         return broker_id
 
-    async def heartbeat(self, epoch: int = 0, offset: int = 0) -> int:
+    async def heartbeat(self, epoch: int = 0, offset: int = 0) -> set[str]:
         header = BrokerHeartbeatRequestHeader(
             "c", self.address, NAME, self.broker_id, epoch, offset, offset, 60_000, 0
         )
@@ -114,6 +114,7 @@ async def test_registration_election_sync_state_set_and_failover_across_a_leader
     try:
         ids = [await b.join() for b in brokers]
         assert ids == [1, 2, 3]
+        assert await brokers[0].heartbeat() == set(addresses)  # every controller takes heartbeats
         first = await brokers[0].elect()
         assert first.code == ResponseCode.SUCCESS, first.remark
         master = MasterInfoHeader.from_ext_fields(first.ext_fields)

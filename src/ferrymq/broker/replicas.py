@@ -170,7 +170,7 @@ class ReplicasManager:
     async def tick(self) -> None:
         """Heartbeat every controller, then learn the master from the leader (and renew the lease)."""
         started = time.monotonic()
-        leader_took_it = await self._heartbeat()
+        heard_by = await self._heartbeat()
         try:
             answer = await self._call(
                 RequestCode.CONTROLLER_GET_REPLICA_INFO, {"brokerName": self.broker.config.broker_name}
@@ -187,15 +187,15 @@ class ReplicasManager:
             self._next_metadata_copy = time.monotonic() + METADATA_COPY_PERIOD
             await copy_master_metadata(self.broker, view.master_address)
         if (
-            leader_took_it
+            self.controllers.leader in heard_by  # the leader that answered had heard from us since `started`
             and view.master_id == self.broker_id
             and view.master_epoch == self.view.master_epoch
         ):
             lease = self.broker.config.controller_heart_beat_timeout_mills / 2000
             self._lease_until = max(self._lease_until, started + lease)
 
-    async def _heartbeat(self) -> bool:
-        """BROKER_HEARTBEAT to every controller; whether the leader (as last known) took it."""
+    async def _heartbeat(self) -> set[str]:
+        """BROKER_HEARTBEAT to every controller; the ones that took it."""
         config = self.broker.config
         store = self.broker.store
         max_offset = store.commitlog.max_offset
@@ -210,8 +210,7 @@ class ReplicasManager:
             heartbeat_timeout_mills=config.controller_heart_beat_timeout_mills,
             election_priority=config.broker_election_priority,
         )
-        answered = await self.controllers.invoke_all(RequestCode.BROKER_HEARTBEAT, header.to_ext_fields())
-        return self.controllers.leader is not None and answered > len(self.controllers.addresses) // 2
+        return await self.controllers.invoke_all(RequestCode.BROKER_HEARTBEAT, header.to_ext_fields())
 
     # --- Roles --------------------------------------------------------------------------------
 

@@ -61,8 +61,8 @@ class ControllerClient:
         self.leader = None
         raise NoControllerLeader("no controller leader answered: " + "; ".join(errors))
 
-    async def invoke_all(self, code: int, ext: dict[str, str], body: bytes = b"") -> int:
-        """Send to every controller at once (heartbeats); how many answered SUCCESS."""
+    async def invoke_all(self, code: int, ext: dict[str, str], body: bytes = b"") -> set[str]:
+        """Send to every controller at once (heartbeats); the addresses that answered SUCCESS."""
 
         async def one(address: str) -> bool:
             request = RemotingCommand(code, ext_fields=dict(ext), body=body)
@@ -72,7 +72,8 @@ class ControllerClient:
                 return False
             return response.code == ResponseCode.SUCCESS
 
-        return sum(await asyncio.gather(*(one(a) for a in self.addresses)))
+        answered = await asyncio.gather(*(one(a) for a in self.addresses))
+        return {address for address, ok in zip(self.addresses, answered, strict=True) if ok}
 
     async def metadata(self, address: str) -> GetMetaDataResponseHeader:
         response = await self.remoting.invoke(
