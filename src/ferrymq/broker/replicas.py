@@ -23,7 +23,6 @@ from typing import TYPE_CHECKING
 
 import msgspec
 
-from ferrymq.broker.slave_sync import copy_master_metadata
 from ferrymq.net import Connection, RemotingError
 from ferrymq.net.controllers import ControllerClient, parse_controller_addrs
 from ferrymq.protocol.bodies import decode_body, encode_body
@@ -44,7 +43,6 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 META_FILE = ".broker.meta"
-METADATA_COPY_PERIOD = 3.0  # seconds between a slave's copies of the master's topics, groups and offsets
 
 
 class BrokerMeta(msgspec.Struct, rename="camel"):
@@ -78,7 +76,6 @@ class ReplicasManager:
         self._lease_until = 0.0
         self._role_lock = asyncio.Lock()
         self._proposing = False
-        self._next_metadata_copy = 0.0
 
     # --- What the broker asks -------------------------------------------------------------
 
@@ -183,9 +180,6 @@ class ReplicasManager:
             await self.elect_self()
             return
         await self.apply(view)
-        if self.role == "slave" and view.master_address and time.monotonic() >= self._next_metadata_copy:
-            self._next_metadata_copy = time.monotonic() + METADATA_COPY_PERIOD
-            await copy_master_metadata(self.broker, view.master_address)
         if (
             self.controllers.leader in heard_by  # the leader that answered had heard from us since `started`
             and view.master_id == self.broker_id

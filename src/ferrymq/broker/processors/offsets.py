@@ -6,7 +6,6 @@ from typing import TYPE_CHECKING
 
 from ferrymq.broker.processors.common import error, ok
 from ferrymq.net.connection import Connection
-from ferrymq.protocol.bodies import ConsumerOffsetSerializeWrapper, encode_body
 from ferrymq.protocol.codes import RequestCode, ResponseCode
 from ferrymq.protocol.headers import (
     GetEarliestMsgStoretimeResponseHeader,
@@ -34,12 +33,6 @@ class OffsetProcessor:
         server.register(RequestCode.GET_MIN_OFFSET, self.get_min_offset)
         server.register(RequestCode.SEARCH_OFFSET_BY_TIMESTAMP, self.search_offset)
         server.register(RequestCode.GET_EARLIEST_MSG_STORETIME, self.earliest_store_time)
-        server.register(RequestCode.GET_ALL_CONSUMER_OFFSET, self.all_consumer_offsets)
-
-    async def all_consumer_offsets(self, conn: Connection, request: RemotingCommand) -> RemotingCommand:
-        """Every committed offset (slaves copy them, so consumers carry on after a failover)."""
-        table = ConsumerOffsetSerializeWrapper(offset_table=self.broker.offsets.table)
-        return ok(request, body=encode_body(table))
 
     async def query_consumer_offset(self, conn: Connection, request: RemotingCommand) -> RemotingCommand:
         h = QueryConsumerOffsetRequestHeader.from_ext_fields(request.ext_fields)
