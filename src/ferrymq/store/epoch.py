@@ -93,11 +93,16 @@ def decode(data: bytes) -> list[EpochEntry]:
     for line in lines.splitlines():
         epoch, start = line.split("-")
         entries.append(EpochEntry(int(epoch), int(start)))
-    if len(entries) != int(head) or any(
-        b.epoch <= a.epoch or b.start_offset < a.start_offset for a, b in pairwise(entries)
-    ):
+    if len(entries) != int(head) or not well_ordered(entries):
         raise ValueError("entries are inconsistent")
     return entries
+
+
+def well_ordered(entries: list[EpochEntry]) -> bool:
+    """Positive epochs, each newer than the last, starting no earlier than it."""
+    return all(e.epoch > 0 and e.start_offset >= 0 for e in entries) and all(
+        b.epoch > a.epoch and b.start_offset >= a.start_offset for a, b in pairwise(entries)
+    )
 
 
 def _load(path: Path) -> list[EpochEntry]:
