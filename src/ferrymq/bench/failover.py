@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from ferrymq.bench.processes import ProcessCluster
-from ferrymq.client import ClientError, Message, Producer, PullConsumer
+from ferrymq.client import ClientError, Message, Producer, PullConsumer, SendStatus
 from ferrymq.net import RemotingError
 
 log = logging.getLogger(__name__)
@@ -65,8 +65,10 @@ class SteadyProducer:
             key = f"{self.prefix}-{self._counter}"
             while not self._stop.is_set():
                 try:
-                    await self.producer.send(Message(TOPIC, key.encode(), keys=key))
+                    result = await self.producer.send(Message(TOPIC, key.encode(), keys=key))
                 except (ClientError, RemotingError):
+                    result = None
+                if result is None or result.status is not SendStatus.SEND_OK:  # e.g. FLUSH_SLAVE_TIMEOUT
                     self.log.failed_attempts += 1
                     await asyncio.sleep(0.05)
                     continue

@@ -81,7 +81,7 @@ class ReplicasManager:
 
     def write_refusal(self) -> str | None:
         """Why this broker must not acknowledge a write now; None when it may."""
-        if self.role != "master":
+        if self.role != "master" or not self.broker.is_master:
             return f"broker is not the master of {self.broker.config.broker_name} (controller mode)"
         if time.monotonic() >= self._lease_until:
             return "the master's lease from the controllers lapsed: it may have been replaced"
@@ -95,9 +95,7 @@ class ReplicasManager:
         await self._until_done("take a broker id", self._take_broker_id)
         await self._until_done("register with the controllers", self._register)
         self.broker._every(self.broker.config.broker_heartbeat_interval / 1000, self.tick)
-        ha = getattr(self.broker, "ha", None)
-        if ha is not None:
-            ha.on_sync_state_set_proposal(self._proposed)
+        self.broker.ha.on_sync_state_set_proposal(self._proposed)
 
     async def _until_done(self, what: str, step) -> None:
         """Retry ``step`` until it works: a broker in controller mode cannot serve without its controllers."""
@@ -250,11 +248,9 @@ class ReplicasManager:
             self.view = view
 
     def _adopt_sync_state_set(self, view: MasterView) -> None:
-        ha = getattr(self.broker, "ha", None)
-        if (ha is not None and view.sync_state_set_epoch > self.view.sync_state_set_epoch) or (
-            ha is not None and view.master_epoch != self.view.master_epoch
-        ):
-            ha.set_sync_state_set(set(view.sync_state_set), view.sync_state_set_epoch)
+        ours = (self.view.master_epoch, self.view.sync_state_set_epoch)
+        if (view.master_epoch, view.sync_state_set_epoch) != ours:
+            self.broker.ha.set_sync_state_set(set(view.sync_state_set), view.sync_state_set_epoch)
 
     async def _ha_address_of(self, master_address: str | None) -> str | None:
         """The master's HA address, as it publishes it in its runtime info."""

@@ -21,9 +21,14 @@ from ferrymq.broker.processors.pull import PullProcessor
 from ferrymq.broker.processors.send import SendProcessor
 from ferrymq.broker.registrar import NameServerRegistrar
 from ferrymq.broker.replicas import ReplicasManager
+from ferrymq.broker.slave_sync import SlaveSynchronizer
 from ferrymq.broker.topics import TopicConfigManager
+from ferrymq.ha.client import HAClient
+from ferrymq.ha.master import HAService
 from ferrymq.net import Connection, RemotingClient, RemotingServer
 from ferrymq.store import MessageStore, StoreError
+from ferrymq.store.epoch import FILE_NAME as EPOCH_FILE
+from ferrymq.store.epoch import EpochFile
 
 log = logging.getLogger(__name__)
 
@@ -41,13 +46,36 @@ class Broker:
         self.stopped = False
         self._dispatch_scheduled = False
         self.replicas: ReplicasManager | None = None  # controller mode
+        # "master" takes writes and serves replicas; "slave" copies its master and refuses writes.
+        # In controller mode a broker waits as a slave until the controller gives it a role.
+        self.role = "slave" if config.broker_role == "SLAVE" or config.enable_controller_mode else "master"
+        self.epoch = 0  # the master epoch this broker last heard of
+        self.ha = HAService(self)
+        self.ha_client: HAClient | None = None
+        self.slave_sync = SlaveSynchronizer(self)
+        self._role_lock = asyncio.Lock()
         for processor in (SendProcessor, PullProcessor, OffsetProcessor, ClientProcessor, AdminProcessor):
             processor(self).register(self.server)
         self.server.on_connection_closed(self._connection_closed)
 
     @property
     def is_master(self) -> bool:
-        return self.config.broker_id == 0
+        return self.role == "master"
+
+    def fenced(self) -> str | None:
+        """Why a master must not acknowledge writes now (controller mode: its lease lapsed); else None."""
+        return None if self.replicas is None else self.replicas.write_refusal()
+
+    @property
+    def registered_id(self) -> int:
+        """The id NameServers list this broker under: 0 for the master (as RocketMQ), else its own."""
+        return 0 if self.is_master else self.config.broker_id
+
+    @property
+    def waits_for_replicas(self) -> bool:
+        """Sends are acknowledged only once replicated (SYNC_MASTER; controller masters are SYNC_MASTER)."""
+        config = self.config
+        return self.is_master and (config.enable_controller_mode or config.broker_role == "SYNC_MASTER")
 
     async def start(self) -> None:
         """Open (and recover) the store, then listen, then register with the NameServers."""
@@ -65,11 +93,25 @@ class Broker:
         )  # fmt: skip
         self.offsets = ConsumerOffsetManager(config_dir)
         self.groups = SubscriptionGroupManager(config_dir, config.auto_create_subscription_group)
-        self.hold.attach(asyncio.get_running_loop())
-        self.store.dispatcher.listener = self.hold.arrived
-        await self.server.start()
+        self.epochs = EpochFile(config.store.store_path_root_dir / EPOCH_FILE)
         self.client = RemotingClient()
         self.registrar = NameServerRegistrar(self, self.client)
+        self.hold.attach(asyncio.get_running_loop())
+        self.store.dispatcher.listener = self.hold.arrived
+        ha_port = config.ha_listen_port if config.ha_listen_port >= 0 else config.listen_port + 1
+        config.ha_listen_port = await self.ha.start(config.listen_host, ha_port)
+        if not config.enable_controller_mode:
+            if self.is_master:  # a static master keeps its epoch across restarts
+                await self.change_role(
+                    "master",
+                    broker_id=0,
+                    epoch=max(self.epochs.last_epoch, 1),
+                    master_addr=None,
+                    master_ha_addr=None,
+                )
+            elif config.ha_master_address:
+                self.master_ha_addr_learned(config.ha_master_address)
+        await self.server.start()
         if config.enable_controller_mode:
             self.replicas = ReplicasManager(self)
             await self.replicas.start()
@@ -77,6 +119,7 @@ class Broker:
         self._every(config.register_name_server_period / 1000, self.registrar.register_all)
         self._every(config.flush_consumer_offset_interval / 1000, self._persist_offsets)
         self._every(10.0, self._expire_clients)
+        self._every(10.0, self.slave_sync.sync)
         log.info(
             "broker %s listening on %s, store %s",
             config.broker_name,
@@ -89,6 +132,9 @@ class Broker:
         self.stopped = True
         for task in self._tasks:
             task.cancel()
+        if self.ha_client is not None:
+            await self.ha_client.stop()
+        await self.ha.stop()
         await self.registrar.unregister_all()
         self.hold.wake_all()
         await self.server.stop(grace=3.0)
@@ -120,6 +166,69 @@ class Broker:
             self.store.dispatch()
         except StoreError:
             log.exception("dispatching stopped: the CommitLog needs recovery")
+        self.ha.written()
+
+    # ---------------------------------------------------------------- roles
+
+    async def change_role(
+        self, role: str, *, broker_id: int, epoch: int, master_addr: str | None, master_ha_addr: str | None
+    ) -> None:
+        """Become the master of `epoch` (take writes, serve replicas) or a slave copying `master_ha_addr`.
+
+        A new master records <epoch, its max offset> in the epoch file first; a slave refuses writes
+        at once, and its HA client truncates a divergent tail before copying. Instructions of an
+        epoch older than one already seen are ignored.
+        """
+        if role not in ("master", "slave"):
+            raise ValueError(f"role must be 'master' or 'slave', not {role!r}")
+        if role == "slave":
+            self.role = "slave"  # before any await: no write is taken from here on
+            self.ha.step_down()
+        async with self._role_lock:
+            if epoch < self.epoch:
+                log.warning("ignoring role %s of epoch %d: epoch %d is newer", role, epoch, self.epoch)
+                return
+            self.epoch = epoch
+            self.config.broker_id = broker_id
+            if role == "master":
+                await self._stop_replicating()
+                store = self.store
+                end = await asyncio.to_thread(store.settle_replicated_tail)
+                self.epochs.append(epoch, end if self.epochs.entries else store.commitlog.min_offset)
+                self.ha.serve_as_master(broker_id)
+                self.role = "master"
+                log.info("broker %s is master of epoch %d at offset %d", self.config.broker_name, epoch, end)
+            else:
+                if master_addr:
+                    self.slave_sync.master_addr = master_addr
+                client = self.ha_client
+                if client is None or client.master_ha_addr != master_ha_addr or client.min_epoch != epoch:
+                    await self._stop_replicating()
+                    if master_ha_addr:
+                        self.ha_client = HAClient(self, master_ha_addr, min_epoch=epoch)
+                        self.ha_client.start()
+                log.info(
+                    "broker %s is a slave of %s (epoch %d)", self.config.broker_name, master_ha_addr, epoch
+                )
+        self.schedule_registration()
+        if role == "slave":
+            asyncio.get_running_loop().create_task(self.slave_sync.sync())
+
+    async def _stop_replicating(self) -> None:
+        if self.ha_client is not None:
+            await self.ha_client.stop()
+            self.ha_client = None
+
+    def master_ha_addr_learned(self, addr: str) -> None:
+        """A static slave learns (or re-learns) its master's HA address from a NameServer."""
+        if self.config.enable_controller_mode or self.is_master:
+            return
+        client = self.ha_client
+        if client is None or client.master_ha_addr != addr:
+            asyncio.get_running_loop().create_task(
+                self.change_role("slave", broker_id=self.config.broker_id, epoch=self.epoch,
+                                 master_addr=None, master_ha_addr=addr)
+            )  # fmt: skip
 
     def schedule_registration(self) -> None:
         """Tell the NameServers about a topic change soon (coalesced), not at the next period."""
@@ -156,6 +265,7 @@ class Broker:
             "runtime": f"{int(time.time() - self.started_at)} s",
             "pullHoldingCount": str(self.hold.waiting()),
             "diskFull": str(store.disk_full).lower(),
+            "haServerAddr": self.config.ha_addr,
         }
 
 
