@@ -202,3 +202,11 @@ async def _replica_info_or_none(broker: FakeBroker):
         return await broker.replica_info()
     except Exception:  # not ready yet: no leader, or the state not restored yet
         return None
+
+
+def test_pysyncobj_leaves_socket_inet_ntop_working():
+    import socket
+
+    import ferrymq.controller.raft  # noqa: F401  (pysyncobj patches socket on import)
+
+    assert socket.inet_ntop(socket.AF_INET6, bytes(15) + b"\x01") == "::1"

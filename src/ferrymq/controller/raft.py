@@ -7,8 +7,10 @@ the data directory, so a restarted controller comes back with everything that wa
 
 from __future__ import annotations
 
+import _socket
 import asyncio
 import logging
+import socket
 import threading
 from collections.abc import Callable
 from contextlib import contextmanager
@@ -17,6 +19,10 @@ from pathlib import Path
 from pysyncobj import FAIL_REASON, SyncObj, SyncObjConf, SyncObjConsumer, replicated
 
 from ferrymq.controller.state import Event, ReplicasState
+
+# pysyncobj (0.3.x) replaces socket.inet_ntop with a Windows-only version on every platform, for the
+# whole process; put the real one back.
+socket.inet_ntop = _socket.inet_ntop
 
 log = logging.getLogger(__name__)
 

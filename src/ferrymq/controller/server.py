@@ -40,6 +40,7 @@ class Controller:
         self._tasks: set[asyncio.Task] = set()
         self._loop: asyncio.AbstractEventLoop | None = None
         self._was_leader = False
+        self._caught_up = False  # this leader has applied every entry committed before its term
 
     @property
     def port(self) -> int:
@@ -47,7 +48,8 @@ class Controller:
 
     @property
     def is_leader(self) -> bool:
-        return self.raft is not None and self.raft.is_leader
+        """The Raft leader, and caught up: only then may it answer from its state."""
+        return self.raft is not None and self.raft.is_leader and self._caught_up
 
     async def start(self) -> None:
         self._loop = loop = asyncio.get_running_loop()
@@ -65,6 +67,7 @@ class Controller:
                 election_timeout=config.election_timeout,
             ),
         )
+        self._leadership_changed()
         self._spawn(self._announce_address())
         self._spawn(self._scan_loop())
         log.info("controller %s: remoting on %s, raft on %s", config.node_id, config.address,
@@ -195,14 +198,31 @@ class Controller:
             self._loop.call_soon_threadsafe(self._leadership_changed)
 
     def _leadership_changed(self) -> None:
-        leader = self.is_leader
+        if self.raft is None:  # still being made: start() looks once it is there
+            return
+        leader = self.raft.is_leader
         if leader and not self._was_leader:
-            assert self.raft is not None
+            self._spawn(self._catch_up())
+        if not leader:
+            self._caught_up = False
+        self._was_leader = leader
+
+    async def _catch_up(self) -> None:
+        """Commit a barrier in this term; once applied, the state holds every earlier commit."""
+        assert self.raft is not None
+        while self.raft.is_leader and not self._caught_up:
+            try:
+                await self.raft.commit([("barrier",)])
+            except CommitError:
+                await asyncio.sleep(0.1)
+                continue
+            if not self.raft.is_leader:
+                return
             with self.raft.reading() as state:
                 known = [((s.broker_name, b), a) for s in state.sets.values() for b, a in s.addresses.items()]
             self.liveness.grant_grace(known)
+            self._caught_up = True
             log.info("controller %s is the leader now", self.config.node_id)
-        self._was_leader = leader
 
     def _connection_closed(self, connection: Connection) -> None:
         gone = self.liveness.connection_closed(connection)

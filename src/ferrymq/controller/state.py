@@ -356,6 +356,10 @@ class ReplicasState:
             del self.sets[name]
         return True
 
+    def _apply_barrier(self) -> bool:
+        """A new leader's first commit: once it is applied, everything committed before it is too."""
+        return True
+
     def _apply_controller_address(self, node_id: str, address: str) -> bool:
         self.controller_addresses[node_id] = address
         return True
