@@ -45,8 +45,8 @@ async def check_nothing_lost(cluster: ProcessCluster, producer: SteadyProducer) 
 
 async def test_killed_master_is_replaced_then_rejoins_as_slave_and_catches_up(fault_cluster):
     cluster = await fault_cluster()
-    old_master, before = await cluster.master()
-    await full_group(cluster)
+    old_master, _ = await cluster.master()
+    before = await full_group(cluster)
     producer = SteadyProducer(cluster.namesrv_addr, "a")
     await producer.start()
     await producer.wait_acks(100, SETTLE)
@@ -72,8 +72,8 @@ async def test_killed_master_is_replaced_then_rejoins_as_slave_and_catches_up(fa
 
 async def test_controller_leader_killed_in_the_middle_of_a_failover(fault_cluster):
     cluster = await fault_cluster()
-    master, before = await cluster.master()
-    await full_group(cluster)
+    master, _ = await cluster.master()
+    before = await full_group(cluster)
     producer = SteadyProducer(cluster.namesrv_addr, "c")
     await producer.start()
     await producer.wait_acks(100, SETTLE)
@@ -115,8 +115,8 @@ def direct_results(sender: subprocess.Popen) -> list[dict]:
 
 async def fencing_check(cluster: ProcessCluster, cut_off, restore, sender_prefix: list[str] | None) -> None:
     """Cut the master off, wait for the new epoch, let it loose again: it must acknowledge nothing after."""
-    master, before = await cluster.master()
-    await full_group(cluster)
+    master, _ = await cluster.master()
+    before = await full_group(cluster)
     producer = SteadyProducer(cluster.namesrv_addr, "d")
     await producer.start()
     await producer.wait_acks(50, SETTLE)

@@ -114,8 +114,10 @@ async def read_back(namesrv: str, expected: set[str], timeout: float = 60.0) -> 
 async def failover_trial(root: Path, *, warmup: int = 200, settle_timeout: float = 90.0) -> dict:
     """One cluster: produce, SIGKILL the master, measure until sends succeed, check nothing acked is lost."""
     async with ProcessCluster(root) as cluster:
-        name, before = await cluster.master()
-        await cluster.wait_group(lambda s: len(s.sync_state_set) == 3, settle_timeout, "a full SyncStateSet")
+        name, _ = await cluster.master()
+        before = await cluster.wait_group(
+            lambda s: len(s.sync_state_set) == 3, settle_timeout, "a full SyncStateSet"
+        )
         producer = SteadyProducer(cluster.namesrv_addr, f"t{time.monotonic_ns()}")
         await producer.start()
         try:
