@@ -76,6 +76,7 @@ class ReplicasManager:
         self._lease_until = 0.0
         self._role_lock = asyncio.Lock()
         self._proposing = False
+        self._master_ha_addr: str | None = None  # the HA address of the master this slave follows
 
     # --- What the broker asks -------------------------------------------------------------
 
@@ -230,6 +231,7 @@ class ReplicasManager:
             elif view.master_id is not None and (
                 self.role != "slave"
                 or (view.master_id, view.master_epoch) != (self.view.master_id, self.view.master_epoch)
+                or self._master_ha_addr is None  # the master did not answer last time: ask again
             ):
                 name = broker.config.broker_name
                 log.info(
@@ -237,12 +239,13 @@ class ReplicasManager:
                 )
                 self._lease_until = 0.0
                 self.role = "slave"
+                self._master_ha_addr = await self._ha_address_of(view.master_address)
                 await broker.change_role(
                     "slave",
                     broker_id=self.broker_id,
                     epoch=view.master_epoch,
                     master_addr=view.master_address,
-                    master_ha_addr=await self._ha_address_of(view.master_address),
+                    master_ha_addr=self._master_ha_addr,
                 )
                 broker.schedule_registration()
             self.view = view
