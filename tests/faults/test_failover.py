@@ -20,7 +20,8 @@ import pytest
 
 from ferrymq.bench.failover import TOPIC, SteadyProducer, read_back
 from ferrymq.bench.processes import ProcessCluster
-from ferrymq.protocol.codes import ResponseCode
+from ferrymq.client import MessageQueue, PullConsumer
+from ferrymq.protocol.codes import RequestCode, ResponseCode
 
 pytestmark = [pytest.mark.faults, pytest.mark.timeout(600)]
 
@@ -32,6 +33,33 @@ async def full_group(cluster: ProcessCluster):
     return await cluster.wait_group(
         lambda s: len(s.sync_state_set) == 3, SETTLE, "all three replicas in sync"
     )
+
+
+GROUP = "carry-on"
+
+
+async def consume_and_commit(cluster: ProcessCluster) -> dict[MessageQueue, int]:
+    """Consume what is there with GROUP and commit; the committed offsets of the queues it read."""
+    async with PullConsumer(GROUP, cluster.namesrv_addr, consume_from="first") as consumer:
+        await consumer.subscribe(TOPIC)
+        assert await consumer.poll(timeout=10.0)
+        await consumer.commit()
+        return {mq: offset for mq, offset in consumer.positions.items() if offset > 0}
+
+
+async def wait_offsets(cluster: ProcessCluster, broker: str, committed: dict[MessageQueue, int]) -> None:
+    async def there() -> bool:
+        for mq, offset in committed.items():
+            ext = {"consumerGroup": GROUP, "topic": mq.topic, "queueId": str(mq.queue_id)}
+            response = await cluster.call(broker, RequestCode.QUERY_CONSUMER_OFFSET, ext)
+            if response.code != ResponseCode.SUCCESS or int(response.ext_fields["offset"]) != offset:
+                return False
+        return True
+
+    deadline = time.monotonic() + SETTLE
+    while not await there():
+        assert time.monotonic() < deadline, f"{broker} never had the committed offsets"
+        await asyncio.sleep(0.5)
 
 
 async def check_nothing_lost(cluster: ProcessCluster, producer: SteadyProducer) -> None:
@@ -50,6 +78,9 @@ async def test_killed_master_is_replaced_then_rejoins_as_slave_and_catches_up(fa
     producer = SteadyProducer(cluster.namesrv_addr, "a")
     await producer.start()
     await producer.wait_acks(100, SETTLE)
+    committed = await consume_and_commit(cluster)
+    for slave in before.sync_state_set - {before.master_id}:  # slaves copy offsets every few seconds
+        await wait_offsets(cluster, before.addresses[slave], committed)
 
     killed_at = time.monotonic()
     cluster.procs[old_master].kill()
@@ -60,6 +91,9 @@ async def test_killed_master_is_replaced_then_rejoins_as_slave_and_catches_up(fa
     await producer.wait_acks(100, SETTLE)
     resumed = producer.log.first_ack_after(killed_at)
     print(f"sends succeeded again {resumed - killed_at:.2f} s after the master's SIGKILL")
+    async with PullConsumer(GROUP, cluster.namesrv_addr) as consumer:  # carries on where it committed
+        for mq, offset in committed.items():
+            assert await consumer.committed(mq) == offset
 
     # b. The old master comes back: it follows the new master, truncates, catches up, re-enters the set.
     await cluster.start_broker(old_master)

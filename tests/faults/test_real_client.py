@@ -28,7 +28,7 @@ async def test_rocketmq_v4_producer_survives_master_sigkill(fault_cluster, tmp_p
     cluster = await fault_cluster()
     master, before = await cluster.master()
     await cluster.wait_group(lambda s: len(s.sync_state_set) == 3, SETTLE, "a full SyncStateSet")
-    seconds = 75.0
+    seconds = 45.0
     args = ["--namesrv", cluster.namesrv_addr, "--topic", TOPIC, "--seconds", str(seconds),
             "--timeout", str(seconds + 60)]  # fmt: skip
     producer = ClientProcess(python, SCRIPT, args, tmp_path / "home", "steady v4 producer", seconds + 60)

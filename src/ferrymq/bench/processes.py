@@ -27,6 +27,7 @@ from ferrymq.net.controllers import ControllerClient
 from ferrymq.protocol.bodies import decode_body
 from ferrymq.protocol.codes import RequestCode, ResponseCode
 from ferrymq.protocol.controller import BrokerReplicasInfo, ReplicasInfo
+from ferrymq.protocol.remoting import RemotingCommand
 
 BROKER_NAME = "broker-a"
 CLUSTER = "FaultCluster"
@@ -288,6 +289,11 @@ class ProcessCluster:
         await self.stop()
 
     # --- Looking at it ------------------------------------------------------------------------
+
+    async def call(self, address: str, code: int, ext: dict[str, str]) -> RemotingCommand:
+        """One request to any process of the cluster."""
+        assert self._remoting is not None
+        return await self._remoting.invoke(address, RemotingCommand(code, ext_fields=ext), 5.0)
 
     def controllers(self) -> ControllerClient:
         assert self._remoting is not None
