@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 
-from ferrymq.bench.failover import TOPIC, SteadyProducer, read_back
+from ferrymq.bench.failover import TOPIC, SteadyProducer, read_back, under_load
 from ferrymq.bench.processes import ProcessCluster
 from ferrymq.client import MessageQueue, PullConsumer
 from ferrymq.protocol.codes import RequestCode, ResponseCode
@@ -30,12 +30,21 @@ DIRECT_SENDER = Path(__file__).with_name("direct_sender.py")
 
 
 async def full_group(cluster: ProcessCluster):
-    return await cluster.wait_group(
-        lambda s: len(s.sync_state_set) == 3, SETTLE, "all three replicas in sync"
-    )
+    return await cluster.wait_full_group(SETTLE)
 
 
 GROUP = "carry-on"
+
+
+async def ferrymq(*args: str) -> str:
+    """Run a ferrymq command; its output (wide, so that tables do not wrap)."""
+    env = {**os.environ, "COLUMNS": "200"}
+    done = await asyncio.to_thread(
+        subprocess.run, [sys.executable, "-m", "ferrymq", *args], capture_output=True, text=True, env=env,
+        timeout=60,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    return done.stdout
 
 
 async def consume_and_commit(cluster: ProcessCluster) -> dict[MessageQueue, int]:
@@ -73,20 +82,14 @@ async def check_nothing_lost(cluster: ProcessCluster, producer: SteadyProducer) 
 
 async def test_killed_master_is_replaced_then_rejoins_as_slave_and_catches_up(fault_cluster):
     cluster = await fault_cluster()
-    old_master, _ = await cluster.master()
-    before = await full_group(cluster)
-    producer = SteadyProducer(cluster.namesrv_addr, "a")
-    await producer.start()
-    await producer.wait_acks(100, SETTLE)
+    old_master, before, producer = await under_load(cluster, "a")
     committed = await consume_and_commit(cluster)
     for slave in before.sync_state_set - {before.master_id}:  # slaves copy offsets every few seconds
         await wait_offsets(cluster, before.addresses[slave], committed)
 
     killed_at = time.monotonic()
     cluster.procs[old_master].kill()
-    after = await cluster.wait_group(
-        lambda s: s.master_id not in (None, before.master_id), SETTLE, "a new master"
-    )
+    after = await cluster.wait_new_master(before, SETTLE)
     assert after.master_id in before.sync_state_set and after.master_epoch == before.master_epoch + 1
     await producer.wait_acks(100, SETTLE)
     resumed = producer.log.first_ack_after(killed_at)
@@ -100,24 +103,30 @@ async def test_killed_master_is_replaced_then_rejoins_as_slave_and_catches_up(fa
     rejoined = await full_group(cluster)
     assert rejoined.master_id == after.master_id and rejoined.master_epoch == after.master_epoch
     await producer.wait_acks(50, SETTLE)
+
+    # The admin commands: see the group, then switch the master back by hand.
+    admin = ["admin", "--namesrv", cluster.namesrv_addr]
+    table = await ferrymq(*admin, "cluster", "--controller", cluster.controller_list)
+    assert f"master {after.master_id} epoch {after.master_epoch}, SyncStateSet [1, 2, 3]" in table, table
+    switched = await ferrymq(
+        *admin, "elect-master", "broker-a", str(before.master_id), "--controller", cluster.controller_list
+    )
+    assert (
+        f"master is broker {before.master_id}" in switched and f"epoch {after.master_epoch + 1}" in switched
+    )
+    await producer.wait_acks(50, SETTLE)
     await check_nothing_lost(cluster, producer)
     assert "becoming master" not in cluster.procs[old_master].log_text().split("--- start")[-1]
 
 
 async def test_controller_leader_killed_in_the_middle_of_a_failover(fault_cluster):
     cluster = await fault_cluster()
-    master, _ = await cluster.master()
-    before = await full_group(cluster)
-    producer = SteadyProducer(cluster.namesrv_addr, "c")
-    await producer.start()
-    await producer.wait_acks(100, SETTLE)
+    master, before, producer = await under_load(cluster, "c")
 
     leader = await cluster.controller_leader()
     cluster.procs[master].kill()
     cluster.procs[leader].kill()  # the leader that saw the master go is gone too
-    after = await cluster.wait_group(
-        lambda s: s.master_id not in (None, before.master_id), SETTLE, "a new master under a new leader"
-    )
+    after = await cluster.wait_new_master(before, SETTLE)
     assert after.master_epoch == before.master_epoch + 1
     assert await cluster.controller_leader() != leader
     await producer.wait_acks(100, SETTLE)
@@ -149,17 +158,11 @@ def direct_results(sender: subprocess.Popen) -> list[dict]:
 
 async def fencing_check(cluster: ProcessCluster, cut_off, restore, sender_prefix: list[str] | None) -> None:
     """Cut the master off, wait for the new epoch, let it loose again: it must acknowledge nothing after."""
-    master, _ = await cluster.master()
-    before = await full_group(cluster)
-    producer = SteadyProducer(cluster.namesrv_addr, "d")
-    await producer.start()
-    await producer.wait_acks(50, SETTLE)
+    master, before, producer = await under_load(cluster, "d", warmup=50)
     address = cluster.broker_addrs[cluster.brokers.index(master)]
 
     cut_off(master)
-    after = await cluster.wait_group(
-        lambda s: s.master_id not in (None, before.master_id), SETTLE, "a new master while the old is cut off"
-    )
+    after = await cluster.wait_new_master(before, SETTLE)
     new_epoch_at = time.time()
     await producer.wait_acks(50, SETTLE)
     sender = start_direct_sender(address, 8.0, sender_prefix)
@@ -204,11 +207,7 @@ async def test_seeded_random_schedule_loses_nothing(fault_cluster):
     seed = int(os.environ.get("FERRYMQ_FAULT_SEED", "20261122"))
     rng = random.Random(seed)
     cluster = await fault_cluster()
-    await cluster.master()
-    await full_group(cluster)
-    producer = SteadyProducer(cluster.namesrv_addr, "e", concurrency=2)
-    await producer.start()
-    await producer.wait_acks(30, SETTLE)
+    _, _, producer = await under_load(cluster, "e", warmup=30, concurrency=2)
     controllers = list(cluster.controller_addrs)
     for round_no in range(rounds):
         fault = rng.choice(["kill-master", "kill-slave", "pause-master", "kill-controller", "pause-slave"])

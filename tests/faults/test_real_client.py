@@ -26,8 +26,8 @@ SETTLE = 90.0
 async def test_rocketmq_v4_producer_survives_master_sigkill(fault_cluster, tmp_path):
     python = await asyncio.to_thread(client_venv, *ROCKETMQ_V4)
     cluster = await fault_cluster()
-    master, before = await cluster.master()
-    await cluster.wait_group(lambda s: len(s.sync_state_set) == 3, SETTLE, "a full SyncStateSet")
+    master, _ = await cluster.master()
+    before = await cluster.wait_full_group(SETTLE)
     seconds = 45.0
     args = ["--namesrv", cluster.namesrv_addr, "--topic", TOPIC, "--seconds", str(seconds),
             "--timeout", str(seconds + 60)]  # fmt: skip
@@ -39,9 +39,7 @@ async def test_rocketmq_v4_producer_survives_master_sigkill(fault_cluster, tmp_p
             await asyncio.sleep(0.2)
         killed_at = time.time()
         cluster.procs[master].kill()
-        await cluster.wait_group(
-            lambda s: s.master_id not in (None, before.master_id), SETTLE, "a new master"
-        )
+        await cluster.wait_new_master(before, SETTLE)
         summary = await asyncio.to_thread(producer.wait_exit)
     finally:
         producer.kill()

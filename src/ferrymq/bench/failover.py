@@ -15,7 +15,7 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from ferrymq.bench.processes import ProcessCluster
+from ferrymq.bench.processes import GroupState, ProcessCluster
 from ferrymq.client import ClientError, Message, Producer, PullConsumer, SendStatus
 from ferrymq.net import RemotingError
 
@@ -87,6 +87,18 @@ class SteadyProducer:
             await asyncio.sleep(0.05)
 
 
+async def under_load(
+    cluster: ProcessCluster, prefix: str, *, warmup: int = 100, timeout: float = 90.0, concurrency: int = 4
+) -> tuple[str, GroupState, SteadyProducer]:
+    """Once the group is fully in sync, start producing: (master's process name, group, producer)."""
+    master, _ = await cluster.master()
+    group = await cluster.wait_full_group(timeout)
+    producer = SteadyProducer(cluster.namesrv_addr, prefix, concurrency=concurrency)
+    await producer.start()
+    await producer.wait_acks(warmup, timeout)
+    return master, group, producer
+
+
 async def read_back(namesrv: str, expected: set[str], timeout: float = 60.0) -> tuple[set[str], int]:
     """Read the topic from the start off the current master: (keys found, messages read incl. duplicates)."""
     found: set[str] = set()
@@ -114,19 +126,12 @@ async def read_back(namesrv: str, expected: set[str], timeout: float = 60.0) -> 
 async def failover_trial(root: Path, *, warmup: int = 200, settle_timeout: float = 90.0) -> dict:
     """One cluster: produce, SIGKILL the master, measure until sends succeed, check nothing acked is lost."""
     async with ProcessCluster(root) as cluster:
-        name, _ = await cluster.master()
-        before = await cluster.wait_group(
-            lambda s: len(s.sync_state_set) == 3, settle_timeout, "a full SyncStateSet"
-        )
-        producer = SteadyProducer(cluster.namesrv_addr, f"t{time.monotonic_ns()}")
-        await producer.start()
+        name, before, producer = await under_load(cluster, f"t{time.monotonic_ns()}", warmup=warmup,
+                                                  timeout=settle_timeout)  # fmt: skip
         try:
-            await producer.wait_acks(warmup, settle_timeout)
             killed_at = time.monotonic()
             cluster.procs[name].kill()
-            after = await cluster.wait_group(
-                lambda s: s.master_id not in (None, before.master_id), settle_timeout, "a new master"
-            )
+            after = await cluster.wait_new_master(before, settle_timeout)
             await producer.wait_acks(warmup, settle_timeout)
         finally:
             acks = await producer.stop()

@@ -333,6 +333,19 @@ class ProcessCluster:
             await asyncio.sleep(0.2)
         raise TimeoutError(f"timed out after {timeout:g} s waiting for {what}; last seen {state}")
 
+    async def wait_full_group(self, timeout: float) -> GroupState:
+        return await self.wait_group(
+            lambda s: len(s.sync_state_set) == len(self.brokers), timeout, "a full SyncStateSet"
+        )
+
+    async def wait_new_master(self, before: GroupState, timeout: float) -> GroupState:
+        """The group once a master other than `before`'s is elected."""
+        return await self.wait_group(
+            lambda s: s.master_id not in (None, before.master_id),
+            timeout,
+            f"a master other than {before.master_id}",
+        )
+
     def broker_name_of(self, address: str) -> str:
         return self.brokers[self.broker_addrs.index(address)]
 
