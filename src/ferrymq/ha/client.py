@@ -48,6 +48,7 @@ class HAClient:
         self.confirm_offset = 0
         self._task: asyncio.Task | None = None
         self._stopped = False
+        self.last_error: str | None = None  # why the last session ended
         self._writer: asyncio.StreamWriter | None = None
 
     def start(self) -> None:
@@ -72,10 +73,9 @@ class HAClient:
             except (OSError, TimeoutError, HAFrameError, HandshakeError, StoreError) as e:
                 if self._stopped:
                     return
+                self.last_error = str(e) or type(e).__name__
                 log.warning(
-                    "replication from %s stopped: %s; reconnecting",
-                    self.master_ha_addr,
-                    e or type(e).__name__,
+                    "replication from %s stopped: %s; reconnecting", self.master_ha_addr, self.last_error
                 )
             finally:
                 self.connected = False
