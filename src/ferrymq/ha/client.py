@@ -10,7 +10,6 @@ and refusals are retried with a short back-off until the client is stopped.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 import time
 from typing import TYPE_CHECKING
@@ -48,29 +47,35 @@ class HAClient:
         self.connected = False
         self.confirm_offset = 0
         self._task: asyncio.Task | None = None
+        self._stopped = False
+        self.last_error: str | None = None  # why the last session ended
         self._writer: asyncio.StreamWriter | None = None
 
     def start(self) -> None:
         self._task = asyncio.get_running_loop().create_task(self._run())
 
     async def stop(self) -> None:
+        """Stop copying. A flag as well as a cancel: Python 3.11's wait_for can lose a cancellation."""
+        self._stopped = True
+        if self._writer is not None:
+            self._writer.close()
         if self._task is not None:
             self._task.cancel()
-            with contextlib.suppress(asyncio.CancelledError, Exception):
-                await self._task
+            await asyncio.wait({self._task}, timeout=5.0)
         self.connected = False
 
     async def _run(self) -> None:
         delay = _RETRY_MIN
-        while True:
+        while not self._stopped:
             started = time.monotonic()
             try:
                 await self._session()
             except (OSError, TimeoutError, HAFrameError, HandshakeError, StoreError) as e:
+                if self._stopped:
+                    return
+                self.last_error = str(e) or type(e).__name__
                 log.warning(
-                    "replication from %s stopped: %s; reconnecting",
-                    self.master_ha_addr,
-                    e or type(e).__name__,
+                    "replication from %s stopped: %s; reconnecting", self.master_ha_addr, self.last_error
                 )
             finally:
                 self.connected = False

@@ -64,11 +64,10 @@ class SyncStateTracker:
         r = self.replicas.get(broker_id)
         return r.acked if r is not None and r.connected else -1
 
-    def confirm_offset(self, master_max: int) -> int:
+    def confirm_offset(self, master_max: int, members: set[int] | None = None) -> int:
         """The lowest offset every SyncStateSet member has (the master has everything it wrote)."""
-        return max(
-            0, min(master_max if i == self.master_id else self.acked_offset(i) for i in self.sync_state_set)
-        )
+        members = self.sync_state_set if members is None else members
+        return max(0, min(master_max if i == self.master_id else self.acked_offset(i) for i in members))
 
     def proposal(self, master_max: int, now: float) -> set[int] | None:
         """The SyncStateSet the rules want now, or None if it is the current one."""
@@ -78,8 +77,8 @@ class SyncStateTracker:
             last = r.last_caught_up if r is not None else self._started
             if (r is None or not r.connected or r.acked < master_max) and now - last > self.max_not_catchup:
                 members.discard(broker_id)
-        confirm = self.confirm_offset(master_max)
+        confirm = self.confirm_offset(master_max, members)
         for broker_id, r in self.replicas.items():
-            if broker_id not in members and r.connected and r.acked >= confirm:
+            if broker_id not in self.sync_state_set and r.connected and r.acked >= confirm:
                 members.add(broker_id)
         return None if members == self.sync_state_set else members
