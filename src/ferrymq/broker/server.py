@@ -112,7 +112,7 @@ class Broker:
             elif config.ha_master_address:
                 self.master_ha_addr_learned(config.ha_master_address)
         await self.server.start()
-        if config.enable_controller_mode:
+        if config.enable_controller_mode and config.controller_addr:  # without: roles come by change_role
             self.replicas = ReplicasManager(self)
             await self.replicas.start()
         await self.registrar.register_all()

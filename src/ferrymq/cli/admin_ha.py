@@ -27,11 +27,12 @@ def cluster(ctx: click.Context, controllers: str | None) -> None:
             click.echo("no broker is registered")
             return
         for g in groups:
-            title = f"{g.broker_name} (cluster {g.cluster or '?'})"
+            summary = f"{g.broker_name} (cluster {g.cluster or '?'})"
             if g.master_epoch is not None:
                 in_sync = sorted(r.broker_id for r in g.replicas if r.in_sync)
-                title += f": master {g.master_id} epoch {g.master_epoch}, "
-                title += f"SyncStateSet {in_sync} epoch {g.sync_state_set_epoch}"
+                summary += f": master {g.master_id} epoch {g.master_epoch}, "
+                summary += f"SyncStateSet {in_sync} epoch {g.sync_state_set_epoch}"
+            click.echo(summary)  # not a table title: those wrap at the table's width
             rows = [
                 [
                     r.broker_id,
@@ -42,7 +43,7 @@ def cluster(ctx: click.Context, controllers: str | None) -> None:
                 ]
                 for r in g.replicas
             ]
-            print_table(title, ["id", "address", "role", "in sync", "max offset"], rows)
+            print_table("", ["id", "address", "role", "in sync", "max offset"], rows)
 
     with_admin(ctx, action)
 
