@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import shutil
 import statistics
 import time
 from dataclasses import dataclass, field
@@ -152,6 +153,7 @@ async def run_failover_bench(root: Path, trials: int, progress=None) -> dict:
     results = []
     for i in range(trials):
         results.append(await failover_trial(root / f"trial{i}"))
+        shutil.rmtree(root / f"trial{i}", ignore_errors=True)
         if progress:
             progress(i + 1, results[-1])
     times = sorted(r["failover_s"] for r in results if r["failover_s"] is not None)

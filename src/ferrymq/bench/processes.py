@@ -9,6 +9,7 @@ broker runs in its own network namespace joined to a bridge, so that one can be 
 from __future__ import annotations
 
 import asyncio
+import ctypes
 import os
 import shutil
 import signal
@@ -48,6 +49,12 @@ def netns_available() -> tuple[bool, str]:
     return True, ""
 
 
+def _die_with_parent() -> None:
+    """In the child: SIGKILL it when the harness dies, so no cluster outlives a killed run."""
+    PR_SET_PDEATHSIG = 1
+    ctypes.CDLL("libc.so.6", use_errno=True).prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
+
+
 class Proc:
     """One ferrymq process; its output goes to a log file."""
 
@@ -71,7 +78,8 @@ class Proc:
             stdout=log,
             stderr=subprocess.STDOUT,
             env={**os.environ, "PYTHONUNBUFFERED": "1", **self.env},
-            start_new_session=True,
+            start_new_session=True,  # Ctrl-C reaches the harness only, which stops them in order
+            preexec_fn=_die_with_parent,
         )
         log.close()
         self.paused = False
@@ -234,7 +242,12 @@ class ProcessCluster:
             self.broker_addrs.append(address)
             env = {f"FERRYMQ_{k.upper()}": str(v) for k, v in settings.items()}
             env["FERRYMQ_HA_LISTEN_PORT"] = str(free_port())
-            env["FERRYMQ_MAPPED_FILE_SIZE_COMMIT_LOG"] = str(64 << 20)
+            env.update(  # small files: trials and tests must not fill the disk
+                FERRYMQ_MAPPED_FILE_SIZE_COMMIT_LOG=str(64 << 20),
+                FERRYMQ_MAPPED_FILE_SIZE_CONSUME_QUEUE=str(20_000 * 20),
+                FERRYMQ_MAX_HASH_SLOT_NUM="10000",
+                FERRYMQ_MAX_INDEX_NUM="100000",
+            )
             args = ["broker", "--namesrv", self.namesrv_addr, "--listen", address, "--cluster", CLUSTER,
                     "--name", BROKER_NAME, "--store-dir", str(root / f"broker{i}"),
                     "--controller", self.controller_list]  # fmt: skip

@@ -110,8 +110,6 @@ class ControllerProcessor:
 
     async def elect_master(self, connection: Connection, request: RemotingCommand) -> RemotingCommand:
         h = ElectMasterRequestHeader.from_ext_fields(request.ext_fields)
-        if not self.controller.is_leader:
-            return self.controller.not_leader(request)
         decision = await self.controller.elect(h.broker_name, h.broker_id, h.designate_elect)
         return self.controller.answer(request, decision)
 

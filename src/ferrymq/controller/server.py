@@ -101,10 +101,10 @@ class Controller:
 
     # --- Decisions ----------------------------------------------------------------------------
 
-    async def decide(self, request: RemotingCommand, decide) -> RemotingCommand:
-        """Answer a request that the leader must decide: ``decide(state)`` → Decision, then commit."""
+    async def settle(self, decide) -> Decision:
+        """On the leader: ``decide(state)``, then commit the decision's events; the decision, or why not."""
         if not self.is_leader:
-            return self.not_leader(request)
+            return Decision(ResponseCode.CONTROLLER_NOT_LEADER, self._not_leader_remark())
         assert self.raft is not None
         async with self._write_lock:
             with self.raft.reading() as state:
@@ -113,12 +113,16 @@ class Controller:
                 try:
                     applied = await self.raft.commit(decision.events)
                 except CommitError as exc:
-                    return request.make_response(ResponseCode.CONTROLLER_NOT_LEADER, str(exc))
+                    return Decision(ResponseCode.CONTROLLER_NOT_LEADER, str(exc))
                 if not all(applied):
-                    return request.make_response(
+                    return Decision(
                         ResponseCode.CONTROLLER_INVALID_REQUEST, "the state changed meanwhile: ask again"
                     )
-        return self.answer(request, decision)
+        return decision
+
+    async def decide(self, request: RemotingCommand, decide) -> RemotingCommand:
+        """Answer a request that the leader must decide (see ``settle``)."""
+        return self.answer(request, await self.settle(decide))
 
     def answer(self, request: RemotingCommand, decision: Decision) -> RemotingCommand:
         return request.make_response(
@@ -129,10 +133,12 @@ class Controller:
         )
 
     def not_leader(self, request: RemotingCommand) -> RemotingCommand:
+        return request.make_response(ResponseCode.CONTROLLER_NOT_LEADER, self._not_leader_remark())
+
+    def _not_leader_remark(self) -> str:
         leader = self.leader_address()
-        where = f": the leader is {leader}" if leader else ": no leader is elected now"
-        return request.make_response(
-            ResponseCode.CONTROLLER_NOT_LEADER, f"this controller is not the leader{where}"
+        return "this controller is not the leader: " + (
+            f"the leader is {leader}" if leader else "none is elected"
         )
 
     def alive(self, name: str, broker_id: int) -> bool:
@@ -145,22 +151,15 @@ class Controller:
         """Run one election for ``name`` on the leader and notify the brokers when a master changed."""
         assert self.raft is not None
         unclean = self.config.enable_elect_unclean_master
-        result: Decision | None = None
-
-        def decide(state):
-            nonlocal result
-            result = state.elect_master(name, broker_id, designate, self.alive, self.standing, unclean)
-            return result
-
-        response = await self.decide(RemotingCommand(RequestCode.CONTROLLER_ELECT_MASTER), decide)
-        assert result is not None
-        if response.code == ResponseCode.SUCCESS:
+        result = await self.settle(
+            lambda state: state.elect_master(name, broker_id, designate, self.alive, self.standing, unclean)
+        )
+        if result.ok:
             log.info("broker set %s: broker %s elected master", name, result.header.master_broker_id)
             if self.config.notify_broker_role_changed:
                 self.notify_role_changed(name)
-        elif response.code != ResponseCode.CONTROLLER_MASTER_STILL_EXIST:
-            log.warning("broker set %s: election failed: %s", name, response.remark)
-        result.code, result.remark = response.code, response.remark
+        elif result.code != ResponseCode.CONTROLLER_MASTER_STILL_EXIST:
+            log.warning("broker set %s: election failed: %s", name, result.remark)
         return result
 
     def notify_role_changed(self, name: str) -> None:
