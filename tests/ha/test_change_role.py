@@ -27,9 +27,13 @@ async def make_slave(broker, broker_id: int, epoch: int, master) -> None:
 async def test_controller_mode_broker_takes_no_writes_until_given_a_role(group):
     a = await group.start("a", broker_id=1, **CONTROLLER)
     assert (await group.send(a)).code == ResponseCode.SERVICE_NOT_AVAILABLE
+    assert group.namesrv.routes.cluster_info().broker_addr_table == {}  # not registered without a role
     await make_master(a, 1, epoch=1)
     assert (await group.send(a)).code == ResponseCode.SUCCESS
     assert a.epochs.entries == [EpochEntry(1, 0)]
+    await a.registrar.register_all()
+    addrs = group.namesrv.routes.cluster_info().broker_addr_table["broker-a"].broker_addrs
+    assert addrs == {0: a.config.broker_addr}  # the master registers as id 0
 
 
 async def test_old_master_rejoins_as_slave_and_truncates_its_divergent_tail(group):

@@ -33,6 +33,8 @@ class NameServerRegistrar:
 
     async def register_all(self) -> None:
         config = self.broker.config
+        if config.enable_controller_mode and not self.broker.epoch:
+            return  # no role from the controller yet: not a master, not a slave of anyone
         body = encode_body(RegisterBrokerBody(topic_config_serialize_wrapper=self.broker.topics.wrapper()))
         header = RegisterBrokerRequestHeader(
             broker_name=config.broker_name,

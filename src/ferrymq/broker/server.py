@@ -67,6 +67,14 @@ class Broker:
         return None if self.replicas is None else self.replicas.write_refusal()
 
     @property
+    def serves_reads(self) -> bool:
+        """A slave serves pulls with slave_read_enable (RocketMQ), and in any case while it has no live
+        master to send consumers to (so they read on when the master is gone)."""
+        if self.is_master or self.config.slave_read_enable:
+            return True
+        return self.ha_client is None or not self.ha_client.connected
+
+    @property
     def registered_id(self) -> int:
         """The id NameServers list this broker under: 0 for the master (as RocketMQ), else its own."""
         return 0 if self.is_master else self.config.broker_id

@@ -8,14 +8,26 @@ Positions start at the group's committed offset, or (for a group new to a queue)
 from __future__ import annotations
 
 import asyncio
+import logging
 import time
 
 from ferrymq.client.instance import ClientError, ClientInstance
 from ferrymq.client.message import MessageExt, MessageQueue
-from ferrymq.client.pull import PullStatus, commit_offset, initial_offset, master_addr, pull, query_offset
+from ferrymq.client.pull import (
+    PullStatus,
+    commit_offset,
+    initial_offset,
+    master_addr,
+    pull,
+    pull_addr,
+    query_offset,
+)
+from ferrymq.net import RemotingError
 
 CONSUME_FROM = ("last", "first", "timestamp")
 _LONG_POLL_MS = 15_000  # how long the broker holds a pull on an empty queue (RocketMQ's push default)
+
+log = logging.getLogger(__name__)
 
 
 class PullConsumer:
@@ -51,7 +63,10 @@ class PullConsumer:
         for task in self._inflight.values():
             task.cancel()
         self._inflight.clear()
-        await self.commit()
+        try:
+            await self.commit()
+        except (ClientError, RemotingError) as e:  # the master is gone: it cannot take offsets now
+            log.warning("offsets of group %s not committed at shutdown: %s", self.group, e)
         if self._own_instance:
             await self.instance.close()
 
@@ -132,7 +147,7 @@ class PullConsumer:
     async def _pull(self, mq: MessageQueue, suspend_ms: int) -> list[MessageExt]:
         offset = self.positions[mq]
         result = await pull(
-            self.instance, await self._addr(mq), mq, self.group, offset,
+            self.instance, await pull_addr(self.instance, mq), mq, self.group, offset,
             expression=self.expressions.get(mq.topic, "*"), max_messages=self.pull_batch_size,
             suspend_ms=suspend_ms,
         )  # fmt: skip

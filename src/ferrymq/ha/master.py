@@ -211,7 +211,7 @@ class HAService:
             await conn.run()
         except HAFrameError as e:
             log.warning("HA peer %s sent a bad frame (%s); disconnecting it", peer, e)
-        except (ConnectionError, TimeoutError, asyncio.IncompleteReadError) as e:
+        except (OSError, TimeoutError) as e:
             log.info("HA replica %s disconnected: %s", peer, e or type(e).__name__)
         finally:
             conn.close()

@@ -1,0 +1,128 @@
+"""`ferrymq bench replication`: produce throughput of a lone broker, an ASYNC_MASTER with a slave and
+a SYNC_MASTER with a slave, each in processes of its own, and how long the slave trails at the end.
+
+Every scenario gets a fresh NameServer and fresh stores in a temporary directory.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+from ferrymq.bench.client import CpuMeter, Progress, produce
+from ferrymq.net import RemotingClient
+from ferrymq.protocol.bodies import KVTable, decode_body
+from ferrymq.protocol.codes import RequestCode
+from ferrymq.protocol.remoting import RemotingCommand
+
+SCENARIOS = (
+    ("lone broker", None),
+    ("ASYNC_MASTER + slave", "ASYNC_MASTER"),
+    ("SYNC_MASTER + slave", "SYNC_MASTER"),
+)
+
+
+def _start(args: list[str], pattern: str) -> tuple[subprocess.Popen, str]:
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "ferrymq", *args], stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True
+    )
+    line = proc.stdout.readline()
+    match = re.search(pattern, line)
+    if match is None:
+        proc.kill()
+        raise RuntimeError(f"ferrymq {args[0]} did not start: {line!r}")
+    return proc, match.group(1)
+
+
+@contextlib.contextmanager
+def _group(role: str | None) -> Iterator[tuple[str, str, str | None, int]]:
+    """NameServer, master (and slave) processes; yields (namesrv, master addr, slave addr, master pid)."""
+    data = Path(tempfile.mkdtemp(prefix="ferrymq-bench-ha-"))
+    procs: list[subprocess.Popen] = []
+    try:
+        ns, ns_addr = _start(["namesrv", "--listen", "127.0.0.1:0"], r"listening on (\S+)")
+        procs.append(ns)
+        common = ["--namesrv", ns_addr, "--listen", "127.0.0.1:0", "--ha-port", "0"]
+        master, master_addr = _start(
+            ["broker", *common, "--store-dir", str(data / "m"), "--role", role or "ASYNC_MASTER"],
+            r"listening on (\S+),",
+        )
+        procs.append(master)
+        slave_addr = None
+        if role is not None:
+            slave, slave_addr = _start(
+                ["broker", *common, "--store-dir", str(data / "s"), "--role", "SLAVE", "--broker-id", "1"],
+                r"listening on (\S+),",
+            )
+            procs.append(slave)
+        yield ns_addr, master_addr, slave_addr, master.pid
+    finally:
+        for proc in reversed(procs):
+            proc.terminate()
+            try:
+                proc.wait(30)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait()
+        shutil.rmtree(data, ignore_errors=True)
+
+
+async def _max_offset(client: RemotingClient, addr: str) -> int:
+    response = await client.invoke(addr, RemotingCommand(RequestCode.GET_BROKER_RUNTIME_INFO), 5.0)
+    return int(decode_body(KVTable, response.body).table["commitLogMaxOffset"])
+
+
+async def _slave_attached(client: RemotingClient, master: str, slave: str) -> None:
+    """Wait (bounded) until the slave copies: its max offset follows the master's first write."""
+    deadline = time.monotonic() + 60
+    while True:
+        target = await _max_offset(client, master)
+        if target and await _max_offset(client, slave) >= target:
+            return
+        if time.monotonic() > deadline:
+            raise RuntimeError("the slave did not attach")
+        await asyncio.sleep(0.05)
+
+
+async def _scenario(name: str, role: str | None, count: int, body_size: int, batch: int, inflight: int,
+                    progress: Progress) -> dict:  # fmt: skip
+    with _group(role) as (namesrv, master, slave, master_pid):
+        client = RemotingClient()
+        try:
+            topic = f"BenchHA{time.time_ns()}"
+            if slave is not None:  # one message first, so the slave is attached before the clock starts
+                await produce(namesrv, topic, 1, body_size, 1, 1, lambda *_: None, CpuMeter(None))
+                await _slave_attached(client, master, slave)
+            result = await produce(
+                namesrv, topic, count, body_size, batch, inflight, progress, CpuMeter(master_pid)
+            )
+            trailing = None
+            if slave is not None:
+                done = time.perf_counter()
+                target = await _max_offset(client, master)
+                while await _max_offset(client, slave) < target:
+                    await asyncio.sleep(0.005)
+                trailing = round((time.perf_counter() - done) * 1000)
+        finally:
+            await client.close()
+    return {**result, "scenario": name, "slave_trails_ms": trailing}
+
+
+async def run_replication_bench(
+    count: int, body_size: int, batch: int, inflight: int, progress: Progress
+) -> list[dict]:
+    results = []
+    for name, role in SCENARIOS:
+        results.append(await _scenario(name, role, count, body_size, batch, inflight, progress))
+    lone = results[0]["msgs_per_s"]
+    for r in results:
+        r["vs_lone_%"] = round(100 * r["msgs_per_s"] / lone)
+    return results
