@@ -1,0 +1,93 @@
+"""SIGKILL the broker in the middle of transactions: committed stays committed (once), rolled back
+stays invisible, and half messages left unknown are still checked back after the restart."""
+
+from __future__ import annotations
+
+import os
+import signal
+
+import pytest
+
+from ferrymq.client import LocalTransactionState, Message, TransactionProducer
+from ferrymq.namesrv.config import NamesrvConfig
+from ferrymq.namesrv.server import NameServer
+from tests.compat.conftest import ServerProcess, free_port
+
+from .conftest import read_all, wait_for
+
+pytestmark = pytest.mark.crash
+
+COMMIT, ROLLBACK, UNKNOW = (
+    LocalTransactionState.COMMIT_MESSAGE,
+    LocalTransactionState.ROLLBACK_MESSAGE,
+    LocalTransactionState.UNKNOW,
+)
+OUTCOME = {"commit": COMMIT, "rollback": ROLLBACK, "unknown": UNKNOW}
+
+
+def start_broker(tmp_path, namesrv_port: int, port: int) -> ServerProcess:
+    os.environ.update(
+        FERRYMQ_TRANSACTION_CHECK_INTERVAL="300", FERRYMQ_TRANSACTION_TIMEOUT="500",
+        FERRYMQ_TRANSACTION_CHECK_MAX="1000",
+    )  # fmt: skip
+    try:
+        broker = ServerProcess(
+            "broker",
+            ["--namesrv", f"127.0.0.1:{namesrv_port}", "--listen", f"127.0.0.1:{port}",
+             "--store-dir", str(tmp_path / "store")],
+            tmp_path,
+        )  # fmt: skip
+    finally:
+        for name in ("INTERVAL", "TIMEOUT", "MAX"):
+            os.environ.pop(f"FERRYMQ_TRANSACTION_CHECK_{name}", None)
+        os.environ.pop("FERRYMQ_TRANSACTION_TIMEOUT", None)
+    broker.wait_listening(f"127.0.0.1:{port}")
+    return broker
+
+
+async def test_sigkill_keeps_outcomes_and_pending_checks(tmp_path):
+    namesrv = NameServer(NamesrvConfig(listen_host="127.0.0.1", listen_port=0))
+    await namesrv.start()
+    namesrv_addr = f"127.0.0.1:{namesrv.port}"
+    port = free_port()
+    broker = start_broker(tmp_path, namesrv.port, port)
+    try:
+        async with TransactionProducer("TXG", namesrv_addr) as producer:  # no checker: nothing resolves
+            await wait_for(lambda: _routable(producer), what="the broker's route")
+            for i in range(30):
+                kind = ("commit", "rollback", "unknown")[i % 3]
+                await producer.send_message_in_transaction(
+                    Message("TxCrash", f"{kind}-{i}".encode()),
+                    lambda m, a: OUTCOME[m.body.decode().split("-")[0]],
+                )
+            committed = await read_all(namesrv_addr, "TxCrash", "C1", expect=10)
+            assert sorted(m.body for m in committed) == sorted(
+                f"commit-{i}".encode() for i in range(0, 30, 3)
+            )
+        broker.proc.send_signal(signal.SIGKILL)
+        broker.proc.wait(10)
+        broker = start_broker(tmp_path, namesrv.port, port)
+
+        def checker(msg):
+            return COMMIT  # says commit to anything it is asked about: rolled back ones must never be asked
+
+        async with TransactionProducer("TXG", namesrv_addr, checker=checker) as producer:
+            await wait_for(lambda: _routable(producer), what="the restarted broker's route")
+            await producer.instance.route("TxCrash")
+            await producer.instance.heartbeat_all()
+            got = await read_all(namesrv_addr, "TxCrash", "C2", expect=20, timeout=30)
+        bodies = sorted(m.body.decode() for m in got)
+        kinds = [("commit", "rollback", "unknown")[i % 3] for i in range(30)]
+        expected = sorted(f"{k}-{i}" for i, k in enumerate(kinds) if k != "rollback")
+        assert bodies == expected  # each exactly once
+    finally:
+        broker.stop()
+        await namesrv.stop()
+
+
+async def _routable(producer: TransactionProducer) -> bool:
+    try:
+        route = await producer.instance.refresh_route("TBW102")
+    except Exception:
+        return False
+    return bool(route.write_queues)
