@@ -196,14 +196,15 @@ class TransactionService:
         checks = []
         end = self.store.get_max_offset(HALF_TOPIC, 0)  # copies made now land past it: next pass
         for msg in self._read(HALF_TOPIC, self.half_cursor, end):
-            origin = _origin(msg)
-            is_copy = msg.queue_offset != origin
+            offset, origin = msg.queue_offset, _origin(msg)
             if origin in self.ended:
-                self._passed(origin, is_copy)
+                self._passed(offset, origin)
                 continue
             props = msg.properties
             immunity = _int(props.get(CHECK_IMMUNITY), 0) * 1000 or self.timeout_ms
-            if now - msg.born_timestamp < immunity:
+            if (
+                now - min(msg.born_timestamp, msg.store_timestamp) < immunity
+            ):  # a producer's clock may run ahead
                 break  # later half messages are younger still
             times = _int(props.get(Prop.TRANSACTION_CHECK_TIMES), 0)
             if times >= self.check_max:
@@ -219,14 +220,14 @@ class TransactionService:
                 msg.commitlog_offset, msg.queue_offset = result.wrote_offset, result.queue_offset
                 msg.store_timestamp = result.store_timestamp
                 checks.append(msg)
-            self._passed(origin, is_copy)
+            self._passed(offset, origin)
         self._prune()
         return checks
 
-    def _passed(self, origin: int, is_copy: bool) -> None:
-        """The cursor moves past a half message of transaction `origin`."""
-        self.half_cursor += 1
-        if is_copy:
+    def _passed(self, offset: int, origin: int) -> None:
+        """The cursor moves past the half message at `offset`, of transaction `origin`."""
+        self.half_cursor = offset + 1
+        if offset != origin:  # a copy
             left = self.copies_ahead.get(origin, 0) - 1
             if left > 0:
                 self.copies_ahead[origin] = left
