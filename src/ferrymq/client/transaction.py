@@ -20,9 +20,11 @@ import weakref
 from collections.abc import Awaitable, Callable
 from typing import Any
 
+from ferrymq.client.hooks import EndTransactionHook, hooked_send
 from ferrymq.client.instance import ClientInstance
 from ferrymq.client.message import Message, SendResult, SendStatus
 from ferrymq.client.producer import Producer, SendError
+from ferrymq.client.trace import EndTransactionTracer
 from ferrymq.net import Connection, RemotingError
 from ferrymq.protocol.codes import RequestCode
 from ferrymq.protocol.errors import ProtocolError
@@ -69,9 +71,9 @@ class TransactionProducer(Producer):
         super().__init__(group, namesrv_addr, **options)
         self.checker = checker
         self._heartbeated: set[str] = set()
-        self.end_hooks: list[
-            Callable[[MessageExt | Message, SendResult | None, TransactionState, bool], None]
-        ] = []
+        self.end_hooks: list[EndTransactionHook] = []
+        if self.trace is not None:
+            self.end_hooks.append(EndTransactionTracer(self.trace, group))
 
     async def start(self) -> None:
         await super().start()
@@ -97,28 +99,24 @@ class TransactionProducer(Producer):
         half = dataclasses.replace(
             message, properties={**message.properties, Prop.TRAN_MSG: "true", Prop.PGROUP: self.group}
         )
-        body, props, sys_flag, uniq = self._prepare(half)
-        result = await self._send(
-            message.topic,
-            body,
-            props,
-            message.flag,
-            sys_flag | TRANSACTION_PREPARED_TYPE,
-            False,
-            None,
-            half,
-            None,
-        )
-        result.msg_id = uniq
+        result = await hooked_send(self.send_hooks, [half], self._send_half(half))
         state, remark = TransactionState.ROLLBACK_MESSAGE, None
         if result.status is SendStatus.SEND_OK:
             state, remark = await _run(local_transaction, message, arg)
         addr = (await self.instance.route(message.topic)).masters.get(result.message_queue.broker_name)
         if addr is not None:
             await self._end(addr, result, message.topic, state, remark)
-        for hook in self.end_hooks:
-            hook(half, result, state, False)
+            for hook in self.end_hooks:
+                hook(message, result.msg_id, addr, result.msg_id, state, False)
         return TransactionSendResult(**vars(result), local_transaction_state=state)
+
+    async def _send_half(self, half: Message) -> SendResult:
+        body, props, sys_flag, uniq = self._prepare(half)
+        result = await self._send(
+            half.topic, body, props, half.flag, sys_flag | TRANSACTION_PREPARED_TYPE, False, None, half, None
+        )
+        result.msg_id = uniq
+        return result
 
     async def _end(self, addr: str, result: SendResult, topic: str, state: TransactionState, remark) -> None:
         _, _, commit_log_offset = parse_offset_msg_id(result.offset_msg_id)
@@ -158,7 +156,7 @@ class TransactionProducer(Producer):
         except RemotingError as e:
             log.warning("cannot answer the check of %s: %s", header.transaction_id, e)
         for hook in self.end_hooks:
-            hook(msg, None, state, True)
+            hook(msg, end.msg_id, conn.remote_address, header.transaction_id or "", state, True)
 
 
 def _checker_for(instance: ClientInstance):
