@@ -133,11 +133,15 @@ async def produce(
     inflight: int,
     progress: Progress,
     cpu: CpuMeter,
+    trace: bool = False,
 ) -> dict:
-    """Send `count` messages, `batch` per request (1: one SEND_MESSAGE_V2 each), `inflight` at once."""
+    """Send `count` messages, `batch` per request (1: one SEND_MESSAGE_V2 each), `inflight` at once.
+
+    With `trace`, the producer writes message trace (Pub records) to RMQ_SYS_TRACE_TOPIC as well.
+    """
     body = os.urandom(body_size)
     done = 0
-    async with Producer("ferrymq-bench", namesrv) as producer:
+    async with Producer("ferrymq-bench", namesrv, enable_trace=trace) as producer:
         await producer.send(Message(topic, body))  # route and connection ready before the clock
         started = time.perf_counter()
 
@@ -155,8 +159,13 @@ async def produce(
 
         await asyncio.gather(*(worker() for _ in range(inflight)))
         seconds = time.perf_counter() - started
-    name = f"produce batch={batch} inflight={inflight}"
-    return {**_figures(name, count, body_size, seconds), **cpu.result()}
+        cpu_figures = cpu.result()
+    name = f"produce batch={batch} inflight={inflight}" + (" trace" if trace else "")
+    traced = {}
+    if producer.trace is not None:  # written by the end of shutdown (which drains the buffer)
+        traced = {"trace_written": producer.trace.written, "trace_dropped": producer.trace.dropped,
+                  "trace_failed": producer.trace.failed}  # fmt: skip
+    return {**_figures(name, count, body_size, seconds), **cpu_figures, **traced}
 
 
 async def consume(

@@ -123,8 +123,9 @@ _save_opt = click.option(
 @_body
 @click.option("--batch", default=32, show_default=True, help="Messages per request (1: one send each).")
 @click.option("--inflight", default=8, show_default=True, help="Requests in flight at once.")
+@click.option("--trace", is_flag=True, help="Enable message trace on the producer (its cost is the point).")
 @_save_opt
-def bench_produce(namesrv, topic, count, body_size, batch, inflight, save) -> None:
+def bench_produce(namesrv, topic, count, body_size, batch, inflight, trace, save) -> None:
     """Produce with acknowledgements through the SDK."""
     from ferrymq.bench.client import produce
 
@@ -135,10 +136,13 @@ def bench_produce(namesrv, topic, count, body_size, batch, inflight, save) -> No
         "body_size": body_size,
         "batch": batch,
         "inflight": inflight,
+        "trace": trace,
     }
     _client_bench(
         "produce",
-        lambda ns, progress, meter: produce(ns, topic, count, body_size, batch, inflight, progress, meter()),
+        lambda ns, progress, meter: produce(
+            ns, topic, count, body_size, batch, inflight, progress, meter(), trace
+        ),
         save,
         params,
     )

@@ -43,7 +43,8 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 DEFAULT_REGION = "DefaultRegion"
-MAX_KEYS_BYTES = 16_000  # the KEYS property of one trace message; properties hold at most 32,767 bytes
+MAX_KEYS_BYTES = 24_000  # the KEYS property of one trace message; properties hold at most 32,767 bytes
+MAX_SENDS_IN_FLIGHT = 4
 CONSUME_SUCCESS, CONSUME_FAILED = 0, 4  # RocketMQ's ConsumeReturnType ordinals (SUCCESS, FAILED)
 
 
@@ -51,7 +52,7 @@ class TraceDispatcher:
     """A bounded buffer of trace records and the task that writes them to the trace topic."""
 
     def __init__(self, instance: ClientInstance, owner_group: str, topic: str | None = None, *,
-                 max_pending: int = 20_000, batch_records: int = 200, linger: float = 0.1):  # fmt: skip
+                 max_pending: int = 20_000, batch_records: int = 500, linger: float = 0.1):  # fmt: skip
         from ferrymq.client.producer import Producer  # the producer module creates dispatchers
 
         self.topic = topic or TRACE_TOPIC
@@ -68,6 +69,8 @@ class TraceDispatcher:
         self._wake = asyncio.Event()
         self._task: asyncio.Task | None = None
         self._stopping = False
+        self._sending = asyncio.Semaphore(MAX_SENDS_IN_FLIGHT)
+        self._in_flight: set[asyncio.Task] = set()
 
     def add(self, record: TraceRecord) -> None:
         """Queue a record; never blocks, drops (and counts) when the buffer is full."""
@@ -105,12 +108,22 @@ class TraceDispatcher:
             take = min(len(self._pending), self.batch_records)
             batch = [self._pending.popleft() for _ in range(take)]
             for message, count in _trace_messages(self.topic, batch):
-                try:
-                    await self.producer.send(message)
-                    self.written += count
-                except Exception as e:  # a trace is best effort: never let it stop the loop
-                    self.failed += count
-                    log.warning("trace: cannot write %d records to %s: %s", count, self.topic, e)
+                await self._sending.acquire()  # a few sends in flight keep up with a busy producer
+                task = asyncio.get_running_loop().create_task(self._send(message, count))
+                self._in_flight.add(task)
+                task.add_done_callback(self._in_flight.discard)
+        if self._in_flight:
+            await asyncio.gather(*self._in_flight)
+
+    async def _send(self, message: Message, count: int) -> None:
+        try:
+            await self.producer.send(message)
+            self.written += count
+        except Exception as e:  # a trace is best effort: never let it stop the writer
+            self.failed += count
+            log.warning("trace: cannot write %d records to %s: %s", count, self.topic, e)
+        finally:
+            self._sending.release()
 
 
 def _trace_messages(topic: str, records: list[TraceRecord]):

@@ -114,31 +114,46 @@ TraceRecord = PubRecord | SubBeforeRecord | SubAfterRecord | EndTransactionRecor
 # --- encoding -----------------------------------------------------------------------------------
 
 
-def _b(value: bool) -> str:
-    return "true" if value else "false"
+_BOOL = {True: "true", False: "false"}
 
 
-def _fields(record: TraceRecord) -> tuple:
-    r = record
-    if type(r) is PubRecord:
-        return (
-            "Pub", r.timestamp, r.region_id, r.group, r.topic, r.msg_id, r.tags, r.keys, r.store_host,
-            r.body_length, r.cost_time, int(r.msg_type), r.offset_msg_id, _b(r.success),
-        )  # fmt: skip
-    if type(r) is SubBeforeRecord:
-        return ("SubBefore", r.timestamp, r.region_id, r.group, r.request_id, r.msg_id, r.retry_times, r.keys)
-    if type(r) is SubAfterRecord:
-        return (
-            "SubAfter", r.request_id, r.msg_id, r.cost_time, _b(r.success), r.keys, r.context_code,
-            r.timestamp, r.group,
-        )  # fmt: skip
-    if type(r) is EndTransactionRecord:
-        return (
-            "EndTransaction", r.timestamp, r.region_id, r.group, r.topic, r.msg_id, r.tags, r.keys,
-            r.store_host, int(r.msg_type), r.transaction_id, r.transaction_state.value,
-            _b(r.from_transaction_check),
-        )  # fmt: skip
-    raise TypeError(f"not a trace record: {record!r}")
+def _pub_text(r: PubRecord) -> str:
+    return (
+        f"Pub\x01{r.timestamp}\x01{r.region_id}\x01{r.group}\x01{r.topic}\x01{r.msg_id}\x01{r.tags}\x01{r.keys}"
+        f"\x01{r.store_host}\x01{r.body_length}\x01{r.cost_time}\x01{r.msg_type.value}\x01{r.offset_msg_id}"
+        f"\x01{_BOOL[r.success]}\x02"
+    )
+
+
+def _sub_before_text(r: SubBeforeRecord) -> str:
+    return (
+        f"SubBefore\x01{r.timestamp}\x01{r.region_id}\x01{r.group}\x01{r.request_id}\x01{r.msg_id}"
+        f"\x01{r.retry_times}\x01{r.keys}\x02"
+    )
+
+
+def _sub_after_text(r: SubAfterRecord) -> str:
+    return (
+        f"SubAfter\x01{r.request_id}\x01{r.msg_id}\x01{r.cost_time}\x01{_BOOL[r.success]}\x01{r.keys}"
+        f"\x01{r.context_code}\x01{r.timestamp}\x01{r.group}\x02"
+    )
+
+
+def _end_transaction_text(r: EndTransactionRecord) -> str:
+    return (
+        f"EndTransaction\x01{r.timestamp}\x01{r.region_id}\x01{r.group}\x01{r.topic}\x01{r.msg_id}\x01{r.tags}"
+        f"\x01{r.keys}\x01{r.store_host}\x01{r.msg_type.value}\x01{r.transaction_id}"
+        f"\x01{r.transaction_state.value}\x01{_BOOL[r.from_transaction_check]}\x02"
+    )
+
+
+# record type -> (its writer, how many separators a well-formed record has)
+_WRITERS = {
+    PubRecord: (_pub_text, 14),
+    SubBeforeRecord: (_sub_before_text, 8),
+    SubAfterRecord: (_sub_after_text, 9),
+    EndTransactionRecord: (_end_transaction_text, 13),
+}
 
 
 def encode_record(record: TraceRecord) -> str:
@@ -147,10 +162,14 @@ def encode_record(record: TraceRecord) -> str:
     Raises ValueError when a text field contains a separator character: such a record could not be
     read back by anyone, so it is refused rather than written corrupt.
     """
-    text = CONTENT_SEP.join(map(str, _fields(record)))
-    if FIELD_SEP in text or text.count(CONTENT_SEP) != _FIELD_COUNTS[type(record)] - 1:
+    writer = _WRITERS.get(type(record))
+    if writer is None:
+        raise TypeError(f"not a trace record: {record!r}")
+    write, fields = writer
+    text = write(record)
+    if text.count(CONTENT_SEP) != fields - 1 or text.count(FIELD_SEP) != 1:
         raise ValueError("trace record fields must not contain the characters \\x01 or \\x02")
-    return text + FIELD_SEP
+    return text
 
 
 def encode_records(records: list[TraceRecord]) -> bytes:
@@ -226,7 +245,6 @@ def _end_transaction(f: list[str]) -> EndTransactionRecord:
     )  # fmt: skip
 
 
-_FIELD_COUNTS = {PubRecord: 14, SubBeforeRecord: 8, SubAfterRecord: 9, EndTransactionRecord: 13}
 # type name -> (fewest fields RocketMQ's decoder accepts, parser)
 _PARSERS = {
     "Pub": (13, _pub),
