@@ -43,7 +43,7 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 DEFAULT_REGION = "DefaultRegion"
-MAX_KEYS_BYTES = 24_000  # the KEYS property of one trace message; properties hold at most 32,767 bytes
+MAX_KEYS_BYTES = 24_000  # about the KEYS of one trace message: properties hold at most 32,767 bytes
 MAX_SENDS_IN_FLIGHT = 4
 CONSUME_SUCCESS, CONSUME_FAILED = 0, 4  # RocketMQ's ConsumeReturnType ordinals (SUCCESS, FAILED)
 
@@ -56,9 +56,10 @@ class TraceDispatcher:
         from ferrymq.client.producer import Producer  # the producer module creates dispatchers
 
         self.topic = topic or TRACE_TOPIC
-        self.producer = Producer(
-            f"{TRACE_PRODUCER_GROUP_PREFIX}-{owner_group}", ";".join(instance.namesrvs), instance=instance
-        )
+        self.producer = Producer(  # uncompressed: zlib would cost the client more than it saves the broker
+            f"{TRACE_PRODUCER_GROUP_PREFIX}-{owner_group}", ";".join(instance.namesrvs), instance=instance,
+            compress_msg_body_over_howmuch=MAX_TRACE_BODY,
+        )  # fmt: skip
         self.max_pending = max_pending
         self.batch_records = batch_records
         self.linger = linger
@@ -137,16 +138,13 @@ def _trace_messages(topic: str, records: list[TraceRecord]):
         except ValueError as e:
             log.warning("trace: record skipped: %s", e)
             continue
-        its_keys = [k for k in record_keys(record) if k]
-        if parts and (
-            size + len(text) > MAX_TRACE_BODY or keys_size + sum(map(len, its_keys)) > MAX_KEYS_BYTES
-        ):
+        if parts and (size + len(text) > MAX_TRACE_BODY or keys_size > MAX_KEYS_BYTES):
             yield Message(topic, "".join(parts).encode(), keys=list(keys)), len(parts)
             parts, keys, size, keys_size = [], {}, 0, 0
         parts.append(text)
         size += len(text)
-        for key in its_keys:
-            if key not in keys:
+        for key in record_keys(record) if record.keys else (record.msg_id,):
+            if key and key not in keys:
                 keys[key] = None
                 keys_size += len(key) + 1
     if parts:

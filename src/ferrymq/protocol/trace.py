@@ -49,8 +49,8 @@ class TransactionState(StrEnum):
     UNKNOW = "UNKNOW"
 
 
-class PubRecord(msgspec.Struct, frozen=True, kw_only=True):
-    """A send: written by the producer after the broker answered (or the send failed)."""
+class _ProducerSide(msgspec.Struct, frozen=True, kw_only=True):
+    """The fields Pub and EndTransaction records share: who sent what, where."""
 
     timestamp: int
     region_id: str
@@ -60,6 +60,11 @@ class PubRecord(msgspec.Struct, frozen=True, kw_only=True):
     tags: str
     keys: str
     store_host: str
+
+
+class PubRecord(_ProducerSide, frozen=True, kw_only=True):
+    """A send: written by the producer after the broker answered (or the send failed)."""
+
     body_length: int
     cost_time: int
     msg_type: MessageType
@@ -92,17 +97,9 @@ class SubAfterRecord(msgspec.Struct, frozen=True, kw_only=True):
     group: str = ""
 
 
-class EndTransactionRecord(msgspec.Struct, frozen=True, kw_only=True):
+class EndTransactionRecord(_ProducerSide, frozen=True, kw_only=True):
     """A transaction's end (commit, rollback or unknown), from the local callback or a check-back."""
 
-    timestamp: int
-    region_id: str
-    group: str
-    topic: str
-    msg_id: str
-    tags: str
-    keys: str
-    store_host: str
     msg_type: MessageType
     transaction_id: str
     transaction_state: TransactionState
