@@ -148,6 +148,26 @@ def bench_produce(namesrv, topic, count, body_size, batch, inflight, trace, save
     )
 
 
+@bench.command("transactions")
+@_namesrv
+@click.option("--count", default=50_000, show_default=True)
+@_body
+@click.option("--inflight", default=64, show_default=True, help="Transactions in flight at once.")
+@_save_opt
+def bench_transactions(namesrv, count, body_size, inflight, save) -> None:
+    """Transactional send + commit (half message, local transaction, END_TRANSACTION) through the SDK."""
+    from ferrymq.bench.client import transactions
+
+    topic = f"BenchTx{time.time_ns()}"
+    params = {"namesrv": namesrv, "count": count, "body_size": body_size, "inflight": inflight}
+    _client_bench(
+        "transactions",
+        lambda ns, progress, meter: transactions(ns, topic, count, body_size, inflight, progress, meter()),
+        save,
+        params,
+    )
+
+
 @bench.command("consume")
 @_namesrv
 @click.option("--count", default=200_000, show_default=True)
