@@ -18,7 +18,7 @@ from ferrymq.protocol.trace import (
     SubBeforeRecord,
     decode_records,
 )
-from tests.transaction.conftest import make_cluster, read_all, wait_for  # noqa: F401  (fixture)
+from tests.transaction.conftest import fast_checks, make_cluster, read_all, wait_for  # noqa: F401  (fixtures)
 
 
 async def test_produce_consume_and_admin_trace(make_cluster):  # noqa: F811
@@ -112,14 +112,19 @@ def _dispatcher_idle(dispatcher: TraceDispatcher) -> bool:
     return not dispatcher._pending
 
 
-async def test_custom_topic_transactions_and_dead_letters(make_cluster):  # noqa: F811
-    cluster = await make_cluster()  # trace_topic_enable off: the custom topic is auto-created on first write
+async def test_custom_topic_transactions_and_dead_letters(make_cluster, fast_checks):  # noqa: F811
+    cluster = await make_cluster(**fast_checks)  # no trace_topic_enable: the custom topic is auto-created
+
+    async def checker(message):  # an async checker, asked after the local transaction said UNKNOW
+        return LocalTransactionState.COMMIT_MESSAGE
+
     async with TransactionProducer(
-        "TXG", cluster.namesrv_addr, enable_trace=True, trace_topic="MyTrace"
+        "TXG", cluster.namesrv_addr, enable_trace=True, trace_topic="MyTrace", checker=checker
     ) as producer:
         result = await producer.send_message_in_transaction(
-            Message("TxTraced", b"t"), lambda m, a: LocalTransactionState.COMMIT_MESSAGE
+            Message("TxTraced", b"t"), lambda m, a: LocalTransactionState.UNKNOW
         )
+        await wait_for(lambda: len(producer.trace._pending) + producer.trace.written == 3, what="check-back")
     consumed = asyncio.Event()
     consumer = PushConsumer(
         "CG2", cluster.namesrv_addr, consume_from="first", enable_trace=True, trace_topic="MyTrace"
@@ -142,10 +147,13 @@ async def test_custom_topic_transactions_and_dead_letters(make_cluster):  # noqa
         trace = await message_trace(instance, result.msg_id, "MyTrace")
     finally:
         await instance.close()
-    [pub], [end] = trace.sends, trace.transaction
+    [pub], [unknown, committed] = trace.sends, trace.transaction
     assert pub.msg_type is MessageType.TRANS_HALF and pub.group == "TXG"
-    assert (end.transaction_state, end.from_transaction_check, end.store_host, end.group) == (
-        LocalTransactionState.COMMIT_MESSAGE, False, cluster.broker_addr, "TXG"
+    assert (unknown.transaction_state, unknown.from_transaction_check, unknown.store_host, unknown.group) == (
+        LocalTransactionState.UNKNOW, False, cluster.broker_addr, "TXG"
+    )  # fmt: skip
+    assert (committed.transaction_state, committed.from_transaction_check) == (
+        LocalTransactionState.COMMIT_MESSAGE, True
     )  # fmt: skip
     assert trace.groups["CG2"].dead_lettered and trace.stored.topic == "TxTraced"
 
