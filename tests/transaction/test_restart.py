@@ -3,6 +3,7 @@ stays invisible, and half messages left unknown are still checked back after the
 
 from __future__ import annotations
 
+import asyncio
 import os
 import signal
 
@@ -91,3 +92,51 @@ async def _routable(producer: TransactionProducer) -> bool:
     except Exception:
         return False
     return bool(route.write_queues)
+
+
+async def test_sigkill_in_the_middle_of_concurrent_transactions(tmp_path):
+    """The local transactions decide; the broker dies while sends and ENDs are in flight. After the
+    restart the check-back asks the same 'database', and consumers see exactly the committed ones."""
+    namesrv = NameServer(NamesrvConfig(listen_host="127.0.0.1", listen_port=0))
+    await namesrv.start()
+    namesrv_addr = f"127.0.0.1:{namesrv.port}"
+    port = free_port()
+    broker = start_broker(tmp_path, namesrv.port, port)
+    decided: dict[str, LocalTransactionState] = {}  # the application's own record of its transactions
+
+    def local_transaction(msg, arg):
+        decided[msg.body.decode()] = COMMIT if arg % 2 == 0 else ROLLBACK
+        return decided[msg.body.decode()]
+
+    def checker(msg):  # a transaction the application never ran was never committed
+        return decided.get(msg.body.decode(), ROLLBACK)
+
+    try:
+        async with TransactionProducer("TXK", namesrv_addr, checker=checker, send_timeout=2.0) as producer:
+            await wait_for(lambda: _routable(producer), what="the broker's route")
+            counter = iter(range(10_000))
+
+            async def sender() -> None:
+                for i in counter:
+                    try:
+                        await producer.send_message_in_transaction(
+                            Message("TxKill", f"tx-{i}".encode()), local_transaction, i
+                        )
+                    except Exception:
+                        return  # the broker is gone
+
+            senders = [asyncio.get_running_loop().create_task(sender()) for _ in range(8)]
+            await wait_for(lambda: len(decided) >= 60, what="some transactions")
+            broker.proc.send_signal(signal.SIGKILL)
+            await asyncio.gather(*senders)
+            broker.proc.wait(10)
+            broker = start_broker(tmp_path, namesrv.port, port)
+            await wait_for(lambda: _routable(producer), what="the restarted broker's route")
+            await producer.instance.heartbeat_all()  # so the restarted broker can check back at once
+            committed = {body for body, state in decided.items() if state is COMMIT}
+            got = await read_all(namesrv_addr, "TxKill", "C1", expect=len(committed), timeout=40)
+        bodies = [m.body.decode() for m in got]
+        assert sorted(bodies) == sorted(committed)  # none lost, none doubled, no rolled-back one
+    finally:
+        broker.stop()
+        await namesrv.stop()
