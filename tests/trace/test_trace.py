@@ -158,6 +158,20 @@ async def test_custom_topic_transactions_and_dead_letters(make_cluster, fast_che
     assert trace.groups["CG2"].dead_lettered and trace.stored.topic == "TxTraced"
 
 
+async def test_a_failing_hook_does_not_fail_the_send(make_cluster):  # noqa: F811
+    cluster = await make_cluster()
+    seen = []
+
+    def broken(messages, result, started_ms, cost_ms):
+        seen.append(result.msg_id)
+        raise RuntimeError("hook bug")
+
+    async with Producer("PG", cluster.namesrv_addr) as producer:
+        producer.send_hooks.append(broken)
+        result = await producer.send(Message("Hooked", b"x"))
+    assert seen == [result.msg_id]
+
+
 def test_bounded_buffer_drops_and_counts():
     from ferrymq.client.instance import ClientInstance
 

@@ -1,11 +1,12 @@
 """The hook points of producers and push consumers (RocketMQ's SendMessageHook / ConsumeMessageHook).
 
-Hooks are plain synchronous calls on the event loop, made after the fact: they must be quick and
-must not raise (message trace only appends a record to a buffer).
+Hooks are plain synchronous calls on the event loop, made after the fact: they must be quick (message
+trace only appends a record to a buffer); one that raises is logged and does not fail the call.
 """
 
 from __future__ import annotations
 
+import logging
 import time
 from collections.abc import Awaitable, Sequence
 from typing import TYPE_CHECKING, Any, Protocol
@@ -13,6 +14,8 @@ from typing import TYPE_CHECKING, Any, Protocol
 if TYPE_CHECKING:
     from ferrymq.client.message import Message, MessageExt, SendResult
     from ferrymq.protocol.trace import TransactionState
+
+log = logging.getLogger(__name__)
 
 
 class SendHook(Protocol):
@@ -49,18 +52,27 @@ async def hooked_send(
         started_ms = started_ns // 1_000_000
         cost_ms = (time.time_ns() - started_ns) // 1_000_000
         for hook in hooks:
-            hook(messages, result, started_ms, cost_ms)
+            call_hook(hook, messages, result, started_ms, cost_ms)
 
 
 async def hooked_consume(
     hooks: list[ConsumeHook], group: str, messages: list, consume: Awaitable[bool]
 ) -> bool:
     """Await the listener call `consume` between every hook's `before` and `after`."""
-    contexts = [hook.before(group, messages) for hook in hooks]
+    contexts = [call_hook(hook.before, group, messages) for hook in hooks]
     success = False
     try:
         success = await consume
         return success
     finally:
         for hook, context in zip(hooks, contexts, strict=True):
-            hook.after(context, success)
+            call_hook(hook.after, context, success)
+
+
+def call_hook(call, *args) -> Any:
+    """A hook's failure is logged, never the send's or the consume's (None stands for its answer)."""
+    try:
+        return call(*args)
+    except Exception:
+        log.exception("hook %r failed", call)
+        return None

@@ -20,7 +20,7 @@ import weakref
 from collections.abc import Awaitable, Callable
 from typing import Any
 
-from ferrymq.client.hooks import EndTransactionHook, hooked_send
+from ferrymq.client.hooks import EndTransactionHook, call_hook, hooked_send
 from ferrymq.client.instance import ClientInstance
 from ferrymq.client.message import Message, SendResult, SendStatus
 from ferrymq.client.producer import Producer, SendError
@@ -107,7 +107,7 @@ class TransactionProducer(Producer):
         if addr is not None:
             await self._end(addr, result, message.topic, state, remark)
             for hook in self.end_hooks:
-                hook(message, result.msg_id, addr, result.msg_id, state, False)
+                call_hook(hook, message, result.msg_id, addr, result.msg_id, state, False)
         return TransactionSendResult(**vars(result), local_transaction_state=state)
 
     async def _send_half(self, half: Message) -> SendResult:
@@ -156,7 +156,7 @@ class TransactionProducer(Producer):
         except RemotingError as e:
             log.warning("cannot answer the check of %s: %s", header.transaction_id, e)
         for hook in self.end_hooks:
-            hook(msg, end.msg_id, conn.remote_address, header.transaction_id or "", state, True)
+            call_hook(hook, msg, end.msg_id, conn.remote_address, header.transaction_id or "", state, True)
 
 
 def _checker_for(instance: ClientInstance):
