@@ -22,7 +22,7 @@ from tests.transaction.conftest import fast_checks, make_cluster, read_all, wait
 
 
 async def test_produce_consume_and_admin_trace(make_cluster):  # noqa: F811
-    cluster = await make_cluster(trace_topic_enable=True)
+    cluster = await make_cluster(trace_topic_enable=True, region_id="Hangzhou")
     assert cluster.broker.topics.get(TRACE_TOPIC).write_queue_nums == 1  # created at start
     failures = []
 
@@ -52,6 +52,7 @@ async def test_produce_consume_and_admin_trace(make_cluster):  # noqa: F811
         for r in decode_records(m.body)
     ]
     pub = next(r for r in records if isinstance(r, PubRecord))
+    assert pub.region_id == "Hangzhou"
     assert (pub.group, pub.topic, pub.msg_id, pub.tags, pub.keys) == (
         "PG",
         "Traced",
@@ -156,6 +157,13 @@ async def test_custom_topic_transactions_and_dead_letters(make_cluster, fast_che
         LocalTransactionState.COMMIT_MESSAGE, True
     )  # fmt: skip
     assert trace.groups["CG2"].dead_lettered and trace.stored.topic == "TxTraced"
+
+
+async def test_a_broker_with_trace_off_gets_no_pub_records(make_cluster):  # noqa: F811
+    cluster = await make_cluster(trace_on=False)
+    async with Producer("PG", cluster.namesrv_addr, enable_trace=True) as producer:
+        await producer.send(Message("Untraced", b"x"))
+    assert (producer.trace.written, producer.trace.dropped) == (0, 0)
 
 
 async def test_a_failing_hook_does_not_fail_the_send(make_cluster):  # noqa: F811

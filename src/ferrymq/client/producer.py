@@ -11,6 +11,7 @@ producers do.
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import logging
 import time
 import zlib
@@ -273,7 +274,10 @@ class Producer:
                 if status is not None:
                     self.avoidance.succeeded(mq.broker_name, time.monotonic() - started)
                     ext = response.ext_fields
-                    return SendResult(status, "", ext.get("msgId", ""), mq, int(ext.get("queueOffset", -1)))
+                    return SendResult(
+                        status, "", ext.get("msgId", ""), mq, int(ext.get("queueOffset", -1)),
+                        ext.get("MSG_REGION", "DefaultRegion"), ext.get("TRACE_ON") != "false",
+                    )  # fmt: skip
                 last_error = SendError(f"broker {mq.broker_name} refused: {response.remark}", response.code)
                 if response.code not in _RETRY_CODES:
                     raise last_error
@@ -332,7 +336,9 @@ class _Batcher:
                 offset_id = offset_ids[i] if i < len(offset_ids) else ""
                 queue_offset = result.queue_offset + i
                 future.set_result(
-                    SendResult(result.status, uniq_keys[i], offset_id, result.message_queue, queue_offset)
+                    dataclasses.replace(
+                        result, msg_id=uniq_keys[i], offset_msg_id=offset_id, queue_offset=queue_offset
+                    )
                 )
 
     async def flush_all(self) -> None:

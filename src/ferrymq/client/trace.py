@@ -170,7 +170,7 @@ class SendTracer:
         self.instance = instance
 
     def __call__(self, messages: Sequence[Message], result: SendResult | None, started_ms: int, cost_ms: int):
-        if result is None or messages[0].topic == self.dispatcher.topic:
+        if result is None or not result.trace_on or messages[0].topic == self.dispatcher.topic:
             return
         topic = messages[0].topic
         route = self.instance.routes.get(topic)
@@ -181,7 +181,7 @@ class SendTracer:
         add = self.dispatcher.add
         for i, message in enumerate(messages):
             add(PubRecord(
-                timestamp=started_ms, region_id=DEFAULT_REGION, group=self.group, topic=topic,
+                timestamp=started_ms, region_id=result.region_id, group=self.group, topic=topic,
                 msg_id=ids[i] if i < len(ids) else "", tags=message.tags or "", keys=_keys(message.keys),
                 store_host=store_host, body_length=len(message.body), cost_time=cost,
                 msg_type=_msg_type(message), offset_msg_id=offset_ids[i] if i < len(offset_ids) else "",
