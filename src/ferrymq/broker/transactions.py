@@ -17,6 +17,7 @@ What must be remembered is small: the origins ended whose copies the cursor has 
 
 from __future__ import annotations
 
+import functools
 import logging
 import time
 from typing import TYPE_CHECKING
@@ -165,7 +166,7 @@ class TransactionService:
         result = self.store.put_message(
             topic, queue_id, msg.body, encode_properties(props), flag=msg.flag,
             sys_flag=msg.sys_flag if sys_flag is None else sys_flag, born_timestamp=msg.born_timestamp,
-            born_host=pack_host(*msg.born_host), reconsume_times=msg.reconsume_times,
+            born_host=_packed_host(msg.born_host), reconsume_times=msg.reconsume_times,
             prepared_transaction_offset=prepared_transaction_offset,
         )  # fmt: skip
         return self._written(result, topic)
@@ -277,6 +278,12 @@ class TransactionService:
             "transactionHalfPending": str(self.store.get_max_offset(HALF_TOPIC, 0) - self.half_cursor),
             "transactionDiscarded": str(self.store.get_max_offset(CHECK_MAX_TIME_TOPIC, 0)),
         }
+
+
+@functools.lru_cache(maxsize=4096)
+def _packed_host(host: tuple[str, int]) -> bytes:
+    """The record form of a producer's address (few producers, many transactions: cached)."""
+    return pack_host(*host)
 
 
 def _origin(msg: MessageExt) -> int:
