@@ -4,7 +4,6 @@ stays invisible, and half messages left unknown are still checked back after the
 from __future__ import annotations
 
 import asyncio
-import os
 import signal
 
 import pytest
@@ -26,22 +25,27 @@ COMMIT, ROLLBACK, UNKNOW = (
 OUTCOME = {"commit": COMMIT, "rollback": ROLLBACK, "unknown": UNKNOW}
 
 
+BROKER_TOML = """
+transaction_check_interval = 300
+transaction_timeout = 500
+transaction_check_max = 1000
+mapped_file_size_commit_log = 16777216
+mapped_file_size_consume_queue = 20000
+max_hash_slot_num = 1024
+max_index_num = 10000
+"""
+
+
 def start_broker(tmp_path, namesrv_port: int, port: int) -> ServerProcess:
-    os.environ.update(
-        FERRYMQ_TRANSACTION_CHECK_INTERVAL="300", FERRYMQ_TRANSACTION_TIMEOUT="500",
-        FERRYMQ_TRANSACTION_CHECK_MAX="1000",
+    """A broker process with short check-back settings and small files (the disk is shared)."""
+    config = tmp_path / "broker.toml"
+    config.write_text(BROKER_TOML)
+    broker = ServerProcess(
+        "broker",
+        ["-c", str(config), "--namesrv", f"127.0.0.1:{namesrv_port}", "--listen", f"127.0.0.1:{port}",
+         "--store-dir", str(tmp_path / "store")],
+        tmp_path,
     )  # fmt: skip
-    try:
-        broker = ServerProcess(
-            "broker",
-            ["--namesrv", f"127.0.0.1:{namesrv_port}", "--listen", f"127.0.0.1:{port}",
-             "--store-dir", str(tmp_path / "store")],
-            tmp_path,
-        )  # fmt: skip
-    finally:
-        for name in ("INTERVAL", "TIMEOUT", "MAX"):
-            os.environ.pop(f"FERRYMQ_TRANSACTION_CHECK_{name}", None)
-        os.environ.pop("FERRYMQ_TRANSACTION_TIMEOUT", None)
     broker.wait_listening(f"127.0.0.1:{port}")
     return broker
 
