@@ -19,10 +19,12 @@ from ferrymq.broker.processors.clients import ClientProcessor, notify_ids_change
 from ferrymq.broker.processors.offsets import OffsetProcessor
 from ferrymq.broker.processors.pull import PullProcessor
 from ferrymq.broker.processors.send import SendProcessor
+from ferrymq.broker.processors.transaction import EndTransactionProcessor
 from ferrymq.broker.registrar import NameServerRegistrar
 from ferrymq.broker.replicas import ReplicasManager
 from ferrymq.broker.slave_sync import SlaveSynchronizer
 from ferrymq.broker.topics import TopicConfigManager
+from ferrymq.broker.transactions import TransactionService
 from ferrymq.ha.client import HAClient
 from ferrymq.ha.master import HAService
 from ferrymq.net import Connection, RemotingClient, RemotingServer
@@ -54,7 +56,8 @@ class Broker:
         self.ha_client: HAClient | None = None
         self.slave_sync = SlaveSynchronizer(self)
         self._role_lock = asyncio.Lock()
-        for processor in (SendProcessor, PullProcessor, OffsetProcessor, ClientProcessor, AdminProcessor):
+        for processor in (SendProcessor, PullProcessor, OffsetProcessor, ClientProcessor, AdminProcessor,
+                          EndTransactionProcessor):  # fmt: skip
             processor(self).register(self.server)
         self.server.on_connection_closed(self._connection_closed)
 
@@ -102,6 +105,10 @@ class Broker:
         self.offsets = ConsumerOffsetManager(config_dir)
         self.groups = SubscriptionGroupManager(config_dir, config.auto_create_subscription_group)
         self.epochs = EpochFile(config.store.store_path_root_dir / EPOCH_FILE)
+        if config.trace_topic_enable:
+            self.topics.ensure(config.msg_trace_topic_name, 1)
+        self.transactions = TransactionService(self)
+        self.transactions.load()
         self.client = RemotingClient()
         self.registrar = NameServerRegistrar(self, self.client)
         self.hold.attach(asyncio.get_running_loop())
@@ -128,6 +135,7 @@ class Broker:
         self._every(config.flush_consumer_offset_interval / 1000, self._persist_offsets)
         self._every(10.0, self._expire_clients)
         self._every(10.0, self.slave_sync.sync)
+        self._every(config.transaction_check_interval / 1000, self._check_transactions)
         log.info(
             "broker %s listening on %s, store %s",
             config.broker_name,
@@ -243,6 +251,10 @@ class Broker:
         if self._registration is None or self._registration.done():
             self._registration = asyncio.get_running_loop().create_task(self.registrar.register_all())
 
+    async def _check_transactions(self) -> None:
+        if self.is_master:  # check-backs are the master's job; a promoted slave takes it over
+            await self.transactions.check()
+
     async def _persist_offsets(self) -> None:
         self.offsets.persist()
 
@@ -274,6 +286,7 @@ class Broker:
             "pullHoldingCount": str(self.hold.waiting()),
             "diskFull": str(store.disk_full).lower(),
             "haServerAddr": self.config.ha_addr,
+            **self.transactions.stats(),
         }
 
 

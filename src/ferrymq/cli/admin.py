@@ -110,3 +110,6 @@ from ferrymq.cli.admin_ha import cluster, elect_master  # noqa: E402  (they impo
 
 admin.add_command(cluster)
 admin.add_command(elect_master)
+from ferrymq.cli.admin_trace import trace  # noqa: E402  (it builds on this module)
+
+admin.add_command(trace)
