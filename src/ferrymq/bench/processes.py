@@ -229,7 +229,7 @@ class ProcessCluster:
                     "--data-dir", str(root / "controllers" / node), "--scan-interval", "300"]  # fmt: skip
             self.procs[node] = Proc(node, args, self.logs, {}, [])
         settings = {
-            "controller_heart_beat_timeout_mills": 3000,
+            "controller_heart_beat_timeout_mills": 4000,  # > 2 × the controllers' 1.4 s election timeout
             "broker_heartbeat_interval": 300,
             "ha_max_time_slave_not_catchup": 3000,
             "all_ack_in_sync_state_set": "true",

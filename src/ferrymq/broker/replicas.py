@@ -10,6 +10,8 @@ Fencing: a master acknowledges writes only while it holds a lease: a tick in whi
 leader took its heartbeat and confirmed it as master of its epoch renews the lease for half the
 heartbeat timeout from the tick's start. The controllers replace a master only after a full timeout
 without heartbeats, so by then the old master has stopped acknowledging — whatever it still believes.
+(A controller leader cut off from its quorum steps down within the Raft election timeout, 1.4 s, so
+`controller_heart_beat_timeout_mills` must exceed twice that; RocketMQ's default 10 s does.)
 """
 
 from __future__ import annotations

@@ -61,7 +61,9 @@ class RaftGroup:
             journalFile=str(data_dir / "raft.journal"),
             raftMinTimeout=election_timeout[0],
             raftMaxTimeout=election_timeout[1],
-            leaderFallbackTimeout=3 * election_timeout[1],  # a cut-off leader steps down soon
+            # A leader cut off from its quorum steps down within this, so it cannot keep confirming a
+            # broker master for long after the others elected a new one (see broker/replicas.py).
+            leaderFallbackTimeout=election_timeout[1],
             useFork=False,  # never fork a process that runs an event loop
             onStateChanged=lambda _old, _new: on_leadership_change(),
             dynamicMembershipChange=False,
