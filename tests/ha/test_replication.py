@@ -89,3 +89,19 @@ async def test_eventually_is_bounded():
     except AssertionError:
         return
     raise AssertionError("eventually() must give up")
+
+
+async def test_default_ha_port_falls_back_to_a_free_one_when_listen_port_plus_one_is_taken(group):
+    for _ in range(10):  # bounded: look for a free port p whose p + 1 we can hold
+        with socket.socket() as taken:
+            taken.bind(("127.0.0.1", 0))
+            port = taken.getsockname()[1] - 1
+            try:
+                with socket.socket() as probe:
+                    probe.bind(("127.0.0.1", port))
+            except OSError:
+                continue
+            broker = await group.start("m", listen_port=port, ha_listen_port=-1)
+            assert broker.config.ha_listen_port not in (port + 1, 0)
+            return
+    raise AssertionError("found no free port pair")
