@@ -194,7 +194,9 @@ class Broker:
         """
         if role not in ("master", "slave"):
             raise ValueError(f"role must be 'master' or 'slave', not {role!r}")
-        if role == "slave":
+        if role == "master" and self.is_master and (epoch, broker_id) == (self.epoch, self.config.broker_id):
+            return  # told again (controllers repeat themselves): replicas and waiting sends stay
+        if role == "slave" and epoch >= self.epoch:
             self.role = "slave"  # before any await: no write is taken from here on
             self.ha.step_down()
         async with self._role_lock:
