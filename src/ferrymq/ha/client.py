@@ -108,7 +108,7 @@ class HAClient:
         writer.write(ack(store.commitlog.max_offset))
         self.connected = True
         log.info("replicating from %s at offset %d", self.master_ha_addr, store.commitlog.max_offset)
-        last_ack = time.monotonic()
+        last_ack = heard = time.monotonic()
         while True:
             reported = store.commitlog.max_offset
             for frame in frames:
@@ -124,12 +124,13 @@ class HAClient:
             try:
                 data = await asyncio.wait_for(reader.read(1 << 18), min(heartbeat, housekeeping))
             except TimeoutError:
-                if time.monotonic() - last_ack > housekeeping:
+                if time.monotonic() - heard > housekeeping:  # a live master heartbeats well within this
                     raise
                 frames = []
                 continue
             if not data:
                 raise ConnectionError("the master closed the connection")
+            heard = time.monotonic()
             frames = decoder.feed(data)
 
     async def _truncate(self, hello: MasterHandshake) -> None:
