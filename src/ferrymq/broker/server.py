@@ -19,11 +19,13 @@ from ferrymq.broker.processors.clients import ClientProcessor, notify_ids_change
 from ferrymq.broker.processors.offsets import OffsetProcessor
 from ferrymq.broker.processors.pull import PullProcessor
 from ferrymq.broker.processors.send import SendProcessor
+from ferrymq.broker.processors.transaction import EndTransactionProcessor
 from ferrymq.broker.registrar import NameServerRegistrar
 from ferrymq.broker.slave_sync import SlaveSynchronizer
 from ferrymq.broker.topics import TopicConfigManager
 from ferrymq.ha.client import HAClient
 from ferrymq.ha.master import HAService
+from ferrymq.broker.transactions import TransactionService
 from ferrymq.net import Connection, RemotingClient, RemotingServer
 from ferrymq.store import MessageStore, StoreError
 from ferrymq.store.epoch import FILE_NAME as EPOCH_FILE
@@ -52,7 +54,8 @@ class Broker:
         self.ha_client: HAClient | None = None
         self.slave_sync = SlaveSynchronizer(self)
         self._role_lock = asyncio.Lock()
-        for processor in (SendProcessor, PullProcessor, OffsetProcessor, ClientProcessor, AdminProcessor):
+        for processor in (SendProcessor, PullProcessor, OffsetProcessor, ClientProcessor, AdminProcessor,
+                          EndTransactionProcessor):  # fmt: skip
             processor(self).register(self.server)
         self.server.on_connection_closed(self._connection_closed)
 
@@ -97,6 +100,10 @@ class Broker:
         self.offsets = ConsumerOffsetManager(config_dir)
         self.groups = SubscriptionGroupManager(config_dir, config.auto_create_subscription_group)
         self.epochs = EpochFile(config.store.store_path_root_dir / EPOCH_FILE)
+        if config.trace_topic_enable:
+            self.topics.ensure(config.msg_trace_topic_name, 1)
+        self.transactions = TransactionService(self)
+        self.transactions.load()
         self.client = RemotingClient()
         self.registrar = NameServerRegistrar(self, self.client)
         self.hold.attach(asyncio.get_running_loop())
@@ -119,6 +126,7 @@ class Broker:
         self._every(config.flush_consumer_offset_interval / 1000, self._persist_offsets)
         self._every(10.0, self._expire_clients)
         self._every(10.0, self.slave_sync.sync)
+        self._every(config.transaction_check_interval / 1000, self._check_transactions)
         log.info(
             "broker %s listening on %s, store %s",
             config.broker_name,
@@ -250,6 +258,10 @@ class Broker:
         if self._registration is None or self._registration.done():
             self._registration = asyncio.get_running_loop().create_task(self.registrar.register_all())
 
+    async def _check_transactions(self) -> None:
+        if self.is_master:  # only a master checks back half messages (a slave takes no writes)
+            await self.transactions.check()
+
     async def _persist_offsets(self) -> None:
         self.offsets.persist()
 
@@ -280,6 +292,7 @@ class Broker:
             "runtime": f"{int(time.time() - self.started_at)} s",
             "pullHoldingCount": str(self.hold.waiting()),
             "diskFull": str(store.disk_full).lower(),
+            **self.transactions.stats(),
         }
 
 
