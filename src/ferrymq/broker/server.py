@@ -23,9 +23,9 @@ from ferrymq.broker.processors.transaction import EndTransactionProcessor
 from ferrymq.broker.registrar import NameServerRegistrar
 from ferrymq.broker.slave_sync import SlaveSynchronizer
 from ferrymq.broker.topics import TopicConfigManager
+from ferrymq.broker.transactions import TransactionService
 from ferrymq.ha.client import HAClient
 from ferrymq.ha.master import HAService
-from ferrymq.broker.transactions import TransactionService
 from ferrymq.net import Connection, RemotingClient, RemotingServer
 from ferrymq.store import MessageStore, StoreError
 from ferrymq.store.epoch import FILE_NAME as EPOCH_FILE
