@@ -87,9 +87,24 @@ async def test_stale_role_changes_are_ignored_and_demotion_fails_waiting_sends(g
     a = await group.start("a", broker_id=1, all_ack_in_sync_state_set=True, **CONTROLLER)
     await make_master(a, 1, epoch=4)
     await make_master(a, 1, epoch=3)  # older: ignored
-    assert a.epoch == 4 and a.epochs.last_epoch == 4
+    await a.change_role("slave", broker_id=1, epoch=2, master_addr=None, master_ha_addr=None)  # ignored
+    assert a.epoch == 4 and a.epochs.last_epoch == 4 and a.is_master
     a.ha.set_sync_state_set({1, 2}, epoch=1)  # a member that never acks
     pending = asyncio.ensure_future(group.send(a, b"never-acked"))
     await eventually(lambda: a.ha._waiters, what="the send to wait")
     await a.change_role("slave", broker_id=1, epoch=5, master_addr=None, master_ha_addr=None)
     assert (await pending).code == ResponseCode.FLUSH_SLAVE_TIMEOUT  # never SUCCESS from a stale master
+
+
+async def test_being_told_the_same_role_again_changes_nothing(group):
+    a = await group.start("a", broker_id=1, **CONTROLLER)
+    b = await group.start("b", broker_id=2, **CONTROLLER)
+    await make_master(a, 1, epoch=1)
+    await make_slave(b, 2, 1, a)
+    await eventually(lambda: 2 in a.ha.connections, what="the slave to attach")
+    attached = a.ha.connections[2]
+    client = b.ha_client
+    await make_master(a, 1, epoch=1)
+    await make_slave(b, 2, 1, a)
+    assert a.ha.connections.get(2) is attached and b.ha_client is client
+    assert a.epochs.entries == [EpochEntry(1, 0)]

@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import socket
 
+from ferrymq.ha.wire import master_handshake
 from ferrymq.protocol.bodies import TopicRouteData, decode_body
 from ferrymq.protocol.codes import RequestCode, ResponseCode
 from ferrymq.protocol.remoting import RemotingCommand
@@ -89,3 +90,37 @@ async def test_eventually_is_bounded():
     except AssertionError:
         return
     raise AssertionError("eventually() must give up")
+
+
+async def test_default_ha_port_falls_back_to_a_free_one_when_listen_port_plus_one_is_taken(group):
+    for _ in range(10):  # bounded: look for a free port p whose p + 1 we can hold
+        with socket.socket() as taken:
+            taken.bind(("127.0.0.1", 0))
+            port = taken.getsockname()[1] - 1
+            try:
+                with socket.socket() as probe:
+                    probe.bind(("127.0.0.1", port))
+            except OSError:
+                continue
+            broker = await group.start("m", listen_port=port, ha_listen_port=-1)
+            assert broker.config.ha_listen_port not in (port + 1, 0)
+            return
+    raise AssertionError("found no free port pair")
+
+
+async def test_replica_drops_a_master_that_goes_silent(group):
+    async def mute_master(reader, writer) -> None:  # handshakes, then never sends a heartbeat
+        await reader.readexactly(16)
+        writer.write(master_handshake(0, []))
+        while await reader.read(65536):
+            pass
+
+    server = await asyncio.start_server(mute_master, "127.0.0.1", 0)
+    port = server.sockets[0].getsockname()[1]
+    slave = await group.start(
+        "s", broker_role="SLAVE", broker_id=1, ha_master_address=f"127.0.0.1:{port}",
+        ha_housekeeping_interval=500, ha_send_heartbeat_interval=100,
+    )  # fmt: skip
+    await eventually(lambda: slave.ha_client is not None and slave.ha_client.connected, what="handshake")
+    await eventually(lambda: slave.ha_client.last_error == "TimeoutError", what="the silent master dropped")
+    server.close()

@@ -42,28 +42,35 @@ def _start(args: list[str], pattern: str) -> tuple[subprocess.Popen, str]:
     return proc, match.group(1)
 
 
-@contextlib.contextmanager
-def _group(role: str | None) -> Iterator[tuple[str, str, str | None, int]]:
-    """NameServer, master (and slave) processes; yields (namesrv, master addr, slave addr, master pid)."""
-    data = Path(tempfile.mkdtemp(prefix="ferrymq-bench-ha-"))
-    procs: list[subprocess.Popen] = []
-    try:
-        ns, ns_addr = _start(["namesrv", "--listen", "127.0.0.1:0"], r"listening on (\S+)")
-        procs.append(ns)
-        common = ["--namesrv", ns_addr, "--listen", "127.0.0.1:0", "--ha-port", "0"]
-        master, master_addr = _start(
-            ["broker", *common, "--store-dir", str(data / "m"), "--role", role or "ASYNC_MASTER"],
-            r"listening on (\S+),",
+class _Group:
+    """A NameServer and broker processes of one group, on stores in a temporary directory."""
+
+    def __init__(self, data: Path) -> None:
+        self.data = data
+        self.procs: list[subprocess.Popen] = []
+        ns, self.namesrv = _start(["namesrv", "--listen", "127.0.0.1:0"], r"listening on (\S+)")
+        self.procs.append(ns)
+
+    def broker(self, name: str, *args: str) -> str:
+        common = ["--namesrv", self.namesrv, "--listen", "127.0.0.1:0", "--ha-port", "0"]
+        proc, addr = _start(
+            ["broker", *common, "--store-dir", str(self.data / name), *args], r"listening on (\S+),"
         )
-        procs.append(master)
-        slave_addr = None
-        if role is not None:
-            slave, slave_addr = _start(
-                ["broker", *common, "--store-dir", str(data / "s"), "--role", "SLAVE", "--broker-id", "1"],
-                r"listening on (\S+),",
-            )
-            procs.append(slave)
-        yield ns_addr, master_addr, slave_addr, master.pid
+        self.procs.append(proc)
+        return addr
+
+
+@contextlib.contextmanager
+def _group(role: str | None) -> Iterator[tuple[_Group, str, str | None, int]]:
+    """NameServer, master (and slave) processes; yields (group, master addr, slave addr, master pid)."""
+    data = Path(tempfile.mkdtemp(prefix="ferrymq-bench-ha-"))
+    group = _Group(data)
+    procs = group.procs
+    try:
+        master_addr = group.broker("m", "--role", role or "ASYNC_MASTER")
+        master_pid = procs[-1].pid
+        slave_addr = group.broker("s", "--role", "SLAVE", "--broker-id", "1") if role is not None else None
+        yield group, master_addr, slave_addr, master_pid
     finally:
         for proc in reversed(procs):
             proc.terminate()
@@ -94,26 +101,39 @@ async def _slave_attached(client: RemotingClient, master: str, slave: str) -> No
 
 async def _scenario(name: str, role: str | None, count: int, body_size: int, batch: int, inflight: int,
                     progress: Progress) -> dict:  # fmt: skip
-    with _group(role) as (namesrv, master, slave, master_pid):
+    with _group(role) as (group, master, slave, master_pid):
         client = RemotingClient()
         try:
             topic = f"BenchHA{time.time_ns()}"
             if slave is not None:  # one message first, so the slave is attached before the clock starts
-                await produce(namesrv, topic, 1, body_size, 1, 1, lambda *_: None, CpuMeter(None))
+                await produce(group.namesrv, topic, 1, body_size, 1, 1, lambda *_: None, CpuMeter(None))
                 await _slave_attached(client, master, slave)
             result = await produce(
-                namesrv, topic, count, body_size, batch, inflight, progress, CpuMeter(master_pid)
+                group.namesrv, topic, count, body_size, batch, inflight, progress, CpuMeter(master_pid)
             )
-            trailing = None
+            extra: dict = {"slave_trails_ms": None}
             if slave is not None:
                 done = time.perf_counter()
                 target = await _max_offset(client, master)
-                while await _max_offset(client, slave) < target:
-                    await asyncio.sleep(0.005)
-                trailing = round((time.perf_counter() - done) * 1000)
+                await _caught_up(client, slave, target)
+                extra["slave_trails_ms"] = round((time.perf_counter() - done) * 1000)
+            if role == "ASYNC_MASTER":  # a new, empty slave copies the whole log: the copy rate
+                started = time.perf_counter()
+                fresh = group.broker("s2", "--role", "SLAVE", "--broker-id", "2")
+                await _caught_up(client, fresh, target)
+                seconds = time.perf_counter() - started
+                extra["fresh_slave_copy_mb_per_s"] = round(target / seconds / 1e6, 1)
         finally:
             await client.close()
-    return {**result, "scenario": name, "slave_trails_ms": trailing}
+    return {**result, "scenario": name, **extra}
+
+
+async def _caught_up(client: RemotingClient, addr: str, target: int) -> None:
+    deadline = time.monotonic() + 600
+    while await _max_offset(client, addr) < target:
+        if time.monotonic() > deadline:
+            raise RuntimeError(f"{addr} did not catch up")
+        await asyncio.sleep(0.005)
 
 
 async def run_replication_bench(

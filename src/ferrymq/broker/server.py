@@ -91,7 +91,8 @@ class Broker:
     async def start(self) -> None:
         """Open (and recover) the store, then listen, then register with the NameServers."""
         config = self.config
-        if config.listen_port == 0:
+        ephemeral = config.listen_port == 0
+        if ephemeral:
             config.listen_port = self.server.port = _free_port(config.listen_host)
         host, port = config.broker_addr.rsplit(":", 1)
         self.store = MessageStore(
@@ -113,8 +114,7 @@ class Broker:
         self.registrar = NameServerRegistrar(self, self.client)
         self.hold.attach(asyncio.get_running_loop())
         self.store.dispatcher.listener = self.hold.arrived
-        ha_port = config.ha_listen_port if config.ha_listen_port >= 0 else config.listen_port + 1
-        config.ha_listen_port = await self.ha.start(config.listen_host, ha_port)
+        config.ha_listen_port = await self._start_ha(ephemeral)
         if not config.enable_controller_mode:
             if self.is_master:  # a static master keeps its epoch across restarts
                 await self.change_role(
@@ -142,6 +142,20 @@ class Broker:
             config.broker_addr,
             config.store.store_path_root_dir,
         )
+
+    async def _start_ha(self, ephemeral: bool) -> int:
+        """Listen for replicas on ha_listen_port; by default on the listen port + 1 (RocketMQ), or on
+        any free port when that is taken or the listen port was ephemeral: replicas learn the HA
+        address from the NameServers anyway."""
+        config = self.config
+        if config.ha_listen_port >= 0:
+            return await self.ha.start(config.listen_host, config.ha_listen_port)
+        if not ephemeral:
+            try:
+                return await self.ha.start(config.listen_host, config.listen_port + 1)
+            except OSError as e:
+                log.warning("HA port %d is not free (%s): using any free port", config.listen_port + 1, e)
+        return await self.ha.start(config.listen_host, 0)
 
     async def stop(self) -> None:
         """Stop cleanly: unregister, answer held pulls, close connections, flush and checkpoint."""
@@ -197,7 +211,9 @@ class Broker:
         """
         if role not in ("master", "slave"):
             raise ValueError(f"role must be 'master' or 'slave', not {role!r}")
-        if role == "slave":
+        if role == "master" and self.is_master and (epoch, broker_id) == (self.epoch, self.config.broker_id):
+            return  # told again (controllers repeat themselves): replicas and waiting sends stay
+        if role == "slave" and epoch >= self.epoch:
             self.role = "slave"  # before any await: no write is taken from here on
             self.ha.step_down()
         async with self._role_lock:

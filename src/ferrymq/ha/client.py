@@ -24,7 +24,7 @@ from ferrymq.ha.wire import (
     replica_handshake,
 )
 from ferrymq.store import StoreError
-from ferrymq.store.epoch import consistent_offset
+from ferrymq.store.epoch import EpochFile, consistent_offset
 
 if TYPE_CHECKING:
     from ferrymq.broker.server import Broker
@@ -108,7 +108,7 @@ class HAClient:
         writer.write(ack(store.commitlog.max_offset))
         self.connected = True
         log.info("replicating from %s at offset %d", self.master_ha_addr, store.commitlog.max_offset)
-        last_ack = time.monotonic()
+        last_ack = heard = time.monotonic()
         while True:
             reported = store.commitlog.max_offset
             for frame in frames:
@@ -124,35 +124,27 @@ class HAClient:
             try:
                 data = await asyncio.wait_for(reader.read(1 << 18), min(heartbeat, housekeeping))
             except TimeoutError:
-                if time.monotonic() - last_ack > housekeeping:
+                if time.monotonic() - heard > housekeeping:  # a live master heartbeats well within this
                     raise
                 frames = []
                 continue
             if not data:
                 raise ConnectionError("the master closed the connection")
+            heard = time.monotonic()
             frames = decoder.feed(data)
 
     async def _truncate(self, hello: MasterHandshake) -> None:
         """Cut this replica's log back to where it agrees with the master's (the epoch rule)."""
         store, epochs = self.broker.store, self.broker.epochs
-        if hello.last_epoch < max(self.min_epoch, epochs.last_epoch):
-            raise HandshakeError(
-                f"master at epoch {hello.last_epoch} is stale: this replica knows epoch "
-                f"{max(self.min_epoch, epochs.last_epoch)}"
+        point = truncation_point(
+            epochs, store.commitlog.min_offset, store.commitlog.max_offset, hello, self.min_epoch
+        )
+        if point is not None:
+            log.warning(
+                "replica truncates its log from %d to %d to match the master",
+                store.commitlog.max_offset,
+                point,
             )
-        local_max = store.commitlog.max_offset
-        if not epochs.entries:
-            if local_max > store.commitlog.min_offset:
-                raise HandshakeError(
-                    f"this replica holds data up to {local_max} but no epoch entries to compare; "
-                    f"clear its store to copy the master afresh"
-                )
-            return
-        point = consistent_offset(epochs.entries, local_max, hello.epochs, hello.max_offset)
-        if point < 0:
-            raise HandshakeError("no common epoch with the master: the logs cannot be reconciled")
-        if point < local_max:
-            log.warning("replica truncates its log from %d to %d to match the master", local_max, point)
             await asyncio.to_thread(store.truncate, point)
             epochs.truncate_from(point)
             self.broker.written()
@@ -171,3 +163,24 @@ class HAClient:
         if frame.epoch > epochs.last_epoch:
             epochs.append(frame.epoch, frame.epoch_start)  # durable before the bytes it covers
         store.append_replicated(frame.offset, frame.body)
+
+
+def truncation_point(
+    epochs: EpochFile, local_min: int, local_max: int, hello: MasterHandshake, min_epoch: int = 0
+) -> int | None:
+    """Where a replica holding [local_min, local_max) must cut its log to agree with the master that
+    sent `hello` (None: nothing to cut); HandshakeError when it must not copy from that master."""
+    known = max(min_epoch, epochs.last_epoch)
+    if hello.last_epoch < known:
+        raise HandshakeError(f"master at epoch {hello.last_epoch} is stale: this replica knows epoch {known}")
+    if not epochs.entries:
+        if local_max > local_min:
+            raise HandshakeError(
+                f"this replica holds data up to {local_max} but no epoch entries to compare; "
+                f"clear its store to copy the master afresh"
+            )
+        return None
+    point = consistent_offset(epochs.entries, local_max, hello.epochs, hello.max_offset)
+    if point < 0:
+        raise HandshakeError("no common epoch with the master: the logs cannot be reconciled")
+    return point if point < local_max else None

@@ -66,7 +66,7 @@ class HAService:
             self._checker.cancel()
         if self._server is not None:
             self._server.close()
-            with contextlib.suppress(Exception):
+            with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(self._server.wait_closed(), 3.0)
 
     def serve_as_master(self, broker_id: int) -> None:
@@ -91,6 +91,11 @@ class HAService:
     @property
     def sync_state_set(self) -> set[int]:
         return set(self.tracker.sync_state_set)
+
+    @property
+    def confirm_offset(self) -> int:
+        """The offset every SyncStateSet member has (a master's view; for a BROKER_HEARTBEAT)."""
+        return self.tracker.confirm_offset(self.broker.store.commitlog.max_offset)
 
     @property
     def sync_state_set_epoch(self) -> int:
@@ -295,7 +300,7 @@ class ReplicaConnection:
         batch = config.ha_transfer_batch_size
         heartbeat = config.ha_send_heartbeat_interval / 1000
         tracker = service.tracker
-        while not acks.done():
+        while not acks.done() and not self.writer.is_closing():
             master_max = store.commitlog.max_offset
             if offset < master_max:
                 entry = epochs.entry_at(offset) or epochs.entries[0]
