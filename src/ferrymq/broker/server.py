@@ -19,7 +19,9 @@ from ferrymq.broker.processors.clients import ClientProcessor, notify_ids_change
 from ferrymq.broker.processors.offsets import OffsetProcessor
 from ferrymq.broker.processors.pull import PullProcessor
 from ferrymq.broker.processors.send import SendProcessor
+from ferrymq.broker.processors.send_back import SendBackProcessor
 from ferrymq.broker.registrar import NameServerRegistrar
+from ferrymq.broker.schedule.scheduler import Scheduler
 from ferrymq.broker.topics import TopicConfigManager
 from ferrymq.net import Connection, RemotingClient, RemotingServer
 from ferrymq.store import MessageStore, StoreError
@@ -39,7 +41,8 @@ class Broker:
         self.started_at = time.time()
         self.stopped = False
         self._dispatch_scheduled = False
-        for processor in (SendProcessor, PullProcessor, OffsetProcessor, ClientProcessor, AdminProcessor):
+        for processor in (SendProcessor, PullProcessor, OffsetProcessor, ClientProcessor, AdminProcessor,
+                          SendBackProcessor):  # fmt: skip
             processor(self).register(self.server)
         self.server.on_connection_closed(self._connection_closed)
 
@@ -64,7 +67,9 @@ class Broker:
         self.offsets = ConsumerOffsetManager(config_dir)
         self.groups = SubscriptionGroupManager(config_dir, config.auto_create_subscription_group)
         self.hold.attach(asyncio.get_running_loop())
-        self.store.dispatcher.listener = self.hold.arrived
+        self.scheduler = Scheduler(self)
+        self.store.dispatcher.listener = self._arrived
+        self.scheduler.start()
         await self.server.start()
         self.client = RemotingClient()
         self.registrar = NameServerRegistrar(self, self.client)
@@ -82,6 +87,7 @@ class Broker:
     async def stop(self) -> None:
         """Stop cleanly: unregister, answer held pulls, close connections, flush and checkpoint."""
         self.stopped = True
+        await self.scheduler.stop()
         for task in self._tasks:
             task.cancel()
         await self.registrar.unregister_all()
@@ -90,6 +96,7 @@ class Broker:
         await self.client.close()
         self.offsets.persist()
         self.store.close()
+        self.scheduler.save()
         log.info("broker %s stopped", self.config.broker_name)
 
     def _every(self, period: float, job) -> None:
@@ -115,6 +122,11 @@ class Broker:
             self.store.dispatch()
         except StoreError:
             log.exception("dispatching stopped: the CommitLog needs recovery")
+
+    def _arrived(self, queues: list[tuple[str, int]]) -> None:
+        """The dispatcher's report of queues with new entries (thread-safe)."""
+        self.hold.arrived(queues)
+        self.scheduler.arrived(queues)
 
     def schedule_registration(self) -> None:
         """Tell the NameServers about a topic change soon (coalesced), not at the next period."""
