@@ -29,13 +29,13 @@ async def producer(scheduled: Cluster):
 
 
 async def collect(namesrv_addr: str, topic: str, count: int, timeout: float = 20.0, group: str = "reader"):
-    """Read `topic` from its first offset until `count` messages arrived (noting when each did) or
-    `timeout` s passed; then wait a little more to catch any extra (duplicate) delivery."""
+    """Read `topic` from its first offset until `count` distinct bodies arrived (noting when each
+    did) or `timeout` s passed; then wait a little more to catch any extra (duplicate) delivery."""
     got: list[tuple[float, object]] = []
     async with PullConsumer(group, namesrv_addr, consume_from="first") as consumer:
         await consumer.subscribe(topic)
         deadline = time.monotonic() + timeout
-        while len(got) < count and time.monotonic() < deadline:
+        while len({m.body for _, m in got}) < count and time.monotonic() < deadline:
             got += [(time.time(), m) for m in await consumer.poll(0.2)]
         got += [(time.time(), m) for m in await consumer.poll(0.3)]
     return got
