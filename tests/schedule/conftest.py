@@ -46,3 +46,22 @@ async def eventually(condition, timeout: float = 15.0, what: str = "condition") 
     while not condition():
         assert time.monotonic() < deadline, f"timed out waiting for {what}"
         await asyncio.sleep(0.02)
+
+
+@pytest.fixture
+async def start_consumer(scheduled: Cluster):
+    """Start a PushConsumer on one topic; every one still running is shut down at the end."""
+    from ferrymq.client.push_consumer import PushConsumer
+
+    started: list[PushConsumer] = []
+
+    async def start(group: str, topic: str, listener, **options) -> PushConsumer:
+        consumer = PushConsumer(group, scheduled.namesrv_addr, consume_from="first", **options)
+        consumer.subscribe(topic, "*", listener)
+        await consumer.start()
+        started.append(consumer)
+        return consumer
+
+    yield start
+    for consumer in started:
+        await consumer.shutdown()

@@ -145,3 +145,22 @@ def test_bad_delay_level_settings_fail_at_start(tmp_path):
         {"message_delay_level": "1s 2m 3h 1d", "store_path_root_dir": str(tmp_path)}
     )
     assert config.store.message_delay_level == "1s 2m 3h 1d"
+
+
+async def test_the_sdk_message_fields_schedule_and_batches_refuse_them(scheduled, producer):
+    from ferrymq.client import Producer
+
+    await _topic(producer, "Fields")
+    deliver = int(time.time() * 1000) + 1500
+    await producer.send(Message("Fields", b"at", deliver_time_ms=deliver))
+    await producer.send(Message("Fields", b"in", delay_ms=1500))
+    assert scheduled.broker.store.get_max_offset(TIMER_TOPIC, 0) == 2
+    with pytest.raises(SendError, match="batch"):
+        await producer.send_batch([Message("Fields", b"x", delay_ms=1000)])
+    async with Producer("batching", scheduled.namesrv_addr, auto_batch=True) as batching:
+        await batching.send(Message("Fields", b"lvl", delay_level=1))  # goes alone, not in a batch
+    assert scheduled.broker.store.get_max_offset(SCHEDULE_TOPIC, 0) == 1
+    got = await collect(scheduled.namesrv_addr, "Fields", 4)
+    assert sorted(m.body for _, m in got) == [b"at", b"first", b"in", b"lvl"]
+    at = next(m for _, m in got if m.body == b"at")
+    assert at.store_timestamp >= deliver - 50
