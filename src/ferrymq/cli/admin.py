@@ -104,3 +104,8 @@ def progress(ctx: click.Context, group: str, topic: str) -> None:
         )
 
     with_admin(ctx, action)
+
+
+from ferrymq.cli.admin_dlq import dlq  # noqa: E402 - it uses the helpers above
+
+admin.add_command(dlq)
