@@ -5,11 +5,11 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-import time
 from typing import TYPE_CHECKING
 
 from ferrymq.broker.schedule.delay import DelayLevelService
 from ferrymq.broker.schedule.divert import SCHEDULE_TOPIC, TIMER_TOPIC, ScheduleError, divert
+from ferrymq.broker.schedule.service import now_ms
 from ferrymq.broker.schedule.timer import TimerService
 from ferrymq.broker.topics import PERM_READ, PERM_WRITE
 
@@ -41,7 +41,7 @@ class Scheduler:
 
     def divert(self, props: bytes, topic: str, queue_id: int, sys_flag: int) -> tuple[str, int, bytes] | None:
         """Where a message is stored until due (see divert.divert); raises ScheduleError."""
-        now = time.time_ns() // 1_000_000
+        now = now_ms()
         levels = self.delays.max_level
         diverted = divert(props, topic, queue_id, sys_flag, now, levels, self._max_delay_sec, self._precision)
         if diverted is not None and diverted[0] == TIMER_TOPIC and not self._timer_enabled:
