@@ -34,6 +34,8 @@ async def test_a_delay_level_holds_the_message_back_that_long_then_delivers_it_o
     assert m.tags == "TagA" and m.keys == ["k1"] and m.msg_id == result.msg_id
     assert "DELAY" not in m.properties
     assert m.properties["REAL_TOPIC"] == "Delayed"
+    info = cluster.broker.runtime_info()
+    assert info["scheduleMessageOffset_2"] == "1,1" and info["timerPendingMessages"] == "0"
     offsets = await cluster.call(RequestCode.GET_ALL_DELAY_OFFSET)
     assert offsets.code == ResponseCode.SUCCESS and b'"2":1' in bytes(offsets.body)
 

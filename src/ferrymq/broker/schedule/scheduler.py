@@ -48,6 +48,15 @@ class Scheduler:
             raise ScheduleError("delivery-time messages are refused: timer_wheel_enable is false")
         return diverted
 
+    def runtime_info(self) -> dict[str, str]:
+        """RocketMQ's scheduleMessageOffset_<level> ("delivered,stored") and the timer's backlog."""
+        info = {}
+        for level in range(1, self.delays.max_level + 1):
+            stored = self.store.get_max_offset(SCHEDULE_TOPIC, level - 1)
+            info[f"scheduleMessageOffset_{level}"] = f"{self.delays.offsets.get(level, 0)},{stored}"
+        info["timerPendingMessages"] = str(self.timer.pending)
+        return info
+
     def start(self) -> None:
         self._loop = asyncio.get_running_loop()
         self._tasks = [self._loop.create_task(service.run()) for service in (self.delays, self.timer)]
