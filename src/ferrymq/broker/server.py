@@ -19,9 +19,11 @@ from ferrymq.broker.processors.clients import ClientProcessor, notify_ids_change
 from ferrymq.broker.processors.offsets import OffsetProcessor
 from ferrymq.broker.processors.pull import PullProcessor
 from ferrymq.broker.processors.send import SendProcessor
+from ferrymq.broker.processors.send_back import SendBackProcessor
 from ferrymq.broker.processors.transaction import EndTransactionProcessor
 from ferrymq.broker.registrar import NameServerRegistrar
 from ferrymq.broker.replicas import ReplicasManager
+from ferrymq.broker.schedule.scheduler import Scheduler
 from ferrymq.broker.slave_sync import SlaveSynchronizer
 from ferrymq.broker.topics import TopicConfigManager
 from ferrymq.broker.transactions import TransactionService
@@ -57,7 +59,7 @@ class Broker:
         self.slave_sync = SlaveSynchronizer(self)
         self._role_lock = asyncio.Lock()
         for processor in (SendProcessor, PullProcessor, OffsetProcessor, ClientProcessor, AdminProcessor,
-                          EndTransactionProcessor):  # fmt: skip
+                          SendBackProcessor, EndTransactionProcessor):  # fmt: skip
             processor(self).register(self.server)
         self.server.on_connection_closed(self._connection_closed)
 
@@ -110,10 +112,12 @@ class Broker:
             self.topics.ensure(config.msg_trace_topic_name, 1)
         self.transactions = TransactionService(self)
         self.transactions.load()
+        self.scheduler = Scheduler(self)
         self.client = RemotingClient()
         self.registrar = NameServerRegistrar(self, self.client)
         self.hold.attach(asyncio.get_running_loop())
-        self.store.dispatcher.listener = self.hold.arrived
+        self.store.dispatcher.listener = self._arrived
+        self.scheduler.start()
         config.ha_listen_port = await self._start_ha(ephemeral)
         if not config.enable_controller_mode:
             if self.is_master:  # a static master keeps its epoch across restarts
@@ -160,6 +164,7 @@ class Broker:
     async def stop(self) -> None:
         """Stop cleanly: unregister, answer held pulls, close connections, flush and checkpoint."""
         self.stopped = True
+        await self.scheduler.stop()
         for task in self._tasks:
             task.cancel()
         if self.ha_client is not None:
@@ -171,6 +176,7 @@ class Broker:
         await self.client.close()
         self.offsets.persist()
         self.store.close()
+        self.scheduler.save()
         log.info("broker %s stopped", self.config.broker_name)
 
     def _every(self, period: float, job) -> None:
@@ -262,6 +268,11 @@ class Broker:
                                  master_addr=None, master_ha_addr=addr)
             )  # fmt: skip
 
+    def _arrived(self, queues: list[tuple[str, int]]) -> None:
+        """The dispatcher's report of queues with new entries (thread-safe)."""
+        self.hold.arrived(queues)
+        self.scheduler.arrived(queues)
+
     def schedule_registration(self) -> None:
         """Tell the NameServers about a topic change soon (coalesced), not at the next period."""
         if self._registration is None or self._registration.done():
@@ -302,6 +313,7 @@ class Broker:
             "pullHoldingCount": str(self.hold.waiting()),
             "diskFull": str(store.disk_full).lower(),
             "haServerAddr": self.config.ha_addr,
+            **self.scheduler.runtime_info(),
             **self.transactions.stats(),
         }
 

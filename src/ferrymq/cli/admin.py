@@ -106,10 +106,11 @@ def progress(ctx: click.Context, group: str, topic: str) -> None:
     with_admin(ctx, action)
 
 
-from ferrymq.cli.admin_ha import cluster, elect_master  # noqa: E402  (they import this module)
+from ferrymq.cli.admin_dlq import dlq  # noqa: E402 - they use the helpers above
+from ferrymq.cli.admin_ha import cluster, elect_master  # noqa: E402
+from ferrymq.cli.admin_trace import trace  # noqa: E402
 
 admin.add_command(cluster)
+admin.add_command(dlq)
 admin.add_command(elect_master)
-from ferrymq.cli.admin_trace import trace  # noqa: E402  (it builds on this module)
-
 admin.add_command(trace)

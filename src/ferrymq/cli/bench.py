@@ -276,3 +276,24 @@ def bench_failover(trials: int, work_dir: Path, save: Path | None) -> None:
     Console().print(_table("failover (master SIGKILL → sends succeed again)", [outcome["summary"]]))
     _save(save, "failover", {"trials": trials}, [outcome["summary"], *outcome["trials"]])
     click.echo(json.dumps(outcome["summary"]))
+
+
+@bench.command("timer")
+@_namesrv
+@click.option("--pending", default=100_000, show_default=True, help="Delivery-time messages to schedule.")
+@click.option("--spread", default=20, show_default=True, help="Seconds their due times are spread over.")
+@click.option("--idle-seconds", default=10.0, show_default=True, help="CPU measured while all are pending.")
+@click.option("--inflight", default=64, show_default=True, help="Sends in flight while loading.")
+@_save_opt
+def bench_timer(namesrv, pending, spread, idle_seconds, inflight, save) -> None:
+    """Delivery-time messages: punctuality with many pending, and the broker's CPU while they wait."""
+    from ferrymq.bench.schedule import timer_bench
+
+    params = {"namesrv": namesrv, "pending": pending, "spread": spread, "idle_seconds": idle_seconds,
+              "inflight": inflight}  # fmt: skip
+    _client_bench(
+        "timer",
+        lambda ns, progress, meter: timer_bench(ns, pending, spread, idle_seconds, inflight, progress, meter),
+        save,
+        params,
+    )
