@@ -19,8 +19,10 @@ from ferrymq.broker.processors.clients import ClientProcessor, notify_ids_change
 from ferrymq.broker.processors.offsets import OffsetProcessor
 from ferrymq.broker.processors.pull import PullProcessor
 from ferrymq.broker.processors.send import SendProcessor
+from ferrymq.broker.processors.send_back import SendBackProcessor
 from ferrymq.broker.processors.transaction import EndTransactionProcessor
 from ferrymq.broker.registrar import NameServerRegistrar
+from ferrymq.broker.schedule.scheduler import Scheduler
 from ferrymq.broker.slave_sync import SlaveSynchronizer
 from ferrymq.broker.topics import TopicConfigManager
 from ferrymq.broker.transactions import TransactionService
@@ -55,7 +57,7 @@ class Broker:
         self.slave_sync = SlaveSynchronizer(self)
         self._role_lock = asyncio.Lock()
         for processor in (SendProcessor, PullProcessor, OffsetProcessor, ClientProcessor, AdminProcessor,
-                          EndTransactionProcessor):  # fmt: skip
+                          SendBackProcessor, EndTransactionProcessor):  # fmt: skip
             processor(self).register(self.server)
         self.server.on_connection_closed(self._connection_closed)
 
@@ -92,6 +94,7 @@ class Broker:
         self.store = MessageStore(
             config.store, store_host=(host, int(port)), background_dispatch=False
         ).open()
+        self.store.replica = not self.is_master
         config_dir = config.store.config_dir
         self.topics = TopicConfigManager(
             config_dir, config.broker_name, config.broker_cluster_name, config.default_topic_queue_nums,
@@ -104,10 +107,12 @@ class Broker:
             self.topics.ensure(config.msg_trace_topic_name, 1)
         self.transactions = TransactionService(self)
         self.transactions.load()
+        self.hold.attach(asyncio.get_running_loop())
+        self.scheduler = Scheduler(self)
+        self.store.dispatcher.listener = self._arrived
+        self.scheduler.start()
         self.client = RemotingClient()
         self.registrar = NameServerRegistrar(self, self.client)
-        self.hold.attach(asyncio.get_running_loop())
-        self.store.dispatcher.listener = self.hold.arrived
         config.ha_listen_port = await self._start_ha(ephemeral)
         if not config.enable_controller_mode:
             if self.is_master:  # a static master keeps its epoch across restarts
@@ -151,6 +156,7 @@ class Broker:
     async def stop(self) -> None:
         """Stop cleanly: unregister, answer held pulls, close connections, flush and checkpoint."""
         self.stopped = True
+        await self.scheduler.stop()
         for task in self._tasks:
             task.cancel()
         if self.ha_client is not None:
@@ -162,6 +168,7 @@ class Broker:
         await self.client.close()
         self.offsets.persist()
         self.store.close()
+        self.scheduler.save()
         log.info("broker %s stopped", self.config.broker_name)
 
     def _every(self, period: float, job) -> None:
@@ -206,6 +213,7 @@ class Broker:
             return  # told again (controllers repeat themselves): replicas and waiting sends stay
         if role == "slave" and epoch >= self.epoch:
             self.role = "slave"  # before any await: no write is taken from here on
+            self.store.replica = True
             self.ha.step_down()
         async with self._role_lock:
             if epoch < self.epoch:
@@ -219,6 +227,7 @@ class Broker:
                 end = await asyncio.to_thread(store.settle_replicated_tail)
                 self.epochs.append(epoch, end if self.epochs.entries else store.commitlog.min_offset)
                 self.ha.serve_as_master(broker_id)
+                self.store.replica = False
                 self.role = "master"
                 log.info("broker %s is master of epoch %d at offset %d", self.config.broker_name, epoch, end)
             else:
@@ -252,6 +261,11 @@ class Broker:
                 self.change_role("slave", broker_id=self.config.broker_id, epoch=self.epoch,
                                  master_addr=None, master_ha_addr=addr)
             )  # fmt: skip
+
+    def _arrived(self, queues: list[tuple[str, int]]) -> None:
+        """The dispatcher's report of queues with new entries (thread-safe)."""
+        self.hold.arrived(queues)
+        self.scheduler.arrived(queues)
 
     def schedule_registration(self) -> None:
         """Tell the NameServers about a topic change soon (coalesced), not at the next period."""
@@ -292,6 +306,7 @@ class Broker:
             "runtime": f"{int(time.time() - self.started_at)} s",
             "pullHoldingCount": str(self.hold.waiting()),
             "diskFull": str(store.disk_full).lower(),
+            **self.scheduler.runtime_info(),
             **self.transactions.stats(),
         }
 
