@@ -7,6 +7,7 @@ from typing import TYPE_CHECKING
 
 from ferrymq.broker.processors.common import PUT_STATUS_CODES, STORED_CODES, error
 from ferrymq.broker.processors.send_back import store_destination
+from ferrymq.broker.schedule.divert import ScheduleError
 from ferrymq.broker.topics import PERM_WRITE, topic_problem
 from ferrymq.broker.transactions import HALF_TOPIC
 from ferrymq.net.connection import Connection
@@ -93,6 +94,10 @@ class SendProcessor:
         batch = request.code == RequestCode.SEND_BATCH_MESSAGE or header.batch
         sys_flag = header.sys_flag
         if _TRAN_MSG in props:  # a half message (RocketMQ goes by this property): hidden until committed
+            try:  # a delay or delivery time is applied at commit; refuse a bad one now
+                broker.scheduler.divert(props, topic, queue_id, sys_flag & ~TRANSACTION_TYPE_MASK)
+            except ScheduleError as e:
+                return error(request, ResponseCode.MESSAGE_ILLEGAL, str(e))
             props = store_props = broker.transactions.half(topic, queue_id, props)
             sys_flag, store_topic, store_queue = sys_flag & ~TRANSACTION_TYPE_MASK, HALF_TOPIC, 0
         elif not batch:  # retries past their limit go to the DLQ, delayed and timed messages wait
