@@ -9,6 +9,7 @@ from ferrymq.ha.wire import master_handshake
 from ferrymq.protocol.bodies import TopicRouteData, decode_body
 from ferrymq.protocol.codes import RequestCode, ResponseCode
 from ferrymq.protocol.remoting import RemotingCommand
+from ferrymq.store import PutStatus
 from tests.ha.conftest import caught_up, commitlog_bytes, eventually
 
 
@@ -124,3 +125,13 @@ async def test_replica_drops_a_master_that_goes_silent(group):
     await eventually(lambda: slave.ha_client is not None and slave.ha_client.connected, what="handshake")
     await eventually(lambda: slave.ha_client.last_error == "TimeoutError", what="the silent master dropped")
     server.close()
+
+
+async def test_a_slave_writes_nothing_of_its_own_not_even_due_scheduled_messages(group):
+    master = await group.start("m")
+    slave = await group.start("s", broker_role="SLAVE", broker_id=1)
+    assert slave.store.put_message("T", 0, b"x").status is PutStatus.SERVICE_NOT_AVAILABLE
+    assert (await group.send(master, b"later", props={"DELAY": "1"})).code == ResponseCode.SUCCESS
+    await eventually(lambda: master.store.get_max_offset("T", 0) == 1, what="the master to deliver it")
+    await caught_up(slave, master)
+    assert commitlog_bytes(slave) == commitlog_bytes(master)

@@ -100,6 +100,7 @@ class Broker:
         self.store = MessageStore(
             config.store, store_host=(host, int(port)), background_dispatch=False
         ).open()
+        self.store.replica = not self.is_master
         config_dir = config.store.config_dir
         self.topics = TopicConfigManager(
             config_dir, config.broker_name, config.broker_cluster_name, config.default_topic_queue_nums,
@@ -221,6 +222,7 @@ class Broker:
             return  # told again (controllers repeat themselves): replicas and waiting sends stay
         if role == "slave" and epoch >= self.epoch:
             self.role = "slave"  # before any await: no write is taken from here on
+            self.store.replica = True
             self.ha.step_down()
         async with self._role_lock:
             if epoch < self.epoch:
@@ -234,6 +236,7 @@ class Broker:
                 end = await asyncio.to_thread(store.settle_replicated_tail)
                 self.epochs.append(epoch, end if self.epochs.entries else store.commitlog.min_offset)
                 self.ha.serve_as_master(broker_id)
+                self.store.replica = False
                 self.role = "master"
                 log.info("broker %s is master of epoch %d at offset %d", self.config.broker_name, epoch, end)
             else:

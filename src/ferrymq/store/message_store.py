@@ -71,6 +71,7 @@ class MessageStore:
         self.store_host = pack_host(*store_host)
         self.root = config.store_path_root_dir
         self.disk_full = False
+        self.replica = False  # a replica's log is its master's copy: it takes no puts (RocketMQ's SLAVE)
         self._put_lock = threading.Lock()
         self._queue_offsets: dict[tuple[str, int], int] = {}
         self._topic_blocks: dict[str, bytes] = {}
@@ -251,7 +252,11 @@ class MessageStore:
     # ---------------------------------------------------------------- writes
 
     def _refusal(self, topic: str, body_len: int, props_len: int) -> PutResult | None:
-        """Why a message cannot be stored (disk full, bad topic, too big), or None if it can."""
+        """Why a message cannot be stored (replica, disk full, bad topic, too big), or None if it can."""
+        if self.replica:
+            return PutResult(
+                PutStatus.SERVICE_NOT_AVAILABLE, f"store {self.root} is a replica: it takes no writes"
+            )
         if self.disk_full:
             return PutResult(PutStatus.DISK_FULL, f"disk full: store {self.root} refuses writes")
         if self._topic_block(topic) is None:
@@ -301,6 +306,7 @@ class MessageStore:
         if (
             block is None
             or self.disk_full
+            or self.replica
             or len(body) > self._max_body
             or len(properties) > MAX_PROPERTIES_SIZE
         ):
