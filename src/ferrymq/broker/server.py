@@ -10,6 +10,7 @@ import time
 from ferrymq import __version__
 from ferrymq.broker.clients import ClientRegistry
 from ferrymq.broker.config import BrokerConfig
+from ferrymq.broker.filters import FilterCache
 from ferrymq.broker.groups import SubscriptionGroupManager
 from ferrymq.broker.locks import RebalanceLockManager
 from ferrymq.broker.long_polling import PullHoldService
@@ -33,6 +34,7 @@ class Broker:
         self.hold = PullHoldService()
         self.clients = ClientRegistry()
         self.locks = RebalanceLockManager(config.rebalance_lock_max_live_time / 1000)
+        self.filters = FilterCache(config.enable_property_filter)
         self.server = RemotingServer(config.listen_host, config.listen_port)
         self._tasks: list[asyncio.Task] = []
         self._registration: asyncio.Task | None = None

@@ -31,8 +31,9 @@ from typing import Any
 from ferrymq.client.instance import ClientError, ClientInstance, TopicRoute
 from ferrymq.client.message import MessageExt, MessageQueue
 from ferrymq.client.offset_store import LocalOffsetStore, OffsetStore, RemoteOffsetStore
-from ferrymq.client.pull import PullResult, PullStatus, initial_offset, master_addr, parse_tags, pull
+from ferrymq.client.pull import PullResult, PullStatus, initial_offset, master_addr, pull
 from ferrymq.client.rebalance import STRATEGIES, allocate, queue_order
+from ferrymq.client.selector import MessageSelector, check_on_brokers
 from ferrymq.net import Connection, RemotingError
 from ferrymq.protocol.bodies import (
     ConsumerData,
@@ -46,7 +47,7 @@ from ferrymq.protocol.bodies import (
 )
 from ferrymq.protocol.codes import RequestCode, ResponseCode
 from ferrymq.protocol.headers import ConsumerSendMsgBackRequestHeader, UnregisterClientRequestHeader
-from ferrymq.protocol.message import Prop, java_hash
+from ferrymq.protocol.message import Prop
 from ferrymq.protocol.remoting import RemotingCommand
 
 log = logging.getLogger(__name__)
@@ -86,16 +87,12 @@ Listener = Callable[[list[MessageExt]], Any]  # returns (async: resolves to) boo
 
 @dataclass
 class _Subscription:
-    expression: str
+    selector: MessageSelector
     listener: Listener | None  # None for the retry topic: its messages go to their original topic's
     version: int = field(default_factory=lambda: time.time_ns() // 1_000_000)
 
     def data(self, topic: str) -> SubscriptionData:
-        tags = sorted(parse_tags(self.expression) or ())
-        return SubscriptionData(
-            topic=topic, sub_string=self.expression if tags else "*", tags_set=tags,
-            code_set=[java_hash(t) for t in tags], sub_version=self.version,
-        )  # fmt: skip
+        return self.selector.subscription(topic, self.version)
 
 
 class ProcessQueue:
@@ -205,8 +202,11 @@ class PushConsumer:
 
     # --- lifecycle -------------------------------------------------------------------------------
 
-    def subscribe(self, topic: str, expression: str = "*", listener: Listener | None = None) -> None:
-        """Deliver `topic`'s messages matching `expression` ("*" or "TagA || TagB") to `listener`.
+    def subscribe(
+        self, topic: str, expression: str | MessageSelector = "*", listener: Listener | None = None
+    ) -> None:
+        """Deliver `topic`'s messages matching `expression` ("*", "TagA || TagB", or a
+        MessageSelector such as `MessageSelector.sql("a > 5")`) to `listener`.
 
         The listener takes a list of MessageExt (`consume_batch_size` at most, default 1), may be
         `async def` or a plain function (run in a worker thread, so it may block), and returns
@@ -217,7 +217,7 @@ class PushConsumer:
             raise TypeError("subscribe() needs a listener")
         if self._started:
             raise ClientError("subscribe before start()")
-        self._subs[topic] = _Subscription(expression, listener)
+        self._subs[topic] = _Subscription(MessageSelector.of(expression), listener)
 
     async def start(self) -> None:
         """Join the group, take this member's queues and start pulling them."""
@@ -227,10 +227,17 @@ class PushConsumer:
             raise ClientError("a consumer that was shut down cannot start again")
         if self.group in self.instance.consumers:
             raise ClientError(f"group {self.group} already has a consumer in this client instance")
-        if self.clustering:
-            self._subs[RETRY_PREFIX + self.group] = _Subscription("*", None)
+        try:  # a selector the brokers cannot evaluate fails here, not silently in every pull
+            for topic, sub in self._subs.items():
+                await check_on_brokers(self.instance, self.group, topic, sub.selector)
+        except ClientError:
+            if self._own_instance:
+                await self.instance.close()
+            raise
         if self._own_instance:
             await self.instance.start()
+        if self.clustering:
+            self._subs[RETRY_PREFIX + self.group] = _Subscription(MessageSelector.tag("*"), None)
         _watch_membership(self)
         self.instance.consumers[self.group] = self._consumer_data
         self._started = True
@@ -453,7 +460,7 @@ class PushConsumer:
 
     async def _pull_loop(self, pq: ProcessQueue) -> None:
         """Long-poll one queue while it is ours, pausing while its consumers are behind."""
-        mq, expression = pq.mq, self._subs[pq.mq.topic].expression
+        mq, selector = pq.mq, self._subs[pq.mq.topic].selector
         while True:
             try:
                 if self._locking and not pq.locked():
@@ -472,7 +479,7 @@ class PushConsumer:
                     continue
                 result = await pull(
                     self.instance, await self._addr(mq), mq, self.group, pq.next_offset,
-                    expression=expression, max_messages=self.pull_batch_size, suspend_ms=SUSPEND_MS,
+                    selector=selector, max_messages=self.pull_batch_size, suspend_ms=SUSPEND_MS,
                     commit_offset=self.offsets.get(mq) if self.clustering else None,
                 )  # fmt: skip
             except Exception as e:  # whatever it was, the queue must not stop for good

@@ -137,6 +137,15 @@ class SubscriptionData(Body):
     class_filter_mode: bool = False
 
 
+class CheckClientRequestBody(Body):
+    """CHECK_CLIENT_CONFIG: can the broker evaluate this subscription (SQL92 on, expression valid)?"""
+
+    client_id: str
+    group: str
+    subscription_data: SubscriptionData
+    namespace: str | None = None
+
+
 class ProducerData(Body):
     group_name: str
 
@@ -259,6 +268,7 @@ class SubscriptionGroupConfig(Body):
     broker_id: int = 0
     which_broker_when_consume_slowly: int = 1
     notify_consumer_ids_changed_enable: bool = True
+    attributes: dict[str, str] = {}  # RocketMQ 5.x group attributes; ferrymq keeps consumption control here
 
 
 class SubscriptionGroupWrapper(Body):

@@ -5,11 +5,13 @@ from __future__ import annotations
 import logging
 from typing import TYPE_CHECKING
 
+from ferrymq.broker.filters import FilterError
 from ferrymq.broker.processors.common import error, ok
 from ferrymq.broker.topics import PERM_READ, PERM_WRITE, RETRY_GROUP_PREFIX
 from ferrymq.net.connection import Connection
 from ferrymq.net.errors import RemotingError
 from ferrymq.protocol.bodies import (
+    CheckClientRequestBody,
     GetConsumerListByGroupResponseBody,
     HeartbeatData,
     LockBatchRequestBody,
@@ -38,6 +40,7 @@ class ClientProcessor:
         server.register(RequestCode.GET_CONSUMER_LIST_BY_GROUP, self.consumer_list)
         server.register(RequestCode.LOCK_BATCH_MQ, self.lock)
         server.register(RequestCode.UNLOCK_BATCH_MQ, self.unlock)
+        server.register(RequestCode.CHECK_CLIENT_CONFIG, self.check_client_config)
 
     async def heartbeat(self, conn: Connection, request: RemotingCommand) -> RemotingCommand:
         data = decode_body(HeartbeatData, request.body)
@@ -82,6 +85,17 @@ class ClientProcessor:
     async def unlock(self, conn: Connection, request: RemotingCommand) -> RemotingCommand:
         body = decode_body(UnlockBatchRequestBody, request.body)
         self.broker.locks.unlock(body.consumer_group, body.client_id, body.mq_set)
+        return ok(request)
+
+    async def check_client_config(self, conn: Connection, request: RemotingCommand) -> RemotingCommand:
+        """Can this broker evaluate the subscription? Clients ask before they subscribe."""
+        sub = decode_body(CheckClientRequestBody, request.body).subscription_data
+        try:
+            self.broker.filters.get(sub.sub_string, sub.expression_type)
+        except FilterError as e:
+            enabled = self.broker.filters.enable_property_filter  # off: RocketMQ's SYSTEM_ERROR
+            code = ResponseCode.SUBSCRIPTION_PARSE_FAILED if enabled else ResponseCode.SYSTEM_ERROR
+            return error(request, code, str(e))
         return ok(request)
 
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from ferrymq.broker.filters import FilterError, tag_codes
+from ferrymq.broker.filters import FilterError
 from ferrymq.broker.processors.common import error
 from ferrymq.broker.topics import PERM_READ
 from ferrymq.net.connection import Connection
@@ -78,7 +78,7 @@ class PullProcessor:
                 )  # fmt: skip
             expression, expression_type = sub.sub_string, sub.expression_type
         try:
-            codes = tag_codes(expression, expression_type)
+            flt = broker.filters.get(expression, expression_type)
         except FilterError as e:
             return error(request, ResponseCode.SUBSCRIPTION_PARSE_FAILED, str(e))
         if h.sys_flag & FLAG_COMMIT_OFFSET and h.commit_offset >= 0 and broker.is_master:
@@ -89,7 +89,14 @@ class PullProcessor:
         max_bytes = min(h.max_msg_bytes or config.max_transfer_bytes_on_message_in_memory,
                         config.max_transfer_bytes_on_message_in_memory)  # fmt: skip
         store = broker.store
-        result = store.get_messages(h.topic, h.queue_id, h.queue_offset, max_count, max_bytes, codes)
+
+        tags = flt.tag_codes
+
+        def read() -> GetResult:
+            found = store.get_messages(h.topic, h.queue_id, h.queue_offset, max_count, max_bytes, tags)
+            return found if flt.sql is None else flt.narrow(found)
+
+        result = read()
         code = pull_code(result, h.queue_offset)
         if code == ResponseCode.PULL_NOT_FOUND and h.sys_flag & FLAG_SUSPEND:
             timeout = (
@@ -101,7 +108,7 @@ class PullProcessor:
                 timeout,
                 lambda: store.get_max_offset(h.topic, h.queue_id) <= h.queue_offset,
             )
-            result = store.get_messages(h.topic, h.queue_id, h.queue_offset, max_count, max_bytes, codes)
+            result = read()
             code = pull_code(result, h.queue_offset)
         header = PullMessageResponseHeader(
             suggest_which_broker_id=0,
