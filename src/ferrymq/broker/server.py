@@ -10,6 +10,7 @@ import time
 from ferrymq import __version__
 from ferrymq.broker.clients import ClientRegistry
 from ferrymq.broker.config import BrokerConfig
+from ferrymq.broker.consumption import ConsumptionControl
 from ferrymq.broker.filters import FilterCache
 from ferrymq.broker.groups import SubscriptionGroupManager
 from ferrymq.broker.locks import RebalanceLockManager
@@ -17,6 +18,7 @@ from ferrymq.broker.long_polling import PullHoldService
 from ferrymq.broker.offsets import ConsumerOffsetManager
 from ferrymq.broker.processors.admin import AdminProcessor
 from ferrymq.broker.processors.clients import ClientProcessor, notify_ids_changed
+from ferrymq.broker.processors.consumers import ConsumerAdminProcessor
 from ferrymq.broker.processors.offsets import OffsetProcessor
 from ferrymq.broker.processors.pull import PullProcessor
 from ferrymq.broker.processors.send import SendProcessor
@@ -35,13 +37,15 @@ class Broker:
         self.clients = ClientRegistry()
         self.locks = RebalanceLockManager(config.rebalance_lock_max_live_time / 1000)
         self.filters = FilterCache(config.enable_property_filter)
+        self.consumption = ConsumptionControl(self.clients)
         self.server = RemotingServer(config.listen_host, config.listen_port)
         self._tasks: list[asyncio.Task] = []
         self._registration: asyncio.Task | None = None
         self.started_at = time.time()
         self.stopped = False
         self._dispatch_scheduled = False
-        for processor in (SendProcessor, PullProcessor, OffsetProcessor, ClientProcessor, AdminProcessor):
+        for processor in (SendProcessor, PullProcessor, OffsetProcessor, ClientProcessor, AdminProcessor,
+                          ConsumerAdminProcessor):  # fmt: skip
             processor(self).register(self.server)
         self.server.on_connection_closed(self._connection_closed)
 
@@ -65,6 +69,8 @@ class Broker:
         )  # fmt: skip
         self.offsets = ConsumerOffsetManager(config_dir)
         self.groups = SubscriptionGroupManager(config_dir, config.auto_create_subscription_group)
+        for group in self.groups.groups.values():
+            self.consumption.update(group)
         self.hold.attach(asyncio.get_running_loop())
         self.store.dispatcher.listener = self.hold.arrived
         await self.server.start()

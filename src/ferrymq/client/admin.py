@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from ferrymq.client.admin_consumers import ConsumerControl
+from ferrymq.client.admin_messages import MessageLookups
 from ferrymq.client.instance import ClientError, ClientInstance
 from ferrymq.client.message import MessageQueue
 from ferrymq.client.pull import query_offset, queue_offset
@@ -23,7 +25,7 @@ class QueueProgress:
     lag: int
 
 
-class Admin:
+class Admin(ConsumerControl, MessageLookups):
     def __init__(self, namesrv_addr: str, *, instance: ClientInstance | None = None) -> None:
         self.instance = instance or ClientInstance(namesrv_addr)
         self._own_instance = instance is None

@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 import time
 
+from ferrymq.client import resets
 from ferrymq.client.instance import ClientError, ClientInstance
 from ferrymq.client.message import MessageExt, MessageQueue
 from ferrymq.client.pull import (
@@ -21,7 +22,9 @@ from ferrymq.client.pull import (
     pull,
     query_offset,
 )
+from ferrymq.client.push_consumer import CONSUME_FROM_WHERE
 from ferrymq.client.selector import MessageSelector, check_on_brokers
+from ferrymq.protocol.bodies import ConsumerData
 
 CONSUME_FROM = ("last", "first", "timestamp")
 _LONG_POLL_MS = 15_000  # how long the broker holds a pull on an empty queue (RocketMQ's push default)
@@ -55,12 +58,16 @@ class PullConsumer:
     async def start(self) -> None:
         if self._own_instance:
             await self.instance.start()
+        self.instance.consumers[self.group] = self._consumer_data  # heartbeats say the group is here
+        resets.on_reset(self.instance, self.group, self._reset)
 
     async def shutdown(self) -> None:
         for task in self._inflight.values():
             task.cancel()
         self._inflight.clear()
         await self.commit()
+        self.instance.consumers.pop(self.group, None)
+        resets.forget(self.instance, self.group)
         if self._own_instance:
             await self.instance.close()
 
@@ -94,6 +101,21 @@ class PullConsumer:
             self.selectors[mq.topic] = selector
             if mq not in self.positions:
                 self.positions[mq] = await self._start_offset(mq)
+        await self.instance.heartbeat_all()  # the brokers know this member (offset resets reach it)
+
+    def _consumer_data(self) -> ConsumerData:
+        return ConsumerData(
+            group_name=self.group, consume_type="CONSUME_ACTIVELY", message_model="CLUSTERING",
+            consume_from_where=CONSUME_FROM_WHERE[self.consume_from],
+            subscription_data_set=[s.subscription(topic, 0) for topic, s in self.selectors.items()],
+        )  # fmt: skip
+
+    async def _reset(self, offsets: dict[MessageQueue, int]) -> None:
+        """The broker reset the group's offsets (and stored them): the next poll reads from there."""
+        for mq, offset in offsets.items():
+            if mq in self.positions:
+                self.positions[mq] = self._committed[mq] = offset
+                self._empty.discard(mq)
 
     async def _start_offset(self, mq: MessageQueue) -> int:
         addr = await self._addr(mq)

@@ -28,6 +28,7 @@ from dataclasses import dataclass, field
 from functools import partial
 from typing import Any
 
+from ferrymq.client import resets
 from ferrymq.client.instance import ClientError, ClientInstance, TopicRoute
 from ferrymq.client.message import MessageExt, MessageQueue
 from ferrymq.client.offset_store import LocalOffsetStore, OffsetStore, RemoteOffsetStore
@@ -239,6 +240,7 @@ class PushConsumer:
         if self.clustering:
             self._subs[RETRY_PREFIX + self.group] = _Subscription(MessageSelector.tag("*"), None)
         _watch_membership(self)
+        resets.on_reset(self.instance, self.group, self._reset)
         self.instance.consumers[self.group] = self._consumer_data
         self._started = True
         self.offsets.start()
@@ -270,6 +272,7 @@ class PushConsumer:
         self.instance.consumers.pop(self.group, None)
         await self._unregister()
         _forget(self)
+        resets.forget(self.instance, self.group)
         if self._own_instance:
             await self.instance.close()
 
@@ -373,15 +376,33 @@ class PushConsumer:
                 await self._release(pq)
         new = [ProcessQueue(mq) for mq in sorted(wanted - self._queues.keys(), key=queue_order)]
         await self._position(new)
-        loop = asyncio.get_running_loop()
         for pq in new:
-            mq = pq.mq
-            self._queues[mq] = pq
-            pq.tasks.append(loop.create_task(self._pull_loop(pq)))
-            if self.orderly:
-                pq.tasks.append(loop.create_task(self._consume_orderly(pq)))
+            self._run(pq)
             log.info("%s of group %s now consumes %s queue %d of %s", self.instance.client_id, self.group,
-                     mq.topic, mq.queue_id, mq.broker_name)  # fmt: skip
+                     pq.mq.topic, pq.mq.queue_id, pq.mq.broker_name)  # fmt: skip
+
+    def _run(self, pq: ProcessQueue) -> None:
+        """Start pulling (and, orderly, consuming) a queue that is now this member's."""
+        loop = asyncio.get_running_loop()
+        self._queues[pq.mq] = pq
+        pq.tasks.append(loop.create_task(self._pull_loop(pq)))
+        if self.orderly:
+            pq.tasks.append(loop.create_task(self._consume_orderly(pq)))
+
+    async def _reset(self, offsets: dict[MessageQueue, int]) -> None:
+        """The broker reset the group's offsets (and stored them): drop what was pulled of those
+        queues and go on from the new offsets at once."""
+        for mq, offset in offsets.items():
+            old = self._queues.get(mq)
+            if old is None or self._stop.is_set():
+                continue
+            old.dropped = True  # consumes still running finish without committing
+            old.work.set()
+            await _finish(old.tasks, 0)
+            pq = ProcessQueue(mq)
+            pq.next_offset, pq.locked_at = offset, old.locked_at  # the broker lock stays ours
+            self.offsets.update(mq, offset)
+            self._run(pq)
 
     async def _position(self, pqs: list[ProcessQueue]) -> None:
         """Lock (orderly) and find the start offsets of new queues now, so that once `start()` or a

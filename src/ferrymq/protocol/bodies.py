@@ -271,6 +271,12 @@ class SubscriptionGroupConfig(Body):
     attributes: dict[str, str] = {}  # RocketMQ 5.x group attributes; ferrymq keeps consumption control here
 
 
+# Group attributes through which ferrymq brokers control consumption (ferrymq.broker.consumption).
+PAUSED = "ferrymq.paused"  # "true": no client of the group gets messages
+PAUSED_CLIENTS = "ferrymq.pausedClients"  # "id1,id2": these clients get none
+RATE_LIMIT = "ferrymq.consumeRateLimit"  # messages per second for the whole group
+
+
 class SubscriptionGroupWrapper(Body):
     """GET_ALL_SUBSCRIPTIONGROUP_CONFIG's answer, and subscriptionGroup.json."""
 
@@ -282,3 +288,27 @@ class ConsumerOffsetSerializeWrapper(Body):
     """consumerOffset.json and GET_ALL_CONSUMER_OFFSET: "topic@group" → {queue id: offset}."""
 
     offset_table: dict[str, dict[int, int]] = {}
+
+
+# --- ResetOffsetBody: a map keyed by MessageQueue objects ------------------------------------------
+# fastjson writes Map<MessageQueue, Long> with object keys — {"offsetTable":{{"brokerName":"b",
+# "queueId":0,"topic":"T"}:12}} — which is not standard JSON. Java brokers send it so and Java
+# clients read it so; these two functions write and read that form.
+
+_MQ_KEY = re.compile(rb"(\{[^{}]*\})\s*:\s*(-?\d+)")
+
+
+def encode_reset_offset_body(offsets: dict[MessageQueue, int]) -> bytes:
+    entries = b",".join(_ENCODER.encode(mq) + b":" + str(offset).encode() for mq, offset in offsets.items())
+    return b'{"offsetTable":{' + entries + b"}}"
+
+
+def decode_reset_offset_body(data: bytes | bytearray | memoryview) -> dict[MessageQueue, int]:
+    """The queue → offset table; RemotingProtocolError when the body is not such a table."""
+    data = bytes(data)
+    if b'"offsetTable"' not in data:
+        raise RemotingProtocolError("bad ResetOffsetBody: no offsetTable")
+    table = {}
+    for key, offset in _MQ_KEY.findall(data):
+        table[decode_body(MessageQueue, key)] = int(offset)
+    return table

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from ferrymq.broker.consumption import held_back
 from ferrymq.broker.filters import FilterError
 from ferrymq.broker.processors.common import error
 from ferrymq.broker.topics import PERM_READ
@@ -88,27 +89,40 @@ class PullProcessor:
         max_count = min(h.max_msg_nums, config.max_transfer_count_on_message_in_memory)
         max_bytes = min(h.max_msg_bytes or config.max_transfer_bytes_on_message_in_memory,
                         config.max_transfer_bytes_on_message_in_memory)  # fmt: skip
-        store = broker.store
+        store, tags, group = broker.store, flt.tag_codes, h.consumer_group
+        held = False
+        suspend = h.sys_flag & FLAG_SUSPEND
+        timeout = (
+            h.suspend_timeout_millis
+            if config.long_polling_enable and suspend
+            else config.short_polling_time_mills
+        ) / 1000
 
-        tags = flt.tag_codes
+        async def read(hold: float) -> GetResult:
+            nonlocal held
+            gated = (
+                broker.consumption.gate(group) is not None
+            )  # paused or rate-limited: admit() says how many
+            count = await broker.consumption.admit(group, conn, max_count, hold) if gated else max_count
+            if not count:
+                held = True
+                return held_back(store, h.topic, h.queue_id, h.queue_offset)
+            found = store.get_messages(h.topic, h.queue_id, h.queue_offset, count, max_bytes, tags)
+            found = found if flt.sql is None else flt.narrow(found)
+            if gated:
+                broker.consumption.took(group, found.message_count)
+            return found
 
-        def read() -> GetResult:
-            found = store.get_messages(h.topic, h.queue_id, h.queue_offset, max_count, max_bytes, tags)
-            return found if flt.sql is None else flt.narrow(found)
-
-        result = read()
+        result = await read(timeout)
         code = pull_code(result, h.queue_offset)
-        if code == ResponseCode.PULL_NOT_FOUND and h.sys_flag & FLAG_SUSPEND:
-            timeout = (
-                h.suspend_timeout_millis if config.long_polling_enable else config.short_polling_time_mills
-            ) / 1000
+        if code == ResponseCode.PULL_NOT_FOUND and suspend and not held:
             await broker.hold.wait(
                 h.topic,
                 h.queue_id,
                 timeout,
                 lambda: store.get_max_offset(h.topic, h.queue_id) <= h.queue_offset,
             )
-            result = read()
+            result = await read(0)
             code = pull_code(result, h.queue_offset)
         header = PullMessageResponseHeader(
             suggest_which_broker_id=0,
