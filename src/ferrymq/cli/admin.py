@@ -104,3 +104,22 @@ def progress(ctx: click.Context, group: str, topic: str) -> None:
         )
 
     with_admin(ctx, action)
+
+
+from ferrymq.cli.admin_groups import (  # noqa: E402 - they use the helpers above
+    consumers,
+    message,
+    pause,
+    query_key,
+    rate_limit,
+    reset_offset,
+    resume,
+)
+
+admin.add_command(message)
+admin.add_command(query_key)
+admin.add_command(reset_offset)
+admin.add_command(pause)
+admin.add_command(resume)
+admin.add_command(rate_limit)
+admin.add_command(consumers)
