@@ -22,7 +22,9 @@ from ferrymq.broker.processors.consumers import ConsumerAdminProcessor
 from ferrymq.broker.processors.offsets import OffsetProcessor
 from ferrymq.broker.processors.pull import PullProcessor
 from ferrymq.broker.processors.send import SendProcessor
+from ferrymq.broker.processors.send_back import SendBackProcessor
 from ferrymq.broker.registrar import NameServerRegistrar
+from ferrymq.broker.schedule.scheduler import Scheduler
 from ferrymq.broker.topics import TopicConfigManager
 from ferrymq.net import Connection, RemotingClient, RemotingServer
 from ferrymq.store import MessageStore, StoreError
@@ -45,7 +47,7 @@ class Broker:
         self.stopped = False
         self._dispatch_scheduled = False
         for processor in (SendProcessor, PullProcessor, OffsetProcessor, ClientProcessor, AdminProcessor,
-                          ConsumerAdminProcessor):  # fmt: skip
+                          ConsumerAdminProcessor, SendBackProcessor):  # fmt: skip
             processor(self).register(self.server)
         self.server.on_connection_closed(self._connection_closed)
 
@@ -72,7 +74,9 @@ class Broker:
         for group in self.groups.groups.values():
             self.consumption.update(group)
         self.hold.attach(asyncio.get_running_loop())
-        self.store.dispatcher.listener = self.hold.arrived
+        self.scheduler = Scheduler(self)
+        self.store.dispatcher.listener = self._arrived
+        self.scheduler.start()
         await self.server.start()
         self.client = RemotingClient()
         self.registrar = NameServerRegistrar(self, self.client)
@@ -90,6 +94,7 @@ class Broker:
     async def stop(self) -> None:
         """Stop cleanly: unregister, answer held pulls, close connections, flush and checkpoint."""
         self.stopped = True
+        await self.scheduler.stop()
         for task in self._tasks:
             task.cancel()
         await self.registrar.unregister_all()
@@ -98,6 +103,7 @@ class Broker:
         await self.client.close()
         self.offsets.persist()
         self.store.close()
+        self.scheduler.save()
         log.info("broker %s stopped", self.config.broker_name)
 
     def _every(self, period: float, job) -> None:
@@ -123,6 +129,11 @@ class Broker:
             self.store.dispatch()
         except StoreError:
             log.exception("dispatching stopped: the CommitLog needs recovery")
+
+    def _arrived(self, queues: list[tuple[str, int]]) -> None:
+        """The dispatcher's report of queues with new entries (thread-safe)."""
+        self.hold.arrived(queues)
+        self.scheduler.arrived(queues)
 
     def schedule_registration(self) -> None:
         """Tell the NameServers about a topic change soon (coalesced), not at the next period."""

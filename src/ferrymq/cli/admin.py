@@ -106,6 +106,10 @@ def progress(ctx: click.Context, group: str, topic: str) -> None:
     with_admin(ctx, action)
 
 
+from ferrymq.cli.admin_dlq import dlq  # noqa: E402 - it uses the helpers above
+
+admin.add_command(dlq)
+
 from ferrymq.cli.admin_groups import (  # noqa: E402 - they use the helpers above
     consumers,
     message,

@@ -28,6 +28,7 @@ from ferrymq.protocol.message import (
     UniqKeyGenerator,
     encode_batch,
     encode_properties,
+    find_property,
     java_hash,
 )
 from ferrymq.protocol.remoting import RemotingCommand
@@ -56,6 +57,14 @@ class SendError(ClientError):
     def __init__(self, message: str, code: int | None = None) -> None:
         super().__init__(message)
         self.code = code
+
+
+RETRY_PREFIX = "%RETRY%"
+
+
+def _find(props: str, key: str) -> str | None:
+    found = find_property(props.encode(), f"{key}\x01".encode())
+    return found.decode() if found is not None else None
 
 
 QueueSelector = Callable[[Sequence[MessageQueue], Message, object], MessageQueue]
@@ -121,7 +130,7 @@ class Producer:
         self, message: Message, *, selector: QueueSelector | None = None, arg: object = None
     ) -> SendResult:
         """Send and wait for the broker's answer. With `selector`, `arg` picks the queue (order)."""
-        if self._batcher is not None and selector is None:
+        if self._batcher is not None and selector is None and not message.scheduled:
             return await self._batcher.add(message)
         body, props, sys_flag, uniq = self._prepare(message)
         result = await self._send(
@@ -131,7 +140,10 @@ class Producer:
         return result
 
     async def send_orderly(self, message: Message, sharding_key: object) -> SendResult:
-        """Messages with the same sharding key go to the same queue, in order."""
+        """Messages with the same sharding key go to the same queue, in order (partitioned order:
+        an orderly PushConsumer then sees each key's messages in the order they were sent). For
+        global order give the topic a single queue (`ferrymq admin create-topic T --queues 1`): all
+        its messages are then one sequence, consumed by one member of the group at a time."""
         return await self.send(message, selector=hash_selector, arg=sharding_key)
 
     def send_async(
@@ -162,8 +174,8 @@ class Producer:
             raise SendError("every message of a batch must have the same topic")
         entries, uniq_keys = [], []
         for m in messages:
-            if m.delay_level:
-                raise SendError("delayed messages cannot be sent in a batch")
+            if m.scheduled:
+                raise SendError("delayed and timed messages cannot be sent in a batch")
             props = m.system_properties()
             uniq = props.setdefault(Prop.UNIQ_KEY, self._uniq.next())
             uniq_keys.append(uniq)
@@ -228,6 +240,11 @@ class Producer:
         }  # fmt: skip
         if batch:
             ext["m"] = "true"
+        elif mq.topic.startswith(RETRY_PREFIX):  # a consumer's redelivery: the broker reads its count here
+            ext["j"] = _find(props, Prop.RECONSUME_TIME) or "0"
+            max_times = _find(props, Prop.MAX_RECONSUME_TIMES)
+            if max_times is not None:
+                ext["l"] = max_times
         code = RequestCode.SEND_BATCH_MESSAGE if batch else RequestCode.SEND_MESSAGE_V2
         return RemotingCommand(code, ext_fields=ext, body=body)
 
@@ -235,7 +252,9 @@ class Producer:
         failed_broker = None
         last_error: Exception | None = None
         for attempt in range(1 + (0 if selector else self.retries)):
-            route = await (self.instance.refresh_route(topic) if attempt else self._route(topic))
+            if attempt:
+                await self.instance.refresh_route(topic)
+            route = await self._route(topic)  # the fresh route may have lost its writable queues
             queues = route.write_queues
             mq = selector(queues, message, arg) if selector else self._pick(queues, failed_broker)
             addr = route.masters[mq.broker_name]

@@ -10,7 +10,9 @@ or a hand-over delivers a message again rather than losing it.
 Concurrent listeners run many batches at once; a failed batch is sent back to the broker (which
 redelivers it through `%RETRY%<group>`), or consumed again here after 5 s when that fails. Orderly
 listeners get one batch at a time per queue, in queue order, only while this client holds the
-queue's broker lock; a failure is retried in place after 1 s, never skipped.
+queue's broker lock; a failure is retried in place after 1 s, never skipped, and only once it has
+failed `max_reconsume_times` times (unlimited by default, as in RocketMQ) does it go to the
+dead-letter queue `%DLQ%<group>` so the queue can go on.
 """
 
 from __future__ import annotations
@@ -34,6 +36,7 @@ from ferrymq.client.message import MessageExt, MessageQueue
 from ferrymq.client.offset_store import LocalOffsetStore, OffsetStore, RemoteOffsetStore
 from ferrymq.client.pull import PullResult, PullStatus, initial_offset, master_addr, pull
 from ferrymq.client.rebalance import STRATEGIES, allocate, queue_order
+from ferrymq.client.redelivery import Redelivery
 from ferrymq.client.selector import MessageSelector, check_on_brokers
 from ferrymq.net import Connection, RemotingError
 from ferrymq.protocol.bodies import (
@@ -47,7 +50,7 @@ from ferrymq.protocol.bodies import (
     encode_body,
 )
 from ferrymq.protocol.codes import RequestCode, ResponseCode
-from ferrymq.protocol.headers import ConsumerSendMsgBackRequestHeader, UnregisterClientRequestHeader
+from ferrymq.protocol.headers import UnregisterClientRequestHeader
 from ferrymq.protocol.message import Prop
 from ferrymq.protocol.remoting import RemotingCommand
 
@@ -69,6 +72,7 @@ PULL_RETRY_DELAY = 3.0
 FLOW_CONTROL_CHECK = 1.0
 LOCAL_RETRY_DELAY = 5.0
 ORDERLY_RETRY_DELAY = 1.0
+ORDERLY_MAX_RECONSUME = 2**31 - 1  # Java's Integer.MAX_VALUE: an orderly message is never given up by default
 RELEASE_WAIT = 3.0  # how long a dropped orderly queue waits for its current message
 MIB = 1 << 20
 
@@ -159,7 +163,8 @@ class PushConsumer:
         consume_batch_size: int = 1,
         pull_threshold_for_queue: int = 1000,
         pull_threshold_size_for_queue: int = 100,
-        max_reconsume_times: int = 16,
+        max_reconsume_times: int = -1,
+        consume_timeout: float = 15,
         consume_concurrency: int = 20,
         instance: ClientInstance | None = None,
         offset_store_dir: str | os.PathLike | None = None,
@@ -184,7 +189,11 @@ class PushConsumer:
         self.consume_batch_size = consume_batch_size
         self.pull_threshold_for_queue = pull_threshold_for_queue
         self.pull_threshold_size_for_queue = pull_threshold_size_for_queue
-        self.max_reconsume_times = max_reconsume_times
+        # RocketMQ's -1: 16 attempts for concurrent listeners, unlimited for orderly ones
+        self.max_reconsume_times = (
+            max_reconsume_times if max_reconsume_times >= 0 else ORDERLY_MAX_RECONSUME if orderly else 16
+        )
+        self._redelivery = Redelivery(self, consume_timeout)  # minutes, as RocketMQ's consumeTimeout
         self.offsets: OffsetStore = (
             RemoteOffsetStore(self.instance, group, self._addr)
             if self.clustering
@@ -238,7 +247,7 @@ class PushConsumer:
         if self._own_instance:
             await self.instance.start()
         if self.clustering:
-            self._subs[RETRY_PREFIX + self.group] = _Subscription(MessageSelector.tag("*"), None)
+            self._subs[self.retry_topic] = _Subscription(MessageSelector.tag("*"), None)
         _watch_membership(self)
         resets.on_reset(self.instance, self.group, self._reset)
         self.instance.consumers[self.group] = self._consumer_data
@@ -249,6 +258,8 @@ class PushConsumer:
         self._loops = [loop.create_task(self._rebalance_loop())]
         if self._locking:
             self._loops.append(loop.create_task(self._lock_loop()))
+        if self.clustering and not self.orderly:
+            self._loops.append(loop.create_task(self._redelivery.watch_timeouts(self._queues, self._stop)))
 
     async def shutdown(self, timeout: float = 10.0) -> None:
         """Stop pulling, let consumes in flight finish (up to `timeout` s), commit, leave the group."""
@@ -267,6 +278,7 @@ class PushConsumer:
             self._track(pq)
             pq.dropped = True
         await self.offsets.close()
+        await self._redelivery.close()
         if self._locking:
             await self._unlock(queues)
         self.instance.consumers.pop(self.group, None)
@@ -282,6 +294,10 @@ class PushConsumer:
 
     async def __aexit__(self, *exc) -> None:
         await self.shutdown()
+
+    @property
+    def retry_topic(self) -> str:
+        return RETRY_PREFIX + self.group
 
     @property
     def queues(self) -> list[MessageQueue]:
@@ -552,9 +568,11 @@ class PushConsumer:
         async with self._slots:
             if pq.dropped or self._stop.is_set():  # left in the queue: its offset was not passed
                 return
+            Redelivery.starting(messages)
             ok = await self._call_listener(messages)
         if pq.dropped:
             return
+        messages = [m for m in messages if pq.messages.get(m.queue_offset) is m]  # not timed out meanwhile
         again = []
         if not ok and self.clustering:
             again = await self._send_back(pq.mq, messages)
@@ -573,24 +591,8 @@ class PushConsumer:
             await self._consume(pq, messages)
 
     async def _send_back(self, mq: MessageQueue, messages: list[MessageExt]) -> list[MessageExt]:
-        """CONSUMER_SEND_MSG_BACK each message; return those the broker did not take."""
-        kept = []
-        for m in messages:
-            header = ConsumerSendMsgBackRequestHeader(
-                offset=m.commitlog_offset, group=self.group, delay_level=0, origin_msg_id=m.msg_id,
-                origin_topic=m.topic, max_reconsume_times=self.max_reconsume_times,
-            )  # fmt: skip
-            request = RemotingCommand(RequestCode.CONSUMER_SEND_MSG_BACK, ext_fields=header.to_ext_fields())
-            try:
-                response = await self.instance.invoke(await self._addr(mq), request)
-                refused = response.remark if response.code != ResponseCode.SUCCESS else None
-            except _CALL_ERRORS as e:
-                refused = str(e)
-            if refused is not None:
-                log.info("sending message %s back failed (%s); consuming it again here in %g s",
-                         m.msg_id, refused, LOCAL_RETRY_DELAY)  # fmt: skip
-                kept.append(m)
-        return kept
+        """Hand failed messages back for redelivery; return those to consume again here."""
+        return await self._redelivery.send_back(mq, messages)
 
     async def _consume_orderly(self, pq: ProcessQueue) -> None:
         """The queue's messages one batch at a time, in order, while locked; retry a failure in place."""
@@ -604,9 +606,24 @@ class PushConsumer:
                 pq.remove(batch)
                 self._track(pq)
                 continue
-            for m in batch:
+            if await self._give_up(pq, batch):  # every failed message went to the dead-letter queue
+                pq.remove(batch)
+                self._track(pq)
+                continue
+            await self._idle(ORDERLY_RETRY_DELAY)  # RocketMQ's SUSPEND_CURRENT_QUEUE_A_MOMENT
+
+    async def _give_up(self, pq: ProcessQueue, batch: list[MessageExt]) -> bool:
+        """After an orderly failure: messages that used up their attempts go to `%DLQ%<group>`
+        (CONSUMER_SEND_MSG_BACK with delay level -1); True when that was all of them, False when
+        the batch is to be consumed again in place (RocketMQ's checkReconsumeTimes)."""
+        again = False
+        for m in batch:
+            if m.reconsume_times < self.max_reconsume_times or await self._redelivery.send_back(
+                pq.mq, [m], -1
+            ):
                 m.reconsume_times += 1
-            await self._idle(ORDERLY_RETRY_DELAY)
+                again = True
+        return not again
 
     async def _call_listener(self, messages: list[MessageExt]) -> bool:
         """True when the listener consumed the batch."""

@@ -6,6 +6,7 @@ import random
 from typing import TYPE_CHECKING
 
 from ferrymq.broker.processors.common import PUT_STATUS_CODES, error
+from ferrymq.broker.processors.send_back import store_destination
 from ferrymq.broker.topics import PERM_WRITE, topic_problem
 from ferrymq.net.connection import Connection
 from ferrymq.protocol.codes import RequestCode, ResponseCode
@@ -82,15 +83,20 @@ class SendProcessor:
         props = (header.properties or "").encode()
         store = broker.store
         born_host = self._born_host(conn)
-        if request.code == RequestCode.SEND_BATCH_MESSAGE or header.batch:
+        batch = request.code == RequestCode.SEND_BATCH_MESSAGE or header.batch
+        destination = None if batch else store_destination(broker, request, header, queue_id, props)
+        if destination.__class__ is RemotingCommand:
+            return destination
+        if batch:
             result = store.put_batch(
                 topic, queue_id, request.body, sys_flag=header.sys_flag, born_timestamp=header.born_timestamp,
                 born_host=born_host,
             )  # fmt: skip
         else:
+            store_topic, store_queue, store_props = destination
             result = store.put_message(
-                topic, queue_id, request.body, props, flag=header.flag, sys_flag=header.sys_flag,
-                born_timestamp=header.born_timestamp, born_host=born_host,
+                store_topic, store_queue, request.body, store_props, flag=header.flag,
+                sys_flag=header.sys_flag, born_timestamp=header.born_timestamp, born_host=born_host,
                 reconsume_times=header.reconsume_times,
             )  # fmt: skip
         status = result.status
