@@ -10,7 +10,7 @@ from __future__ import annotations
 import asyncio
 import time
 
-from ferrymq.client import resets
+from ferrymq.client import notices
 from ferrymq.client.instance import ClientError, ClientInstance
 from ferrymq.client.message import MessageExt, MessageQueue
 from ferrymq.client.pull import (
@@ -59,7 +59,7 @@ class PullConsumer:
         if self._own_instance:
             await self.instance.start()
         self.instance.consumers[self.group] = self._consumer_data  # heartbeats say the group is here
-        resets.on_reset(self.instance, self.group, self._reset)
+        notices.listen(self.instance, self.group, notices.GroupListener(lambda: None, self._reset))
 
     async def shutdown(self) -> None:
         for task in self._inflight.values():
@@ -67,7 +67,7 @@ class PullConsumer:
         self._inflight.clear()
         await self.commit()
         self.instance.consumers.pop(self.group, None)
-        resets.forget(self.instance, self.group)
+        notices.forget(self.instance, self.group)
         if self._own_instance:
             await self.instance.close()
 

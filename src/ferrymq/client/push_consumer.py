@@ -24,13 +24,11 @@ import itertools
 import logging
 import os
 import time
-import weakref
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
-from functools import partial
 from typing import Any
 
-from ferrymq.client import resets
+from ferrymq.client import notices
 from ferrymq.client.instance import ClientError, ClientInstance, TopicRoute
 from ferrymq.client.message import MessageExt, MessageQueue
 from ferrymq.client.offset_store import LocalOffsetStore, OffsetStore, RemoteOffsetStore
@@ -38,7 +36,7 @@ from ferrymq.client.pull import PullResult, PullStatus, initial_offset, master_a
 from ferrymq.client.rebalance import STRATEGIES, allocate, queue_order
 from ferrymq.client.redelivery import Redelivery
 from ferrymq.client.selector import MessageSelector, check_on_brokers
-from ferrymq.net import Connection, RemotingError
+from ferrymq.net import RemotingError
 from ferrymq.protocol.bodies import (
     ConsumerData,
     GetConsumerListByGroupResponseBody,
@@ -248,8 +246,7 @@ class PushConsumer:
             await self.instance.start()
         if self.clustering:
             self._subs[self.retry_topic] = _Subscription(MessageSelector.tag("*"), None)
-        _watch_membership(self)
-        resets.on_reset(self.instance, self.group, self._reset)
+        notices.listen(self.instance, self.group, notices.GroupListener(self._rebalance_now.set, self._reset))
         self.instance.consumers[self.group] = self._consumer_data
         self._started = True
         self.offsets.start()
@@ -283,8 +280,7 @@ class PushConsumer:
             await self._unlock(queues)
         self.instance.consumers.pop(self.group, None)
         await self._unregister()
-        _forget(self)
-        resets.forget(self.instance, self.group)
+        notices.forget(self.instance, self.group)
         if self._own_instance:
             await self.instance.close()
 
@@ -689,33 +685,3 @@ def _by_broker(pqs: Iterable[ProcessQueue]) -> dict[str, list[ProcessQueue]]:
     for pq in pqs:
         grouped.setdefault(pq.mq.broker_name, []).append(pq)
     return grouped
-
-
-# --- NOTIFY_CONSUMER_IDS_CHANGED ------------------------------------------------------------------
-# A client instance answers each request code with one handler, and several consumers may share an
-# instance, so one handler per instance wakes the rebalance of the group named in the notice.
-
-_members: weakref.WeakKeyDictionary[ClientInstance, dict[str, PushConsumer]] = weakref.WeakKeyDictionary()
-
-
-def _watch_membership(consumer: PushConsumer) -> None:
-    groups = _members.get(consumer.instance)
-    if groups is None:
-        groups = _members[consumer.instance] = {}
-        consumer.instance.remoting.register(
-            RequestCode.NOTIFY_CONSUMER_IDS_CHANGED, partial(_consumer_ids_changed, groups)
-        )
-    groups[consumer.group] = consumer
-
-
-def _forget(consumer: PushConsumer) -> None:
-    _members.get(consumer.instance, {}).pop(consumer.group, None)
-
-
-async def _consumer_ids_changed(
-    groups: dict[str, PushConsumer], conn: Connection, request: RemotingCommand
-) -> None:
-    group = request.ext_fields.get("consumerGroup")
-    for consumer in [groups[group]] if group in groups else groups.values():
-        log.info("group %s changed: rebalancing now", consumer.group)
-        consumer._rebalance_now.set()
