@@ -84,9 +84,10 @@ class ConsumptionControl:
 
     def took(self, group: str, count: int) -> None:
         """A pull of the group was given `count` messages: they use up tokens."""
-        gate = self._gates.get(group)
-        if gate is not None and gate.bucket is not None and count:
-            gate.bucket.take(count)
+        if self._gates:
+            gate = self._gates.get(group)
+            if gate is not None and gate.bucket is not None and count:
+                gate.bucket.take(count)
 
     def remove(self, group: str) -> None:
         old = self._gates.pop(group, None)

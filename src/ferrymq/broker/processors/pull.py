@@ -89,40 +89,33 @@ class PullProcessor:
         max_count = min(h.max_msg_nums, config.max_transfer_count_on_message_in_memory)
         max_bytes = min(h.max_msg_bytes or config.max_transfer_bytes_on_message_in_memory,
                         config.max_transfer_bytes_on_message_in_memory)  # fmt: skip
-        store, tags, group = broker.store, flt.tag_codes, h.consumer_group
-        held = False
+        store, tags, group, control = broker.store, flt.tag_codes, h.consumer_group, broker.consumption
         suspend = h.sys_flag & FLAG_SUSPEND
-        timeout = (
-            h.suspend_timeout_millis
-            if config.long_polling_enable and suspend
-            else config.short_polling_time_mills
-        ) / 1000
+        long_poll = config.long_polling_enable and suspend
+        timeout = (h.suspend_timeout_millis if long_poll else config.short_polling_time_mills) / 1000
 
-        async def read(hold: float) -> GetResult:
-            nonlocal held
-            gated = (
-                broker.consumption.gate(group) is not None
-            )  # paused or rate-limited: admit() says how many
-            count = await broker.consumption.admit(group, conn, max_count, hold) if gated else max_count
+        def read(count: int) -> GetResult:
+            """Up to `count` messages; none when consumption control admitted none."""
             if not count:
-                held = True
                 return held_back(store, h.topic, h.queue_id, h.queue_offset)
             found = store.get_messages(h.topic, h.queue_id, h.queue_offset, count, max_bytes, tags)
             found = found if flt.sql is None else flt.narrow(found)
-            if gated:
-                broker.consumption.took(group, found.message_count)
+            control.took(group, found.message_count)
             return found
 
-        result = await read(timeout)
+        # a paused or rate-limited group is held here (like a long poll) until it may take some
+        count = await control.admit(group, conn, max_count, timeout) if control.gate(group) else max_count
+        result = read(count)
         code = pull_code(result, h.queue_offset)
-        if code == ResponseCode.PULL_NOT_FOUND and suspend and not held:
+        if code == ResponseCode.PULL_NOT_FOUND and suspend and count:
             await broker.hold.wait(
                 h.topic,
                 h.queue_id,
                 timeout,
                 lambda: store.get_max_offset(h.topic, h.queue_id) <= h.queue_offset,
             )
-            result = await read(0)
+            count = await control.admit(group, conn, count, 0) if control.gate(group) else count
+            result = read(count)
             code = pull_code(result, h.queue_offset)
         header = PullMessageResponseHeader(
             suggest_which_broker_id=0,
