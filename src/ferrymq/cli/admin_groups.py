@@ -113,12 +113,7 @@ def reset_offset(ctx: click.Context, group: str, topic: str, timestamp: int, for
 @click.pass_context
 def pause(ctx: click.Context, group: str, clients: tuple[str, ...]) -> None:
     """Stop the brokers giving GROUP messages (every client, or the --client ones)."""
-
-    async def action(client: Admin) -> None:
-        await client.pause(group, list(clients) or None)
-        click.echo(f"group {group} paused" + (f" for {', '.join(clients)}" if clients else ""))
-
-    with_admin(ctx, action)
+    _pause_or_resume(ctx, group, clients, pausing=True)
 
 
 @click.command()
@@ -127,10 +122,14 @@ def pause(ctx: click.Context, group: str, clients: tuple[str, ...]) -> None:
 @click.pass_context
 def resume(ctx: click.Context, group: str, clients: tuple[str, ...]) -> None:
     """Let GROUP consume again (the whole group, or the --client ones)."""
+    _pause_or_resume(ctx, group, clients, pausing=False)
 
+
+def _pause_or_resume(ctx: click.Context, group: str, clients: tuple[str, ...], *, pausing: bool) -> None:
     async def action(client: Admin) -> None:
-        await client.resume(group, list(clients) or None)
-        click.echo(f"group {group} resumed" + (f" for {', '.join(clients)}" if clients else ""))
+        await (client.pause if pausing else client.resume)(group, list(clients) or None)
+        done = "paused" if pausing else "resumed"
+        click.echo(f"group {group} {done}" + (f" for {', '.join(clients)}" if clients else ""))
 
     with_admin(ctx, action)
 
