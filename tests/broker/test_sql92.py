@@ -9,7 +9,16 @@ from hypothesis import strategies as st
 from ferrymq.broker.filters import FilterCache, FilterError
 from ferrymq.broker.sql92 import SqlFilter, SqlFilterError
 
-MSG = {"a": "10", "b": "2.5", "s": "hello world", "flag": "true", "neg": "-3", "word": "abc", "big": "9e3"}
+MSG = {
+    "huge": "9" * 5000,
+    "a": "10",
+    "b": "2.5",
+    "s": "hello world",
+    "flag": "true",
+    "neg": "-3",
+    "word": "abc",
+    "big": "9e3",
+}
 
 
 @pytest.mark.parametrize(
@@ -81,6 +90,7 @@ def test_semantics_match_rocketmq(expression, expected):
         "word = 1",
         "s CONTAINS ''",
         "-word < 1",
+        "huge = 1",  # digits beyond 64 bits are no integer
     ],
 )
 def test_null_and_unconvertible_values_never_match(expression):
@@ -145,6 +155,7 @@ _SQL_WORDS = st.sampled_from(
 @example("(" * 5000)
 @example("- " * 5000 + "1")
 @example("\x00")
+@example("a = " + "9" * 5000)
 def test_garbage_raises_only_the_filter_error_and_evaluation_never_fails(text):
     try:
         compiled = SqlFilter(text)

@@ -6,6 +6,7 @@ properties, when the broker's `enable_property_filter` is on, as RocketMQ's is n
 from __future__ import annotations
 
 from ferrymq.broker.sql92 import SqlFilter, SqlFilterError
+from ferrymq.protocol.errors import MessageDecodeError
 from ferrymq.protocol.message import decode_properties, java_hash, read_record_meta
 from ferrymq.store import GetResult, GetStatus
 
@@ -31,7 +32,6 @@ class SubscriptionFilter:
         """Keep the found messages whose properties match the SQL92 filter (zero-copy slices)."""
         if self.sql is None or result.status is not GetStatus.FOUND:
             return result
-        matches = self.sql.matches
         kept: list[memoryview] = []
         total = 0
         for run in result.buffers:  # a run holds consecutive whole records
@@ -40,13 +40,20 @@ class SubscriptionFilter:
                 meta = read_record_meta(run, pos, end)
                 if not isinstance(meta, tuple):
                     break  # cannot happen for dispatched records; never loop on garbage
-                if matches(decode_properties(run[meta.props_start : meta.props_end])):
+                if self._matches(run[meta.props_start : meta.props_end]):
                     kept.append(run[pos : pos + meta.size])
                     total += meta.size
                 pos += meta.size
         status = GetStatus.FOUND if kept else GetStatus.NO_MATCHED_MESSAGE
         return GetResult(status, result.next_begin_offset, result.min_offset, result.max_offset, kept,
                          len(kept), total)  # fmt: skip
+
+    def _matches(self, raw_properties: memoryview) -> bool:
+        try:
+            props = decode_properties(raw_properties)
+        except MessageDecodeError:  # properties that are not UTF-8 match no expression
+            return False
+        return self.sql.matches(props)
 
 
 EVERY_MESSAGE = SubscriptionFilter(None)

@@ -70,7 +70,8 @@ def _tokens(text: str) -> list[tuple[str, object, int]]:
         if kind == "name" and raw.upper() in _KEYWORDS:
             out.append(("keyword", raw.upper(), pos))
         elif kind == "int":
-            value = int(raw.rstrip("lL"))
+            digits = raw.rstrip("lL")
+            value = int(digits) if len(digits) <= 19 else _LONG_MAX + 1
             if value > _LONG_MAX:
                 raise SqlFilterError(f"number {raw} at position {pos} is out of the 64-bit range")
             out.append(("number", value, pos))
@@ -310,8 +311,8 @@ _FLOAT = re.compile(r"\s*[+-]?(?:\d+\.?\d*|\.\d+)(?:[eE][+-]?\d+)?[dDfF]?\s*\Z")
 
 
 def _to_int(s: str) -> int:
-    if not _INT.match(s):
-        raise _EvalError(f"{s!r} is not an integer")
+    if not _INT.match(s) or len(s) > 20:
+        raise _EvalError(f"{s[:40]!r} is not a 64-bit integer")
     value = int(s)
     if not _LONG_MIN <= value <= _LONG_MAX:
         raise _EvalError(f"{s!r} is out of the 64-bit range")
