@@ -16,7 +16,7 @@ import msgspec
 
 from ferrymq.broker.persisted import load_json, save_json
 from ferrymq.broker.schedule.divert import SCHEDULE_TOPIC
-from ferrymq.broker.schedule.redeliver import DurableProgress, redeliver
+from ferrymq.broker.schedule.redeliver import DurableProgress, prop_keys, redeliver
 from ferrymq.protocol.bodies import Body, DataVersion
 from ferrymq.protocol.message import BLANK, Prop, read_record_meta
 from ferrymq.store import MessageStore, PutStatus
@@ -27,7 +27,7 @@ log = logging.getLogger(__name__)
 
 BATCH = 500  # messages redelivered before letting the event loop serve others
 RETRY_AFTER_FAILURE_MS = 10_000  # RocketMQ's DELAY_FOR_A_PERIOD
-_DROP = (Prop.DELAY, Prop.TIMER_DELIVER_MS, Prop.TIMER_DELAY_SEC, Prop.TIMER_DELAY_MS)
+_DROP = prop_keys(Prop.DELAY, Prop.TIMER_DELIVER_MS, Prop.TIMER_DELAY_SEC, Prop.TIMER_DELAY_MS)
 
 
 class DelayOffsetSerializeWrapper(Body):
@@ -94,8 +94,8 @@ class DelayLevelService:
         done = 0
         while offset < cq.max_offset:
             for phys, size, _ in ENTRY.iter_unpack(cq.entries(offset, BATCH)):
-                record = None if size == BLANK_ENTRY_SIZE else self.store.look_message_by_offset(phys)
-                meta = read_record_meta(record, 0, len(record)) if record is not None else None
+                record = None if size == BLANK_ENTRY_SIZE else self.store.commitlog.read(phys, size)
+                meta = read_record_meta(record, 0, size) if record is not None else None
                 if meta is not None and meta is not BLANK:
                     due = meta.store_timestamp + delay
                     if due > now + delay:  # stored "in the future": the clock went back; deliver now

@@ -19,11 +19,12 @@ import heapq
 import logging
 import time
 from array import array
+from collections.abc import Iterator
 from pathlib import Path
 
 from ferrymq.broker.persisted import load_json, save_json
 from ferrymq.broker.schedule.divert import TIMER_DEQUEUE_MS, TIMER_OUT_MS, TIMER_TOPIC
-from ferrymq.broker.schedule.redeliver import DurableProgress, redeliver
+from ferrymq.broker.schedule.redeliver import DurableProgress, prop_keys, redeliver
 from ferrymq.protocol.bodies import Body
 from ferrymq.protocol.message import BLANK, Prop, find_property, read_record_meta
 from ferrymq.store import MessageStore, PutStatus
@@ -34,7 +35,7 @@ log = logging.getLogger(__name__)
 BATCH = 1000  # entries taken in or redelivered before letting the event loop serve others
 RETRY_AFTER_FAILURE_MS = 10_000
 _OUT_KEY = (TIMER_OUT_MS + "\x01").encode()
-_DROP = (Prop.REAL_TOPIC, Prop.REAL_QID)
+_DROP = prop_keys(Prop.REAL_TOPIC, Prop.REAL_QID)
 
 
 class TimerCheckpoint(Body):
@@ -52,7 +53,7 @@ class TimerService:
         self._written = written
         self._wake = asyncio.Event()
         self.stopping = False
-        self._slots: dict[int, array] = {}  # slot -> [queue offset, CommitLog offset, ...] in queue order
+        self._slots: dict[int, array] = {}  # slot -> [queue offset, CommitLog offset, size, ...], queue order
         self._heap: list[int] = []  # the slots that hold messages
         self._retry_at = 0
         saved = load_json(self.path, TimerCheckpoint)
@@ -62,7 +63,7 @@ class TimerService:
 
     @property
     def pending(self) -> int:
-        return sum(len(a) for a in self._slots.values()) // 2
+        return sum(len(a) for a in self._slots.values()) // 3
 
     def arrived(self) -> None:
         self._wake.set()
@@ -102,62 +103,59 @@ class TimerService:
         return max((self._heap[0] + 1) * self.precision, self._retry_at)
 
     async def _take_in(self) -> None:
+        for offset, phys, size, out_ms in self._entries(self.enqueue_offset):
+            if out_ms is not None:
+                self._add(out_ms // self.precision, offset, phys, size)
+            self.enqueue_offset = offset + 1
+            if offset % BATCH == 0:
+                await asyncio.sleep(0)
+
+    def _entries(self, offset: int) -> Iterator[tuple[int, int, int, int | None]]:
+        """(queue offset, CommitLog offset, size, TIMER_OUT_MS or None) of the timer queue from `offset`."""
         cq = self.store.queues.get(TIMER_TOPIC, 0)
         if cq is None:
             return
-        offset = max(self.enqueue_offset, cq.min_offset)
+        offset = max(offset, cq.min_offset)
         while offset < cq.max_offset:
-            chunk = cq.entries(offset, BATCH)
-            for phys, size, _ in ENTRY.iter_unpack(chunk):
-                out_ms = self._out_ms(phys) if size != BLANK_ENTRY_SIZE else None
-                if out_ms is not None:
-                    self._add(out_ms // self.precision, offset, phys)
+            for phys, size, _ in ENTRY.iter_unpack(cq.entries(offset, BATCH)):
+                yield offset, phys, size, self._out_ms(phys, size) if size != BLANK_ENTRY_SIZE else None
                 offset += 1
-            self.enqueue_offset = offset
-            await asyncio.sleep(0)
 
-    def _out_ms(self, phys: int) -> int | None:
-        record = self.store.look_message_by_offset(phys)
-        meta = read_record_meta(record, 0, len(record)) if record is not None else None
+    def _out_ms(self, phys: int, size: int) -> int | None:
+        record = self.store.commitlog.read(phys, size)
+        meta = read_record_meta(record, 0, size) if record is not None else None
         if meta is None or meta is BLANK:
             return None
         raw = find_property(bytes(record[meta.props_start : meta.props_end]), _OUT_KEY)
-        try:
-            return int(raw) if raw is not None else None
-        except ValueError:
-            return None
+        return int(raw) if raw is not None and raw.isdigit() else None
 
-    def _add(self, slot: int, queue_offset: int, phys: int) -> None:
+    def _add(self, slot: int, queue_offset: int, phys: int, size: int) -> None:
         entries = self._slots.get(slot)
         if entries is None:
             entries = self._slots[slot] = array("q")
             heapq.heappush(self._heap, slot)
-        entries.append(queue_offset)
-        entries.append(phys)
+        entries.extend((queue_offset, phys, size))
 
     async def _deliver(self, slot: int) -> bool:
         """Redeliver a slot's messages; False (keeping those left) if the store refused a put."""
         entries = self._slots[slot]
+        read = self.store.commitlog.read
         while entries:
-            for i in range(1, min(len(entries), 2 * BATCH), 2):
-                record = self.store.look_message_by_offset(entries[i])
-                result = (
-                    redeliver(self.store, record, _DROP, {TIMER_DEQUEUE_MS: str(_now_ms())})
-                    if record
-                    else None
-                )
-                if result is None or result.status is PutStatus.MESSAGE_ILLEGAL:
-                    log.error("timer: dropping the message at %d: %s", entries[i], result and result.remark)
-                elif result.status is PutStatus.PUT_OK:
+            for i in range(0, min(len(entries), 3 * BATCH), 3):
+                dequeued = f"{TIMER_DEQUEUE_MS}\x01{_now_ms()}\x02".encode()
+                result = redeliver(self.store, read(entries[i + 1], entries[i + 2]), _DROP, dequeued)
+                if result.status is PutStatus.PUT_OK:
                     self._written()
+                elif result.status is PutStatus.MESSAGE_ILLEGAL:
+                    log.error("timer: dropping the message at %d: %s", entries[i + 1], result.remark)
                 else:
                     log.error(
                         "timer: redelivery failed (%s); retrying in %d s",
                         result.remark or result.status.name, RETRY_AFTER_FAILURE_MS // 1000,
                     )  # fmt: skip
-                    del entries[: i - 1]
+                    del entries[:i]
                     return False
-            del entries[: 2 * BATCH]
+            del entries[: 3 * BATCH]
             if entries:
                 await asyncio.sleep(0)
         del self._slots[slot]
@@ -169,19 +167,10 @@ class TimerService:
 
     def _reload(self, saved: TimerCheckpoint) -> None:
         """After a restart: put back into the wheel what the checkpoint does not prove delivered."""
-        cq = self.store.queues.get(TIMER_TOPIC, 0)
-        if cq is None:
-            return
-        offset = max(saved.low_offset, cq.min_offset)
-        while offset < cq.max_offset:
-            for phys, size, _ in ENTRY.iter_unpack(cq.entries(offset, 10_000)):
-                out_ms = self._out_ms(phys) if size != BLANK_ENTRY_SIZE else None
-                if out_ms is not None and (
-                    offset >= saved.enqueue_offset or out_ms >= saved.delivered_before_ms
-                ):
-                    self._add(out_ms // self.precision, offset, phys)
-                offset += 1
-        self.enqueue_offset = offset
+        for offset, phys, size, out_ms in self._entries(saved.low_offset):
+            if out_ms is not None and (offset >= saved.enqueue_offset or out_ms >= saved.delivered_before_ms):
+                self._add(out_ms // self.precision, offset, phys, size)
+            self.enqueue_offset = offset + 1
         if self._heap:
             log.info("timer: %d messages pending after restart", self.pending)
 
