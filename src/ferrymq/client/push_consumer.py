@@ -410,7 +410,8 @@ class PushConsumer:
                 continue
             old.dropped = True  # consumes still running finish without committing
             old.work.set()
-            await _finish(old.tasks, 0)
+            await _finish(old.tasks[:1], 0)
+            await _finish(old.tasks[1:], RELEASE_WAIT)  # orderly: its current message completes first
             pq = ProcessQueue(mq)
             pq.next_offset, pq.locked_at = offset, old.locked_at  # the broker lock stays ours
             self.offsets.update(mq, offset)
