@@ -37,8 +37,9 @@ async def test_query_by_key_within_a_time_range_and_view_by_either_id(cluster, m
             await admin.view_message("not-an-id")
 
 
+@pytest.mark.parametrize("orderly", [False, True])
 async def test_reset_to_a_timestamp_redelivers_to_running_push_consumers(
-    cluster, make_topic, producer, start_consumer
+    cluster, make_topic, producer, start_consumer, orderly
 ):
     await make_topic("Replay", 2)
     got: list[bytes] = []
@@ -49,7 +50,7 @@ async def test_reset_to_a_timestamp_redelivers_to_running_push_consumers(
     def mq_end(mq) -> int:
         return cluster.broker.store.get_max_offset("Replay", mq.queue_id)
 
-    consumer = await start_consumer("replayers", "Replay", listener, consume_from="first")
+    consumer = await start_consumer("replayers", "Replay", listener, consume_from="first", orderly=orderly)
     for i in range(4):
         await producer.send(Message("Replay", f"old{i}".encode()))
     await eventually(lambda: len(got) == 4, what="the old messages")
