@@ -65,6 +65,7 @@ class ConsumptionControl:
     def __init__(self, clients: ClientRegistry) -> None:
         self.clients = clients
         self._gates: dict[str, GroupGate] = {}
+        self._closing = False
 
     def gate(self, group: str) -> GroupGate | None:
         """The group's gate; None (nothing to check) for the usual group without controls."""
@@ -107,7 +108,7 @@ class ConsumptionControl:
                 return min(wanted, tokens)
             else:
                 wait = min(gate.bucket.next_token_in(), deadline - time.monotonic())
-            if deadline - time.monotonic() <= 0:
+            if self._closing or deadline - time.monotonic() <= 0:
                 return 0
             try:
                 async with asyncio.timeout(max(wait, 0.001)):
@@ -115,6 +116,12 @@ class ConsumptionControl:
             except TimeoutError:
                 pass
         return wanted
+
+    def close(self) -> None:
+        """At shutdown: answer every held pull now (with nothing)."""
+        self._closing = True
+        for gate in self._gates.values():
+            gate.changed.set()
 
     def _paused(self, gate: GroupGate, conn: Connection) -> bool:
         if gate.paused:

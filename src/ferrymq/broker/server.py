@@ -99,6 +99,7 @@ class Broker:
             task.cancel()
         await self.registrar.unregister_all()
         self.hold.wake_all()
+        self.consumption.close()
         await self.server.stop(grace=3.0)
         await self.client.close()
         self.offsets.persist()
