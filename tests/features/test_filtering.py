@@ -34,6 +34,14 @@ async def poll_all(consumer: PullConsumer, want: int) -> list[bytes]:
     return got
 
 
+async def raw_pull(cluster, topic: str, expression: str, expression_type: str):
+    """One PULL_MESSAGE of queue 0 from its start, with the subscription in the request."""
+    ext = {"consumerGroup": "raw", "topic": topic, "queueId": 0, "queueOffset": 0, "maxMsgNums": 32,
+           "sysFlag": 4, "commitOffset": -1, "suspendTimeoutMillis": 0, "subscription": expression,
+           "subVersion": 0, "expressionType": expression_type}  # fmt: skip
+    return await cluster.call(RequestCode.PULL_MESSAGE, ext)
+
+
 async def test_push_consumer_gets_only_what_the_sql_selects(cluster, make_topic, producer, start_consumer):
     await make_topic("Orders", 2)
     got: list[bytes] = []
@@ -79,10 +87,7 @@ async def test_bad_expressions_fail_at_subscribe_and_in_the_pull_answer(cluster,
     async with PullConsumer("bad-pull", cluster.namesrv_addr) as pull_consumer:
         with pytest.raises(ClientError, match="NULL cannot be compared"):
             await pull_consumer.subscribe("Orders", MessageSelector.sql("a = NULL"))
-    ext = {"consumerGroup": "raw", "topic": "Orders", "queueId": 0, "queueOffset": 0, "maxMsgNums": 32,
-           "sysFlag": 4, "commitOffset": -1, "suspendTimeoutMillis": 0, "subscription": "a >>> 1",
-           "subVersion": 0, "expressionType": "SQL92"}  # fmt: skip
-    response = await cluster.call(RequestCode.PULL_MESSAGE, ext)
+    response = await raw_pull(cluster, "Orders", "a >>> 1", "SQL92")
     assert response.code == ResponseCode.SUBSCRIPTION_PARSE_FAILED
     assert "bad SQL92 expression" in response.remark
 
@@ -94,6 +99,8 @@ async def test_sql_is_refused_clearly_while_the_broker_has_it_off(make_cluster):
     async with PullConsumer("off", cluster.namesrv_addr) as consumer:
         with pytest.raises(ClientError, match="enable_property_filter = true"):
             await consumer.assign([mq], MessageSelector.sql("a > 1"))
+    response = await raw_pull(cluster, "Off", "a > 1", "SQL92")
+    assert response.code == ResponseCode.SYSTEM_ERROR and "does not support" in response.remark
 
 
 async def test_tags_filter_by_hash_on_the_broker_and_exactly_in_the_client(cluster, make_topic, producer):
@@ -102,10 +109,7 @@ async def test_tags_filter_by_hash_on_the_broker_and_exactly_in_the_client(clust
     for tag in ("Aa", "BB", "Cc", "Aa"):
         await producer.send(Message("Tagged", tag.encode(), tags=tag))
     await cluster.settled()
-    ext = {"consumerGroup": "raw", "topic": "Tagged", "queueId": 0, "queueOffset": 0, "maxMsgNums": 32,
-           "sysFlag": 4, "commitOffset": -1, "suspendTimeoutMillis": 0, "subscription": "Aa",
-           "subVersion": 0, "expressionType": "TAG"}  # fmt: skip
-    raw = await cluster.call(RequestCode.PULL_MESSAGE, ext)
+    raw = await raw_pull(cluster, "Tagged", "Aa", "TAG")
     assert raw.code == ResponseCode.SUCCESS
     assert [m.body for m in decode_records(raw.body)] == [b"Aa", b"BB", b"Aa"]  # the broker passes the twin
     async with PullConsumer("tags", cluster.namesrv_addr, consume_from="first") as consumer:

@@ -6,6 +6,7 @@ properties, when the broker's `enable_property_filter` is on, as RocketMQ's is n
 from __future__ import annotations
 
 from ferrymq.broker.sql92 import SqlFilter, SqlFilterError
+from ferrymq.protocol.codes import ResponseCode
 from ferrymq.protocol.errors import MessageDecodeError
 from ferrymq.protocol.message import decode_properties, java_hash, read_record_meta
 from ferrymq.store import GetResult, GetStatus
@@ -16,6 +17,12 @@ CACHE_SIZE = 4096
 
 class FilterError(ValueError):
     """An expression the broker cannot evaluate: a bad one, or SQL92 while it is turned off."""
+
+    code = ResponseCode.SUBSCRIPTION_PARSE_FAILED  # the answer to the pull or check that used it
+
+
+class FilterDisabled(FilterError):
+    code = ResponseCode.SYSTEM_ERROR  # as RocketMQ answers while enablePropertyFilter is off
 
 
 class SubscriptionFilter:
@@ -82,7 +89,7 @@ class FilterCache:
         if expression_type != SQL92_TYPE:
             raise FilterError(f"unknown expression type {expression_type}: use TAG or SQL92")
         if not self.enable_property_filter:
-            raise FilterError(
+            raise FilterDisabled(
                 "The broker does not support consumer to filter message by SQL92 "
                 "(set enable_property_filter = true on the broker)"
             )

@@ -105,9 +105,7 @@ class ClientProcessor:
         try:
             self.broker.filters.get(sub.sub_string, sub.expression_type)
         except FilterError as e:
-            enabled = self.broker.filters.enable_property_filter  # off: RocketMQ's SYSTEM_ERROR
-            code = ResponseCode.SUBSCRIPTION_PARSE_FAILED if enabled else ResponseCode.SYSTEM_ERROR
-            return error(request, code, str(e))
+            return error(request, e.code, str(e))
         return ok(request)
 
 

@@ -81,7 +81,7 @@ class PullProcessor:
         try:
             flt = broker.filters.get(expression, expression_type)
         except FilterError as e:
-            return error(request, ResponseCode.SUBSCRIPTION_PARSE_FAILED, str(e))
+            return error(request, e.code, str(e))
         if h.sys_flag & FLAG_COMMIT_OFFSET and h.commit_offset >= 0 and broker.is_master:
             broker.offsets.commit(h.consumer_group, h.topic, h.queue_id, h.commit_offset)
 
