@@ -19,7 +19,7 @@ def test_lookups_resets_pause_and_rate_limit_from_the_shell(tmp_path):
         )
         msg_id = re.search(r"msgId=(\S+)", sent).group(1)
 
-        shown = ferrymq(*admin, "message", msg_id, "--topic", "Orders")
+        shown = ferrymq(*admin, "query-msg", msg_id, "--topic", "Orders")
         assert re.search(r"Keys:\s+order-7", shown) and "5 bytes: first" in shown
         deadline = time.monotonic() + 20
         while "2 messages with key order-7" not in (
@@ -32,7 +32,7 @@ def test_lookups_resets_pause_and_rate_limit_from_the_shell(tmp_path):
 
         reset = ferrymq(*admin, "reset-offset", "Readers", "Orders", "end")
         assert re.search(r"│\s*0\s*│\s*2\s*│", reset), reset  # queue 0 moved to its end, offset 2
-        assert "total lag 0" in ferrymq(*admin, "progress", "Readers", "Orders")
+        assert "total lag 0" in ferrymq(*admin, "consumer-progress", "Readers", "Orders")
 
         assert "paused" in ferrymq(*admin, "pause", "Readers")
         assert "at most 50 messages/s" in ferrymq(*admin, "rate-limit", "Readers", "50")

@@ -121,6 +121,8 @@ from ferrymq.cli.admin_groups import (  # noqa: E402 - they use the helpers abov
 )
 
 admin.add_command(message)
+admin.add_command(message, "query-msg")  # the (and mqadmin's) name for it
+admin.add_command(progress, "consumer-progress")
 admin.add_command(query_key)
 admin.add_command(reset_offset)
 admin.add_command(pause)
