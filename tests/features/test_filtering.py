@@ -15,7 +15,7 @@ ORDERS = [  # (body, properties)
     (b"eu-small", {"region": "eu", "amount": "5"}),
     (b"us-big", {"region": "us", "amount": "900"}),
     (b"no-amount", {"region": "eu"}),
-    (b"bare", {}),
+    (b"bare", {"xregion": "eu", "the_amount": "7"}),  # names that end like the ones filtered on
 ]
 
 
@@ -68,6 +68,7 @@ async def test_pull_consumer_sql_with_nulls_in_and_not(cluster, make_topic, prod
     await cluster.settled()
     cases = {
         "amount IS NULL": [b"bare", b"no-amount"],
+        "region IS NULL": [b"bare"],
         "region IN ('us', 'asia') OR amount < 10": [b"eu-small", b"us-big"],
         "NOT (region = 'eu')": [b"us-big"],  # a message without `region` is not "not eu": unknown
         "amount BETWEEN 5 AND 500": [b"eu-big", b"eu-small"],

@@ -7,8 +7,7 @@ from __future__ import annotations
 
 from ferrymq.broker.sql92 import SqlFilter, SqlFilterError
 from ferrymq.protocol.codes import ResponseCode
-from ferrymq.protocol.errors import MessageDecodeError
-from ferrymq.protocol.message import decode_properties, java_hash, read_record_meta
+from ferrymq.protocol.message import find_property, java_hash, read_record_meta
 from ferrymq.store import GetResult, GetStatus
 
 TAG_TYPE, SQL92_TYPE = "TAG", "SQL92"
@@ -29,11 +28,12 @@ class SubscriptionFilter:
     """What a pull filters by: `tag_codes` for the store (None: every tag), and an optional SQL92
     filter that `narrow` applies to what the store found."""
 
-    __slots__ = ("sql", "tag_codes")
+    __slots__ = ("_keys", "sql", "tag_codes")
 
     def __init__(self, tag_codes: frozenset[int] | None, sql: SqlFilter | None = None) -> None:
         self.tag_codes = tag_codes
         self.sql = sql
+        self._keys = [(name, name.encode() + b"\x01") for name in sorted(sql.names)] if sql else []
 
     def narrow(self, result: GetResult) -> GetResult:
         """Keep the found messages whose properties match the SQL92 filter (zero-copy slices)."""
@@ -56,11 +56,17 @@ class SubscriptionFilter:
                          len(kept), total)  # fmt: skip
 
     def _matches(self, raw_properties: memoryview) -> bool:
-        try:
-            props = decode_properties(raw_properties)
-        except MessageDecodeError:  # properties that are not UTF-8 match no expression
-            return False
-        return self.sql.matches(props)
+        """Evaluate against the properties the expression reads, found without decoding the rest."""
+        raw = bytes(raw_properties)
+        values = {}
+        for name, key in self._keys:
+            value = find_property(raw, key)
+            if value is not None:
+                try:
+                    values[name] = value.decode()
+                except UnicodeDecodeError:  # not UTF-8: matches no expression
+                    return False
+        return self.sql.matches(values)
 
 
 EVERY_MESSAGE = SubscriptionFilter(None)

@@ -360,6 +360,7 @@ class _Parser:
         self.tokens = _tokens(text)
         self.i = 0
         self.depth = 0
+        self.names: set[str] = set()  # the properties the expression reads
 
     def peek(self, ahead: int = 0) -> tuple[str, object, int]:
         return self.tokens[min(self.i + ahead, len(self.tokens) - 1)]
@@ -488,6 +489,7 @@ class _Parser:
             return Constant(value)
         if kind == "name":
             self.i += 1
+            self.names.add(value)
             return Property(value)
         if kind == "keyword" and value in ("TRUE", "FALSE", "NULL"):
             self.i += 1
@@ -557,7 +559,9 @@ class SqlFilter:
         if len(expression) > MAX_LENGTH:
             raise SqlFilterError(f"the SQL92 expression is longer than {MAX_LENGTH} characters")
         self.expression = expression
-        self.tree = _Parser(expression).parse()
+        parser = _Parser(expression)
+        self.tree = parser.parse()
+        self.names = frozenset(parser.names)  # only these properties need to be read from a message
 
     def matches(self, props: Props) -> bool:
         try:
