@@ -9,7 +9,7 @@ import time
 
 import pytest
 
-from tests.compat.conftest import poll
+from tests.compat.conftest import poll, wait_until
 from tests.compat.test_rocketmq_v4 import WAIT, bodies, wait_for_all
 
 pytestmark = [pytest.mark.compat, pytest.mark.timeout(180)]
@@ -45,3 +45,16 @@ def test_a_paused_group_gets_nothing_until_resumed_and_a_rate_limit_slows_it(v4,
     # 10 a second with a second's worth up front: the other 30 cannot arrive in much under 3 s
     assert time.monotonic() - started >= 2.0
     consumer.stop()
+
+
+def test_an_offset_reset_reaches_the_running_real_consumer(v4, cluster):
+    topic, group = "ResetTopic", "resetters"
+    sent = bodies(v4.produce(topic, 6, prefix="first"))
+    cluster.queue_count(topic)
+    consumer = v4.consumer(topic, group, label="reader", timeout=120)
+    wait_for_all(sent, consumer)
+    assert "offset" in admin(cluster, "reset-offset", group, topic, "0")  # back to the start, while it runs
+    # The broker sends C++ clients the list form of the offsets (Java's ResetOffsetBodyForC).
+    wait_until(lambda: len(consumer.messages) >= 2 * len(sent), WAIT, consumer.describe)
+    consumer.stop()
+    assert sorted(m["body"] for m in consumer.messages) == sorted(list(sent) * 2)

@@ -303,6 +303,25 @@ def encode_reset_offset_body(offsets: dict[MessageQueue, int]) -> bytes:
     return b'{"offsetTable":{' + entries + b"}}"
 
 
+class _MessageQueueForC(Body):
+    topic: str
+    broker_name: str
+    queue_id: int
+    offset: int
+
+
+class _ResetOffsetBodyForC(Body):
+    offset_table: list[_MessageQueueForC]
+
+
+def encode_reset_offset_body_for_c(offsets: dict[MessageQueue, int]) -> bytes:
+    """The form Java brokers send C++ clients (ResetOffsetBodyForC): a plain list of queues."""
+    table = [
+        _MessageQueueForC(mq.topic, mq.broker_name, mq.queue_id, offset) for mq, offset in offsets.items()
+    ]
+    return _ENCODER.encode(_ResetOffsetBodyForC(table))
+
+
 def decode_reset_offset_body(data: bytes | bytearray | memoryview) -> dict[MessageQueue, int]:
     """The queue → offset table; RemotingProtocolError when the body is not such a table."""
     data = bytes(data)

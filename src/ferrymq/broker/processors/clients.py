@@ -56,7 +56,7 @@ class ClientProcessor:
             ):
                 broker.schedule_registration()  # consumers find the retry topic's route at once
             self._compile_filters(data.client_id, consumer)
-            if broker.clients.heartbeat_consumer(data.client_id, conn, consumer):
+            if broker.clients.heartbeat_consumer(data.client_id, conn, consumer, request.language):
                 log.info("consumer %s joined group %s", data.client_id, consumer.group_name)
                 broker.notify_consumer_ids_changed(consumer.group_name)
         for producer in data.producer_data_set:

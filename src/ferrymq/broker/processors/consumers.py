@@ -13,8 +13,8 @@ from typing import TYPE_CHECKING
 from ferrymq.broker.processors.common import error, ok
 from ferrymq.net.connection import Connection
 from ferrymq.net.errors import RemotingError
-from ferrymq.protocol.bodies import MessageQueue, encode_reset_offset_body
-from ferrymq.protocol.codes import RequestCode, ResponseCode
+from ferrymq.protocol.bodies import MessageQueue, encode_reset_offset_body, encode_reset_offset_body_for_c
+from ferrymq.protocol.codes import LanguageCode, RequestCode, ResponseCode
 from ferrymq.protocol.headers import ResetOffsetRequestHeader
 from ferrymq.protocol.remoting import RemotingCommand
 
@@ -46,6 +46,7 @@ class ConsumerAdminProcessor:
             offsets[MessageQueue(h.topic, broker.config.broker_name, queue_id)] = offset
         broker.offsets.persist()
         body = encode_reset_offset_body(offsets)
+        body_for_c = encode_reset_offset_body_for_c(offsets)
         consumers = broker.clients.consumers.get(h.group)
         members = list(consumers.members.values()) if consumers else []
         notice = ResetOffsetRequestHeader(
@@ -53,8 +54,9 @@ class ConsumerAdminProcessor:
         )
         for member in members:
             command = RemotingCommand(
-                RequestCode.RESET_CONSUMER_CLIENT_OFFSET, ext_fields=notice.to_ext_fields(), body=body
-            )
+                RequestCode.RESET_CONSUMER_CLIENT_OFFSET, ext_fields=notice.to_ext_fields(),
+                body=body_for_c if member.language is LanguageCode.CPP else body,
+            )  # fmt: skip
             try:
                 await member.connection.send_oneway(command)
             except RemotingError as e:
