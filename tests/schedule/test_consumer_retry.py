@@ -31,11 +31,11 @@ class Flaky:
 
 
 async def test_a_failed_message_comes_back_from_the_retry_topic_as_its_own_topic(
-    scheduled, producer, start_consumer
+    cluster, producer, start_consumer
 ):
     await producer.send(Message("Work", b"job", tags="TagA"))
     listener = Flaky(failures=2)
-    await start_consumer("workers", "Work", listener)
+    await start_consumer("workers", "Work", listener, consume_from="first")
     await eventually(lambda: len(listener.seen) == 3, what="two failures and a success")
     assert [m.reconsume_times for m in listener.seen] == [0, 1, 2]
     for m in listener.seen:
@@ -46,27 +46,25 @@ async def test_a_failed_message_comes_back_from_the_retry_topic_as_its_own_topic
     assert len(listener.seen) == 3
 
 
-async def test_reconsume_later_climbs_to_the_dlq_after_max_reconsume_times(
-    scheduled, producer, start_consumer
-):
+async def test_reconsume_later_climbs_to_the_dlq_after_max_reconsume_times(cluster, producer, start_consumer):
     await producer.send(Message("Doomed", b"never"))
     listener = Flaky(failures=100, how="later")
-    await start_consumer("doomers", "Doomed", listener, max_reconsume_times=2)
-    [(_, dead)] = await collect(scheduled.namesrv_addr, "%DLQ%doomers", 1, timeout=30)
+    await start_consumer("doomers", "Doomed", listener, consume_from="first", max_reconsume_times=2)
+    [(_, dead)] = await collect(cluster.namesrv_addr, "%DLQ%doomers", 1, timeout=30)
     assert dead.body == b"never" and dead.properties["RETRY_TOPIC"] == "Doomed"
     assert [m.reconsume_times for m in listener.seen] == [0, 1, 2]
 
 
 async def test_when_the_broker_refuses_send_back_the_retry_goes_by_a_plain_send(
-    scheduled, producer, start_consumer
+    cluster, producer, start_consumer
 ):
     async def refuse(conn, request):
         return request.make_response(ResponseCode.SYSTEM_ERROR, "send-back is switched off here")
 
-    scheduled.broker.server.register(RequestCode.CONSUMER_SEND_MSG_BACK, refuse)
+    cluster.broker.server.register(RequestCode.CONSUMER_SEND_MSG_BACK, refuse)
     await producer.send(Message("Fallback", b"fb"))
     listener = Flaky(failures=1)
-    await start_consumer("fallers", "Fallback", listener)
+    await start_consumer("fallers", "Fallback", listener, consume_from="first")
     await eventually(lambda: len(listener.seen) == 2, what="a redelivery")
     again = listener.seen[1]
     assert again.topic == "Fallback" and again.reconsume_times == 1
@@ -74,7 +72,7 @@ async def test_when_the_broker_refuses_send_back_the_retry_goes_by_a_plain_send(
 
 
 async def test_when_nothing_can_be_sent_back_the_message_is_consumed_again_here(
-    scheduled, producer, start_consumer
+    cluster, producer, start_consumer
 ):
     await producer.send(Message("Local", b"here"))
     gate = asyncio.Event()
@@ -84,17 +82,17 @@ async def test_when_nothing_can_be_sent_back_the_message_is_consumed_again_here(
         await gate.wait()
         return await listener(messages)
 
-    await start_consumer("locals", "Local", after_gate)
+    await start_consumer("locals", "Local", after_gate, consume_from="first")
     # A read-only retry topic: the broker refuses the send-back, and the fallback send as well.
     ext = {"topic": "%RETRY%locals", "defaultTopic": "TBW102", "readQueueNums": 1, "writeQueueNums": 1,
            "perm": 4, "topicFilterType": "SINGLE_TAG"}  # fmt: skip
-    assert (await scheduled.call(RequestCode.UPDATE_AND_CREATE_TOPIC, ext)).code == ResponseCode.SUCCESS
+    assert (await cluster.call(RequestCode.UPDATE_AND_CREATE_TOPIC, ext)).code == ResponseCode.SUCCESS
     gate.set()
     await eventually(lambda: len(listener.seen) == 2, timeout=20, what="a local retry")
     assert listener.seen[1].reconsume_times == 1 and listener.seen[1].topic == "Local"
 
 
-async def test_a_message_consumed_too_long_is_sent_back_and_redelivered(scheduled, producer, start_consumer):
+async def test_a_message_consumed_too_long_is_sent_back_and_redelivered(cluster, producer, start_consumer):
     release = asyncio.Event()
     seen = []
 
@@ -105,7 +103,9 @@ async def test_a_message_consumed_too_long_is_sent_back_and_redelivered(schedule
         return True
 
     await producer.send(Message("Slow", b"slow"))
-    consumer = await start_consumer("slowpokes", "Slow", hangs_first_time, consume_timeout=0.02)  # 1.2 s
+    consumer = await start_consumer(
+        "slowpokes", "Slow", hangs_first_time, consume_from="first", consume_timeout=0.02
+    )  # 1.2 s
     try:
         await eventually(lambda: len(seen) == 2, timeout=20, what="the redelivery of the stuck message")
     finally:
@@ -117,10 +117,10 @@ async def test_a_message_consumed_too_long_is_sent_back_and_redelivered(schedule
     assert len(seen) == 2  # the stuck call's late success does not send it back again
 
 
-async def test_consume_timeout_must_be_positive(scheduled):
+async def test_consume_timeout_must_be_positive(cluster):
     import pytest
 
     from ferrymq.client.push_consumer import PushConsumer
 
     with pytest.raises(ValueError, match="consume_timeout"):
-        PushConsumer("g", scheduled.namesrv_addr, consume_timeout=0)
+        PushConsumer("g", cluster.namesrv_addr, consume_timeout=0)

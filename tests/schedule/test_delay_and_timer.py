@@ -19,12 +19,12 @@ async def _topic(producer, topic: str) -> None:
     await producer.send(Message(topic, b"first"))
 
 
-async def test_a_delay_level_holds_the_message_back_that_long_then_delivers_it_once(scheduled, producer):
+async def test_a_delay_level_holds_the_message_back_that_long_then_delivers_it_once(cluster, producer):
     await _topic(producer, "Delayed")
     sent = time.time()
     result = await producer.send(Message("Delayed", b"later", tags="TagA", keys="k1", delay_level=2))
-    assert scheduled.broker.store.get_max_offset(SCHEDULE_TOPIC, 1) == 1  # level 2 → queue 1
-    got = await collect(scheduled.namesrv_addr, "Delayed", 2)
+    assert cluster.broker.store.get_max_offset(SCHEDULE_TOPIC, 1) == 1  # level 2 → queue 1
+    got = await collect(cluster.namesrv_addr, "Delayed", 2)
     late = [(at, m) for at, m in got if m.body == b"later"]
     assert len(late) == 1, [m.body for _, m in got]
     at, m = late[0]
@@ -34,17 +34,19 @@ async def test_a_delay_level_holds_the_message_back_that_long_then_delivers_it_o
     assert m.tags == "TagA" and m.keys == ["k1"] and m.msg_id == result.msg_id
     assert "DELAY" not in m.properties
     assert m.properties["REAL_TOPIC"] == "Delayed"
-    offsets = await scheduled.call(RequestCode.GET_ALL_DELAY_OFFSET)
+    info = cluster.broker.runtime_info()
+    assert info["scheduleMessageOffset_2"] == "1,1" and info["timerPendingMessages"] == "0"
+    offsets = await cluster.call(RequestCode.GET_ALL_DELAY_OFFSET)
     assert offsets.code == ResponseCode.SUCCESS and b'"2":1' in bytes(offsets.body)
 
 
-async def test_a_level_above_the_highest_is_clamped_to_it(scheduled, producer):
+async def test_a_level_above_the_highest_is_clamped_to_it(cluster, producer):
     await _topic(producer, "Clamped")
     sent = time.time()
     await producer.send(Message("Clamped", b"x", delay_level=99))
-    highest = scheduled.broker.scheduler.delays.max_level
-    assert scheduled.broker.store.get_max_offset(SCHEDULE_TOPIC, highest - 1) == 1
-    got = await collect(scheduled.namesrv_addr, "Clamped", 2)
+    highest = cluster.broker.scheduler.delays.max_level
+    assert cluster.broker.store.get_max_offset(SCHEDULE_TOPIC, highest - 1) == 1
+    got = await collect(cluster.namesrv_addr, "Clamped", 2)
     assert [m.body for _, m in got] == [b"first", b"x"]
     assert got[1][0] - sent >= 1.0
 
@@ -57,13 +59,13 @@ async def test_a_level_above_the_highest_is_clamped_to_it(scheduled, producer):
         {"TIMER_DELIVER_MS": "{deliver}"},
     ],
 )
-async def test_a_delivery_time_is_kept_to_the_second_never_early(scheduled, producer, props):
+async def test_a_delivery_time_is_kept_to_the_second_never_early(cluster, producer, props):
     await _topic(producer, "Timed")
     deliver_ms = int(time.time() * 1000) + 2000
     props = {k: v.format(deliver=deliver_ms) for k, v in props.items()}
     await producer.send(Message("Timed", b"timed", properties=props))
-    assert scheduled.broker.store.get_max_offset(TIMER_TOPIC, 0) == 1
-    got = await collect(scheduled.namesrv_addr, "Timed", 2)
+    assert cluster.broker.store.get_max_offset(TIMER_TOPIC, 0) == 1
+    got = await collect(cluster.namesrv_addr, "Timed", 2)
     timed = [m for _, m in got if m.body == b"timed"]
     assert len(timed) == 1
     m = timed[0]
@@ -72,19 +74,19 @@ async def test_a_delivery_time_is_kept_to_the_second_never_early(scheduled, prod
     assert "REAL_TOPIC" not in m.properties and "TIMER_OUT_MS" in m.properties
 
 
-async def test_a_delivery_time_in_the_past_is_delivered_at_once(scheduled, producer):
+async def test_a_delivery_time_in_the_past_is_delivered_at_once(cluster, producer):
     await _topic(producer, "Past")
     await producer.send(Message("Past", b"p", properties={"TIMER_DELIVER_MS": "1000"}))
-    assert scheduled.broker.store.get_max_offset(TIMER_TOPIC, 0) == 0
-    got = await collect(scheduled.namesrv_addr, "Past", 2)
+    assert cluster.broker.store.get_max_offset(TIMER_TOPIC, 0) == 0
+    got = await collect(cluster.namesrv_addr, "Past", 2)
     assert [m.body for _, m in got] == [b"first", b"p"]
 
 
-async def test_a_delay_level_wins_over_a_delivery_time(scheduled, producer):
+async def test_a_delay_level_wins_over_a_delivery_time(cluster, producer):
     await _topic(producer, "Both")
     await producer.send(Message("Both", b"b", delay_level=1, properties={"TIMER_DELAY_SEC": "50"}))
-    assert scheduled.broker.store.get_max_offset(SCHEDULE_TOPIC, 0) == 1
-    got = await collect(scheduled.namesrv_addr, "Both", 2)
+    assert cluster.broker.store.get_max_offset(SCHEDULE_TOPIC, 0) == 1
+    got = await collect(cluster.namesrv_addr, "Both", 2)
     assert "TIMER_DELAY_SEC" not in got[1][1].properties
 
 
@@ -97,13 +99,13 @@ async def test_a_delay_level_wins_over_a_delivery_time(scheduled, producer):
         ({"DELAY": "two"}, "whole number"),
     ],
 )
-async def test_bad_schedules_get_a_clear_error(scheduled, producer, props, words):
+async def test_bad_schedules_get_a_clear_error(cluster, producer, props, words):
     with pytest.raises(SendError, match=words) as caught:
         await producer.send(Message("Refused", b"x", properties=props))
     assert caught.value.code == ResponseCode.MESSAGE_ILLEGAL
 
 
-async def test_the_system_topics_cannot_be_sent_to(scheduled, producer):
+async def test_the_system_topics_cannot_be_sent_to(cluster, producer):
     for topic in (SCHEDULE_TOPIC, TIMER_TOPIC):
         with pytest.raises(SendError, match="forbidden"):
             await producer.send(Message(topic, b"x"))
@@ -147,20 +149,20 @@ def test_bad_delay_level_settings_fail_at_start(tmp_path):
     assert config.store.message_delay_level == "1s 2m 3h 1d"
 
 
-async def test_the_sdk_message_fields_schedule_and_batches_refuse_them(scheduled, producer):
+async def test_the_sdk_message_fields_schedule_and_batches_refuse_them(cluster, producer):
     from ferrymq.client import Producer
 
     await _topic(producer, "Fields")
     deliver = int(time.time() * 1000) + 1500
     await producer.send(Message("Fields", b"at", deliver_time_ms=deliver))
     await producer.send(Message("Fields", b"in", delay_ms=1500))
-    assert scheduled.broker.store.get_max_offset(TIMER_TOPIC, 0) == 2
+    assert cluster.broker.store.get_max_offset(TIMER_TOPIC, 0) == 2
     with pytest.raises(SendError, match="batch"):
         await producer.send_batch([Message("Fields", b"x", delay_ms=1000)])
-    async with Producer("batching", scheduled.namesrv_addr, auto_batch=True) as batching:
+    async with Producer("batching", cluster.namesrv_addr, auto_batch=True) as batching:
         await batching.send(Message("Fields", b"lvl", delay_level=1))  # goes alone, not in a batch
-    assert scheduled.broker.store.get_max_offset(SCHEDULE_TOPIC, 0) == 1
-    got = await collect(scheduled.namesrv_addr, "Fields", 4)
+    assert cluster.broker.store.get_max_offset(SCHEDULE_TOPIC, 0) == 1
+    got = await collect(cluster.namesrv_addr, "Fields", 4)
     assert sorted(m.body for _, m in got) == [b"at", b"first", b"in", b"lvl"]
     at = next(m for _, m in got if m.body == b"at")
     assert at.store_timestamp >= deliver - 50

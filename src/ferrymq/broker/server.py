@@ -23,9 +23,11 @@ from ferrymq.broker.processors.offsets import OffsetProcessor
 from ferrymq.broker.processors.pull import PullProcessor
 from ferrymq.broker.processors.send import SendProcessor
 from ferrymq.broker.processors.send_back import SendBackProcessor
+from ferrymq.broker.processors.transaction import EndTransactionProcessor
 from ferrymq.broker.registrar import NameServerRegistrar
 from ferrymq.broker.schedule.scheduler import Scheduler
 from ferrymq.broker.topics import TopicConfigManager
+from ferrymq.broker.transactions import TransactionService
 from ferrymq.net import Connection, RemotingClient, RemotingServer
 from ferrymq.store import MessageStore, StoreError
 
@@ -47,7 +49,7 @@ class Broker:
         self.stopped = False
         self._dispatch_scheduled = False
         for processor in (SendProcessor, PullProcessor, OffsetProcessor, ClientProcessor, AdminProcessor,
-                          ConsumerAdminProcessor, SendBackProcessor):  # fmt: skip
+                          ConsumerAdminProcessor, SendBackProcessor, EndTransactionProcessor):  # fmt: skip
             processor(self).register(self.server)
         self.server.on_connection_closed(self._connection_closed)
 
@@ -73,6 +75,10 @@ class Broker:
         self.groups = SubscriptionGroupManager(config_dir, config.auto_create_subscription_group)
         for group in self.groups.groups.values():
             self.consumption.update(group)
+        if config.trace_topic_enable:
+            self.topics.ensure(config.msg_trace_topic_name, 1)
+        self.transactions = TransactionService(self)
+        self.transactions.load()
         self.hold.attach(asyncio.get_running_loop())
         self.scheduler = Scheduler(self)
         self.store.dispatcher.listener = self._arrived
@@ -84,6 +90,8 @@ class Broker:
         self._every(config.register_name_server_period / 1000, self.registrar.register_all)
         self._every(config.flush_consumer_offset_interval / 1000, self._persist_offsets)
         self._every(10.0, self._expire_clients)
+        if self.is_master:
+            self._every(config.transaction_check_interval / 1000, self.transactions.check)
         log.info(
             "broker %s listening on %s, store %s",
             config.broker_name,
@@ -171,6 +179,8 @@ class Broker:
             "runtime": f"{int(time.time() - self.started_at)} s",
             "pullHoldingCount": str(self.hold.waiting()),
             "diskFull": str(store.disk_full).lower(),
+            **self.scheduler.runtime_info(),
+            **self.transactions.stats(),
         }
 
 

@@ -106,11 +106,8 @@ def progress(ctx: click.Context, group: str, topic: str) -> None:
     with_admin(ctx, action)
 
 
-from ferrymq.cli.admin_dlq import dlq  # noqa: E402 - it uses the helpers above
-
-admin.add_command(dlq)
-
-from ferrymq.cli.admin_groups import (  # noqa: E402 - they use the helpers above
+from ferrymq.cli.admin_dlq import dlq  # noqa: E402 - they use the helpers above
+from ferrymq.cli.admin_groups import (  # noqa: E402
     consumers,
     message,
     pause,
@@ -119,7 +116,10 @@ from ferrymq.cli.admin_groups import (  # noqa: E402 - they use the helpers abov
     reset_offset,
     resume,
 )
+from ferrymq.cli.admin_trace import trace  # noqa: E402
 
+admin.add_command(dlq)
+admin.add_command(trace)
 admin.add_command(message)
 admin.add_command(message, "query-msg")  # the (and mqadmin's) name for it
 admin.add_command(progress, "consumer-progress")

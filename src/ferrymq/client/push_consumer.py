@@ -29,6 +29,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ferrymq.client import notices
+from ferrymq.client.hooks import ConsumeHook, hooked_consume
 from ferrymq.client.instance import ClientError, ClientInstance, TopicRoute
 from ferrymq.client.message import MessageExt, MessageQueue
 from ferrymq.client.offset_store import LocalOffsetStore, OffsetStore, RemoteOffsetStore
@@ -166,6 +167,8 @@ class PushConsumer:
         consume_concurrency: int = 20,
         instance: ClientInstance | None = None,
         offset_store_dir: str | os.PathLike | None = None,
+        enable_trace: bool = False,
+        trace_topic: str | None = None,
     ) -> None:
         for name, value, allowed in (
             ("message_model", message_model, MESSAGE_MODELS),
@@ -207,6 +210,12 @@ class PushConsumer:
         self._rebalance_now = asyncio.Event()
         self._known_brokers: set[str] = set()
         self._started = False
+        self.consume_hooks: list[ConsumeHook] = []
+        self.trace = None
+        if enable_trace:
+            from ferrymq.client.trace import trace_consumes  # trace.py writes with a Producer
+
+            self.trace = trace_consumes(self, trace_topic)
 
     # --- lifecycle -------------------------------------------------------------------------------
 
@@ -249,6 +258,8 @@ class PushConsumer:
         notices.listen(self.instance, self.group, notices.GroupListener(self._rebalance_now.set, self._reset))
         self.instance.consumers[self.group] = self._consumer_data
         self._started = True
+        if self.trace is not None:
+            await self.trace.start()
         self.offsets.start()
         await self._rebalance()
         loop = asyncio.get_running_loop()
@@ -281,6 +292,8 @@ class PushConsumer:
         self.instance.consumers.pop(self.group, None)
         await self._unregister()
         notices.forget(self.instance, self.group)
+        if self.trace is not None:
+            await self.trace.stop()
         if self._own_instance:
             await self.instance.close()
 
@@ -623,7 +636,12 @@ class PushConsumer:
         return not again
 
     async def _call_listener(self, messages: list[MessageExt]) -> bool:
-        """True when the listener consumed the batch."""
+        """True when the listener consumed the batch (consume hooks see it before and after)."""
+        if self.consume_hooks:
+            return await hooked_consume(self.consume_hooks, self.group, messages, self._listen(messages))
+        return await self._listen(messages)
+
+    async def _listen(self, messages: list[MessageExt]) -> bool:
         topic = messages[0].topic
         sub = self._subs.get(topic)
         if sub is None or sub.listener is None:

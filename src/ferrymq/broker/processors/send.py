@@ -8,10 +8,11 @@ from typing import TYPE_CHECKING
 from ferrymq.broker.processors.common import PUT_STATUS_CODES, error
 from ferrymq.broker.processors.send_back import store_destination
 from ferrymq.broker.topics import PERM_WRITE, topic_problem
+from ferrymq.broker.transactions import HALF_TOPIC
 from ferrymq.net.connection import Connection
 from ferrymq.protocol.codes import RequestCode, ResponseCode
 from ferrymq.protocol.headers import SendMessageRequestHeader
-from ferrymq.protocol.message import find_property, offset_msg_id, pack_host
+from ferrymq.protocol.message import TRANSACTION_TYPE_MASK, find_property, offset_msg_id, pack_host
 from ferrymq.protocol.remoting import RemotingCommand, ext_str
 from ferrymq.store import PutStatus
 
@@ -19,6 +20,7 @@ if TYPE_CHECKING:
     from ferrymq.broker.server import Broker
 
 _WAIT_FALSE = b"WAIT\x01false"
+_TRAN_MSG = b"TRAN_MSG\x01true"
 
 
 class SendProcessor:
@@ -82,21 +84,26 @@ class SendProcessor:
             )
         props = (header.properties or "").encode()
         store = broker.store
-        born_host = self._born_host(conn)
         batch = request.code == RequestCode.SEND_BATCH_MESSAGE or header.batch
-        destination = None if batch else store_destination(broker, request, header, queue_id, props)
-        if destination.__class__ is RemotingCommand:
-            return destination
+        sys_flag = header.sys_flag
+        if _TRAN_MSG in props:  # a half message (RocketMQ goes by this property): hidden until committed
+            props = store_props = broker.transactions.half(topic, queue_id, props)
+            sys_flag, store_topic, store_queue = sys_flag & ~TRANSACTION_TYPE_MASK, HALF_TOPIC, 0
+        elif not batch:  # retries past their limit go to the DLQ, delayed and timed messages wait
+            destination = store_destination(broker, request, header, queue_id, props)
+            if destination.__class__ is RemotingCommand:
+                return destination
+            store_topic, store_queue, store_props = destination
+        born_host = self._born_host(conn)
         if batch:
             result = store.put_batch(
                 topic, queue_id, request.body, sys_flag=header.sys_flag, born_timestamp=header.born_timestamp,
                 born_host=born_host,
             )  # fmt: skip
         else:
-            store_topic, store_queue, store_props = destination
             result = store.put_message(
-                store_topic, store_queue, request.body, store_props, flag=header.flag,
-                sys_flag=header.sys_flag, born_timestamp=header.born_timestamp, born_host=born_host,
+                store_topic, store_queue, request.body, store_props, flag=header.flag, sys_flag=sys_flag,
+                born_timestamp=header.born_timestamp, born_host=born_host,
                 reconsume_times=header.reconsume_times,
             )  # fmt: skip
         status = result.status

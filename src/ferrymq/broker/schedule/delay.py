@@ -9,14 +9,14 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import time
 from pathlib import Path
 
 import msgspec
 
 from ferrymq.broker.persisted import load_json, save_json
 from ferrymq.broker.schedule.divert import SCHEDULE_TOPIC
-from ferrymq.broker.schedule.redeliver import DurableProgress, prop_keys, redeliver
+from ferrymq.broker.schedule.redeliver import prop_keys, redeliver
+from ferrymq.broker.schedule.service import DueService, now_ms
 from ferrymq.protocol.bodies import Body, DataVersion
 from ferrymq.protocol.message import BLANK, Prop, read_record_meta
 from ferrymq.store import MessageStore, PutStatus
@@ -37,42 +37,19 @@ class DelayOffsetSerializeWrapper(Body):
     data_version: DataVersion = msgspec.field(default_factory=DataVersion)
 
 
-class DelayLevelService:
+class DelayLevelService(DueService):
     def __init__(self, store: MessageStore, config_dir: Path, delay_levels: str, written) -> None:
-        self.store = store
+        super().__init__(store, written)
         self.levels_ms = parse_delay_levels(delay_levels)
         self.path = config_dir / "delayOffset.json"
         self.offsets: dict[int, int] = dict(load_json(self.path, DelayOffsetSerializeWrapper).offset_table)
-        self.progress = DurableProgress(store, self._save)
-        self._written = written  # tells the broker a put happened (dispatch, wake pulls)
-        self._wake = asyncio.Event()
-        self.stopping = False
         self._retry_at: dict[int, int] = {}  # level -> ms before which a failed put is not retried
 
     @property
     def max_level(self) -> int:
         return len(self.levels_ms)
 
-    def arrived(self) -> None:
-        """A new delayed message was dispatched (called on the event loop)."""
-        self._wake.set()
-
-    async def run(self) -> None:
-        while not self.stopping:
-            self._wake.clear()
-            next_due = await self.deliver_due()
-            if next_due is None:
-                await self._wake.wait()
-            else:
-                delay = (next_due - _now_ms()) / 1000
-                if delay > 0:
-                    try:
-                        async with asyncio.timeout(delay):
-                            await self._wake.wait()
-                    except TimeoutError:
-                        pass
-
-    async def deliver_due(self) -> int | None:
+    async def step(self) -> int | None:
         """Redeliver every due message; the ms time the next one is due, or None if none is pending."""
         earliest = None
         for level in range(1, self.max_level + 1):
@@ -86,7 +63,7 @@ class DelayLevelService:
         cq = self.store.queues.get(SCHEDULE_TOPIC, level - 1)
         if cq is None:
             return None
-        now = _now_ms()
+        now = now_ms()
         if self._retry_at.get(level, 0) > now:
             return self._retry_at[level]
         delay = self.levels_ms[level - 1]
@@ -122,19 +99,11 @@ class DelayLevelService:
             if done >= BATCH:
                 done = 0
                 await asyncio.sleep(0)
-                now = _now_ms()
+                now = now_ms()
         return None
-
-    def stop(self) -> None:
-        """After the CommitLog is flushed for good: save where every level got to."""
-        self.progress.save_now()
 
     def _save(self, offsets) -> None:
         save_json(self.path, DelayOffsetSerializeWrapper(offset_table=offsets))
 
     def offset_table(self) -> DelayOffsetSerializeWrapper:
         return DelayOffsetSerializeWrapper(offset_table=dict(self.offsets))
-
-
-def _now_ms() -> int:
-    return time.time_ns() // 1_000_000

@@ -3,6 +3,7 @@ HookUtils.handleScheduleMessage): the rules, as a pure function of its propertie
 
 from __future__ import annotations
 
+from ferrymq.protocol.errors import MessageDecodeError
 from ferrymq.protocol.message import (
     TRANSACTION_COMMIT_TYPE,
     TRANSACTION_NOT_TYPE,
@@ -45,7 +46,10 @@ def divert(
     tran = sys_flag & TRANSACTION_TYPE_MASK
     if tran != TRANSACTION_NOT_TYPE and tran != TRANSACTION_COMMIT_TYPE:
         return None
-    values = decode_properties(props)
+    try:
+        values = decode_properties(props)
+    except MessageDecodeError as e:
+        raise ScheduleError(str(e)) from None
     level = _integer(values, Prop.DELAY)
     if level > 0:
         for key in _TIMER_PROPS:

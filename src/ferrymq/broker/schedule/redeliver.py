@@ -1,10 +1,9 @@
-"""Storing a held-back message again under its real topic, and persisting how far that got."""
+"""Storing a held-back message again under its real topic."""
 
 from __future__ import annotations
 
-import logging
 import struct
-from collections.abc import Callable, Iterable
+from collections.abc import Iterable
 
 from ferrymq.protocol.message import (
     BLANK,
@@ -17,8 +16,6 @@ from ferrymq.protocol.message import (
     read_record_meta,
 )
 from ferrymq.store import MessageStore, PutResult, PutStatus
-
-log = logging.getLogger(__name__)
 
 _INT = struct.Struct(">i")
 _LONG = struct.Struct(">q")
@@ -56,35 +53,3 @@ def redeliver(store: MessageStore, record: memoryview, drop: Iterable[bytes], ad
         born_host=bytes(record[POS_BORNHOST:born_end]),
         reconsume_times=_INT.unpack_from(record, reconsume_at)[0],
     )  # fmt: skip
-
-
-class DurableProgress:
-    """Saves a service's progress only once the messages it redelivered are flushed to disk, so a
-    crash at any moment redelivers (at least once) rather than loses: `note` a snapshot after a
-    round, `save_if_flushed` from a periodic task, `save_now` at a clean stop."""
-
-    def __init__(self, store: MessageStore, save: Callable[[object], None]) -> None:
-        self.store = store
-        self._save = save
-        self._waiting: tuple[object, int] | None = None  # (snapshot, CommitLog offset it needs flushed)
-        self._latest: object | None = None
-        self._saved: object | None = None
-
-    def note(self, snapshot: object) -> None:
-        self._latest = snapshot
-
-    def save_if_flushed(self) -> None:
-        if self._waiting is not None and self.store.commitlog.flushed_offset >= self._waiting[1]:
-            self._write(self._waiting[0])
-            self._waiting = None
-        if self._waiting is None and self._latest is not None and self._latest != self._saved:
-            self._waiting = (self._latest, self.store.commitlog.max_offset)
-
-    def save_now(self) -> None:
-        """At a clean stop, after the CommitLog was flushed."""
-        if self._latest is not None and self._latest != self._saved:
-            self._write(self._latest)
-
-    def _write(self, snapshot: object) -> None:
-        self._save(snapshot)
-        self._saved = snapshot

@@ -5,11 +5,11 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-import time
 from typing import TYPE_CHECKING
 
 from ferrymq.broker.schedule.delay import DelayLevelService
 from ferrymq.broker.schedule.divert import SCHEDULE_TOPIC, TIMER_TOPIC, ScheduleError, divert
+from ferrymq.broker.schedule.service import now_ms
 from ferrymq.broker.schedule.timer import TimerService
 from ferrymq.broker.topics import PERM_READ, PERM_WRITE
 
@@ -41,12 +41,21 @@ class Scheduler:
 
     def divert(self, props: bytes, topic: str, queue_id: int, sys_flag: int) -> tuple[str, int, bytes] | None:
         """Where a message is stored until due (see divert.divert); raises ScheduleError."""
-        now = time.time_ns() // 1_000_000
+        now = now_ms()
         levels = self.delays.max_level
         diverted = divert(props, topic, queue_id, sys_flag, now, levels, self._max_delay_sec, self._precision)
         if diverted is not None and diverted[0] == TIMER_TOPIC and not self._timer_enabled:
             raise ScheduleError("delivery-time messages are refused: timer_wheel_enable is false")
         return diverted
+
+    def runtime_info(self) -> dict[str, str]:
+        """RocketMQ's scheduleMessageOffset_<level> ("delivered,stored") and the timer's backlog."""
+        info = {}
+        for level in range(1, self.delays.max_level + 1):
+            stored = self.store.get_max_offset(SCHEDULE_TOPIC, level - 1)
+            info[f"scheduleMessageOffset_{level}"] = f"{self.delays.offsets.get(level, 0)},{stored}"
+        info["timerPendingMessages"] = str(self.timer.pending)
+        return info
 
     def start(self) -> None:
         self._loop = asyncio.get_running_loop()

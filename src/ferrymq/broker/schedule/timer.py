@@ -17,14 +17,14 @@ from __future__ import annotations
 import asyncio
 import heapq
 import logging
-import time
 from array import array
 from collections.abc import Iterator
 from pathlib import Path
 
 from ferrymq.broker.persisted import load_json, save_json
 from ferrymq.broker.schedule.divert import TIMER_DEQUEUE_MS, TIMER_OUT_MS, TIMER_TOPIC
-from ferrymq.broker.schedule.redeliver import DurableProgress, prop_keys, redeliver
+from ferrymq.broker.schedule.redeliver import prop_keys, redeliver
+from ferrymq.broker.schedule.service import DueService, now_ms
 from ferrymq.protocol.bodies import Body
 from ferrymq.protocol.message import BLANK, Prop, find_property, read_record_meta
 from ferrymq.store import MessageStore, PutStatus
@@ -44,15 +44,11 @@ class TimerCheckpoint(Body):
     low_offset: int = 0
 
 
-class TimerService:
+class TimerService(DueService):
     def __init__(self, store: MessageStore, config_dir: Path, precision_ms: int, written) -> None:
-        self.store = store
+        super().__init__(store, written)
         self.precision = precision_ms
         self.path = config_dir / "timercheck"
-        self.progress = DurableProgress(store, self._save)
-        self._written = written
-        self._wake = asyncio.Event()
-        self.stopping = False
         self._slots: dict[int, array] = {}  # slot -> [queue offset, CommitLog offset, size, ...], queue order
         self._heap: list[int] = []  # the slots that hold messages
         self._retry_at = 0
@@ -65,29 +61,11 @@ class TimerService:
     def pending(self) -> int:
         return sum(len(a) for a in self._slots.values()) // 3
 
-    def arrived(self) -> None:
-        self._wake.set()
-
-    async def run(self) -> None:
-        while not self.stopping:
-            self._wake.clear()
-            next_due = await self.step()
-            if next_due is None:
-                await self._wake.wait()
-                continue
-            delay = (next_due - _now_ms()) / 1000
-            if delay > 0:
-                try:
-                    async with asyncio.timeout(delay):
-                        await self._wake.wait()
-                except TimeoutError:
-                    pass
-
     async def step(self) -> int | None:
         """Take in new timer messages, redeliver the due ones, note the checkpoint; return when the
         next slot is due (ms), or None when nothing waits."""
         await self._take_in()
-        now = _now_ms()
+        now = now_ms()
         current = now // self.precision  # slots before this one are due: slot s is due at (s+1)*precision
         if self._retry_at <= now:
             while self._heap and self._heap[0] < current:
@@ -142,7 +120,7 @@ class TimerService:
         read = self.store.commitlog.read
         while entries:
             for i in range(0, min(len(entries), 3 * BATCH), 3):
-                dequeued = f"{TIMER_DEQUEUE_MS}\x01{_now_ms()}\x02".encode()
+                dequeued = f"{TIMER_DEQUEUE_MS}\x01{now_ms()}\x02".encode()
                 result = redeliver(self.store, read(entries[i + 1], entries[i + 2]), _DROP, dequeued)
                 if result.status is PutStatus.PUT_OK:
                     self._written()
@@ -174,12 +152,5 @@ class TimerService:
         if self._heap:
             log.info("timer: %d messages pending after restart", self.pending)
 
-    def stop(self) -> None:
-        self.progress.save_now()
-
     def _save(self, checkpoint: TimerCheckpoint) -> None:
         save_json(self.path, checkpoint)
-
-
-def _now_ms() -> int:
-    return time.time_ns() // 1_000_000
