@@ -5,6 +5,8 @@ from __future__ import annotations
 from collections.abc import Iterable
 from dataclasses import dataclass
 
+from ferrymq.client.admin_consumers import ConsumerControl
+from ferrymq.client.admin_messages import MessageLookups
 from ferrymq.client.dead_letters import list_dead_letters, resend_dead_letters
 from ferrymq.client.instance import ClientError, ClientInstance
 from ferrymq.client.message import MessageExt, MessageQueue, SendResult
@@ -25,7 +27,7 @@ class QueueProgress:
     lag: int
 
 
-class Admin:
+class Admin(ConsumerControl, MessageLookups):
     def __init__(self, namesrv_addr: str, *, instance: ClientInstance | None = None) -> None:
         self.instance = instance or ClientInstance(namesrv_addr)
         self._own_instance = instance is None

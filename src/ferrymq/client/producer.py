@@ -159,7 +159,10 @@ class Producer:
         return result
 
     async def send_orderly(self, message: Message, sharding_key: object) -> SendResult:
-        """Messages with the same sharding key go to the same queue, in order."""
+        """Messages with the same sharding key go to the same queue, in order (partitioned order:
+        an orderly PushConsumer then sees each key's messages in the order they were sent). For
+        global order give the topic a single queue (`ferrymq admin create-topic T --queues 1`): all
+        its messages are then one sequence, consumed by one member of the group at a time."""
         return await self.send(message, selector=hash_selector, arg=sharding_key)
 
     def send_async(
