@@ -5,7 +5,7 @@ from __future__ import annotations
 import random
 from typing import TYPE_CHECKING
 
-from ferrymq.broker.processors.common import PUT_STATUS_CODES, error
+from ferrymq.broker.processors.common import PUT_STATUS_CODES, STORED_CODES, error
 from ferrymq.broker.processors.send_back import store_destination
 from ferrymq.broker.schedule.divert import ScheduleError
 from ferrymq.broker.topics import PERM_WRITE, topic_problem
@@ -50,6 +50,12 @@ class SendProcessor:
     async def send(self, conn: Connection, request: RemotingCommand) -> RemotingCommand:
         header = SendMessageRequestHeader.from_ext_fields(request.ext_fields)
         broker = self.broker
+        if not broker.is_master:
+            return error(
+                request,
+                ResponseCode.SERVICE_NOT_AVAILABLE,
+                f"broker {broker.config.broker_name} is a slave: it takes no writes",
+            )
         if not broker.config.broker_permission & PERM_WRITE:
             return error(
                 request, ResponseCode.NO_PERMISSION, f"broker {broker.config.broker_name} is not writable"
@@ -114,10 +120,14 @@ class SendProcessor:
         status = result.status
         if status is PutStatus.PUT_OK:
             broker.written()
-        if status is PutStatus.PUT_OK and result.flush_future is not None and _waits_for_store(props):
-            status = await result.durable()
+        if status is PutStatus.PUT_OK and _waits_for_store(props):
+            if result.flush_future is not None:
+                status = await result.durable()
+            if status is PutStatus.PUT_OK and broker.waits_for_replicas:
+                timeout = broker.config.store.sync_flush_timeout / 1000
+                status = await broker.ha.wait_replicated(result.wrote_offset + result.wrote_bytes, timeout)
         code = PUT_STATUS_CODES[status]
-        if code not in (ResponseCode.SUCCESS, ResponseCode.FLUSH_DISK_TIMEOUT):
+        if code not in STORED_CODES:
             return error(request, code, result.remark or status.name)
         store_host = store.store_host
         ids = ",".join(offset_msg_id(store_host, o) for o in result.offsets)
