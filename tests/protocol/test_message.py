@@ -246,3 +246,14 @@ def test_uniq_keys_are_unique_and_shaped_like_javas():
     assert len(set(keys)) == len(keys)
     assert all(len(k) == 32 and k == k.upper() for k in keys)
     assert keys[0].startswith("0A010203")
+
+
+@given(
+    st.sampled_from([("10.1.2.3", 10911), ("::1", 8080)]), st.lists(st.integers(0, 2**63 - 1), max_size=40)
+)
+def test_offset_msg_ids_in_bulk_match_one_by_one(host, offsets):
+    from ferrymq.protocol.message import CQ_ENTRY, offset_msg_ids
+
+    packed = pack_host(*host)
+    entries = b"".join(CQ_ENTRY.pack(o, 100, -1) for o in offsets)
+    assert offset_msg_ids(packed, entries) == ",".join(offset_msg_id(packed, o) for o in offsets)

@@ -8,6 +8,7 @@ path makes no intermediate copies.
 
 from __future__ import annotations
 
+import functools
 import ipaddress
 import os
 import socket
@@ -105,6 +106,12 @@ def java_hash(s: str) -> int:
     return h - (1 << 32) if h & 0x80000000 else h
 
 
+@functools.lru_cache(maxsize=1 << 16)
+def tag_hash(tag: bytes) -> int:
+    """The ConsumeQueue hash of a raw TAGS value (Java's hashCode), cached: topics reuse few tags."""
+    return java_hash(tag.decode(errors="replace"))
+
+
 # ---------------------------------------------------------------------------------------------
 # Properties: key \x01 value \x02, repeated.
 
@@ -175,6 +182,7 @@ _LONG = struct.Struct(">q")
 _SHORT = struct.Struct(">h")
 _UBYTE = struct.Struct(">B")
 _USHORT = struct.Struct(">H")
+CQ_ENTRY = struct.Struct(">qiq")  # a ConsumeQueue entry: CommitLog offset, record size, tag hash
 HEAD_SIZE = 48  # TOTALSIZE .. BORNTIMESTAMP, the part before the first host
 MIN_RECORD_SIZE = HEAD_SIZE + 8 + 8 + 8 + 4 + 8 + 4 + 1 + 2  # 91: IPv4 hosts, empty body/topic/props
 
@@ -514,6 +522,7 @@ def write_batch_records(
     buf,
     pos: int,
     batch: bytes | memoryview,
+    count: int,
     topic_block: bytes,
     queue_id: int,
     queue_offset: int,
@@ -523,40 +532,53 @@ def write_batch_records(
     born_host: bytes,
     store_timestamp: int,
     store_host: bytes,
-) -> list[int]:
-    """Write every entry of a batch body (checked by scan_batch) as a record; return their offsets.
+) -> bytearray:
+    """Write the `count` entries of a batch body (checked by scan_batch) as records.
 
+    Returns their ConsumeQueue entries (CQ_ENTRY each: CommitLog offset, size, tag hash), built
+    here while every field is at hand so the dispatcher need not parse the records back.
     Body and properties are copied straight from the request into `buf`: no per-message objects.
     """
     view = memoryview(batch)
+    raw = batch if type(batch) is bytes else bytes(view)  # for bytes.find, which a view lacks
+    find = raw.find
     fixed = _FIXED[len(born_host) + 2 * len(store_host)]
-    pack_into = fixed.pack_into
+    pack_into, unpack_head, entry_into = fixed.pack_into, _BATCH_HEAD.unpack_from, CQ_ENTRY.pack_into
     head = fixed.size
     block_len = len(topic_block)
     magic = MAGIC_V2 if block_len > MAX_TOPIC_V1_SIZE + 1 else MAGIC_V1
     grow = head + block_len - _BATCH_HEAD.size
-    offsets = []
-    bpos, end = 0, len(view)
-    while bpos < end:
-        size, _, _, flag, body_len = _BATCH_HEAD.unpack_from(view, bpos)
+    entries = bytearray(count * CQ_ENTRY.size)
+    bpos = 0
+    for epos in range(0, len(entries), CQ_ENTRY.size):
+        size, _, _, flag, body_len = unpack_head(view, bpos)
         body_start = bpos + _BATCH_HEAD.size
-        body = view[body_start : body_start + body_len]
-        record_end = pos + size + grow
+        body_end = body_start + body_len
+        body = view[body_start:body_end]
+        record_size = size + grow
+        record_end = pos + record_size
         pack_into(
-            buf, pos, size + grow, magic, crc32(body) & 0x7FFFFFFF, queue_id, flag, queue_offset,
+            buf, pos, record_size, magic, crc32(body) & 0x7FFFFFFF, queue_id, flag, queue_offset,
             physical_offset, sys_flag, born_timestamp, born_host, store_timestamp, store_host, 0, 0, body_len,
         )  # fmt: skip
         p = pos + head
         buf[p : p + body_len] = body
         p += body_len
         buf[p : p + block_len] = topic_block
-        buf[p + block_len : record_end] = view[body_start + body_len : bpos + size]  # PROPLEN + properties
-        offsets.append(physical_offset)
-        physical_offset += size + grow
+        buf[p + block_len : record_end] = view[body_end : bpos + size]  # PROPLEN + properties
+        tag = 0
+        if find(_TAGS_KEY, body_end + 2, bpos + size) >= 0:  # rarely worth a closer look
+            found = find_property(raw[body_end + 2 : bpos + size], _TAGS_KEY)
+            tag = tag_hash(found) if found else 0
+        entry_into(entries, epos, physical_offset, record_size, tag)
+        physical_offset += record_size
         queue_offset += 1
         pos = record_end
         bpos += size
-    return offsets
+    return entries
+
+
+_TAGS_KEY = b"TAGS\x01"
 
 
 # ---------------------------------------------------------------------------------------------
@@ -566,6 +588,24 @@ def write_batch_records(
 def offset_msg_id(store_host: bytes, physical_offset: int) -> str:
     """The broker-made id: store host address + port + CommitLog offset, as uppercase hex."""
     return (store_host + _LONG.pack(physical_offset)).hex().upper()
+
+
+def offset_msg_ids(store_host: bytes, entries: bytes | bytearray) -> str:
+    """The comma-joined offset ids of the records whose ConsumeQueue entries (CQ_ENTRY) are given.
+
+    Done in bulk, as a batch's answer needs one per message: the packed CommitLog offsets are cut out
+    of the entries by one struct call, interleaved with the host by one join, and hexed in one go.
+    """
+    if not entries:
+        return ""
+    offsets = _entry_offsets(len(entries) // CQ_ENTRY.size).unpack(entries)
+    return (store_host + store_host.join(offsets)).hex(",", len(store_host) + 8).upper()
+
+
+@functools.lru_cache(maxsize=256)
+def _entry_offsets(count: int) -> struct.Struct:
+    """Cuts the packed CommitLog offset out of each of `count` ConsumeQueue entries."""
+    return struct.Struct("8s12x" * count)
 
 
 def parse_offset_msg_id(msg_id: str) -> tuple[str, int, int]:

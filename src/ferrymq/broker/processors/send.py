@@ -10,7 +10,7 @@ from ferrymq.broker.topics import PERM_WRITE, topic_problem
 from ferrymq.net.connection import Connection
 from ferrymq.protocol.codes import RequestCode, ResponseCode
 from ferrymq.protocol.headers import SendMessageRequestHeader
-from ferrymq.protocol.message import find_property, offset_msg_id, pack_host
+from ferrymq.protocol.message import find_property, offset_msg_id, offset_msg_ids, pack_host
 from ferrymq.protocol.remoting import RemotingCommand, ext_str
 from ferrymq.store import PutStatus
 
@@ -102,7 +102,11 @@ class SendProcessor:
         if code not in (ResponseCode.SUCCESS, ResponseCode.FLUSH_DISK_TIMEOUT):
             return error(request, code, result.remark or status.name)
         store_host = store.store_host
-        ids = ",".join(offset_msg_id(store_host, o) for o in result.offsets)
+        ids = (
+            offset_msg_ids(store_host, result.entries)
+            if result.entries
+            else offset_msg_id(store_host, result.wrote_offset)
+        )
         ext = {
             "msgId": ids,
             "queueId": ext_str(queue_id),
