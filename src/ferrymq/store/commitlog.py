@@ -7,8 +7,6 @@ Only one thread appends (callers hold the store's put lock); readers get memoryv
 
 from __future__ import annotations
 
-import ctypes
-import ctypes.util
 import logging
 import threading
 from pathlib import Path
@@ -35,7 +33,7 @@ class CommitLog:
         # The write position; set for real by recovery, which knows where valid data ends.
         self.max_offset = self.segments[0].base if self.segments else 0
         self.flushed_offset = self.max_offset
-        self.warmer = _Warmer(self, warm_ahead) if warm_ahead > 0 and _madvise is not None else None
+        self.warmer = _Warmer(self, warm_ahead) if warm_ahead > 0 else None
 
     @property
     def min_offset(self) -> int:
@@ -131,7 +129,6 @@ class _Warmer:
         self.wake_at = -1  # the writer wakes us once it writes past here
         self._warmed = -1  # CommitLog offset up to which the pages are in
         self._event = threading.Event()
-        self._mapped: tuple[MappedFile | None, int] = (None, 0)  # the last segment seen, and its address
         self._stopping = False
         self._thread = threading.Thread(target=self._run, name="ferrymq-warm", daemon=True)
         self._thread.start()
@@ -164,38 +161,10 @@ class _Warmer:
             self.wake_at = end - self.ahead // 2 if end < seg.end else seg.end
 
     def _populate(self, seg: MappedFile, pos: int, length: int) -> bool:
-        mapped, address = self._mapped
-        if mapped is not seg:
-            try:
-                address = ctypes.addressof(ctypes.c_char.from_buffer(seg.mm))
-            except (ValueError, TypeError, BufferError):
-                return True  # closed meanwhile: the next round finds the current segment
-            self._mapped = (seg, address)
-        if _madvise(address + pos, length, _MADV_POPULATE_WRITE) != 0:
-            err = ctypes.get_errno()
-            if err in (
-                22,
-                1,
-                95,
-            ):  # EINVAL/EPERM/EOPNOTSUPP: a kernel before 5.14, or a file system without it
-                log.info("CommitLog warm-up unavailable (errno %d); the writer faults pages in itself", err)
-                return False
-        return True
+        if seg.populate(pos, length) or seg.fd < 0:
+            return True  # done, or the segment closed meanwhile: the next round finds the current one
+        log.info("CommitLog warm-up unavailable here; the writer faults pages in itself")
+        return False
 
 
-_MADV_POPULATE_WRITE = 23  # Linux 5.14
 _PAGE = 4096
-
-
-def _load_madvise():
-    try:
-        libc = ctypes.CDLL(ctypes.util.find_library("c"), use_errno=True)
-        fn = libc.madvise
-    except (OSError, AttributeError):
-        return None
-    fn.argtypes = (ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int)
-    fn.restype = ctypes.c_int
-    return fn
-
-
-_madvise = _load_madvise()

@@ -217,6 +217,9 @@ class IndexService:
         except OSError as e:
             raise io_error("create", self.directory, e) from None
         file = self._open(now.strftime(_NAME_FORMAT)[:_NAME_LENGTH], create=True)
+        # Every key lands on a random slot: fault the whole slot table in at once rather than one
+        # trap per page over the file's first few thousand puts.
+        file.mf.populate(0, file.entries_pos)
         self._files = [*self._files, file]
         return file
 

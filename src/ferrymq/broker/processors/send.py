@@ -27,7 +27,7 @@ class SendProcessor:
 
     def register(self, server) -> None:
         for code in (RequestCode.SEND_MESSAGE, RequestCode.SEND_MESSAGE_V2, RequestCode.SEND_BATCH_MESSAGE):
-            server.register(code, self.send)
+            server.register(code, self.send, eager=True)
 
     def _born_host(self, conn: Connection) -> bytes:
         """The producer's address as the record's BORNHOST (cached per peer address)."""
