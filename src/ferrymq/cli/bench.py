@@ -83,9 +83,11 @@ def _client_bench(suite: str, run, save: Path | None, params: dict) -> None:
     import asyncio
 
     from ferrymq.bench.client import CpuMeter, cluster
+    from ferrymq.cli.serving import quiet_gc
     from ferrymq.net import install_uvloop
 
     install_uvloop()
+    quiet_gc()
     console = Console(stderr=True)
     with (
         cluster(params.get("namesrv")) as target,

@@ -56,6 +56,7 @@ _INT = struct.Struct(">i")
 _LONG = struct.Struct(">q")
 MAX_TOPIC_BYTES = 255
 _TAGS = b"TAGS\x01"
+_new_prepared = tuple.__new__  # a Prepared without its Python-level __new__: one per put
 
 
 class MessageStore:
@@ -339,7 +340,7 @@ class MessageStore:
             else:
                 entry = b""
             self.dispatcher.prepared.append(
-                Prepared(phys, phys + size, topic, queue_id, queue_offset, entry, now)
+                _new_prepared(Prepared, (phys, phys + size, topic, queue_id, queue_offset, entry, now))
             )
             self.commitlog.max_offset = phys + size
         return self._written(PutResult(PutStatus.PUT_OK, "", phys, size, queue_offset, 1, now))
@@ -383,7 +384,7 @@ class MessageStore:
             )  # fmt: skip
             self._queue_offsets[key] = queue_offset + count
             self.dispatcher.prepared.append(
-                Prepared(first, first + total, topic, queue_id, queue_offset, entries, now)
+                _new_prepared(Prepared, (first, first + total, topic, queue_id, queue_offset, entries, now))
             )
             self.commitlog.max_offset = first + total
         return self._written(PutResult(PutStatus.PUT_OK, "", first, total, queue_offset, count, now, entries))

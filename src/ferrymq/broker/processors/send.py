@@ -18,6 +18,10 @@ if TYPE_CHECKING:
     from ferrymq.broker.server import Broker
 
 _WAIT_FALSE = b"WAIT\x01false"
+# Plain values of the names every send compares against (an enum attribute costs a look-up each time).
+_PUT_OK = PutStatus.PUT_OK
+_SUCCESS = int(ResponseCode.SUCCESS)
+_BATCH = int(RequestCode.SEND_BATCH_MESSAGE)
 
 
 class SendProcessor:
@@ -82,7 +86,7 @@ class SendProcessor:
         props = (header.properties or "").encode()
         store = broker.store
         born_host = self._born_host(conn)
-        if request.code == RequestCode.SEND_BATCH_MESSAGE or header.batch:
+        if request.code == _BATCH or header.batch:
             result = store.put_batch(
                 topic, queue_id, request.body, sys_flag=header.sys_flag, born_timestamp=header.born_timestamp,
                 born_host=born_host,
@@ -94,12 +98,12 @@ class SendProcessor:
                 reconsume_times=header.reconsume_times,
             )  # fmt: skip
         status = result.status
-        if status is PutStatus.PUT_OK:
+        if status is _PUT_OK:
             broker.written()
-        if status is PutStatus.PUT_OK and result.flush_future is not None and _waits_for_store(props):
-            status = await result.durable()
-        code = PUT_STATUS_CODES[status]
-        if code not in (ResponseCode.SUCCESS, ResponseCode.FLUSH_DISK_TIMEOUT):
+            if result.flush_future is not None and _waits_for_store(props):
+                status = await result.durable()
+        code = _SUCCESS if status is _PUT_OK else PUT_STATUS_CODES[status]  # Enum keys hash in Python
+        if code != _SUCCESS and code != ResponseCode.FLUSH_DISK_TIMEOUT:
             return error(request, code, result.remark or status.name)
         store_host = store.store_host
         ids = (
@@ -117,7 +121,7 @@ class SendProcessor:
         uniq = find_property(props, b"UNIQ_KEY\x01") if props else None
         if uniq:
             ext["transactionId"] = uniq.decode()
-        return request.make_response(code, None if code == ResponseCode.SUCCESS else status.name, ext)
+        return request.make_response(code, None if code == _SUCCESS else status.name, ext)
 
 
 def _waits_for_store(props: bytes) -> bool:
