@@ -119,6 +119,7 @@ class Dispatcher:
             end = min(limit, seg.end) - base
             pause = pause_at - base
             next_prepared = prepared[0].start - base if prepared else end
+            run_cq, run_start, run = None, 0, bytearray()  # consecutive entries of one queue: one write
             while pos < end and pos < pause and pos < next_prepared:
                 meta = read_record_meta(mm, pos, end)
                 if meta is BLANK:
@@ -141,10 +142,17 @@ class Dispatcher:
                     cq = queue_cache.get(key)
                     if cq is None:
                         cq = queue_cache[key] = queues.get_or_create(meta.topic, meta.queue_id)
-                    cq.put(meta.queue_offset, ENTRY.pack(base + pos, meta.size, tag_hash(tag) if tag else 0))
+                    queue_offset = meta.queue_offset
+                    if cq is not run_cq or queue_offset != run_start + len(run) // ENTRY_SIZE:
+                        if run:
+                            run_cq.put(run_start, run)
+                        run_cq, run_start, run = cq, queue_offset, bytearray()
+                    run += ENTRY.pack(base + pos, meta.size, tag_hash(tag) if tag else 0)
                 last_store_timestamp = meta.store_timestamp
                 pos += meta.size
                 count += 1
+            if run:
+                run_cq.put(run_start, run)
             offset = self.offset = base + pos
             if not valid:
                 break
