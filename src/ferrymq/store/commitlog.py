@@ -118,9 +118,8 @@ class _Warmer:
 
     A write to a fresh page of a mapped segment traps into the kernel, which allocates the page and
     marks the file's reserved blocks written: under batched puts that was half the put thread's CPU.
-    This thread asks for the same work in bulk (madvise MADV_POPULATE_WRITE, called through ctypes
-    so the GIL is released) on the other core, like RocketMQ's warmMappedFile. It only ever touches
-    pages past the write position, and reads or writes no data.
+    This thread asks for most of that work in bulk (MappedFile.populate) on the other core, like
+    RocketMQ's warmMappedFile, but without writing: pages past the write position only, no data.
     """
 
     def __init__(self, commitlog: CommitLog, ahead: int) -> None:

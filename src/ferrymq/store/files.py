@@ -108,9 +108,12 @@ class MappedFile:
         self._address = 0
 
     def populate(self, pos: int, length: int) -> bool:
-        """Fault in [pos, pos + length) for writing in one call (MADV_POPULATE_WRITE), so later
-        writes there do not each trap into the kernel; the GIL is released meanwhile. Contents are
-        unchanged. False where the kernel cannot (before Linux 5.14) or the file is closed."""
+        """Fault [pos, pos + length) in with one call (MADV_POPULATE_READ; the GIL is released).
+
+        The pages get allocated and mapped now, so a later first write there takes only a light
+        write-protect fault instead of a full one. They are not dirtied, so nothing extra reaches
+        the disk. False where the kernel cannot (before Linux 5.14) or the file is closed.
+        """
         if _madvise is None or self.fd < 0:
             return False
         if not self._address:
@@ -119,9 +122,7 @@ class MappedFile:
             except (ValueError, TypeError, BufferError):
                 return False
         start = pos // _PAGE * _PAGE
-        return (
-            _madvise(self._address + start, min(pos + length, self.size) - start, _MADV_POPULATE_WRITE) == 0
-        )
+        return _madvise(self._address + start, min(pos + length, self.size) - start, _MADV_POPULATE_READ) == 0
 
     @property
     def end(self) -> int:
@@ -152,7 +153,7 @@ class MappedFile:
         self.path.unlink(missing_ok=True)
 
 
-_MADV_POPULATE_WRITE = 23  # Linux 5.14
+_MADV_POPULATE_READ = 22  # Linux 5.14
 _PAGE = mmap.PAGESIZE
 
 
