@@ -257,3 +257,12 @@ def test_offset_msg_ids_in_bulk_match_one_by_one(host, offsets):
     packed = pack_host(*host)
     entries = b"".join(CQ_ENTRY.pack(o, 100, -1) for o in offsets)
     assert offset_msg_ids(packed, entries) == ",".join(offset_msg_id(packed, o) for o in offsets)
+
+
+def test_uniq_keys_in_bulk_continue_one_counter():
+    gen = UniqKeyGenerator()
+    keys = [gen.next(), *gen.next_many(1000), gen.next()]
+    assert len(set(keys)) == len(keys)
+    assert all(len(k) == 32 and k[:20] == keys[0][:20] for k in keys)
+    counters = [int(k[-4:], 16) for k in keys]
+    assert counters == [(counters[0] + i) & 0xFFFF for i in range(len(keys))]
