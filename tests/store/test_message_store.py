@@ -154,6 +154,7 @@ def test_look_up_by_offset_id_and_by_key(open_store):
         for i in range(20)
     ]
     store.put_message("Other", 0, b"other", props(KEYS="shared"))
+    store.put_message("Thé", 0, b"accents", props(KEYS="clé  ключ\tk"))  # hashed from the stored bytes
     store.wait_dispatched()
     msg_id = offset_msg_id(store.store_host, results[7].wrote_offset)
     _, _, offset = parse_offset_msg_id(msg_id)
@@ -167,6 +168,10 @@ def test_look_up_by_offset_id_and_by_key(open_store):
     assert [decode_record(r).body for r in store.query_message("Other", "shared", 50, *everything)] == [
         b"other"
     ]
+    for key in ("clé", "ключ", "k"):
+        assert [decode_record(r).body for r in store.query_message("Thé", key, 10, *everything)] == [
+            b"accents"
+        ]
     assert store.query_message("T", "order-3", 10, 0, 1) == []  # outside the time range
     assert store.query_message("T", "nope", 10, *everything) == []
 
