@@ -94,13 +94,18 @@ class CpuMeter:
                     pass
         return ticks
 
-    def result(self) -> dict:
+    def result(self, messages: int = 0) -> dict:
+        """CPU % per side; with `messages`, also CPU microseconds per message, which a busy machine
+        distorts far less than rates (a process waiting for a core uses none)."""
         elapsed = time.monotonic() - self._t0
         end = self._sample()
         hz = os.sysconf("SC_CLK_TCK")
-        cpu = {f"{n}_cpu_pct": round(100 * (end[n] - self._start.get(n, 0)) / hz / elapsed, 1) for n in end}
-        if len(cpu) == 2:
-            cpu["bottleneck"] = max(("client", "broker"), key=lambda n: cpu[f"{n}_cpu_pct"])
+        used = {n: (end[n] - self._start.get(n, 0)) / hz for n in end}
+        cpu = {f"{n}_cpu_pct": round(100 * used[n] / elapsed, 1) for n in used}
+        if messages:
+            cpu.update({f"{n}_us_per_msg": round(1e6 * used[n] / messages, 2) for n in used})
+        if len(used) == 2:
+            cpu["bottleneck"] = max(("client", "broker"), key=lambda n: used[n])
         return cpu
 
 
@@ -156,7 +161,7 @@ async def produce(
         await asyncio.gather(*(worker() for _ in range(inflight)))
         seconds = time.perf_counter() - started
     name = f"produce batch={batch} inflight={inflight}"
-    return {**_figures(name, count, body_size, seconds), **cpu.result()}
+    return {**_figures(name, count, body_size, seconds), **cpu.result(count)}
 
 
 async def consume(
@@ -186,7 +191,7 @@ async def consume(
             got += len(messages)
             progress("consume", got, count)
         seconds = time.perf_counter() - started
-    return {**_figures("consume", got, body_size, seconds), **cpu.result()}
+    return {**_figures("consume", got, body_size, seconds), **cpu.result(got)}
 
 
 async def end_to_end(
@@ -231,7 +236,7 @@ async def end_to_end(
         "p90_ms": pct(0.9),
         "p99_ms": pct(0.99),
         "p999_ms": pct(0.999),
-        **cpu.result(),
+        **cpu.result(len(latencies)),
     }
 
 
