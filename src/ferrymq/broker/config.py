@@ -41,6 +41,11 @@ class BrokerConfig:
     rebalance_lock_max_live_time: int = 60_000  # ms
     region_id: str = "DefaultRegion"
     trace_on: bool = True
+    trace_topic_enable: bool = False  # create msg_trace_topic_name (1 queue) at start, as RocketMQ does
+    msg_trace_topic_name: str = "RMQ_SYS_TRACE_TOPIC"
+    transaction_timeout: int = 6000  # ms: a half message younger than this is not checked back yet
+    transaction_check_interval: int = 30_000  # ms between passes of the check-back service
+    transaction_check_max: int = 15  # check-backs before a half message goes to TRANS_CHECK_MAX_TIME_TOPIC
     store: StoreConfig = field(default_factory=StoreConfig)
 
     @property

@@ -19,8 +19,10 @@ from ferrymq.broker.processors.clients import ClientProcessor, notify_ids_change
 from ferrymq.broker.processors.offsets import OffsetProcessor
 from ferrymq.broker.processors.pull import PullProcessor
 from ferrymq.broker.processors.send import SendProcessor
+from ferrymq.broker.processors.transaction import EndTransactionProcessor
 from ferrymq.broker.registrar import NameServerRegistrar
 from ferrymq.broker.topics import TopicConfigManager
+from ferrymq.broker.transactions import TransactionService
 from ferrymq.net import Connection, RemotingClient, RemotingServer
 from ferrymq.store import MessageStore, StoreError
 
@@ -39,7 +41,8 @@ class Broker:
         self.started_at = time.time()
         self.stopped = False
         self._dispatch_scheduled = False
-        for processor in (SendProcessor, PullProcessor, OffsetProcessor, ClientProcessor, AdminProcessor):
+        for processor in (SendProcessor, PullProcessor, OffsetProcessor, ClientProcessor, AdminProcessor,
+                          EndTransactionProcessor):  # fmt: skip
             processor(self).register(self.server)
         self.server.on_connection_closed(self._connection_closed)
 
@@ -63,6 +66,10 @@ class Broker:
         )  # fmt: skip
         self.offsets = ConsumerOffsetManager(config_dir)
         self.groups = SubscriptionGroupManager(config_dir, config.auto_create_subscription_group)
+        if config.trace_topic_enable:
+            self.topics.ensure(config.msg_trace_topic_name, 1)
+        self.transactions = TransactionService(self)
+        self.transactions.load()
         self.hold.attach(asyncio.get_running_loop())
         self.store.dispatcher.listener = self.hold.arrived
         await self.server.start()
@@ -72,6 +79,8 @@ class Broker:
         self._every(config.register_name_server_period / 1000, self.registrar.register_all)
         self._every(config.flush_consumer_offset_interval / 1000, self._persist_offsets)
         self._every(10.0, self._expire_clients)
+        if self.is_master:
+            self._every(config.transaction_check_interval / 1000, self.transactions.check)
         log.info(
             "broker %s listening on %s, store %s",
             config.broker_name,
@@ -151,6 +160,7 @@ class Broker:
             "runtime": f"{int(time.time() - self.started_at)} s",
             "pullHoldingCount": str(self.hold.waiting()),
             "diskFull": str(store.disk_full).lower(),
+            **self.transactions.stats(),
         }
 
 

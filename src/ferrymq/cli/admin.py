@@ -104,3 +104,8 @@ def progress(ctx: click.Context, group: str, topic: str) -> None:
         )
 
     with_admin(ctx, action)
+
+
+from ferrymq.cli.admin_trace import trace  # noqa: E402  (it builds on this module)
+
+admin.add_command(trace)

@@ -125,8 +125,9 @@ _save_opt = click.option(
 @_body
 @click.option("--batch", default=32, show_default=True, help="Messages per request (1: one send each).")
 @click.option("--inflight", default=8, show_default=True, help="Requests in flight at once.")
+@click.option("--trace", is_flag=True, help="Enable message trace on the producer (its cost is the point).")
 @_save_opt
-def bench_produce(namesrv, topic, count, body_size, batch, inflight, save) -> None:
+def bench_produce(namesrv, topic, count, body_size, batch, inflight, trace, save) -> None:
     """Produce with acknowledgements through the SDK."""
     from ferrymq.bench.client import produce
 
@@ -137,10 +138,33 @@ def bench_produce(namesrv, topic, count, body_size, batch, inflight, save) -> No
         "body_size": body_size,
         "batch": batch,
         "inflight": inflight,
+        "trace": trace,
     }
     _client_bench(
         "produce",
-        lambda ns, progress, meter: produce(ns, topic, count, body_size, batch, inflight, progress, meter()),
+        lambda ns, progress, meter: produce(
+            ns, topic, count, body_size, batch, inflight, progress, meter(), trace
+        ),
+        save,
+        params,
+    )
+
+
+@bench.command("transactions")
+@_namesrv
+@click.option("--count", default=50_000, show_default=True)
+@_body
+@click.option("--inflight", default=64, show_default=True, help="Transactions in flight at once.")
+@_save_opt
+def bench_transactions(namesrv, count, body_size, inflight, save) -> None:
+    """Transactional send + commit (half message, local transaction, END_TRANSACTION) through the SDK."""
+    from ferrymq.bench.client import transactions
+
+    topic = f"BenchTx{time.time_ns()}"
+    params = {"namesrv": namesrv, "count": count, "body_size": body_size, "inflight": inflight}
+    _client_bench(
+        "transactions",
+        lambda ns, progress, meter: transactions(ns, topic, count, body_size, inflight, progress, meter()),
         save,
         params,
     )

@@ -7,12 +7,14 @@ from ferrymq.client.producer import Producer, SendError, hash_selector
 from ferrymq.client.pull import PullResult, PullStatus
 from ferrymq.client.pull_consumer import PullConsumer
 from ferrymq.client.push_consumer import ConsumeResult, PushConsumer
+from ferrymq.client.transaction import LocalTransactionState, TransactionProducer, TransactionSendResult
 
 __all__ = [
     "Admin",
     "ClientError",
     "ClientInstance",
     "ConsumeResult",
+    "LocalTransactionState",
     "Message",
     "MessageExt",
     "MessageQueue",
@@ -25,5 +27,7 @@ __all__ = [
     "SendError",
     "SendResult",
     "SendStatus",
+    "TransactionProducer",
+    "TransactionSendResult",
     "hash_selector",
 ]

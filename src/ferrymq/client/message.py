@@ -48,3 +48,5 @@ class SendResult:
     offset_msg_id: str  # the broker's id: where it is stored
     message_queue: MessageQueue
     queue_offset: int
+    region_id: str = "DefaultRegion"  # the broker's MSG_REGION
+    trace_on: bool = True  # the broker's TRACE_ON: message trace skips sends to brokers that say false

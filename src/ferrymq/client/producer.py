@@ -11,12 +11,14 @@ producers do.
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import logging
 import time
 import zlib
 from collections.abc import Callable, Sequence
 
 from ferrymq.client.faults import BrokerAvoidance
+from ferrymq.client.hooks import SendHook, hooked_send
 from ferrymq.client.instance import ClientError, ClientInstance, TopicRoute
 from ferrymq.client.message import Message, MessageQueue, SendResult, SendStatus
 from ferrymq.net import RemotingError
@@ -80,6 +82,8 @@ class Producer:
         linger_ms: float = 5.0,
         max_batch_bytes: int = 256 * 1024,
         instance: ClientInstance | None = None,
+        enable_trace: bool = False,
+        trace_topic: str | None = None,
     ) -> None:
         self.group = group
         self.instance = instance or ClientInstance(namesrv_addr)
@@ -93,16 +97,26 @@ class Producer:
         self._round_robin = 0
         self._batcher = _Batcher(self, linger_ms / 1000, max_batch_bytes) if auto_batch else None
         self._started = False
+        self.send_hooks: list[SendHook] = []
+        self.trace = None
+        if enable_trace:
+            from ferrymq.client.trace import trace_sends  # trace.py writes with a Producer of its own
+
+            self.trace = trace_sends(self, trace_topic)
 
     async def start(self) -> None:
         self.instance.producer_groups.add(self.group)
         if self._own_instance:
             await self.instance.start()
         self._started = True
+        if self.trace is not None:
+            await self.trace.start()
 
     async def shutdown(self) -> None:
         if self._batcher is not None:
             await self._batcher.flush_all()
+        if self.trace is not None:
+            await self.trace.stop()
         self.instance.producer_groups.discard(self.group)
         if self._own_instance:
             await self.instance.close()
@@ -123,6 +137,11 @@ class Producer:
         """Send and wait for the broker's answer. With `selector`, `arg` picks the queue (order)."""
         if self._batcher is not None and selector is None:
             return await self._batcher.add(message)
+        if self.send_hooks:
+            return await hooked_send(self.send_hooks, [message], self._send_one(message, selector, arg))
+        return await self._send_one(message, selector, arg)
+
+    async def _send_one(self, message: Message, selector: QueueSelector | None, arg: object) -> SendResult:
         body, props, sys_flag, uniq = self._prepare(message)
         result = await self._send(
             message.topic, body, props, message.flag, sys_flag, False, selector, message, arg
@@ -155,6 +174,11 @@ class Producer:
 
     async def send_batch(self, messages: Sequence[Message]) -> SendResult:
         """Send messages of one topic as one SEND_BATCH_MESSAGE; they land in one queue, in order."""
+        if self.send_hooks:
+            return await hooked_send(self.send_hooks, messages, self._send_batch(messages))
+        return await self._send_batch(messages)
+
+    async def _send_batch(self, messages: Sequence[Message]) -> SendResult:
         if not messages:
             raise SendError("the batch is empty")
         topic = messages[0].topic
@@ -254,7 +278,10 @@ class Producer:
                 if status is not None:
                     self.avoidance.succeeded(mq.broker_name, time.monotonic() - started)
                     ext = response.ext_fields
-                    return SendResult(status, "", ext.get("msgId", ""), mq, int(ext.get("queueOffset", -1)))
+                    return SendResult(
+                        status, "", ext.get("msgId", ""), mq, int(ext.get("queueOffset", -1)),
+                        ext.get("MSG_REGION", "DefaultRegion"), ext.get("TRACE_ON") != "false",
+                    )  # fmt: skip
                 last_error = SendError(f"broker {mq.broker_name} refused: {response.remark}", response.code)
                 if response.code not in _RETRY_CODES:
                     raise last_error
@@ -313,7 +340,9 @@ class _Batcher:
                 offset_id = offset_ids[i] if i < len(offset_ids) else ""
                 queue_offset = result.queue_offset + i
                 future.set_result(
-                    SendResult(result.status, uniq_keys[i], offset_id, result.message_queue, queue_offset)
+                    dataclasses.replace(
+                        result, msg_id=uniq_keys[i], offset_msg_id=offset_id, queue_offset=queue_offset
+                    )
                 )
 
     async def flush_all(self) -> None:

@@ -28,6 +28,7 @@ from dataclasses import dataclass, field
 from functools import partial
 from typing import Any
 
+from ferrymq.client.hooks import ConsumeHook, hooked_consume
 from ferrymq.client.instance import ClientError, ClientInstance, TopicRoute
 from ferrymq.client.message import MessageExt, MessageQueue
 from ferrymq.client.offset_store import LocalOffsetStore, OffsetStore, RemoteOffsetStore
@@ -165,6 +166,8 @@ class PushConsumer:
         consume_concurrency: int = 20,
         instance: ClientInstance | None = None,
         offset_store_dir: str | os.PathLike | None = None,
+        enable_trace: bool = False,
+        trace_topic: str | None = None,
     ) -> None:
         for name, value, allowed in (
             ("message_model", message_model, MESSAGE_MODELS),
@@ -202,6 +205,12 @@ class PushConsumer:
         self._rebalance_now = asyncio.Event()
         self._known_brokers: set[str] = set()
         self._started = False
+        self.consume_hooks: list[ConsumeHook] = []
+        self.trace = None
+        if enable_trace:
+            from ferrymq.client.trace import trace_consumes  # trace.py writes with a Producer
+
+            self.trace = trace_consumes(self, trace_topic)
 
     # --- lifecycle -------------------------------------------------------------------------------
 
@@ -234,6 +243,8 @@ class PushConsumer:
         _watch_membership(self)
         self.instance.consumers[self.group] = self._consumer_data
         self._started = True
+        if self.trace is not None:
+            await self.trace.start()
         self.offsets.start()
         await self._rebalance()
         loop = asyncio.get_running_loop()
@@ -263,6 +274,8 @@ class PushConsumer:
         self.instance.consumers.pop(self.group, None)
         await self._unregister()
         _forget(self)
+        if self.trace is not None:
+            await self.trace.stop()
         if self._own_instance:
             await self.instance.close()
 
@@ -581,7 +594,12 @@ class PushConsumer:
             await self._idle(ORDERLY_RETRY_DELAY)
 
     async def _call_listener(self, messages: list[MessageExt]) -> bool:
-        """True when the listener consumed the batch."""
+        """True when the listener consumed the batch (consume hooks see it before and after)."""
+        if self.consume_hooks:
+            return await hooked_consume(self.consume_hooks, self.group, messages, self._listen(messages))
+        return await self._listen(messages)
+
+    async def _listen(self, messages: list[MessageExt]) -> bool:
         topic = messages[0].topic
         sub = self._subs.get(topic)
         if sub is None or sub.listener is None:

@@ -7,10 +7,17 @@ from typing import TYPE_CHECKING
 
 from ferrymq.broker.processors.common import PUT_STATUS_CODES, error
 from ferrymq.broker.topics import PERM_WRITE, topic_problem
+from ferrymq.broker.transactions import HALF_TOPIC
 from ferrymq.net.connection import Connection
 from ferrymq.protocol.codes import RequestCode, ResponseCode
 from ferrymq.protocol.headers import SendMessageRequestHeader
-from ferrymq.protocol.message import find_property, offset_msg_id, offset_msg_ids, pack_host
+from ferrymq.protocol.message import (
+    TRANSACTION_TYPE_MASK,
+    find_property,
+    offset_msg_id,
+    offset_msg_ids,
+    pack_host,
+)
 from ferrymq.protocol.remoting import RemotingCommand, ext_str
 from ferrymq.store import PutStatus
 
@@ -18,6 +25,7 @@ if TYPE_CHECKING:
     from ferrymq.broker.server import Broker
 
 _WAIT_FALSE = b"WAIT\x01false"
+_TRAN_MSG = b"TRAN_MSG\x01true"
 # Plain values of the names every send compares against (an enum attribute costs a look-up each time).
 _PUT_OK = PutStatus.PUT_OK
 _SUCCESS = int(ResponseCode.SUCCESS)
@@ -85,6 +93,10 @@ class SendProcessor:
             )
         props = (header.properties or "").encode()
         store = broker.store
+        sys_flag, store_topic, store_queue = header.sys_flag, topic, queue_id
+        if _TRAN_MSG in props:  # a half message (RocketMQ goes by this property): hidden until committed
+            props = broker.transactions.half(topic, queue_id, props)
+            sys_flag, store_topic, store_queue = sys_flag & ~TRANSACTION_TYPE_MASK, HALF_TOPIC, 0
         born_host = self._born_host(conn)
         if request.code == _BATCH or header.batch:
             result = store.put_batch(
@@ -93,7 +105,7 @@ class SendProcessor:
             )  # fmt: skip
         else:
             result = store.put_message(
-                topic, queue_id, request.body, props, flag=header.flag, sys_flag=header.sys_flag,
+                store_topic, store_queue, request.body, props, flag=header.flag, sys_flag=sys_flag,
                 born_timestamp=header.born_timestamp, born_host=born_host,
                 reconsume_times=header.reconsume_times,
             )  # fmt: skip
