@@ -3,6 +3,7 @@
 import asyncio
 import struct
 import threading
+import time
 
 import pytest
 
@@ -371,3 +372,20 @@ def test_entries_built_by_puts_match_a_rebuild_from_the_commitlog(open_store):
     shutil.rmtree(store.config.consumequeue_dir)
     again = open_store(mapped_file_size_consume_queue=7 * 20)
     assert _consume_queue_bytes(again) == built
+
+
+def test_commitlog_warm_up_runs_ahead_of_the_writer_and_writes_nothing(open_store):
+    store = open_store(warm_commitlog_ahead=16 * 1024)
+    warmer = store.commitlog.warmer
+    seg, _ = store.commitlog.writable_segment(100)
+    if not seg.populate(0, 4096):
+        pytest.skip("this kernel cannot MADV_POPULATE_READ (Linux < 5.14)")
+    put_many(store, "T", 0, 20)
+    end = store.commitlog.max_offset
+    deadline = time.monotonic() + 10
+    while warmer._warmed < end + 8 * 1024 and time.monotonic() < deadline:  # woken by the puts
+        time.sleep(0.01)
+    warmed = warmer._warmed  # read once: the warmer may start another round meanwhile
+    assert warmed >= end + 8 * 1024
+    assert bytes(seg.view[end - seg.base : warmed - seg.base]) == bytes(warmed - end)
+    assert [m.body for m in read_queue(store, "T", 0)] == [f"T-0-{i}".encode() for i in range(20)]
