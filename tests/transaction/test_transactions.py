@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import time
 
 from ferrymq.broker.transactions import CHECK_MAX_TIME_TOPIC, HALF_TOPIC
 from ferrymq.client import LocalTransactionState, Message, TransactionProducer
@@ -122,3 +123,30 @@ async def test_sync_facade(make_cluster):  # noqa: F811
     assert [r.local_transaction_state for r in results] == [COMMIT, ROLLBACK]
     got = await read_all(cluster.namesrv_addr, "TxSync", "C1", expect=1)
     assert [m.body for m in got] == [b"s"]
+
+
+async def test_a_committed_message_with_a_delay_is_held_back_until_due(make_cluster):  # noqa: F811
+    cluster = await make_cluster(message_delay_level="2s", timer_max_delay_sec=60)
+    async with TransactionProducer("TXD", cluster.namesrv_addr) as producer:
+        far = Message("TxLate", b"far", deliver_time_ms=int(time.time() * 1000) + 3_600_000)
+        refused = await _refusal(producer.send_message_in_transaction(far, lambda m, a: COMMIT))
+        assert "timer_max_delay_sec" in refused or "too far" in refused
+        committed_at = time.time()
+        late = Message("TxLate", b"late", delay_ms=2000)
+        assert (
+            await producer.send_message_in_transaction(late, lambda m, a: COMMIT)
+        ).local_transaction_state is COMMIT
+    await cluster.settled()
+    queues = range(cluster.broker.topics.get("TxLate").read_queue_nums)
+    assert sum(cluster.broker.store.get_max_offset("TxLate", q) for q in queues) == 0  # committed, not due
+    got = await read_all(cluster.namesrv_addr, "TxLate", "C1", expect=1)
+    assert [m.body for m in got] == [b"late"]
+    assert time.time() - committed_at >= 2
+
+
+async def _refusal(awaitable) -> str:
+    try:
+        await awaitable
+    except Exception as e:
+        return str(e)
+    raise AssertionError("the send was accepted")

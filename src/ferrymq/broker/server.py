@@ -19,8 +19,10 @@ from ferrymq.broker.processors.clients import ClientProcessor, notify_ids_change
 from ferrymq.broker.processors.offsets import OffsetProcessor
 from ferrymq.broker.processors.pull import PullProcessor
 from ferrymq.broker.processors.send import SendProcessor
+from ferrymq.broker.processors.send_back import SendBackProcessor
 from ferrymq.broker.processors.transaction import EndTransactionProcessor
 from ferrymq.broker.registrar import NameServerRegistrar
+from ferrymq.broker.schedule.scheduler import Scheduler
 from ferrymq.broker.topics import TopicConfigManager
 from ferrymq.broker.transactions import TransactionService
 from ferrymq.net import Connection, RemotingClient, RemotingServer
@@ -42,7 +44,7 @@ class Broker:
         self.stopped = False
         self._dispatch_scheduled = False
         for processor in (SendProcessor, PullProcessor, OffsetProcessor, ClientProcessor, AdminProcessor,
-                          EndTransactionProcessor):  # fmt: skip
+                          SendBackProcessor, EndTransactionProcessor):  # fmt: skip
             processor(self).register(self.server)
         self.server.on_connection_closed(self._connection_closed)
 
@@ -71,7 +73,9 @@ class Broker:
         self.transactions = TransactionService(self)
         self.transactions.load()
         self.hold.attach(asyncio.get_running_loop())
-        self.store.dispatcher.listener = self.hold.arrived
+        self.scheduler = Scheduler(self)
+        self.store.dispatcher.listener = self._arrived
+        self.scheduler.start()
         await self.server.start()
         self.client = RemotingClient()
         self.registrar = NameServerRegistrar(self, self.client)
@@ -91,6 +95,7 @@ class Broker:
     async def stop(self) -> None:
         """Stop cleanly: unregister, answer held pulls, close connections, flush and checkpoint."""
         self.stopped = True
+        await self.scheduler.stop()
         for task in self._tasks:
             task.cancel()
         await self.registrar.unregister_all()
@@ -99,6 +104,7 @@ class Broker:
         await self.client.close()
         self.offsets.persist()
         self.store.close()
+        self.scheduler.save()
         log.info("broker %s stopped", self.config.broker_name)
 
     def _every(self, period: float, job) -> None:
@@ -124,6 +130,11 @@ class Broker:
             self.store.dispatch()
         except StoreError:
             log.exception("dispatching stopped: the CommitLog needs recovery")
+
+    def _arrived(self, queues: list[tuple[str, int]]) -> None:
+        """The dispatcher's report of queues with new entries (thread-safe)."""
+        self.hold.arrived(queues)
+        self.scheduler.arrived(queues)
 
     def schedule_registration(self) -> None:
         """Tell the NameServers about a topic change soon (coalesced), not at the next period."""
@@ -160,6 +171,7 @@ class Broker:
             "runtime": f"{int(time.time() - self.started_at)} s",
             "pullHoldingCount": str(self.hold.waiting()),
             "diskFull": str(store.disk_full).lower(),
+            **self.scheduler.runtime_info(),
             **self.transactions.stats(),
         }
 

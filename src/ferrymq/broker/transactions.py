@@ -22,6 +22,7 @@ import logging
 import time
 from typing import TYPE_CHECKING
 
+from ferrymq.broker.schedule.divert import ScheduleError
 from ferrymq.net.errors import RemotingError
 from ferrymq.protocol.codes import RequestCode
 from ferrymq.protocol.headers import CheckTransactionStateRequestHeader
@@ -30,6 +31,7 @@ from ferrymq.protocol.message import (
     TRANSACTION_TYPE_MASK,
     MessageExt,
     Prop,
+    decode_properties,
     decode_record,
     decode_records,
     encode_properties,
@@ -151,11 +153,18 @@ class TransactionService:
         props.pop(Prop.TRAN_MSG, None)
         if not topic:
             raise EndError("the half message has no REAL_TOPIC")
+        sys_flag = (half.sys_flag & ~TRANSACTION_TYPE_MASK) | TRANSACTION_COMMIT_TYPE
+        try:  # a committed message with a delay or delivery time is held back like any other
+            diverted = self.broker.scheduler.divert(
+                encode_properties(props).encode(), topic, queue_id, sys_flag
+            )
+        except ScheduleError as e:
+            raise EndError(str(e)) from None
+        if diverted is not None:
+            topic, queue_id, props = diverted[0], diverted[1], decode_properties(diverted[2])
         self._put(
-            half, topic, queue_id, props,
-            sys_flag=(half.sys_flag & ~TRANSACTION_TYPE_MASK) | TRANSACTION_COMMIT_TYPE,
-            prepared_transaction_offset=half.commitlog_offset,
-        )  # fmt: skip
+            half, topic, queue_id, props, sys_flag=sys_flag, prepared_transaction_offset=half.commitlog_offset
+        )
 
     def _mark_ended(self, origin: int) -> None:
         result = self._put_raw(OP_TOPIC, str(origin).encode(), {Prop.TAGS: OP_TAG})

@@ -106,6 +106,8 @@ def progress(ctx: click.Context, group: str, topic: str) -> None:
     with_admin(ctx, action)
 
 
-from ferrymq.cli.admin_trace import trace  # noqa: E402  (it builds on this module)
+from ferrymq.cli.admin_dlq import dlq  # noqa: E402 - they use the helpers above
+from ferrymq.cli.admin_trace import trace  # noqa: E402
 
+admin.add_command(dlq)
 admin.add_command(trace)

@@ -222,3 +222,24 @@ def bench_idle(namesrv, consumers, seconds, save) -> None:
     _client_bench(
         "idle", lambda ns, progress, meter: idle_polls(ns, consumers, seconds, progress, meter), save, params
     )
+
+
+@bench.command("timer")
+@_namesrv
+@click.option("--pending", default=100_000, show_default=True, help="Delivery-time messages to schedule.")
+@click.option("--spread", default=20, show_default=True, help="Seconds their due times are spread over.")
+@click.option("--idle-seconds", default=10.0, show_default=True, help="CPU measured while all are pending.")
+@click.option("--inflight", default=64, show_default=True, help="Sends in flight while loading.")
+@_save_opt
+def bench_timer(namesrv, pending, spread, idle_seconds, inflight, save) -> None:
+    """Delivery-time messages: punctuality with many pending, and the broker's CPU while they wait."""
+    from ferrymq.bench.schedule import timer_bench
+
+    params = {"namesrv": namesrv, "pending": pending, "spread": spread, "idle_seconds": idle_seconds,
+              "inflight": inflight}  # fmt: skip
+    _client_bench(
+        "timer",
+        lambda ns, progress, meter: timer_bench(ns, pending, spread, idle_seconds, inflight, progress, meter),
+        save,
+        params,
+    )

@@ -30,6 +30,7 @@ from ferrymq.protocol.message import (
     UniqKeyGenerator,
     encode_batch,
     encode_properties,
+    find_property,
     java_hash,
 )
 from ferrymq.protocol.remoting import RemotingCommand
@@ -58,6 +59,14 @@ class SendError(ClientError):
     def __init__(self, message: str, code: int | None = None) -> None:
         super().__init__(message)
         self.code = code
+
+
+RETRY_PREFIX = "%RETRY%"
+
+
+def _find(props: str, key: str) -> str | None:
+    found = find_property(props.encode(), f"{key}\x01".encode())
+    return found.decode() if found is not None else None
 
 
 QueueSelector = Callable[[Sequence[MessageQueue], Message, object], MessageQueue]
@@ -135,7 +144,7 @@ class Producer:
         self, message: Message, *, selector: QueueSelector | None = None, arg: object = None
     ) -> SendResult:
         """Send and wait for the broker's answer. With `selector`, `arg` picks the queue (order)."""
-        if self._batcher is not None and selector is None:
+        if self._batcher is not None and selector is None and not message.scheduled:
             return await self._batcher.add(message)
         if self.send_hooks:
             return await hooked_send(self.send_hooks, [message], self._send_one(message, selector, arg))
@@ -187,8 +196,8 @@ class Producer:
         entries = []
         uniq_keys = self._uniq.next_many(len(messages))
         for i, m in enumerate(messages):
-            if m.delay_level:
-                raise SendError("delayed messages cannot be sent in a batch")
+            if m.scheduled:
+                raise SendError("delayed and timed messages cannot be sent in a batch")
             props = m.system_properties()
             own = props.get(Prop.UNIQ_KEY)
             if own is None:  # the usual case: the new id goes last, as setdefault would put it
@@ -256,6 +265,11 @@ class Producer:
         }  # fmt: skip
         if batch:
             ext["m"] = "true"
+        elif mq.topic.startswith(RETRY_PREFIX):  # a consumer's redelivery: the broker reads its count here
+            ext["j"] = _find(props, Prop.RECONSUME_TIME) or "0"
+            max_times = _find(props, Prop.MAX_RECONSUME_TIMES)
+            if max_times is not None:
+                ext["l"] = max_times
         code = RequestCode.SEND_BATCH_MESSAGE if batch else RequestCode.SEND_MESSAGE_V2
         return RemotingCommand(code, ext_fields=ext, body=body)
 
@@ -263,7 +277,9 @@ class Producer:
         failed_broker = None
         last_error: Exception | None = None
         for attempt in range(1 + (0 if selector else self.retries)):
-            route = await (self.instance.refresh_route(topic) if attempt else self._route(topic))
+            if attempt:
+                await self.instance.refresh_route(topic)
+            route = await self._route(topic)  # the fresh route may have lost its writable queues
             queues = route.write_queues
             mq = selector(queues, message, arg) if selector else self._pick(queues, failed_broker)
             addr = route.masters[mq.broker_name]

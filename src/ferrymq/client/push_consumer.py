@@ -34,6 +34,7 @@ from ferrymq.client.message import MessageExt, MessageQueue
 from ferrymq.client.offset_store import LocalOffsetStore, OffsetStore, RemoteOffsetStore
 from ferrymq.client.pull import PullResult, PullStatus, initial_offset, master_addr, parse_tags, pull
 from ferrymq.client.rebalance import STRATEGIES, allocate, queue_order
+from ferrymq.client.redelivery import Redelivery
 from ferrymq.net import Connection, RemotingError
 from ferrymq.protocol.bodies import (
     ConsumerData,
@@ -46,7 +47,7 @@ from ferrymq.protocol.bodies import (
     encode_body,
 )
 from ferrymq.protocol.codes import RequestCode, ResponseCode
-from ferrymq.protocol.headers import ConsumerSendMsgBackRequestHeader, UnregisterClientRequestHeader
+from ferrymq.protocol.headers import UnregisterClientRequestHeader
 from ferrymq.protocol.message import Prop, java_hash
 from ferrymq.protocol.remoting import RemotingCommand
 
@@ -163,6 +164,7 @@ class PushConsumer:
         pull_threshold_for_queue: int = 1000,
         pull_threshold_size_for_queue: int = 100,
         max_reconsume_times: int = 16,
+        consume_timeout: float = 15,
         consume_concurrency: int = 20,
         instance: ClientInstance | None = None,
         offset_store_dir: str | os.PathLike | None = None,
@@ -190,6 +192,7 @@ class PushConsumer:
         self.pull_threshold_for_queue = pull_threshold_for_queue
         self.pull_threshold_size_for_queue = pull_threshold_size_for_queue
         self.max_reconsume_times = max_reconsume_times
+        self._redelivery = Redelivery(self, consume_timeout)  # minutes, as RocketMQ's consumeTimeout
         self.offsets: OffsetStore = (
             RemoteOffsetStore(self.instance, group, self._addr)
             if self.clustering
@@ -237,7 +240,7 @@ class PushConsumer:
         if self.group in self.instance.consumers:
             raise ClientError(f"group {self.group} already has a consumer in this client instance")
         if self.clustering:
-            self._subs[RETRY_PREFIX + self.group] = _Subscription("*", None)
+            self._subs[self.retry_topic] = _Subscription("*", None)
         if self._own_instance:
             await self.instance.start()
         _watch_membership(self)
@@ -251,6 +254,8 @@ class PushConsumer:
         self._loops = [loop.create_task(self._rebalance_loop())]
         if self._locking:
             self._loops.append(loop.create_task(self._lock_loop()))
+        if self.clustering and not self.orderly:
+            self._loops.append(loop.create_task(self._redelivery.watch_timeouts(self._queues, self._stop)))
 
     async def shutdown(self, timeout: float = 10.0) -> None:
         """Stop pulling, let consumes in flight finish (up to `timeout` s), commit, leave the group."""
@@ -269,6 +274,7 @@ class PushConsumer:
             self._track(pq)
             pq.dropped = True
         await self.offsets.close()
+        await self._redelivery.close()
         if self._locking:
             await self._unlock(queues)
         self.instance.consumers.pop(self.group, None)
@@ -285,6 +291,10 @@ class PushConsumer:
 
     async def __aexit__(self, *exc) -> None:
         await self.shutdown()
+
+    @property
+    def retry_topic(self) -> str:
+        return RETRY_PREFIX + self.group
 
     @property
     def queues(self) -> list[MessageQueue]:
@@ -537,9 +547,11 @@ class PushConsumer:
         async with self._slots:
             if pq.dropped or self._stop.is_set():  # left in the queue: its offset was not passed
                 return
+            Redelivery.starting(messages)
             ok = await self._call_listener(messages)
         if pq.dropped:
             return
+        messages = [m for m in messages if pq.messages.get(m.queue_offset) is m]  # not timed out meanwhile
         again = []
         if not ok and self.clustering:
             again = await self._send_back(pq.mq, messages)
@@ -558,24 +570,8 @@ class PushConsumer:
             await self._consume(pq, messages)
 
     async def _send_back(self, mq: MessageQueue, messages: list[MessageExt]) -> list[MessageExt]:
-        """CONSUMER_SEND_MSG_BACK each message; return those the broker did not take."""
-        kept = []
-        for m in messages:
-            header = ConsumerSendMsgBackRequestHeader(
-                offset=m.commitlog_offset, group=self.group, delay_level=0, origin_msg_id=m.msg_id,
-                origin_topic=m.topic, max_reconsume_times=self.max_reconsume_times,
-            )  # fmt: skip
-            request = RemotingCommand(RequestCode.CONSUMER_SEND_MSG_BACK, ext_fields=header.to_ext_fields())
-            try:
-                response = await self.instance.invoke(await self._addr(mq), request)
-                refused = response.remark if response.code != ResponseCode.SUCCESS else None
-            except _CALL_ERRORS as e:
-                refused = str(e)
-            if refused is not None:
-                log.info("sending message %s back failed (%s); consuming it again here in %g s",
-                         m.msg_id, refused, LOCAL_RETRY_DELAY)  # fmt: skip
-                kept.append(m)
-        return kept
+        """Hand failed messages back for redelivery; return those to consume again here."""
+        return await self._redelivery.send_back(mq, messages)
 
     async def _consume_orderly(self, pq: ProcessQueue) -> None:
         """The queue's messages one batch at a time, in order, while locked; retry a failure in place."""

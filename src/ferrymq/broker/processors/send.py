@@ -6,6 +6,8 @@ import random
 from typing import TYPE_CHECKING
 
 from ferrymq.broker.processors.common import PUT_STATUS_CODES, error
+from ferrymq.broker.processors.send_back import store_destination
+from ferrymq.broker.schedule.divert import ScheduleError
 from ferrymq.broker.topics import PERM_WRITE, topic_problem
 from ferrymq.broker.transactions import HALF_TOPIC
 from ferrymq.net.connection import Connection
@@ -93,19 +95,29 @@ class SendProcessor:
             )
         props = (header.properties or "").encode()
         store = broker.store
-        sys_flag, store_topic, store_queue = header.sys_flag, topic, queue_id
+        batch = request.code == _BATCH or header.batch
+        sys_flag = header.sys_flag
         if _TRAN_MSG in props:  # a half message (RocketMQ goes by this property): hidden until committed
-            props = broker.transactions.half(topic, queue_id, props)
+            try:  # a delay or delivery time is applied at commit; refuse a bad one now
+                broker.scheduler.divert(props, topic, queue_id, sys_flag & ~TRANSACTION_TYPE_MASK)
+            except ScheduleError as e:
+                return error(request, ResponseCode.MESSAGE_ILLEGAL, str(e))
+            props = store_props = broker.transactions.half(topic, queue_id, props)
             sys_flag, store_topic, store_queue = sys_flag & ~TRANSACTION_TYPE_MASK, HALF_TOPIC, 0
+        elif not batch:  # retries past their limit go to the DLQ, delayed and timed messages wait
+            destination = store_destination(broker, request, header, queue_id, props)
+            if destination.__class__ is RemotingCommand:
+                return destination
+            store_topic, store_queue, store_props = destination
         born_host = self._born_host(conn)
-        if request.code == _BATCH or header.batch:
+        if batch:
             result = store.put_batch(
                 topic, queue_id, request.body, sys_flag=header.sys_flag, born_timestamp=header.born_timestamp,
                 born_host=born_host,
             )  # fmt: skip
         else:
             result = store.put_message(
-                store_topic, store_queue, request.body, props, flag=header.flag, sys_flag=sys_flag,
+                store_topic, store_queue, request.body, store_props, flag=header.flag, sys_flag=sys_flag,
                 born_timestamp=header.born_timestamp, born_host=born_host,
                 reconsume_times=header.reconsume_times,
             )  # fmt: skip
