@@ -43,8 +43,8 @@ class PullProcessor:
         self.broker = broker
 
     def register(self, server) -> None:
-        server.register(RequestCode.PULL_MESSAGE, self.pull)
-        server.register(RequestCode.LITE_PULL_MESSAGE, self.pull)
+        server.register(RequestCode.PULL_MESSAGE, self.pull, eager=True)
+        server.register(RequestCode.LITE_PULL_MESSAGE, self.pull, eager=True)
 
     async def pull(self, conn: Connection, request: RemotingCommand) -> RemotingCommand:
         h = PullMessageRequestHeader.from_ext_fields(request.ext_fields)
