@@ -41,6 +41,7 @@ class BrokerConfig:
     channel_expired_timeout: int = 120_000  # ms without a heartbeat before a client is dropped
     notify_consumer_ids_changed_enable: bool = True
     rebalance_lock_max_live_time: int = 60_000  # ms
+    enable_property_filter: bool = False  # SQL92 subscriptions (RocketMQ's enablePropertyFilter)
     region_id: str = "DefaultRegion"
     trace_on: bool = True
     trace_topic_enable: bool = False  # create msg_trace_topic_name (1 queue) at start, as RocketMQ does

@@ -10,12 +10,15 @@ import time
 from ferrymq import __version__
 from ferrymq.broker.clients import ClientRegistry
 from ferrymq.broker.config import BrokerConfig
+from ferrymq.broker.consumption import ConsumptionControl
+from ferrymq.broker.filters import FilterCache
 from ferrymq.broker.groups import SubscriptionGroupManager
 from ferrymq.broker.locks import RebalanceLockManager
 from ferrymq.broker.long_polling import PullHoldService
 from ferrymq.broker.offsets import ConsumerOffsetManager
 from ferrymq.broker.processors.admin import AdminProcessor
 from ferrymq.broker.processors.clients import ClientProcessor, notify_ids_changed
+from ferrymq.broker.processors.consumers import ConsumerAdminProcessor
 from ferrymq.broker.processors.offsets import OffsetProcessor
 from ferrymq.broker.processors.pull import PullProcessor
 from ferrymq.broker.processors.send import SendProcessor
@@ -43,6 +46,8 @@ class Broker:
         self.hold = PullHoldService()
         self.clients = ClientRegistry()
         self.locks = RebalanceLockManager(config.rebalance_lock_max_live_time / 1000)
+        self.filters = FilterCache(config.enable_property_filter)
+        self.consumption = ConsumptionControl(self.clients)
         self.server = RemotingServer(config.listen_host, config.listen_port)
         self._tasks: list[asyncio.Task] = []
         self._registration: asyncio.Task | None = None
@@ -59,7 +64,7 @@ class Broker:
         self.slave_sync = SlaveSynchronizer(self)
         self._role_lock = asyncio.Lock()
         for processor in (SendProcessor, PullProcessor, OffsetProcessor, ClientProcessor, AdminProcessor,
-                          SendBackProcessor, EndTransactionProcessor):  # fmt: skip
+                          ConsumerAdminProcessor, SendBackProcessor, EndTransactionProcessor):  # fmt: skip
             processor(self).register(self.server)
         self.server.on_connection_closed(self._connection_closed)
 
@@ -108,6 +113,8 @@ class Broker:
         )  # fmt: skip
         self.offsets = ConsumerOffsetManager(config_dir)
         self.groups = SubscriptionGroupManager(config_dir, config.auto_create_subscription_group)
+        for group in self.groups.groups.values():
+            self.consumption.update(group)
         self.epochs = EpochFile(config.store.store_path_root_dir / EPOCH_FILE)
         if config.trace_topic_enable:
             self.topics.ensure(config.msg_trace_topic_name, 1)
@@ -173,6 +180,7 @@ class Broker:
         await self.ha.stop()
         await self.registrar.unregister_all()
         self.hold.wake_all()
+        self.consumption.close()
         await self.server.stop(grace=3.0)
         await self.client.close()
         self.offsets.persist()

@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import time
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import click
@@ -43,6 +45,26 @@ def _table(title: str, results: list[dict]) -> Table:
     return table
 
 
+@contextlib.contextmanager
+def _progress_bar() -> Iterator[Callable[[str, int, int], None]]:
+    """A progress callback `(name, done, total)` drawing one bar per name on stderr."""
+    with Progress(
+        TextColumn("{task.description}"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TimeElapsedColumn(),
+        console=Console(stderr=True),
+    ) as bar:
+        tasks: dict[str, int] = {}
+
+        def progress(name: str, done: int, total: int) -> None:
+            if name not in tasks:
+                tasks[name] = bar.add_task(name, total=total)
+            bar.update(tasks[name], completed=min(done, total), total=total)
+
+        yield progress
+
+
 @bench.command("store")
 @click.option("--count", default=200_000, show_default=True, help="Messages per append/read scenario.")
 @click.option("--body-size", default=1024, show_default=True, help="Body size in bytes.")
@@ -55,21 +77,7 @@ def bench_store(count: int, body_size: int, recovery_gib: float, repeat: int, sa
     """The storage engine alone: appends (single/batched, async/sync flush), reads, recovery."""
     from ferrymq.bench.store import run_store_bench
 
-    console = Console(stderr=True)
-    with Progress(
-        TextColumn("{task.description}"),
-        BarColumn(),
-        MofNCompleteColumn(),
-        TimeElapsedColumn(),
-        console=console,
-    ) as bar:
-        tasks: dict[str, int] = {}
-
-        def progress(name: str, done: int, total: int) -> None:
-            if name not in tasks:
-                tasks[name] = bar.add_task(name, total=total)
-            bar.update(tasks[name], completed=done, total=total)
-
+    with _progress_bar() as progress:
         results = run_store_bench(count, body_size, recovery_gib, repeat, progress)
     Console(stderr=True, width=200).print(_table("ferrymq bench store", results))
     for r in results:
@@ -83,27 +91,12 @@ def _client_bench(suite: str, run, save: Path | None, params: dict) -> None:
     import asyncio
 
     from ferrymq.bench.client import CpuMeter, cluster
+    from ferrymq.cli.serving import quiet_gc
     from ferrymq.net import install_uvloop
 
     install_uvloop()
-    console = Console(stderr=True)
-    with (
-        cluster(params.get("namesrv")) as target,
-        Progress(
-            TextColumn("{task.description}"),
-            BarColumn(),
-            MofNCompleteColumn(),
-            TimeElapsedColumn(),
-            console=console,
-        ) as bar,
-    ):
-        tasks: dict[str, int] = {}
-
-        def progress(name: str, done: int, total: int) -> None:
-            if name not in tasks:
-                tasks[name] = bar.add_task(name, total=total)
-            bar.update(tasks[name], completed=min(done, total), total=total)
-
+    quiet_gc()
+    with cluster(params.get("namesrv")) as target, _progress_bar() as progress:
         result = asyncio.run(run(target.namesrv, progress, lambda: CpuMeter(target.broker_pid)))
     click.echo(json.dumps(result))
     _save(save, suite, params, [result])
@@ -297,3 +290,22 @@ def bench_timer(namesrv, pending, spread, idle_seconds, inflight, save) -> None:
         save,
         params,
     )
+
+
+@bench.command("pull")
+@click.option("--messages", default=40_000, show_default=True, help="Messages loaded (over 4 queues).")
+@click.option("--body-size", default=256, show_default=True)
+@click.option("--rounds", default=3, show_default=True, help="Times every queue is read through.")
+@click.option("--save", type=click.Path(path_type=Path), help="Also write the results as JSON to this file.")
+def bench_pull(messages: int, body_size: int, rounds: int, save: Path | None) -> None:
+    """The broker's CPU per pull: plain, tag filter, SQL92 filter, consumption control."""
+    import asyncio
+
+    from ferrymq.bench.pull import pull_bench
+
+    with _progress_bar() as progress:
+        results = asyncio.run(pull_bench(messages, body_size, rounds, progress))
+    Console(stderr=True, width=200).print(_table("ferrymq bench pull", results))
+    for r in results:
+        click.echo(json.dumps(r))
+    _save(save, "pull", {"messages": messages, "body_size": body_size, "rounds": rounds}, results)

@@ -7,6 +7,7 @@ from ferrymq.client.producer import Producer, SendError, hash_selector
 from ferrymq.client.pull import PullResult, PullStatus
 from ferrymq.client.pull_consumer import PullConsumer
 from ferrymq.client.push_consumer import ConsumeResult, PushConsumer
+from ferrymq.client.selector import MessageSelector
 from ferrymq.client.transaction import LocalTransactionState, TransactionProducer, TransactionSendResult
 
 __all__ = [
@@ -18,6 +19,7 @@ __all__ = [
     "Message",
     "MessageExt",
     "MessageQueue",
+    "MessageSelector",
     "Producer",
     "PullConsumer",
     "PullResult",

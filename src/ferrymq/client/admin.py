@@ -7,6 +7,8 @@ from dataclasses import dataclass
 
 import msgspec
 
+from ferrymq.client.admin_consumers import ConsumerControl
+from ferrymq.client.admin_messages import MessageLookups
 from ferrymq.client.dead_letters import list_dead_letters, resend_dead_letters
 from ferrymq.client.instance import ClientError, ClientInstance
 from ferrymq.client.message import MessageExt, MessageQueue, SendResult
@@ -56,7 +58,7 @@ class BrokerGroupView:
     replicas: list[ReplicaView]
 
 
-class Admin:
+class Admin(ConsumerControl, MessageLookups):
     def __init__(self, namesrv_addr: str, *, instance: ClientInstance | None = None) -> None:
         self.instance = instance or ClientInstance(namesrv_addr)
         self._own_instance = instance is None

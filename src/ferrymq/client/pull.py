@@ -9,12 +9,16 @@ from dataclasses import dataclass
 
 from ferrymq.client.instance import ClientError, ClientInstance
 from ferrymq.client.message import MessageExt, MessageQueue
+from ferrymq.client.selector import MessageSelector
 from ferrymq.net import RemotingError
 from ferrymq.protocol.codes import RequestCode, ResponseCode
 from ferrymq.protocol.message import COMPRESSED_FLAG, decode_records
 from ferrymq.protocol.remoting import RemotingCommand
 
 FLAG_COMMIT_OFFSET, FLAG_SUSPEND, FLAG_SUBSCRIPTION = 0x1, 0x2, 0x4
+
+
+EVERY_TAG = MessageSelector()
 
 
 class PullStatus(enum.Enum):
@@ -41,13 +45,6 @@ class PullResult:
     messages: list[MessageExt]
 
 
-def parse_tags(expression: str) -> frozenset[str] | None:
-    """`"TagA || TagB"` as a set; None for every tag (`*`)."""
-    if expression.strip() in ("", "*"):
-        return None
-    return frozenset(t.strip() for t in expression.split("||"))
-
-
 async def pull(
     instance: ClientInstance,
     addr: str,
@@ -55,14 +52,15 @@ async def pull(
     group: str,
     offset: int,
     *,
-    expression: str = "*",
+    selector: MessageSelector = EVERY_TAG,
     max_messages: int = 32,
     suspend_ms: int = 0,
     commit_offset: int | None = None,
 ) -> PullResult:
     """Pull from one queue; with `suspend_ms` the broker holds an empty pull that long (long polling).
 
-    Tags are checked here too: the broker filters by tag hash, and hashes collide.
+    Tags are checked here too: the broker filters by tag hash, and hashes collide. (SQL92
+    selectors are evaluated by the broker alone.)
     """
     sys_flag = FLAG_SUBSCRIPTION | (FLAG_SUSPEND if suspend_ms else 0)
     if commit_offset is not None:
@@ -76,9 +74,9 @@ async def pull(
         "sysFlag": str(sys_flag),
         "commitOffset": str(commit_offset if commit_offset is not None else -1),
         "suspendTimeoutMillis": str(suspend_ms),
-        "subscription": expression,
+        "subscription": selector.expression,
         "subVersion": "0",
-        "expressionType": "TAG",
+        "expressionType": selector.type,
     }
     timeout = instance.request_timeout + suspend_ms / 1000
     try:
@@ -97,7 +95,7 @@ async def pull(
     h = response.ext_fields
     instance.suggested_broker_ids[mq] = int(h.get("suggestWhichBrokerId") or 0)
     messages = decode_records(response.body) if status is PullStatus.FOUND else []
-    tags = parse_tags(expression)
+    tags = selector.tags()
     if tags is not None:
         messages = [m for m in messages if m.tags in tags]
     for m in messages:

@@ -5,7 +5,8 @@ from __future__ import annotations
 import os
 from typing import TYPE_CHECKING
 
-from ferrymq.broker.filters import FilterError, tag_codes
+from ferrymq.broker.consumption import held_back
+from ferrymq.broker.filters import FilterError
 from ferrymq.broker.processors.common import error
 from ferrymq.broker.topics import PERM_READ
 from ferrymq.net.connection import Connection
@@ -42,8 +43,8 @@ class PullProcessor:
         self.broker = broker
 
     def register(self, server) -> None:
-        server.register(RequestCode.PULL_MESSAGE, self.pull)
-        server.register(RequestCode.LITE_PULL_MESSAGE, self.pull)
+        server.register(RequestCode.PULL_MESSAGE, self.pull, eager=True)
+        server.register(RequestCode.LITE_PULL_MESSAGE, self.pull, eager=True)
 
     async def pull(self, conn: Connection, request: RemotingCommand) -> RemotingCommand:
         h = PullMessageRequestHeader.from_ext_fields(request.ext_fields)
@@ -52,12 +53,12 @@ class PullProcessor:
             return error(
                 request, ResponseCode.NO_PERMISSION, f"broker {broker.config.broker_name} is not readable"
             )
-        group = broker.groups.get(h.consumer_group)
-        if group is None:
+        group_config = broker.groups.get(h.consumer_group)
+        if group_config is None:
             return error(
                 request, ResponseCode.SUBSCRIPTION_GROUP_NOT_EXIST, f"group {h.consumer_group} does not exist"
             )
-        if not group.consume_enable:
+        if not group_config.consume_enable:
             return error(request, ResponseCode.NO_PERMISSION, f"group {h.consumer_group} may not consume")
         tc = broker.topics.get(h.topic)
         if tc is None:
@@ -80,9 +81,9 @@ class PullProcessor:
                 )  # fmt: skip
             expression, expression_type = sub.sub_string, sub.expression_type
         try:
-            codes = tag_codes(expression, expression_type)
+            flt = broker.filters.get(expression, expression_type)
         except FilterError as e:
-            return error(request, ResponseCode.SUBSCRIPTION_PARSE_FAILED, str(e))
+            return error(request, e.code, str(e))
         if not broker.serves_reads:  # RocketMQ: a slave without slave_read_enable sends consumers away
             header = PullMessageResponseHeader(
                 suggest_which_broker_id=MASTER_ID,
@@ -101,23 +102,36 @@ class PullProcessor:
         max_count = min(h.max_msg_nums, config.max_transfer_count_on_message_in_memory)
         max_bytes = min(h.max_msg_bytes or config.max_transfer_bytes_on_message_in_memory,
                         config.max_transfer_bytes_on_message_in_memory)  # fmt: skip
-        store = broker.store
-        result = store.get_messages(h.topic, h.queue_id, h.queue_offset, max_count, max_bytes, codes)
+        store, tags, group, control = broker.store, flt.tag_codes, h.consumer_group, broker.consumption
+        suspend = h.sys_flag & FLAG_SUSPEND
+        long_poll = config.long_polling_enable and suspend
+        timeout = (h.suspend_timeout_millis if long_poll else config.short_polling_time_mills) / 1000
+
+        def read(count: int) -> GetResult:
+            """Up to `count` messages; none when consumption control admitted none."""
+            if not count:
+                return held_back(store, h.topic, h.queue_id, h.queue_offset)
+            found = store.get_messages(h.topic, h.queue_id, h.queue_offset, count, max_bytes, tags)
+            found = found if flt.sql is None else flt.narrow(found)
+            control.took(group, found.message_count)
+            return found
+
+        # a paused or rate-limited group is held here (like a long poll) until it may take some
+        count = await control.admit(group, conn, max_count, timeout) if control.gate(group) else max_count
+        result = read(count)
         code = pull_code(result, h.queue_offset)
-        if code == ResponseCode.PULL_NOT_FOUND and h.sys_flag & FLAG_SUSPEND:
-            timeout = (
-                h.suspend_timeout_millis if config.long_polling_enable else config.short_polling_time_mills
-            ) / 1000
+        if code == ResponseCode.PULL_NOT_FOUND and suspend and count:
             await broker.hold.wait(
                 h.topic,
                 h.queue_id,
                 timeout,
                 lambda: store.get_max_offset(h.topic, h.queue_id) <= h.queue_offset,
             )
-            result = store.get_messages(h.topic, h.queue_id, h.queue_offset, max_count, max_bytes, codes)
+            count = await control.admit(group, conn, count, 0) if control.gate(group) else count
+            result = read(count)
             code = pull_code(result, h.queue_offset)
         header = PullMessageResponseHeader(
-            suggest_which_broker_id=self._suggested_broker_id(group, h.topic, h.queue_id, result),
+            suggest_which_broker_id=self._suggested_broker_id(group_config, h.topic, h.queue_id, result),
             next_begin_offset=result.next_begin_offset,
             min_offset=result.min_offset,
             max_offset=result.max_offset,
