@@ -32,6 +32,8 @@ async def read_all(namesrv_addr: str, topic: str, group: str, *, expect: int, ti
     """Pull `topic` from the start until `expect` messages came, then a little more to catch extras."""
     got: list = []
     async with PullConsumer(group, namesrv_addr, consume_from="first") as consumer:
+        # an auto-created topic reaches the NameServers with the broker's next registration
+        await wait_for(lambda: _has_route(consumer, topic), timeout, f"a route for {topic}")
         await consumer.subscribe(topic)
         deadline = time.monotonic() + timeout
         while len(got) < expect and time.monotonic() < deadline:
@@ -43,3 +45,10 @@ async def read_all(namesrv_addr: str, topic: str, group: str, *, expect: int, ti
 @pytest.fixture
 def fast_checks() -> dict:
     return dict(FAST_CHECKS)
+
+
+async def _has_route(consumer: PullConsumer, topic: str) -> bool:
+    try:
+        return await consumer.instance.existing_route(topic) is not None
+    except Exception:  # a NameServer slow to answer on a loaded machine: ask again
+        return False
