@@ -10,12 +10,20 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from ferrymq.spark.errors import DataLossError, SparkSourceError
+from ferrymq.spark.mirror import OffsetMirror, mirror_offsets
 from ferrymq.spark.source import FerryMQDataSource
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
-__all__ = ["DataLossError", "FerryMQDataSource", "SparkSourceError", "register"]
+__all__ = [
+    "DataLossError",
+    "FerryMQDataSource",
+    "OffsetMirror",
+    "SparkSourceError",
+    "mirror_offsets",
+    "register",
+]
 
 
 def register(spark: SparkSession) -> None:

@@ -29,6 +29,12 @@ def queue_key(mq: MessageQueue) -> str:
     return f"{mq.broker_name}:{mq.queue_id}"
 
 
+def parse_queue(topic: str, key: str) -> MessageQueue:
+    """The queue a checkpoint key ("brokerName:queueId") names."""
+    broker, _, queue_id = key.rpartition(":")
+    return MessageQueue(topic=topic, broker_name=broker, queue_id=int(queue_id))
+
+
 class Blocking:
     """A private event loop and ClientInstance for blocking callers (Spark's driver and workers)."""
 

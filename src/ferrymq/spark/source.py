@@ -30,6 +30,7 @@ from ferrymq.client.message import MessageQueue
 from ferrymq.spark.cluster import (
     Blocking,
     QueueRange,
+    parse_queue,
     queue_bounds,
     queue_key,
     read_range,
@@ -214,11 +215,6 @@ def to_offsets(by_queue: dict[MessageQueue, int]) -> Offsets:
     for mq, offset in by_queue.items():
         out.setdefault(mq.topic, {})[queue_key(mq)] = offset
     return out
-
-
-def parse_queue(topic: str, key: str) -> MessageQueue:
-    broker, _, queue_id = key.rpartition(":")
-    return MessageQueue(topic=topic, broker_name=broker, queue_id=int(queue_id))
 
 
 def cap(start: Offsets, ends: Offsets, max_rows: int) -> Offsets:
