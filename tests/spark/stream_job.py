@@ -4,8 +4,9 @@ The sink is idempotent the way Spark's foreachBatch docs describe: batch N alway
 `out/batch=N`, so a batch Spark replays after a crash replaces its own earlier output. Exactly-once
 then rests on the source: a replayed batch must read exactly the same messages.
 
-Run as a script it is a driver of its own that can be SIGKILLed: with `--hang-at K` it writes its
-K-th batch, touches `--marker`, and hangs before Spark can commit that batch.
+Run as a script it is a driver of its own (on `--master`, local[1] by default) that can be
+SIGKILLed: with `--hang-at K` it writes its K-th batch, touches `--marker`, and hangs before Spark
+can commit that batch.
 """
 
 from __future__ import annotations
@@ -50,10 +51,12 @@ def start_query(spark, namesrv: str, topic: str, checkpoint: str, out: str, *, m
 
 def main() -> None:
     parser = argparse.ArgumentParser()
-    for arg in ("namesrv", "topic", "checkpoint", "out", "marker"):
+    for arg in ("namesrv", "topic", "checkpoint", "out"):
         parser.add_argument(f"--{arg}", required=True)
+    parser.add_argument("--marker")
     parser.add_argument("--max-per-trigger", type=int)
     parser.add_argument("--hang-at", type=int)
+    parser.add_argument("--master", default="local[1]")
     args = parser.parse_args()
     os.environ["PYSPARK_PYTHON"] = sys.executable
     os.environ["SPARK_LOCAL_IP"] = "127.0.0.1"
@@ -62,7 +65,7 @@ def main() -> None:
     from ferrymq.spark import register
 
     spark = (
-        SparkSession.builder.master("local[1]")
+        SparkSession.builder.master(args.master)
         .config("spark.ui.enabled", "false")
         .config("spark.sql.shuffle.partitions", "1")
         .config("spark.driver.host", "127.0.0.1")
