@@ -7,6 +7,7 @@ from ferrymq.cli.broker import broker
 from ferrymq.cli.clients import consume, produce
 from ferrymq.cli.dev import dev
 from ferrymq.cli.namesrv import namesrv
+from ferrymq.cli.spark import spark
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
@@ -21,3 +22,4 @@ main.add_command(consume)
 main.add_command(dev)
 main.add_command(namesrv)
 main.add_command(produce)
+main.add_command(spark)
