@@ -40,6 +40,17 @@ class PullResult:
     messages: list[MessageExt]
 
 
+@dataclass
+class RawPullResult:
+    """A pull answer with the stored records left as bytes (for readers that decode in bulk)."""
+
+    status: PullStatus
+    next_begin_offset: int
+    min_offset: int
+    max_offset: int
+    body: bytes
+
+
 def parse_tags(expression: str) -> frozenset[str] | None:
     """`"TagA || TagB"` as a set; None for every tag (`*`)."""
     if expression.strip() in ("", "*"):
@@ -63,6 +74,33 @@ async def pull(
 
     Tags are checked here too: the broker filters by tag hash, and hashes collide.
     """
+    raw = await pull_raw(
+        instance, addr, mq, group, offset, expression=expression, max_messages=max_messages,
+        suspend_ms=suspend_ms, commit_offset=commit_offset,
+    )  # fmt: skip
+    messages = decode_records(raw.body) if raw.status is PullStatus.FOUND else []
+    tags = parse_tags(expression)
+    if tags is not None:
+        messages = [m for m in messages if m.tags in tags]
+    for m in messages:
+        if m.sys_flag & COMPRESSED_FLAG:
+            m.body = zlib.decompress(m.body)
+    return PullResult(raw.status, raw.next_begin_offset, raw.min_offset, raw.max_offset, messages)
+
+
+async def pull_raw(
+    instance: ClientInstance,
+    addr: str,
+    mq: MessageQueue,
+    group: str,
+    offset: int,
+    *,
+    expression: str = "*",
+    max_messages: int = 32,
+    suspend_ms: int = 0,
+    commit_offset: int | None = None,
+) -> RawPullResult:
+    """`pull`, with the records undecoded: the broker's tag-hash filter only, bodies as stored."""
     sys_flag = FLAG_SUBSCRIPTION | (FLAG_SUSPEND if suspend_ms else 0)
     if commit_offset is not None:
         sys_flag |= FLAG_COMMIT_OFFSET
@@ -90,14 +128,8 @@ async def pull(
     if status is None:
         raise ClientError(f"pull from {mq.broker_name} refused: {response.remark}")
     h = response.ext_fields
-    messages = decode_records(response.body) if status is PullStatus.FOUND else []
-    tags = parse_tags(expression)
-    if tags is not None:
-        messages = [m for m in messages if m.tags in tags]
-    for m in messages:
-        if m.sys_flag & COMPRESSED_FLAG:
-            m.body = zlib.decompress(m.body)
-    return PullResult(status, int(h["nextBeginOffset"]), int(h["minOffset"]), int(h["maxOffset"]), messages)
+    body = response.body if status is PullStatus.FOUND else b""
+    return RawPullResult(status, int(h["nextBeginOffset"]), int(h["minOffset"]), int(h["maxOffset"]), body)
 
 
 async def query_offset(instance: ClientInstance, addr: str, mq: MessageQueue, group: str) -> int | None:

@@ -196,7 +196,7 @@ POS_BORNHOST = 48
 _FIXED = {b + 2 * s: struct.Struct(f">iiiiiqqiq{b}sq{s}siqi") for b in (8, 20) for s in (8, 20)}
 
 
-def _fixed_struct(sys_flag: int) -> struct.Struct:
+def fixed_struct(sys_flag: int) -> struct.Struct:
     return _FIXED[(20 if sys_flag & BORNHOST_V6_FLAG else 8) + (40 if sys_flag & STOREHOST_V6_FLAG else 16)]
 
 
@@ -415,7 +415,7 @@ def decode_record(buf, pos: int = 0, *, verify_crc: bool = False) -> MessageExt:
         raise MessageDecodeError(f"body CRC mismatch in record at position {pos}")
     # TOTALSIZE, MAGIC, CRC, QUEUEID, FLAG, QUEUEOFFSET, PHYSICALOFFSET, SYSFLAG, BORNTIMESTAMP,
     # BORNHOST, STORETIMESTAMP, STOREHOST, RECONSUMETIMES, PreparedTransactionOffset, BODYLEN
-    f = _fixed_struct(meta.sys_flag).unpack_from(buf, pos)
+    f = fixed_struct(meta.sys_flag).unpack_from(buf, pos)
     props = bytes(buf[meta.props_start : meta.props_end])
     return MessageExt(
         meta.topic, body, decode_properties(props), f[3], f[4], f[5], f[6], f[7], f[8], _host(f[9]), f[10],

@@ -9,20 +9,23 @@ the broker's maxTransferCountOnMessageInMemory messages (32 by default).
 from __future__ import annotations
 
 import asyncio
+import struct
 from collections.abc import AsyncIterator, Callable, Coroutine
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
 from ferrymq.client.instance import ClientInstance
-from ferrymq.client.message import MessageExt, MessageQueue
-from ferrymq.client.pull import PullStatus, master_addr, pull, queue_offset
+from ferrymq.client.message import MessageQueue
+from ferrymq.client.pull import PullStatus, master_addr, pull_raw, queue_offset
 from ferrymq.protocol.codes import RequestCode
+from ferrymq.protocol.message import POS_QUEUEOFFSET
 from ferrymq.spark.errors import DataLossError, SparkSourceError
 from ferrymq.spark.options import EARLIEST, LATEST, OffsetSpec
 
 T = TypeVar("T")
 PULL_SIZE = 32  # RocketMQ's default maxTransferCountOnMessageInMemory: asking for more gets no more
 PULL_WINDOW = 8  # pulls in flight per queue
+_QUEUE_OFFSET = struct.Struct(">q")
 
 
 def queue_key(mq: MessageQueue) -> str:
@@ -39,7 +42,7 @@ class Blocking:
     """A private event loop and ClientInstance for blocking callers (Spark's driver and workers)."""
 
     def __init__(self, namesrv: str) -> None:
-        self._runner = asyncio.Runner()
+        self._runner = asyncio.Runner(loop_factory=_uvloop_factory())
         self.instance: ClientInstance = self._runner.run(_make_instance(namesrv))
 
     def run(self, fn: Callable[..., Coroutine[Any, Any, T]], *args: Any) -> T:
@@ -63,6 +66,15 @@ class Blocking:
 
     def __exit__(self, *exc) -> None:
         self.close()
+
+
+def _uvloop_factory():
+    """uvloop's loop for this Runner alone (Spark's worker processes are not ours to reconfigure)."""
+    try:
+        import uvloop
+    except ImportError:
+        return None
+    return uvloop.new_event_loop
 
 
 async def _make_instance(namesrv: str) -> ClientInstance:
@@ -151,8 +163,8 @@ class QueueRange:
     fail_on_data_loss: bool = True
 
 
-async def read_range(instance: ClientInstance, group: str, r: QueueRange) -> AsyncIterator[list[MessageExt]]:
-    """The messages of `r` in offset order, a window of pulls at a time."""
+async def read_range(instance: ClientInstance, group: str, r: QueueRange) -> AsyncIterator[list[bytes]]:
+    """The stored records of `r` in offset order (PULL_MESSAGE bodies), a window of pulls at a time."""
     addr = await master_addr(instance, r.mq)
     offset = r.start
     while offset < r.end:
@@ -160,26 +172,33 @@ async def read_range(instance: ClientInstance, group: str, r: QueueRange) -> Asy
         parts = await asyncio.gather(
             *(_read_slice(instance, addr, group, r, s, min(s + PULL_SIZE, r.end)) for s in starts)
         )
-        yield [m for part in parts for m in part]
+        yield [body for part in parts for body in part]
         offset = min(r.end, starts[-1] + PULL_SIZE)
 
 
 async def _read_slice(
     instance: ClientInstance, addr: str, group: str, r: QueueRange, start: int, end: int
-) -> list[MessageExt]:
-    """Offsets [start, end) of one queue: one pull, more if the broker answered with fewer."""
-    out: list[MessageExt] = []
+) -> list[bytes]:
+    """Offsets [start, end) of one queue: one pull, more if the broker answered with fewer.
+
+    With no tag filter every offset up to nextBeginOffset is in the answer, so the records need no
+    decoding here; only the first one's offset is read, to notice messages retention deleted.
+    """
+    out: list[bytes] = []
     offset = start
     for _ in range(end - start + 3):  # each round advances by one message at least, or fails
         if offset >= end:
             return out
-        result = await pull(instance, addr, r.mq, group, offset, max_messages=end - offset)
-        if result.status is PullStatus.FOUND:
-            if result.messages and result.messages[0].queue_offset > offset:
-                _lost(r, offset, result.messages[0].queue_offset)
-            out += [m for m in result.messages if offset <= m.queue_offset < end]
+        result = await pull_raw(instance, addr, r.mq, group, offset, max_messages=end - offset)
+        if result.status is PullStatus.FOUND and result.body:
+            first = _QUEUE_OFFSET.unpack_from(result.body, POS_QUEUEOFFSET)[0]
+            if first > offset:
+                _lost(r, offset, first)
+            if result.next_begin_offset > end:
+                raise SparkSourceError(f"{r.mq.topic} {queue_key(r.mq)}: the broker sent past offset {end}")
+            out.append(result.body)
             offset = max(result.next_begin_offset, offset + 1)
-        elif result.status is PullStatus.NO_MATCHED_MSG:
+        elif result.status in (PullStatus.FOUND, PullStatus.NO_MATCHED_MSG):
             offset = max(result.next_begin_offset, offset + 1)
         elif result.status is PullStatus.OFFSET_ILLEGAL and offset < result.min_offset:
             _lost(r, offset, result.min_offset)

@@ -1,12 +1,14 @@
 """The row layout of a ferrymq read, for Spark (StructType) and for Arrow (what `read()` yields).
 
-Rows go to Spark as Arrow record batches built column by column: per message only attribute
-reads, no per-row tuple or dict is made for Spark to convert again.
+Rows go to Spark as Arrow record batches built column by column from the stored record bytes.
 """
 
 from __future__ import annotations
 
+import zlib
+
 import pyarrow as pa
+import pyarrow.compute as pc
 from pyspark.sql.types import (
     ArrayType,
     BinaryType,
@@ -19,7 +21,16 @@ from pyspark.sql.types import (
     TimestampType,
 )
 
-from ferrymq.protocol.message import MessageExt, Prop
+from ferrymq.protocol.errors import MessageDecodeError
+from ferrymq.protocol.message import (
+    COMPRESSED_FLAG,
+    Prop,
+    RecordMeta,
+    decode_properties,
+    fixed_struct,
+    offset_msg_id,
+    read_record_meta,
+)
 
 SCHEMA = StructType(
     [
@@ -61,23 +72,62 @@ ARROW_SCHEMA = pa.schema(
 )
 
 
-def to_record_batch(messages: list[MessageExt], broker_name: str) -> pa.RecordBatch:
-    """One Arrow batch of `messages` (all from one queue of `broker_name`)."""
-    n = len(messages)
-    props = [m.properties for m in messages]
+def records_to_batch(buffers: list[bytes], broker_name: str) -> pa.RecordBatch:
+    """One Arrow batch of the stored records in `buffers` (PULL_MESSAGE bodies of one queue).
+
+    Records are parsed straight into columns, without a message object per record: the read's
+    hot path. Raises MessageDecodeError for bytes that are not whole records.
+    """
+    topics, queue_ids, queue_offsets, commitlog_offsets, msg_ids = [], [], [], [], []
+    tags, bodies, born, stored, reconsumes = [], [], [], [], []
+    keys, key_offsets, prop_names, prop_values, prop_offsets = [], [0], [], [], [0]
+    for buf in buffers:
+        pos, end = 0, len(buf)
+        while pos < end:
+            meta = read_record_meta(buf, pos, end)
+            if not isinstance(meta, RecordMeta):
+                raise MessageDecodeError(f"no valid message record at position {pos} of a pull answer")
+            f = fixed_struct(meta.sys_flag).unpack_from(buf, pos)
+            body = buf[meta.body_start : meta.body_start + meta.body_len]
+            if meta.sys_flag & COMPRESSED_FLAG:
+                body = zlib.decompress(body)
+            props = decode_properties(buf[meta.props_start : meta.props_end])
+            topics.append(meta.topic)
+            queue_ids.append(meta.queue_id)
+            queue_offsets.append(meta.queue_offset)
+            commitlog_offsets.append(meta.physical_offset)
+            msg_ids.append(props.get(Prop.UNIQ_KEY) or offset_msg_id(f[11], meta.physical_offset))
+            tags.append(props.get(Prop.TAGS))
+            bodies.append(body)
+            born.append(f[8])
+            stored.append(meta.store_timestamp)
+            reconsumes.append(f[12])
+            keys += props.get(Prop.KEYS, "").split()
+            key_offsets.append(len(keys))
+            prop_names += props.keys()
+            prop_values += props.values()
+            prop_offsets.append(len(prop_names))
+            pos += meta.size
+    string = pa.string()
     columns = [
-        pa.array([m.topic for m in messages], pa.string()),
-        pa.array([broker_name] * n, pa.string()),
-        pa.array([m.queue_id for m in messages], pa.int32()),
-        pa.array([m.queue_offset for m in messages], pa.int64()),
-        pa.array([m.commitlog_offset for m in messages], pa.int64()),
-        pa.array([m.msg_id for m in messages], pa.string()),
-        pa.array([p.get(Prop.KEYS, "").split() for p in props], ARROW_SCHEMA.field("keys").type),
-        pa.array([p.get(Prop.TAGS) for p in props], pa.string()),
-        pa.array(props, ARROW_SCHEMA.field("properties").type),
-        pa.array([m.body for m in messages], pa.binary()),
-        pa.array([m.born_timestamp * 1000 for m in messages], _TIMESTAMP),
-        pa.array([m.store_timestamp * 1000 for m in messages], _TIMESTAMP),
-        pa.array([m.reconsume_times for m in messages], pa.int32()),
-    ]
+        pa.array(topics, string),
+        pa.array([broker_name] * len(topics), string),
+        pa.array(queue_ids, pa.int32()),
+        pa.array(queue_offsets, pa.int64()),
+        pa.array(commitlog_offsets, pa.int64()),
+        pa.array(msg_ids, string),
+        pa.ListArray.from_arrays(pa.array(key_offsets, pa.int32()), pa.array(keys, string),
+                                 type=ARROW_SCHEMA.field("keys").type),
+        pa.array(tags, string),
+        pa.MapArray.from_arrays(pa.array(prop_offsets, pa.int32()), pa.array(prop_names, string),
+                                pa.array(prop_values, string), type=ARROW_SCHEMA.field("properties").type),
+        pa.array(bodies, pa.binary()),
+        _millis(born),
+        _millis(stored),
+        pa.array(reconsumes, pa.int32()),
+    ]  # fmt: skip
     return pa.RecordBatch.from_arrays(columns, schema=ARROW_SCHEMA)
+
+
+def _millis(values: list[int]) -> pa.Array:
+    return pc.multiply(pa.array(values, pa.int64()), 1000).cast(_TIMESTAMP)

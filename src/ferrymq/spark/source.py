@@ -28,6 +28,7 @@ from pyspark.sql.types import StructType
 
 from ferrymq.client.message import MessageQueue
 from ferrymq.spark.cluster import (
+    PULL_SIZE,
     Blocking,
     QueueRange,
     parse_queue,
@@ -39,7 +40,7 @@ from ferrymq.spark.cluster import (
 )
 from ferrymq.spark.errors import DataLossError
 from ferrymq.spark.options import ReadOptions, read_options, write_options
-from ferrymq.spark.rows import SCHEMA, to_record_batch
+from ferrymq.spark.rows import SCHEMA, records_to_batch
 
 Offsets = dict[str, dict[str, int]]  # what the checkpoint holds
 
@@ -88,14 +89,14 @@ def read_partition(partition: QueuePartition):
         return
     r = partition.range
     with Blocking(partition.namesrv) as cluster:
-        pending: list = []
-        for messages in cluster.iterate(read_range(cluster.instance, partition.group, r)):
-            pending += messages
-            if len(pending) >= 4096:
-                yield to_record_batch(pending, r.mq.broker_name)
+        pending: list[bytes] = []
+        for buffers in cluster.iterate(read_range(cluster.instance, partition.group, r)):
+            pending += buffers
+            if len(pending) * PULL_SIZE >= 4096:
+                yield records_to_batch(pending, r.mq.broker_name)
                 pending = []
         if pending:
-            yield to_record_batch(pending, r.mq.broker_name)
+            yield records_to_batch(pending, r.mq.broker_name)
 
 
 def split(opts: ReadOptions, mq: MessageQueue, start: int, end: int) -> list[QueuePartition]:
