@@ -75,3 +75,31 @@ def replay(
     except Exception as e:
         raise job_error(e) from None
     click.echo(f"replayed {count} messages from {topic} to {to_topic}")
+
+
+@spark.command("trace-report")
+@namesrv_option
+@click.option(
+    "--out", required=True, type=click.Path(file_okay=False), help="Directory for Parquet and HTML."
+)
+@click.option("--trace-topic", default="RMQ_SYS_TRACE_TOPIC", show_default=True)
+@click.option("--from-time", help="Only trace messages stored at or after this time (ms or ISO-8601).")
+@click.option("--to-time", help="Only trace messages stored before this time.")
+@master_option
+def trace_report(namesrv, out, trace_topic, from_time, to_time, master) -> None:
+    """Message trace analytics: latency percentiles, throughput, retries and dead letters per topic
+    and group, as Parquet tables and OUT/report.html."""
+    from pathlib import Path
+
+    from ferrymq.spark.trace_report import run
+
+    session = spark_session(master, "ferrymq trace-report")
+    try:
+        report = run(session, namesrv, Path(out), trace_topic,
+                     startingTimestamp=from_time, endingTimestamp=to_time)  # fmt: skip
+    except Exception as e:
+        raise job_error(e) from None
+    records = sum(report.records.values())
+    click.echo(
+        f"{records} trace records, {len(report.latency)} topic/group pairs: {Path(out) / 'report.html'}"
+    )
