@@ -1,7 +1,7 @@
 """Spark benchmarks for the "ferrymq" data source (results in bench/results/spark-*.json).
 
     .venv/bin/python bench/spark_bench.py read --count 300000 --save bench/results/spark-read.json
-    .venv/bin/python bench/spark_bench.py stream --rate 10000 --seconds 60 --save bench/results/spark-stream.json
+    .venv/bin/python bench/spark_bench.py stream --rate 10000 --save bench/results/spark-stream.json
 
 `read`: a batch read of COUNT messages of 1 KB from a throwaway `ferrymq dev` into Spark's noop
 sink, against Spark reading the same rows from a local Parquet file (median of 3 runs each).
@@ -104,7 +104,7 @@ def bench_read(args) -> dict:
                 "median_s": round(parquet_s, 2),
                 "msgs_per_s": round(args.count / parquet_s),
             },
-        ],  # fmt: skip
+        ],
         "ferrymq_vs_parquet_time_ratio": round(ferry_s / parquet_s, 2),
     }
 
@@ -112,7 +112,8 @@ def bench_read(args) -> dict:
 PRODUCER = """
 import asyncio, os, sys, time
 from ferrymq.client import Message, Producer
-namesrv, topic, rate, seconds, size = sys.argv[1], sys.argv[2], int(sys.argv[3]), float(sys.argv[4]), int(sys.argv[5])
+namesrv, topic = sys.argv[1:3]
+rate, seconds, size = int(sys.argv[3]), float(sys.argv[4]), int(sys.argv[5])
 async def main():
     body = os.urandom(size)
     async with Producer("spark-bench-rate", namesrv) as producer:
