@@ -29,22 +29,11 @@ from ferrymq.client import Admin, Message, Producer
 
 
 def spark_session():
-    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
-    from pyspark.sql import SparkSession
+    from ferrymq.spark import LOCAL_CONF
+    from ferrymq.spark import spark_session as session
 
-    from ferrymq.spark import register
-
-    session = (
-        SparkSession.builder.master("local[2]")
-        .config("spark.ui.enabled", "false")
-        .config("spark.sql.shuffle.partitions", "2")
-        .config("spark.driver.memory", "2g")
-        .getOrCreate()
-    )
-    session.sparkContext.setLogLevel("ERROR")
-    register(session)
-    return session
+    return session("local[2]", "ferrymq-bench", {**LOCAL_CONF, "spark.driver.memory": "2g"})
 
 
 async def load(namesrv: str, topic: str, queues: int, count: int, body_size: int) -> None:

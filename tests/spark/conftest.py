@@ -85,20 +85,8 @@ def cluster(tmp_path_factory):
 
 @pytest.fixture(scope="session")
 def spark():
-    from pyspark.sql import SparkSession
+    from ferrymq.spark import LOCAL_CONF, spark_session
 
-    from ferrymq.spark import register
-
-    session = (
-        SparkSession.builder.master("local[2]")
-        .appName("ferrymq-tests")
-        .config("spark.ui.enabled", "false")
-        .config("spark.sql.shuffle.partitions", "2")
-        .config("spark.driver.host", "127.0.0.1")
-        .config("spark.driver.bindAddress", "127.0.0.1")
-        .getOrCreate()
-    )
-    session.sparkContext.setLogLevel("ERROR")
-    register(session)
+    session = spark_session("local[2]", "ferrymq-tests", LOCAL_CONF)
     yield session
     session.stop()

@@ -14,7 +14,6 @@ from __future__ import annotations
 import argparse
 import os
 import pathlib
-import sys
 import time
 
 
@@ -58,21 +57,12 @@ def main() -> None:
     parser.add_argument("--hang-at", type=int)
     parser.add_argument("--master", default="local[1]")
     args = parser.parse_args()
-    os.environ["PYSPARK_PYTHON"] = sys.executable
     os.environ["SPARK_LOCAL_IP"] = "127.0.0.1"
-    from pyspark.sql import SparkSession
+    from ferrymq.spark import LOCAL_CONF, spark_session
 
-    from ferrymq.spark import register
-
-    spark = (
-        SparkSession.builder.master(args.master)
-        .config("spark.ui.enabled", "false")
-        .config("spark.sql.shuffle.partitions", "1")
-        .config("spark.driver.host", "127.0.0.1")
-        .getOrCreate()
+    spark = spark_session(
+        args.master, "ferrymq-stream-job", {**LOCAL_CONF, "spark.sql.shuffle.partitions": "1"}
     )
-    spark.sparkContext.setLogLevel("ERROR")
-    register(spark)
     query = start_query(
         spark, args.namesrv, args.topic, args.checkpoint, args.out,
         max_per_trigger=args.max_per_trigger, hang_at=args.hang_at, marker=args.marker,

@@ -2,30 +2,17 @@
 
 from __future__ import annotations
 
-import os
 import re
-import sys
 
 import click
 
 
-def spark_session(master: str | None, app: str):
-    """The SparkSession for a job: `--master` if given, else spark-submit's, else local[*]."""
+def job_session(master: str | None, app: str):
     try:
-        from pyspark.sql import SparkSession
+        from ferrymq.spark import spark_session
     except ImportError:
         raise click.ClickException("the Spark jobs need PySpark: pip install 'ferrymq[spark]'") from None
-    from ferrymq.spark import register
-
-    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)  # workers need this venv (pyarrow, ferrymq)
-    builder = SparkSession.builder.appName(app).config("spark.ui.showConsoleProgress", "false")
-    if master:
-        builder = builder.master(master)
-    elif "spark.master" not in os.environ.get("PYSPARK_SUBMIT_ARGS", ""):
-        builder = builder.master("local[*]")
-    session = builder.getOrCreate()
-    register(session)
-    return session
+    return spark_session(master, app, {"spark.ui.showConsoleProgress": "false"})
 
 
 def job_error(e: Exception) -> click.ClickException:
@@ -64,7 +51,7 @@ def replay(
     from ferrymq.spark.replay import replay as run_replay
     from ferrymq.spark.replay import source_frame
 
-    session = spark_session(master, f"ferrymq replay {topic} -> {to_topic}")
+    session = job_session(master, f"ferrymq replay {topic} -> {to_topic}")
     messages = source_frame(
         session, namesrv, topic, startingOffsets=from_offsets, endingOffsets=to_offsets,
         startingTimestamp=from_time, endingTimestamp=to_time,
@@ -93,7 +80,7 @@ def trace_report(namesrv, out, trace_topic, from_time, to_time, master) -> None:
 
     from ferrymq.spark.trace_report import run
 
-    session = spark_session(master, "ferrymq trace-report")
+    session = job_session(master, "ferrymq trace-report")
     try:
         report = run(session, namesrv, Path(out), trace_topic,
                      startingTimestamp=from_time, endingTimestamp=to_time)  # fmt: skip

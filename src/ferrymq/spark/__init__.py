@@ -7,25 +7,18 @@ spark.read.format("ferrymq").option("namesrv", "127.0.0.1:9876").option("topic",
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
 from ferrymq.spark.errors import DataLossError, SparkSourceError
 from ferrymq.spark.mirror import OffsetMirror, mirror_offsets
+from ferrymq.spark.session import LOCAL_CONF, register, spark_session
 from ferrymq.spark.source import FerryMQDataSource
 
-if TYPE_CHECKING:
-    from pyspark.sql import SparkSession
-
 __all__ = [
+    "LOCAL_CONF",
     "DataLossError",
     "FerryMQDataSource",
     "OffsetMirror",
     "SparkSourceError",
     "mirror_offsets",
     "register",
+    "spark_session",
 ]
-
-
-def register(spark: SparkSession) -> None:
-    """Make `format("ferrymq")` available in this session."""
-    spark.dataSource.register(FerryMQDataSource)

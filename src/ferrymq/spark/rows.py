@@ -5,6 +5,7 @@ Rows go to Spark as Arrow record batches built column by column from the stored 
 
 from __future__ import annotations
 
+import struct
 import zlib
 
 import pyarrow as pa
@@ -24,12 +25,13 @@ from pyspark.sql.types import (
 from ferrymq.protocol.errors import MessageDecodeError
 from ferrymq.protocol.message import (
     COMPRESSED_FLAG,
+    MAGIC_V1,
+    MAGIC_V2,
+    POS_SYSFLAG,
     Prop,
-    RecordMeta,
     decode_properties,
     fixed_struct,
     offset_msg_id,
-    read_record_meta,
 )
 
 SCHEMA = StructType(
@@ -78,43 +80,37 @@ def records_to_batch(buffers: list[bytes], broker_name: str) -> pa.RecordBatch:
     Records are parsed straight into columns, without a message object per record: the read's
     hot path. Raises MessageDecodeError for bytes that are not whole records.
     """
-    topics, queue_ids, queue_offsets, commitlog_offsets, msg_ids = [], [], [], [], []
-    tags, bodies, born, stored, reconsumes = [], [], [], [], []
+    fixed, topics, msg_ids, tags, bodies = [], [], [], [], []
     keys, key_offsets, prop_names, prop_values, prop_offsets = [], [0], [], [], [0]
     for buf in buffers:
         pos, end = 0, len(buf)
         while pos < end:
-            meta = read_record_meta(buf, pos, end)
-            if not isinstance(meta, RecordMeta):
-                raise MessageDecodeError(f"no valid message record at position {pos} of a pull answer")
-            f = fixed_struct(meta.sys_flag).unpack_from(buf, pos)
-            body = buf[meta.body_start : meta.body_start + meta.body_len]
-            if meta.sys_flag & COMPRESSED_FLAG:
+            f, topic, body_start, body_end, props_start, size = _parse(buf, pos, end)
+            body = buf[body_start:body_end]
+            if f[7] & COMPRESSED_FLAG:
                 body = zlib.decompress(body)
-            props = decode_properties(buf[meta.props_start : meta.props_end])
-            topics.append(meta.topic)
-            queue_ids.append(meta.queue_id)
-            queue_offsets.append(meta.queue_offset)
-            commitlog_offsets.append(meta.physical_offset)
-            msg_ids.append(props.get(Prop.UNIQ_KEY) or offset_msg_id(f[11], meta.physical_offset))
+            props = decode_properties(buf[props_start : pos + size])
+            fixed.append(f)
+            topics.append(topic)
+            msg_ids.append(props.get(Prop.UNIQ_KEY) or offset_msg_id(f[11], f[6]))
             tags.append(props.get(Prop.TAGS))
             bodies.append(body)
-            born.append(f[8])
-            stored.append(meta.store_timestamp)
-            reconsumes.append(f[12])
             keys += props.get(Prop.KEYS, "").split()
             key_offsets.append(len(keys))
             prop_names += props.keys()
             prop_values += props.values()
             prop_offsets.append(len(prop_names))
-            pos += meta.size
+            pos += size
+    # TOTALSIZE, MAGIC, CRC, QUEUEID, FLAG, QUEUEOFFSET, PHYSICALOFFSET, SYSFLAG, BORNTIMESTAMP,
+    # BORNHOST, STORETIMESTAMP, STOREHOST, RECONSUMETIMES, PreparedTransactionOffset, BODYLEN
+    f = list(zip(*fixed, strict=True)) if fixed else [()] * 15
     string = pa.string()
     columns = [
         pa.array(topics, string),
         pa.array([broker_name] * len(topics), string),
-        pa.array(queue_ids, pa.int32()),
-        pa.array(queue_offsets, pa.int64()),
-        pa.array(commitlog_offsets, pa.int64()),
+        pa.array(f[3], pa.int32()),
+        pa.array(f[5], pa.int64()),
+        pa.array(f[6], pa.int64()),
         pa.array(msg_ids, string),
         pa.ListArray.from_arrays(pa.array(key_offsets, pa.int32()), pa.array(keys, string),
                                  type=ARROW_SCHEMA.field("keys").type),
@@ -122,11 +118,41 @@ def records_to_batch(buffers: list[bytes], broker_name: str) -> pa.RecordBatch:
         pa.MapArray.from_arrays(pa.array(prop_offsets, pa.int32()), pa.array(prop_names, string),
                                 pa.array(prop_values, string), type=ARROW_SCHEMA.field("properties").type),
         pa.array(bodies, pa.binary()),
-        _millis(born),
-        _millis(stored),
-        pa.array(reconsumes, pa.int32()),
+        _millis(f[8]),
+        _millis(f[10]),
+        pa.array(f[12], pa.int32()),
     ]  # fmt: skip
     return pa.RecordBatch.from_arrays(columns, schema=ARROW_SCHEMA)
+
+
+_SYSFLAG = struct.Struct(">i")
+_USHORT = struct.Struct(">H")
+_TOPICS: dict[bytes, str] = {}
+
+
+def _parse(buf: bytes, pos: int, end: int) -> tuple[tuple, str, int, int, int, int]:
+    """(fixed fields, topic, body start, body end, properties start, record size) of a record."""
+    try:
+        sys_flag = _SYSFLAG.unpack_from(buf, pos + POS_SYSFLAG)[0]
+        fixed = fixed_struct(sys_flag)
+        f = fixed.unpack_from(buf, pos)
+        size, magic = f[0], f[1]
+        body_start = pos + fixed.size
+        p = body_end = body_start + f[14]
+        if magic == MAGIC_V1:
+            topic_len, p = buf[p], p + 1
+        else:
+            topic_len, p = _USHORT.unpack_from(buf, p)[0], p + 2
+        raw_topic = buf[p : p + topic_len]
+        props_start = p + topic_len + 2
+    except (struct.error, IndexError, KeyError):
+        raise MessageDecodeError(f"no valid message record at position {pos} of a pull answer") from None
+    if magic not in (MAGIC_V1, MAGIC_V2) or f[14] < 0 or pos + size > end or props_start > pos + size:
+        raise MessageDecodeError(f"no valid message record at position {pos} of a pull answer")
+    topic = _TOPICS.get(raw_topic)
+    if topic is None:
+        topic = _TOPICS[raw_topic] = raw_topic.decode(errors="replace")
+    return f, topic, body_start, body_end, props_start, size
 
 
 def _millis(values: list[int]) -> pa.Array:
