@@ -83,6 +83,7 @@ def records_to_batch(buffers: list[bytes], broker_name: str) -> pa.RecordBatch:
     fixed, topics, msg_ids, tags, bodies = [], [], [], [], []
     keys, key_offsets, prop_names, prop_values, prop_offsets = [], [0], [], [], [0]
     for buf in buffers:
+        buf = bytes(buf)  # one copy of the answer, so that every slice below is bytes
         pos, end = 0, len(buf)
         while pos < end:
             f, topic, body_start, body_end, props_start, size = _parse(buf, pos, end)
