@@ -32,7 +32,7 @@ def produce(
                 where = f"queue={result.message_queue.queue_id} offset={result.queue_offset}"
                 click.echo(f"{result.status.value} msgId={result.msg_id} {where}")
 
-    _run(run())
+    run_client(run())
 
 
 @click.command()
@@ -70,10 +70,11 @@ def consume(namesrv, topic, group, expression, consume_from, count, timeout) -> 
                 elif timeout is not None and time.monotonic() - idle_since > timeout:
                     break
 
-    _run(run())
+    run_client(run())
 
 
-def _run(coro) -> None:
+def run_client(coro) -> None:
+    """Run a client coroutine on uvloop; Ctrl-C stops quietly, client errors become CLI errors."""
     install_uvloop()
     try:
         asyncio.run(coro)

@@ -2,6 +2,7 @@
 
 import click
 
+from ferrymq.cli.admin import admin
 from ferrymq.cli.bench import bench
 from ferrymq.cli.broker import broker
 from ferrymq.cli.clients import consume, produce
@@ -16,6 +17,7 @@ def main() -> None:
     """ferrymq: a RocketMQ-compatible message broker in Python."""
 
 
+main.add_command(admin)
 main.add_command(bench)
 main.add_command(broker)
 main.add_command(consume)

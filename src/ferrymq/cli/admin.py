@@ -1,0 +1,106 @@
+"""`ferrymq admin`: cluster administration, as RocketMQ's mqadmin does it.
+
+Each area adds its sub-commands here with `admin.add_command(...)`; they take the Admin client from
+`admin_client(ctx)` so every command shares the `--namesrv` option.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
+
+import click
+from rich.console import Console
+from rich.table import Table
+
+from ferrymq.cli.clients import run_client
+from ferrymq.client import Admin
+
+
+@click.group()
+@click.option("--namesrv", default="127.0.0.1:9876", show_default=True, help="NameServer address(es).")
+@click.pass_context
+def admin(ctx: click.Context, namesrv: str) -> None:
+    """Administer a cluster: topics, consumer groups, brokers."""
+    ctx.obj = namesrv
+
+
+def with_admin(ctx: click.Context, action: Callable[[Admin], Awaitable[None]]) -> None:
+    """Run `action` with an Admin connected to the group's NameServers, then close it."""
+
+    async def run() -> None:
+        async with Admin(ctx.obj) as client:
+            await action(client)
+
+    run_client(run())
+
+
+def print_table(title: str, columns: list[str], rows: list[list[object]]) -> None:
+    table = Table(title=title)
+    for name in columns:
+        table.add_column(name)
+    for row in rows:
+        table.add_row(*(str(cell) for cell in row))
+    Console().print(table)
+
+
+@admin.command()
+@click.pass_context
+def topics(ctx: click.Context) -> None:
+    """List every topic the NameServers know."""
+
+    async def action(client: Admin) -> None:
+        for topic in await client.topics():
+            click.echo(topic)
+
+    with_admin(ctx, action)
+
+
+@admin.command("create-topic")
+@click.argument("topic")
+@click.option("--queues", default=8, show_default=True, help="Read and write queues per broker.")
+@click.option("--cluster", help="Only on this cluster's masters (default: every master).")
+@click.option("--order", is_flag=True, help="Mark the topic as ordered.")
+@click.pass_context
+def create_topic(ctx: click.Context, topic: str, queues: int, cluster: str | None, order: bool) -> None:
+    """Create or update TOPIC."""
+
+    async def action(client: Admin) -> None:
+        await client.create_topic(topic, queues, cluster=cluster, order=order)
+        click.echo(f"topic {topic}: {queues} queues per broker")
+
+    with_admin(ctx, action)
+
+
+@admin.command("delete-topic")
+@click.argument("topic")
+@click.option("--cluster", help="Only on this cluster's masters (default: every master).")
+@click.pass_context
+def delete_topic(ctx: click.Context, topic: str, cluster: str | None) -> None:
+    """Delete TOPIC from the brokers and the NameServers."""
+
+    async def action(client: Admin) -> None:
+        await client.delete_topic(topic, cluster=cluster)
+        click.echo(f"topic {topic} deleted")
+
+    with_admin(ctx, action)
+
+
+@admin.command()
+@click.argument("group")
+@click.argument("topic")
+@click.pass_context
+def progress(ctx: click.Context, group: str, topic: str) -> None:
+    """Show GROUP's progress on TOPIC: offsets and lag per queue."""
+
+    async def action(client: Admin) -> None:
+        rows = [
+            [p.queue.broker_name, p.queue.queue_id, p.broker_offset, p.consumer_offset, p.lag]
+            for p in await client.consumer_progress(group, topic)
+        ]
+        print_table(
+            f"{group} on {topic} (total lag {sum(r[-1] for r in rows)})",
+            ["broker", "queue", "broker offset", "consumer offset", "lag"],
+            rows,
+        )
+
+    with_admin(ctx, action)
