@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import os
+import shutil
 import sys
 import threading
 from collections.abc import Coroutine
@@ -86,6 +87,9 @@ def cluster(tmp_path_factory):
 @pytest.fixture(scope="session")
 def spark():
     from ferrymq.spark import LOCAL_CONF, spark_session
+
+    if not (shutil.which("java") or os.environ.get("JAVA_HOME")):
+        pytest.fail("the Spark suite needs Java 17 or 21: apt-get install openjdk-17-jre-headless")
 
     session = spark_session("local[2]", "ferrymq-tests", LOCAL_CONF)
     yield session
