@@ -66,18 +66,14 @@ async def pull(
     offset: int,
     *,
     expression: str = "*",
-    max_messages: int = 32,
-    suspend_ms: int = 0,
-    commit_offset: int | None = None,
+    **options: int | None,
 ) -> PullResult:
-    """Pull from one queue; with `suspend_ms` the broker holds an empty pull that long (long polling).
+    """Pull from one queue and decode the messages; `options` are pull_raw's (max_messages,
+    suspend_ms: how long the broker holds an empty pull, commit_offset).
 
     Tags are checked here too: the broker filters by tag hash, and hashes collide.
     """
-    raw = await pull_raw(
-        instance, addr, mq, group, offset, expression=expression, max_messages=max_messages,
-        suspend_ms=suspend_ms, commit_offset=commit_offset,
-    )  # fmt: skip
+    raw = await pull_raw(instance, addr, mq, group, offset, expression=expression, **options)
     messages = decode_records(raw.body) if raw.status is PullStatus.FOUND else []
     tags = parse_tags(expression)
     if tags is not None:
@@ -100,7 +96,8 @@ async def pull_raw(
     suspend_ms: int = 0,
     commit_offset: int | None = None,
 ) -> RawPullResult:
-    """`pull`, with the records undecoded: the broker's tag-hash filter only, bodies as stored."""
+    """One PULL_MESSAGE, the records left undecoded: the broker's tag-hash filter only, bodies as
+    stored. With `suspend_ms` the broker holds an empty pull that long (long polling)."""
     sys_flag = FLAG_SUBSCRIPTION | (FLAG_SUSPEND if suspend_ms else 0)
     if commit_offset is not None:
         sys_flag |= FLAG_COMMIT_OFFSET

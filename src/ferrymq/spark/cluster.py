@@ -130,12 +130,13 @@ async def resolve_offsets(
             )
             result[mq] = min(max(found, low), high)
         else:
-            wanted = _json_offset(spec, mq, EARLIEST if name.startswith("starting") else LATEST)
+            wanted = json_offset(spec, mq, EARLIEST if name.startswith("starting") else LATEST)
             result[mq] = low if wanted == EARLIEST else high if wanted == LATEST else min(wanted, high)
     return result
 
 
-def _json_offset(spec: dict[str, dict[str, int]], mq: MessageQueue, default: int) -> int:
+def json_offset(spec: dict[str, dict[str, int]], mq: MessageQueue, default: int | None) -> int | None:
+    """The offset per-queue JSON gives `mq` (named "brokerName:queueId" or "queueId"), or `default`."""
     queues = spec.get(mq.topic, {})
     return queues.get(queue_key(mq), queues.get(str(mq.queue_id), default))
 

@@ -31,6 +31,7 @@ from ferrymq.spark.cluster import (
     PULL_SIZE,
     Blocking,
     QueueRange,
+    json_offset,
     parse_queue,
     queue_bounds,
     queue_key,
@@ -117,30 +118,27 @@ class BatchReader(DataSourceReader):
             queues = cluster.run(topic_queues, opts.topics, opts.queues)
             starts = cluster.run(resolve_offsets, queues, opts.starting, "startingOffsets")
             ends = cluster.run(resolve_offsets, queues, opts.ending, "endingOffsets")
-            if opts.fail_on_data_loss and isinstance(opts.starting, dict):
-                for mq in queues:
-                    _check_kept(cluster, mq, _wanted(opts.starting, mq))
+            _check_kept(cluster, opts, queues)
         return [p for mq in queues for p in split(opts, mq, starts[mq], ends[mq])]
 
     def read(self, partition: QueuePartition):
         return read_partition(partition)
 
 
-def _wanted(spec: Offsets, mq: MessageQueue) -> int | None:
-    queues = spec.get(mq.topic, {})
-    return queues.get(queue_key(mq), queues.get(str(mq.queue_id)))
-
-
-def _check_kept(cluster: Blocking, mq: MessageQueue, offset: int | None) -> None:
+def _check_kept(cluster: Blocking, opts: ReadOptions, queues: list[MessageQueue]) -> None:
     """An explicit start offset that retention already deleted is data loss, not a silent skip."""
-    if offset is None or offset < 0:
+    if not opts.fail_on_data_loss or not isinstance(opts.starting, dict):
         return
-    low, _ = cluster.run(queue_bounds, mq)
-    if offset < low:
-        raise DataLossError(
-            f"{mq.topic} {queue_key(mq)}: offsets {offset}..{low - 1} are gone (retention deleted them). "
-            "Set failOnDataLoss=false to start at the earliest kept message."
-        )
+    for mq in queues:
+        offset = json_offset(opts.starting, mq, None)
+        if offset is None or offset < 0:
+            continue
+        low, _ = cluster.run(queue_bounds, mq)
+        if offset < low:
+            raise DataLossError(
+                f"{mq.topic} {queue_key(mq)}: offsets {offset}..{low - 1} are gone (retention deleted them). "
+                "Set failOnDataLoss=false to start at the earliest kept message."
+            )
 
 
 class StreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
@@ -167,9 +165,7 @@ class StreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
     def initialOffset(self) -> Offsets:
         opts = self.opts
         queues = self.cluster.run(topic_queues, opts.topics, opts.queues)
-        if opts.fail_on_data_loss and isinstance(opts.starting, dict):
-            for mq in queues:
-                _check_kept(self.cluster, mq, _wanted(opts.starting, mq))
+        _check_kept(self.cluster, opts, queues)
         return to_offsets(self.cluster.run(resolve_offsets, queues, opts.starting, "startingOffsets"))
 
     def prepareForTriggerAvailableNow(self) -> None:
