@@ -338,6 +338,7 @@ class V4Clients:
         tags: tuple[str, ...] = (),
         properties: dict[str, str] | None = None,
         shards: int | None = None,
+        delay_level: int = 0,
         timeout: float = 60.0,
     ) -> list[dict]:
         """Send `count` messages (bodies `<prefix>-<i>`) and return the producer's line for each."""
@@ -347,6 +348,7 @@ class V4Clients:
             arg for name, value in (properties or {}).items() for arg in ("--property", f"{name}={value}")
         ]
         args += ["--shards", str(shards)] if shards else []
+        args += ["--delay-level", str(delay_level)] if delay_level else []
         producer = self.start("produce.py", f"produce-{prefix}", args, timeout)
         producer.wait_exit()
         sent = producer.events("sent")
@@ -365,6 +367,7 @@ class V4Clients:
         count: int | None = None,
         threads: int | None = None,
         properties: tuple[str, ...] = (),
+        fail_times: int = 0,
         timeout: float = 90.0,
     ) -> ClientProcess:
         """A PushConsumer running in the background until it stops by itself or is stopped."""
@@ -373,6 +376,7 @@ class V4Clients:
         args += ["--count", str(count)] if count else []
         args += ["--threads", str(threads)] if threads else []
         args += [arg for name in properties for arg in ("--property", name)]
+        args += ["--fail-times", str(fail_times)] if fail_times else []
         return self.start("consume.py", label, args, timeout)
 
     def close(self) -> None:

@@ -242,3 +242,31 @@ def mutated_valid_bodies(draw):
 def test_garbage_only_raises_protocol_errors(cls, data):
     with contextlib.suppress(ProtocolError):
         decode_body(cls, data)
+
+
+def test_reset_offset_body_round_trips_in_fastjson_object_key_form():
+    from ferrymq.protocol.bodies import (
+        MessageQueue,
+        decode_reset_offset_body,
+        encode_reset_offset_body,
+        encode_reset_offset_body_for_c,
+    )
+
+    table = {MessageQueue("T", "broker-a", 0): 12, MessageQueue("T", "broker-a", 3): -1}
+    raw = encode_reset_offset_body(table)
+    assert raw.startswith(b'{"offsetTable":{{"topic":"T","brokerName":"broker-a","queueId":0}:12,')
+    assert decode_reset_offset_body(raw) == table
+    java = b'{"offsetTable":{{"brokerName":"b","queueId":1,"topic":"U"}:7}}'  # as fastjson writes it
+    assert decode_reset_offset_body(java) == {MessageQueue("U", "b", 1): 7}
+    for_c = encode_reset_offset_body_for_c({MessageQueue("U", "b", 1): 7})  # what C++ clients read
+    assert for_c == b'{"offsetTable":[{"topic":"U","brokerName":"b","queueId":1,"offset":7}]}'
+
+
+@settings(max_examples=200)
+@given(st.binary(max_size=200))
+def test_reset_offset_body_decoder_raises_only_protocol_errors(data):
+    from ferrymq.protocol.bodies import decode_reset_offset_body
+    from ferrymq.protocol.errors import ProtocolError
+
+    with contextlib.suppress(ProtocolError):
+        decode_reset_offset_body(b'"offsetTable"' + data)

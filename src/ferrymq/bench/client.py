@@ -133,30 +133,73 @@ async def produce(
     inflight: int,
     progress: Progress,
     cpu: CpuMeter,
+    trace: bool = False,
 ) -> dict:
-    """Send `count` messages, `batch` per request (1: one SEND_MESSAGE_V2 each), `inflight` at once."""
+    """Send `count` messages, `batch` per request (1: one SEND_MESSAGE_V2 each), `inflight` at once.
+
+    With `trace`, the producer writes message trace (Pub records) to RMQ_SYS_TRACE_TOPIC as well.
+    """
     body = os.urandom(body_size)
-    done = 0
-    async with Producer("ferrymq-bench", namesrv) as producer:
+    async with Producer("ferrymq-bench", namesrv, enable_trace=trace) as producer:
         await producer.send(Message(topic, body))  # route and connection ready before the clock
-        started = time.perf_counter()
 
-        async def worker() -> None:
-            nonlocal done
-            while done < count:
-                n = min(batch, count - done)
-                done += n
-                if n == 1:
-                    await producer.send(Message(topic, body))
-                else:
-                    await producer.send_batch([Message(topic, body) for _ in range(n)])
-                if done % 10_000 < n:
-                    progress("produce", done, count)
+        async def send(n: int) -> None:
+            if n == 1:
+                await producer.send(Message(topic, body))
+            else:
+                await producer.send_batch([Message(topic, body) for _ in range(n)])
 
-        await asyncio.gather(*(worker() for _ in range(inflight)))
-        seconds = time.perf_counter() - started
-    name = f"produce batch={batch} inflight={inflight}"
-    return {**_figures(name, count, body_size, seconds), **cpu.result()}
+        seconds = await _drive("produce", count, batch, inflight, send, progress)
+        cpu_figures = cpu.result()
+    name = f"produce batch={batch} inflight={inflight}" + (" trace" if trace else "")
+    traced = {}
+    if producer.trace is not None:  # written by the end of shutdown (which drains the buffer)
+        traced = {"trace_written": producer.trace.written, "trace_dropped": producer.trace.dropped,
+                  "trace_failed": producer.trace.failed}  # fmt: skip
+    return {**_figures(name, count, body_size, seconds), **cpu_figures, **traced}
+
+
+async def _drive(name: str, count: int, batch: int, inflight: int, send, progress: Progress) -> float:
+    """Call `send(n)` until `count` messages went, `batch` at a time, `inflight` at once; seconds taken."""
+    done = 0
+    started = time.perf_counter()
+
+    async def worker() -> None:
+        nonlocal done
+        while done < count:
+            n = min(batch, count - done)
+            done += n
+            await send(n)
+            if done % 10_000 < n:
+                progress(name, done, count)
+
+    await asyncio.gather(*(worker() for _ in range(inflight)))
+    return time.perf_counter() - started
+
+
+async def transactions(
+    namesrv: str, topic: str, count: int, body_size: int, inflight: int, progress: Progress, cpu: CpuMeter
+) -> dict:
+    """`count` transactional sends, each committed by its local transaction, `inflight` at once."""
+    from ferrymq.client import LocalTransactionState, TransactionProducer
+
+    body = os.urandom(body_size)
+
+    def commit(message: Message, arg: object) -> LocalTransactionState:
+        return LocalTransactionState.COMMIT_MESSAGE
+
+    async with TransactionProducer("ferrymq-bench-tx", namesrv) as producer:
+        await producer.send_message_in_transaction(Message(topic, body), commit)  # warm-up
+
+        async def send(n: int) -> None:
+            await producer.send_message_in_transaction(Message(topic, body), commit)
+
+        seconds = await _drive("transactions", count, 1, inflight, send, progress)
+        cpu_figures = cpu.result()
+    return {
+        **_figures(f"transaction send+commit inflight={inflight}", count, body_size, seconds),
+        **cpu_figures,
+    }
 
 
 async def consume(

@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 
 from ferrymq.net.connection import Connection
 from ferrymq.protocol.bodies import ConsumerData, SubscriptionData
+from ferrymq.protocol.codes import LanguageCode
 
 
 @dataclass
@@ -18,6 +19,7 @@ class Member:
     client_id: str
     connection: Connection
     last_heartbeat: float = field(default_factory=time.monotonic)
+    language: LanguageCode = LanguageCode.JAVA  # some answers differ for C++ clients (offset resets)
 
 
 @dataclass
@@ -37,7 +39,9 @@ class ClientRegistry:
         self.consumers: dict[str, ConsumerGroup] = {}
         self.producers: dict[str, dict[str, Member]] = {}
 
-    def heartbeat_consumer(self, client_id: str, conn: Connection, data: ConsumerData) -> bool:
+    def heartbeat_consumer(
+        self, client_id: str, conn: Connection, data: ConsumerData, language: LanguageCode = LanguageCode.JAVA
+    ) -> bool:
         """Record a consumer's heartbeat; True when the group's membership changed."""
         group = self.consumers.get(data.group_name)
         if group is None:
@@ -50,7 +54,7 @@ class ClientRegistry:
         if member is not None and member.connection is conn:
             member.last_heartbeat = time.monotonic()
             return False
-        group.members[client_id] = Member(client_id, conn)
+        group.members[client_id] = Member(client_id, conn, language=language)
         return member is None
 
     def heartbeat_producer(self, client_id: str, conn: Connection, group: str) -> None:

@@ -104,3 +104,28 @@ def progress(ctx: click.Context, group: str, topic: str) -> None:
         )
 
     with_admin(ctx, action)
+
+
+from ferrymq.cli.admin_dlq import dlq  # noqa: E402 - they use the helpers above
+from ferrymq.cli.admin_groups import (  # noqa: E402
+    consumers,
+    message,
+    pause,
+    query_key,
+    rate_limit,
+    reset_offset,
+    resume,
+)
+from ferrymq.cli.admin_trace import trace  # noqa: E402
+
+admin.add_command(dlq)
+admin.add_command(trace)
+admin.add_command(message)
+admin.add_command(message, "query-msg")  # the (and mqadmin's) name for it
+admin.add_command(progress, "consumer-progress")
+admin.add_command(query_key)
+admin.add_command(reset_offset)
+admin.add_command(pause)
+admin.add_command(resume)
+admin.add_command(rate_limit)
+admin.add_command(consumers)

@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import time
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import click
@@ -43,6 +45,26 @@ def _table(title: str, results: list[dict]) -> Table:
     return table
 
 
+@contextlib.contextmanager
+def _progress_bar() -> Iterator[Callable[[str, int, int], None]]:
+    """A progress callback `(name, done, total)` drawing one bar per name on stderr."""
+    with Progress(
+        TextColumn("{task.description}"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TimeElapsedColumn(),
+        console=Console(stderr=True),
+    ) as bar:
+        tasks: dict[str, int] = {}
+
+        def progress(name: str, done: int, total: int) -> None:
+            if name not in tasks:
+                tasks[name] = bar.add_task(name, total=total)
+            bar.update(tasks[name], completed=min(done, total), total=total)
+
+        yield progress
+
+
 @bench.command("store")
 @click.option("--count", default=200_000, show_default=True, help="Messages per append/read scenario.")
 @click.option("--body-size", default=1024, show_default=True, help="Body size in bytes.")
@@ -55,21 +77,7 @@ def bench_store(count: int, body_size: int, recovery_gib: float, repeat: int, sa
     """The storage engine alone: appends (single/batched, async/sync flush), reads, recovery."""
     from ferrymq.bench.store import run_store_bench
 
-    console = Console(stderr=True)
-    with Progress(
-        TextColumn("{task.description}"),
-        BarColumn(),
-        MofNCompleteColumn(),
-        TimeElapsedColumn(),
-        console=console,
-    ) as bar:
-        tasks: dict[str, int] = {}
-
-        def progress(name: str, done: int, total: int) -> None:
-            if name not in tasks:
-                tasks[name] = bar.add_task(name, total=total)
-            bar.update(tasks[name], completed=done, total=total)
-
+    with _progress_bar() as progress:
         results = run_store_bench(count, body_size, recovery_gib, repeat, progress)
     Console(stderr=True, width=200).print(_table("ferrymq bench store", results))
     for r in results:
@@ -86,24 +94,7 @@ def _client_bench(suite: str, run, save: Path | None, params: dict) -> None:
     from ferrymq.net import install_uvloop
 
     install_uvloop()
-    console = Console(stderr=True)
-    with (
-        cluster(params.get("namesrv")) as target,
-        Progress(
-            TextColumn("{task.description}"),
-            BarColumn(),
-            MofNCompleteColumn(),
-            TimeElapsedColumn(),
-            console=console,
-        ) as bar,
-    ):
-        tasks: dict[str, int] = {}
-
-        def progress(name: str, done: int, total: int) -> None:
-            if name not in tasks:
-                tasks[name] = bar.add_task(name, total=total)
-            bar.update(tasks[name], completed=min(done, total), total=total)
-
+    with cluster(params.get("namesrv")) as target, _progress_bar() as progress:
         result = asyncio.run(run(target.namesrv, progress, lambda: CpuMeter(target.broker_pid)))
     click.echo(json.dumps(result))
     _save(save, suite, params, [result])
@@ -123,8 +114,9 @@ _save_opt = click.option(
 @_body
 @click.option("--batch", default=32, show_default=True, help="Messages per request (1: one send each).")
 @click.option("--inflight", default=8, show_default=True, help="Requests in flight at once.")
+@click.option("--trace", is_flag=True, help="Enable message trace on the producer (its cost is the point).")
 @_save_opt
-def bench_produce(namesrv, topic, count, body_size, batch, inflight, save) -> None:
+def bench_produce(namesrv, topic, count, body_size, batch, inflight, trace, save) -> None:
     """Produce with acknowledgements through the SDK."""
     from ferrymq.bench.client import produce
 
@@ -135,10 +127,33 @@ def bench_produce(namesrv, topic, count, body_size, batch, inflight, save) -> No
         "body_size": body_size,
         "batch": batch,
         "inflight": inflight,
+        "trace": trace,
     }
     _client_bench(
         "produce",
-        lambda ns, progress, meter: produce(ns, topic, count, body_size, batch, inflight, progress, meter()),
+        lambda ns, progress, meter: produce(
+            ns, topic, count, body_size, batch, inflight, progress, meter(), trace
+        ),
+        save,
+        params,
+    )
+
+
+@bench.command("transactions")
+@_namesrv
+@click.option("--count", default=50_000, show_default=True)
+@_body
+@click.option("--inflight", default=64, show_default=True, help="Transactions in flight at once.")
+@_save_opt
+def bench_transactions(namesrv, count, body_size, inflight, save) -> None:
+    """Transactional send + commit (half message, local transaction, END_TRANSACTION) through the SDK."""
+    from ferrymq.bench.client import transactions
+
+    topic = f"BenchTx{time.time_ns()}"
+    params = {"namesrv": namesrv, "count": count, "body_size": body_size, "inflight": inflight}
+    _client_bench(
+        "transactions",
+        lambda ns, progress, meter: transactions(ns, topic, count, body_size, inflight, progress, meter()),
         save,
         params,
     )
@@ -196,3 +211,71 @@ def bench_idle(namesrv, consumers, seconds, save) -> None:
     _client_bench(
         "idle", lambda ns, progress, meter: idle_polls(ns, consumers, seconds, progress, meter), save, params
     )
+
+
+@bench.command("replication")
+@click.option("--count", default=100_000, show_default=True)
+@_body
+@click.option("--batch", default=1, show_default=True, help="Messages per request (1: one send each).")
+@click.option("--inflight", default=16, show_default=True, help="Requests in flight at once.")
+@_save_opt
+def bench_replication(count, body_size, batch, inflight, save) -> None:
+    """Produce throughput of a lone broker vs ASYNC_MASTER and SYNC_MASTER with a slave (own processes)."""
+    import asyncio
+
+    from ferrymq.bench.replication import run_replication_bench
+    from ferrymq.net import install_uvloop
+
+    install_uvloop()
+    console = Console(stderr=True)
+    with Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
+                  console=console) as bar:  # fmt: skip
+        task = bar.add_task("produce", total=count)
+        results = asyncio.run(
+            run_replication_bench(
+                count, body_size, batch, inflight, lambda _, done, total: bar.update(task, completed=done)
+            )
+        )
+    console.print(_table("replication", results))
+    params = {"count": count, "body_size": body_size, "batch": batch, "inflight": inflight}
+    _save(save, "replication", params, results)
+
+
+@bench.command("timer")
+@_namesrv
+@click.option("--pending", default=100_000, show_default=True, help="Delivery-time messages to schedule.")
+@click.option("--spread", default=20, show_default=True, help="Seconds their due times are spread over.")
+@click.option("--idle-seconds", default=10.0, show_default=True, help="CPU measured while all are pending.")
+@click.option("--inflight", default=64, show_default=True, help="Sends in flight while loading.")
+@_save_opt
+def bench_timer(namesrv, pending, spread, idle_seconds, inflight, save) -> None:
+    """Delivery-time messages: punctuality with many pending, and the broker's CPU while they wait."""
+    from ferrymq.bench.schedule import timer_bench
+
+    params = {"namesrv": namesrv, "pending": pending, "spread": spread, "idle_seconds": idle_seconds,
+              "inflight": inflight}  # fmt: skip
+    _client_bench(
+        "timer",
+        lambda ns, progress, meter: timer_bench(ns, pending, spread, idle_seconds, inflight, progress, meter),
+        save,
+        params,
+    )
+
+
+@bench.command("pull")
+@click.option("--messages", default=40_000, show_default=True, help="Messages loaded (over 4 queues).")
+@click.option("--body-size", default=256, show_default=True)
+@click.option("--rounds", default=3, show_default=True, help="Times every queue is read through.")
+@click.option("--save", type=click.Path(path_type=Path), help="Also write the results as JSON to this file.")
+def bench_pull(messages: int, body_size: int, rounds: int, save: Path | None) -> None:
+    """The broker's CPU per pull: plain, tag filter, SQL92 filter, consumption control."""
+    import asyncio
+
+    from ferrymq.bench.pull import pull_bench
+
+    with _progress_bar() as progress:
+        results = asyncio.run(pull_bench(messages, body_size, rounds, progress))
+    Console(stderr=True, width=200).print(_table("ferrymq bench pull", results))
+    for r in results:
+        click.echo(json.dumps(r))
+    _save(save, "pull", {"messages": messages, "body_size": body_size, "rounds": rounds}, results)

@@ -7,15 +7,19 @@ from ferrymq.client.producer import Producer, SendError, hash_selector
 from ferrymq.client.pull import PullResult, PullStatus
 from ferrymq.client.pull_consumer import PullConsumer
 from ferrymq.client.push_consumer import ConsumeResult, PushConsumer
+from ferrymq.client.selector import MessageSelector
+from ferrymq.client.transaction import LocalTransactionState, TransactionProducer, TransactionSendResult
 
 __all__ = [
     "Admin",
     "ClientError",
     "ClientInstance",
     "ConsumeResult",
+    "LocalTransactionState",
     "Message",
     "MessageExt",
     "MessageQueue",
+    "MessageSelector",
     "Producer",
     "PullConsumer",
     "PullResult",
@@ -25,5 +29,7 @@ __all__ = [
     "SendError",
     "SendResult",
     "SendStatus",
+    "TransactionProducer",
+    "TransactionSendResult",
     "hash_selector",
 ]

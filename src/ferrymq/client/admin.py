@@ -2,10 +2,14 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass
 
+from ferrymq.client.admin_consumers import ConsumerControl
+from ferrymq.client.admin_messages import MessageLookups
+from ferrymq.client.dead_letters import list_dead_letters, resend_dead_letters
 from ferrymq.client.instance import ClientError, ClientInstance
-from ferrymq.client.message import MessageQueue
+from ferrymq.client.message import MessageExt, MessageQueue, SendResult
 from ferrymq.client.pull import query_offset, queue_offset
 from ferrymq.net import RemotingError
 from ferrymq.protocol.bodies import ClusterInfo, TopicList, decode_body
@@ -23,7 +27,7 @@ class QueueProgress:
     lag: int
 
 
-class Admin:
+class Admin(ConsumerControl, MessageLookups):
     def __init__(self, namesrv_addr: str, *, instance: ClientInstance | None = None) -> None:
         self.instance = instance or ClientInstance(namesrv_addr)
         self._own_instance = instance is None
@@ -126,3 +130,13 @@ class Admin:
                 QueueProgress(mq, broker_offset, consumer_offset, broker_offset - max(consumer_offset, 0))
             )
         return progress
+
+    async def dead_letters(self, group: str, limit: int = 1000) -> list[MessageExt]:
+        """Up to `limit` of `group`'s dead letters (%DLQ%<group>), oldest first."""
+        return await list_dead_letters(self.instance, group, limit)
+
+    async def resend_dead_letters(
+        self, group: str, msg_ids: Iterable[str] | None = None, limit: int = 1000
+    ) -> list[tuple[MessageExt, SendResult]]:
+        """Send `group`'s dead letters (the given ids, or all up to `limit`) back to their topics."""
+        return await resend_dead_letters(self.instance, group, msg_ids, limit)

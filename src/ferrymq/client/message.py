@@ -13,7 +13,11 @@ __all__ = ["Message", "MessageExt", "MessageQueue", "SendResult", "SendStatus"]
 
 @dataclass
 class Message:
-    """A message to send. `keys` become KEYS (space-separated); `properties` are user properties."""
+    """A message to send. `keys` become KEYS (space-separated); `properties` are user properties.
+
+    To deliver it later: `delay_level` (1-18, RocketMQ's levels 1s ... 2h), or a delivery time to the
+    second, `deliver_time_ms` (epoch ms) or `delay_ms` (from when the broker stores it).
+    """
 
     topic: str
     body: bytes
@@ -22,6 +26,13 @@ class Message:
     properties: dict[str, str] = field(default_factory=dict)
     flag: int = 0
     delay_level: int = 0
+    deliver_time_ms: int = 0
+    delay_ms: int = 0
+
+    @property
+    def scheduled(self) -> bool:
+        """Held back by the broker until due (such messages cannot travel in a batch)."""
+        return bool(self.delay_level or self.deliver_time_ms or self.delay_ms)
 
     def system_properties(self) -> dict[str, str]:
         props = dict(self.properties)
@@ -31,6 +42,10 @@ class Message:
             props[Prop.KEYS] = self.keys if isinstance(self.keys, str) else " ".join(self.keys)
         if self.delay_level:
             props[Prop.DELAY] = str(self.delay_level)
+        if self.deliver_time_ms:
+            props[Prop.TIMER_DELIVER_MS] = str(self.deliver_time_ms)
+        if self.delay_ms:
+            props[Prop.TIMER_DELAY_MS] = str(self.delay_ms)
         return props
 
 
@@ -48,3 +63,5 @@ class SendResult:
     offset_msg_id: str  # the broker's id: where it is stored
     message_queue: MessageQueue
     queue_offset: int
+    region_id: str = "DefaultRegion"  # the broker's MSG_REGION
+    trace_on: bool = True  # the broker's TRACE_ON: message trace skips sends to brokers that say false

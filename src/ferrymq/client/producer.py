@@ -11,12 +11,14 @@ producers do.
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import logging
 import time
 import zlib
 from collections.abc import Callable, Sequence
 
 from ferrymq.client.faults import BrokerAvoidance
+from ferrymq.client.hooks import SendHook, hooked_send
 from ferrymq.client.instance import ClientError, ClientInstance, TopicRoute
 from ferrymq.client.message import Message, MessageQueue, SendResult, SendStatus
 from ferrymq.net import RemotingError
@@ -28,6 +30,7 @@ from ferrymq.protocol.message import (
     UniqKeyGenerator,
     encode_batch,
     encode_properties,
+    find_property,
     java_hash,
 )
 from ferrymq.protocol.remoting import RemotingCommand
@@ -58,6 +61,14 @@ class SendError(ClientError):
         self.code = code
 
 
+RETRY_PREFIX = "%RETRY%"
+
+
+def _find(props: str, key: str) -> str | None:
+    found = find_property(props.encode(), f"{key}\x01".encode())
+    return found.decode() if found is not None else None
+
+
 QueueSelector = Callable[[Sequence[MessageQueue], Message, object], MessageQueue]
 
 
@@ -80,6 +91,8 @@ class Producer:
         linger_ms: float = 5.0,
         max_batch_bytes: int = 256 * 1024,
         instance: ClientInstance | None = None,
+        enable_trace: bool = False,
+        trace_topic: str | None = None,
     ) -> None:
         self.group = group
         self.instance = instance or ClientInstance(namesrv_addr)
@@ -93,16 +106,26 @@ class Producer:
         self._round_robin = 0
         self._batcher = _Batcher(self, linger_ms / 1000, max_batch_bytes) if auto_batch else None
         self._started = False
+        self.send_hooks: list[SendHook] = []
+        self.trace = None
+        if enable_trace:
+            from ferrymq.client.trace import trace_sends  # trace.py writes with a Producer of its own
+
+            self.trace = trace_sends(self, trace_topic)
 
     async def start(self) -> None:
         self.instance.producer_groups.add(self.group)
         if self._own_instance:
             await self.instance.start()
         self._started = True
+        if self.trace is not None:
+            await self.trace.start()
 
     async def shutdown(self) -> None:
         if self._batcher is not None:
             await self._batcher.flush_all()
+        if self.trace is not None:
+            await self.trace.stop()
         self.instance.producer_groups.discard(self.group)
         if self._own_instance:
             await self.instance.close()
@@ -121,8 +144,13 @@ class Producer:
         self, message: Message, *, selector: QueueSelector | None = None, arg: object = None
     ) -> SendResult:
         """Send and wait for the broker's answer. With `selector`, `arg` picks the queue (order)."""
-        if self._batcher is not None and selector is None:
+        if self._batcher is not None and selector is None and not message.scheduled:
             return await self._batcher.add(message)
+        if self.send_hooks:
+            return await hooked_send(self.send_hooks, [message], self._send_one(message, selector, arg))
+        return await self._send_one(message, selector, arg)
+
+    async def _send_one(self, message: Message, selector: QueueSelector | None, arg: object) -> SendResult:
         body, props, sys_flag, uniq = self._prepare(message)
         result = await self._send(
             message.topic, body, props, message.flag, sys_flag, False, selector, message, arg
@@ -131,7 +159,10 @@ class Producer:
         return result
 
     async def send_orderly(self, message: Message, sharding_key: object) -> SendResult:
-        """Messages with the same sharding key go to the same queue, in order."""
+        """Messages with the same sharding key go to the same queue, in order (partitioned order:
+        an orderly PushConsumer then sees each key's messages in the order they were sent). For
+        global order give the topic a single queue (`ferrymq admin create-topic T --queues 1`): all
+        its messages are then one sequence, consumed by one member of the group at a time."""
         return await self.send(message, selector=hash_selector, arg=sharding_key)
 
     def send_async(
@@ -155,6 +186,11 @@ class Producer:
 
     async def send_batch(self, messages: Sequence[Message]) -> SendResult:
         """Send messages of one topic as one SEND_BATCH_MESSAGE; they land in one queue, in order."""
+        if self.send_hooks:
+            return await hooked_send(self.send_hooks, messages, self._send_batch(messages))
+        return await self._send_batch(messages)
+
+    async def _send_batch(self, messages: Sequence[Message]) -> SendResult:
         if not messages:
             raise SendError("the batch is empty")
         topic = messages[0].topic
@@ -162,8 +198,8 @@ class Producer:
             raise SendError("every message of a batch must have the same topic")
         entries, uniq_keys = [], []
         for m in messages:
-            if m.delay_level:
-                raise SendError("delayed messages cannot be sent in a batch")
+            if m.scheduled:
+                raise SendError("delayed and timed messages cannot be sent in a batch")
             props = m.system_properties()
             uniq = props.setdefault(Prop.UNIQ_KEY, self._uniq.next())
             uniq_keys.append(uniq)
@@ -228,6 +264,11 @@ class Producer:
         }  # fmt: skip
         if batch:
             ext["m"] = "true"
+        elif mq.topic.startswith(RETRY_PREFIX):  # a consumer's redelivery: the broker reads its count here
+            ext["j"] = _find(props, Prop.RECONSUME_TIME) or "0"
+            max_times = _find(props, Prop.MAX_RECONSUME_TIMES)
+            if max_times is not None:
+                ext["l"] = max_times
         code = RequestCode.SEND_BATCH_MESSAGE if batch else RequestCode.SEND_MESSAGE_V2
         return RemotingCommand(code, ext_fields=ext, body=body)
 
@@ -235,7 +276,9 @@ class Producer:
         failed_broker = None
         last_error: Exception | None = None
         for attempt in range(1 + (0 if selector else self.retries)):
-            route = await (self.instance.refresh_route(topic) if attempt else self._route(topic))
+            if attempt:
+                await self.instance.refresh_route(topic)
+            route = await self._route(topic)  # the fresh route may have lost its writable queues
             queues = route.write_queues
             mq = selector(queues, message, arg) if selector else self._pick(queues, failed_broker)
             addr = route.masters[mq.broker_name]
@@ -250,7 +293,10 @@ class Producer:
                 if status is not None:
                     self.avoidance.succeeded(mq.broker_name, time.monotonic() - started)
                     ext = response.ext_fields
-                    return SendResult(status, "", ext.get("msgId", ""), mq, int(ext.get("queueOffset", -1)))
+                    return SendResult(
+                        status, "", ext.get("msgId", ""), mq, int(ext.get("queueOffset", -1)),
+                        ext.get("MSG_REGION", "DefaultRegion"), ext.get("TRACE_ON") != "false",
+                    )  # fmt: skip
                 last_error = SendError(f"broker {mq.broker_name} refused: {response.remark}", response.code)
                 if response.code not in _RETRY_CODES:
                     raise last_error
@@ -309,7 +355,9 @@ class _Batcher:
                 offset_id = offset_ids[i] if i < len(offset_ids) else ""
                 queue_offset = result.queue_offset + i
                 future.set_result(
-                    SendResult(result.status, uniq_keys[i], offset_id, result.message_queue, queue_offset)
+                    dataclasses.replace(
+                        result, msg_id=uniq_keys[i], offset_msg_id=offset_id, queue_offset=queue_offset
+                    )
                 )
 
     async def flush_all(self) -> None:

@@ -2,18 +2,23 @@
 
 from __future__ import annotations
 
+import contextlib
 import enum
 import zlib
 from dataclasses import dataclass
 
 from ferrymq.client.instance import ClientError, ClientInstance
 from ferrymq.client.message import MessageExt, MessageQueue
+from ferrymq.client.selector import MessageSelector
 from ferrymq.net import RemotingError
 from ferrymq.protocol.codes import RequestCode, ResponseCode
 from ferrymq.protocol.message import COMPRESSED_FLAG, decode_records
 from ferrymq.protocol.remoting import RemotingCommand
 
 FLAG_COMMIT_OFFSET, FLAG_SUSPEND, FLAG_SUBSCRIPTION = 0x1, 0x2, 0x4
+
+
+EVERY_TAG = MessageSelector()
 
 
 class PullStatus(enum.Enum):
@@ -51,13 +56,6 @@ class RawPullResult:
     body: bytes
 
 
-def parse_tags(expression: str) -> frozenset[str] | None:
-    """`"TagA || TagB"` as a set; None for every tag (`*`)."""
-    if expression.strip() in ("", "*"):
-        return None
-    return frozenset(t.strip() for t in expression.split("||"))
-
-
 async def pull(
     instance: ClientInstance,
     addr: str,
@@ -65,17 +63,18 @@ async def pull(
     group: str,
     offset: int,
     *,
-    expression: str = "*",
+    selector: MessageSelector = EVERY_TAG,
     **options: int | None,
 ) -> PullResult:
     """Pull from one queue and decode the messages; `options` are pull_raw's (max_messages,
     suspend_ms: how long the broker holds an empty pull, commit_offset).
 
-    Tags are checked here too: the broker filters by tag hash, and hashes collide.
+    Tags are checked here too: the broker filters by tag hash, and hashes collide. (SQL92
+    selectors are evaluated by the broker alone.)
     """
-    raw = await pull_raw(instance, addr, mq, group, offset, expression=expression, **options)
+    raw = await pull_raw(instance, addr, mq, group, offset, selector=selector, **options)
     messages = decode_records(raw.body) if raw.status is PullStatus.FOUND else []
-    tags = parse_tags(expression)
+    tags = selector.tags()
     if tags is not None:
         messages = [m for m in messages if m.tags in tags]
     for m in messages:
@@ -91,13 +90,13 @@ async def pull_raw(
     group: str,
     offset: int,
     *,
-    expression: str = "*",
+    selector: MessageSelector = EVERY_TAG,
     max_messages: int = 32,
     suspend_ms: int = 0,
     commit_offset: int | None = None,
 ) -> RawPullResult:
-    """One PULL_MESSAGE, the records left undecoded: the broker's tag-hash filter only, bodies as
-    stored. With `suspend_ms` the broker holds an empty pull that long (long polling)."""
+    """One PULL_MESSAGE, the records left undecoded: the broker's filter only, bodies as stored.
+    With `suspend_ms` the broker holds an empty pull that long (long polling)."""
     sys_flag = FLAG_SUBSCRIPTION | (FLAG_SUSPEND if suspend_ms else 0)
     if commit_offset is not None:
         sys_flag |= FLAG_COMMIT_OFFSET
@@ -110,9 +109,9 @@ async def pull_raw(
         "sysFlag": str(sys_flag),
         "commitOffset": str(commit_offset if commit_offset is not None else -1),
         "suspendTimeoutMillis": str(suspend_ms),
-        "subscription": expression,
+        "subscription": selector.expression,
         "subVersion": "0",
-        "expressionType": "TAG",
+        "expressionType": selector.type,
     }
     timeout = instance.request_timeout + suspend_ms / 1000
     try:
@@ -120,11 +119,16 @@ async def pull_raw(
             addr, RemotingCommand(RequestCode.PULL_MESSAGE, ext_fields=ext), timeout
         )
     except RemotingError as e:
+        # The broker may be gone: the next pull goes where a fresh route says (a slave, a new master).
+        instance.suggested_broker_ids.pop(mq, None)
+        with contextlib.suppress(ClientError, RemotingError):
+            await instance.refresh_route(mq.topic)
         raise ClientError(f"pull from {mq.broker_name} queue {mq.queue_id} failed: {e}") from e
     status = _STATUS.get(response.code)
     if status is None:
         raise ClientError(f"pull from {mq.broker_name} refused: {response.remark}")
     h = response.ext_fields
+    instance.suggested_broker_ids[mq] = int(h.get("suggestWhichBrokerId") or 0)
     body = response.body if status is PullStatus.FOUND else b""
     return RawPullResult(status, int(h["nextBeginOffset"]), int(h["minOffset"]), int(h["maxOffset"]), body)
 
@@ -171,6 +175,20 @@ async def master_addr(instance: ClientInstance, mq: MessageQueue) -> str:
     if addr is None:
         raise ClientError(f"broker {mq.broker_name} of {mq.topic} has no master now")
     return addr
+
+
+async def pull_addr(instance: ClientInstance, mq: MessageQueue) -> str:
+    """Where to pull `mq` from: the broker id its last pull suggested (suggestWhichBrokerId), else the
+    master, else any broker of its group: a slave serves reads while its master is gone."""
+    wanted = instance.suggested_broker_ids.get(mq, 0)
+    route = await instance.route(mq.topic)
+    for _ in range(2):
+        addrs = next((b.broker_addrs for b in route.data.broker_datas if b.broker_name == mq.broker_name), {})
+        addr = addrs.get(wanted) or addrs.get(0) or (addrs[min(addrs)] if addrs else None)
+        if addr is not None:
+            return addr
+        route = await instance.refresh_route(mq.topic)
+    raise ClientError(f"broker {mq.broker_name} of {mq.topic} has no address now")
 
 
 async def initial_offset(

@@ -8,14 +8,31 @@ Positions start at the group's committed offset, or (for a group new to a queue)
 from __future__ import annotations
 
 import asyncio
+import logging
 import time
 
+from ferrymq.client import notices
 from ferrymq.client.instance import ClientError, ClientInstance
 from ferrymq.client.message import MessageExt, MessageQueue
-from ferrymq.client.pull import PullStatus, commit_offset, initial_offset, master_addr, pull, query_offset
+from ferrymq.client.pull import (
+    EVERY_TAG,
+    PullStatus,
+    commit_offset,
+    initial_offset,
+    master_addr,
+    pull,
+    pull_addr,
+    query_offset,
+)
+from ferrymq.client.push_consumer import CONSUME_FROM_WHERE
+from ferrymq.client.selector import MessageSelector, check_on_brokers
+from ferrymq.net import RemotingError
+from ferrymq.protocol.bodies import ConsumerData
 
 CONSUME_FROM = ("last", "first", "timestamp")
 _LONG_POLL_MS = 15_000  # how long the broker holds a pull on an empty queue (RocketMQ's push default)
+
+log = logging.getLogger(__name__)
 
 
 class PullConsumer:
@@ -37,7 +54,7 @@ class PullConsumer:
         self.consume_from = consume_from
         self.consume_timestamp = consume_timestamp or int(time.time() * 1000) - 30 * 60 * 1000
         self.pull_batch_size = pull_batch_size
-        self.expressions: dict[str, str] = {}  # topic -> tag expression
+        self.selectors: dict[str, MessageSelector] = {}  # topic -> what of it to read
         self.positions: dict[MessageQueue, int] = {}
         self._committed: dict[MessageQueue, int] = {}
         self._inflight: dict[MessageQueue, asyncio.Future[list[MessageExt]]] = {}
@@ -46,12 +63,19 @@ class PullConsumer:
     async def start(self) -> None:
         if self._own_instance:
             await self.instance.start()
+        self.instance.consumers[self.group] = self._consumer_data  # heartbeats say the group is here
+        notices.listen(self.instance, self.group, notices.GroupListener(lambda: None, self._reset))
 
     async def shutdown(self) -> None:
         for task in self._inflight.values():
             task.cancel()
         self._inflight.clear()
-        await self.commit()
+        try:
+            await self.commit()
+        except (ClientError, RemotingError) as e:  # the master is gone: it cannot take offsets now
+            log.warning("offsets of group %s not committed at shutdown: %s", self.group, e)
+        self.instance.consumers.pop(self.group, None)
+        notices.forget(self.instance, self.group)
         if self._own_instance:
             await self.instance.close()
 
@@ -72,15 +96,34 @@ class PullConsumer:
             await asyncio.sleep(0.05)
         return list(route.read_queues)
 
-    async def subscribe(self, topic: str, expression: str = "*") -> None:
-        """Read every queue of `topic` (tags filtered by `expression`, e.g. "TagA || TagB")."""
+    async def subscribe(self, topic: str, expression: str | MessageSelector = "*") -> None:
+        """Read every queue of `topic`, filtered by `expression`: tags ("TagA || TagB") or a
+        MessageSelector (`MessageSelector.sql("a > 5")`)."""
         await self.assign(await self.queues(topic), expression)
 
-    async def assign(self, queues: list[MessageQueue], expression: str = "*") -> None:
+    async def assign(self, queues: list[MessageQueue], expression: str | MessageSelector = "*") -> None:
+        selector = MessageSelector.of(expression)
+        for topic in sorted({mq.topic for mq in queues}):
+            await check_on_brokers(self.instance, self.group, topic, selector)
         for mq in queues:
-            self.expressions[mq.topic] = expression
+            self.selectors[mq.topic] = selector
             if mq not in self.positions:
                 self.positions[mq] = await self._start_offset(mq)
+        await self.instance.heartbeat_all()  # the brokers know this member (offset resets reach it)
+
+    def _consumer_data(self) -> ConsumerData:
+        return ConsumerData(
+            group_name=self.group, consume_type="CONSUME_ACTIVELY", message_model="CLUSTERING",
+            consume_from_where=CONSUME_FROM_WHERE[self.consume_from],
+            subscription_data_set=[s.subscription(topic, 0) for topic, s in self.selectors.items()],
+        )  # fmt: skip
+
+    async def _reset(self, offsets: dict[MessageQueue, int]) -> None:
+        """The broker reset the group's offsets (and stored them): the next poll reads from there."""
+        for mq, offset in offsets.items():
+            if mq in self.positions:
+                self.positions[mq] = self._committed[mq] = offset
+                self._empty.discard(mq)
 
     async def _start_offset(self, mq: MessageQueue) -> int:
         addr = await self._addr(mq)
@@ -132,8 +175,8 @@ class PullConsumer:
     async def _pull(self, mq: MessageQueue, suspend_ms: int) -> list[MessageExt]:
         offset = self.positions[mq]
         result = await pull(
-            self.instance, await self._addr(mq), mq, self.group, offset,
-            expression=self.expressions.get(mq.topic, "*"), max_messages=self.pull_batch_size,
+            self.instance, await pull_addr(self.instance, mq), mq, self.group, offset,
+            selector=self.selectors.get(mq.topic, EVERY_TAG), max_messages=self.pull_batch_size,
             suspend_ms=suspend_ms,
         )  # fmt: skip
         if self.positions.get(mq) != offset:  # seek() moved the queue meanwhile: drop this answer

@@ -10,7 +10,9 @@ or a hand-over delivers a message again rather than losing it.
 Concurrent listeners run many batches at once; a failed batch is sent back to the broker (which
 redelivers it through `%RETRY%<group>`), or consumed again here after 5 s when that fails. Orderly
 listeners get one batch at a time per queue, in queue order, only while this client holds the
-queue's broker lock; a failure is retried in place after 1 s, never skipped.
+queue's broker lock; a failure is retried in place after 1 s, never skipped, and only once it has
+failed `max_reconsume_times` times (unlimited by default, as in RocketMQ) does it go to the
+dead-letter queue `%DLQ%<group>` so the queue can go on.
 """
 
 from __future__ import annotations
@@ -22,18 +24,20 @@ import itertools
 import logging
 import os
 import time
-import weakref
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
-from functools import partial
 from typing import Any
 
+from ferrymq.client import notices
+from ferrymq.client.hooks import ConsumeHook, hooked_consume
 from ferrymq.client.instance import ClientError, ClientInstance, TopicRoute
 from ferrymq.client.message import MessageExt, MessageQueue
 from ferrymq.client.offset_store import LocalOffsetStore, OffsetStore, RemoteOffsetStore
-from ferrymq.client.pull import PullResult, PullStatus, initial_offset, master_addr, parse_tags, pull
+from ferrymq.client.pull import PullResult, PullStatus, initial_offset, master_addr, pull, pull_addr
 from ferrymq.client.rebalance import STRATEGIES, allocate, queue_order
-from ferrymq.net import Connection, RemotingError
+from ferrymq.client.redelivery import Redelivery
+from ferrymq.client.selector import MessageSelector, check_on_brokers
+from ferrymq.net import RemotingError
 from ferrymq.protocol.bodies import (
     ConsumerData,
     GetConsumerListByGroupResponseBody,
@@ -45,8 +49,8 @@ from ferrymq.protocol.bodies import (
     encode_body,
 )
 from ferrymq.protocol.codes import RequestCode, ResponseCode
-from ferrymq.protocol.headers import ConsumerSendMsgBackRequestHeader, UnregisterClientRequestHeader
-from ferrymq.protocol.message import Prop, java_hash
+from ferrymq.protocol.headers import UnregisterClientRequestHeader
+from ferrymq.protocol.message import Prop
 from ferrymq.protocol.remoting import RemotingCommand
 
 log = logging.getLogger(__name__)
@@ -67,6 +71,7 @@ PULL_RETRY_DELAY = 3.0
 FLOW_CONTROL_CHECK = 1.0
 LOCAL_RETRY_DELAY = 5.0
 ORDERLY_RETRY_DELAY = 1.0
+ORDERLY_MAX_RECONSUME = 2**31 - 1  # Java's Integer.MAX_VALUE: an orderly message is never given up by default
 RELEASE_WAIT = 3.0  # how long a dropped orderly queue waits for its current message
 MIB = 1 << 20
 
@@ -86,16 +91,12 @@ Listener = Callable[[list[MessageExt]], Any]  # returns (async: resolves to) boo
 
 @dataclass
 class _Subscription:
-    expression: str
+    selector: MessageSelector
     listener: Listener | None  # None for the retry topic: its messages go to their original topic's
     version: int = field(default_factory=lambda: time.time_ns() // 1_000_000)
 
     def data(self, topic: str) -> SubscriptionData:
-        tags = sorted(parse_tags(self.expression) or ())
-        return SubscriptionData(
-            topic=topic, sub_string=self.expression if tags else "*", tags_set=tags,
-            code_set=[java_hash(t) for t in tags], sub_version=self.version,
-        )  # fmt: skip
+        return self.selector.subscription(topic, self.version)
 
 
 class ProcessQueue:
@@ -161,10 +162,13 @@ class PushConsumer:
         consume_batch_size: int = 1,
         pull_threshold_for_queue: int = 1000,
         pull_threshold_size_for_queue: int = 100,
-        max_reconsume_times: int = 16,
+        max_reconsume_times: int = -1,
+        consume_timeout: float = 15,
         consume_concurrency: int = 20,
         instance: ClientInstance | None = None,
         offset_store_dir: str | os.PathLike | None = None,
+        enable_trace: bool = False,
+        trace_topic: str | None = None,
     ) -> None:
         for name, value, allowed in (
             ("message_model", message_model, MESSAGE_MODELS),
@@ -186,7 +190,11 @@ class PushConsumer:
         self.consume_batch_size = consume_batch_size
         self.pull_threshold_for_queue = pull_threshold_for_queue
         self.pull_threshold_size_for_queue = pull_threshold_size_for_queue
-        self.max_reconsume_times = max_reconsume_times
+        # RocketMQ's -1: 16 attempts for concurrent listeners, unlimited for orderly ones
+        self.max_reconsume_times = (
+            max_reconsume_times if max_reconsume_times >= 0 else ORDERLY_MAX_RECONSUME if orderly else 16
+        )
+        self._redelivery = Redelivery(self, consume_timeout)  # minutes, as RocketMQ's consumeTimeout
         self.offsets: OffsetStore = (
             RemoteOffsetStore(self.instance, group, self._addr)
             if self.clustering
@@ -202,11 +210,20 @@ class PushConsumer:
         self._rebalance_now = asyncio.Event()
         self._known_brokers: set[str] = set()
         self._started = False
+        self.consume_hooks: list[ConsumeHook] = []
+        self.trace = None
+        if enable_trace:
+            from ferrymq.client.trace import trace_consumes  # trace.py writes with a Producer
+
+            self.trace = trace_consumes(self, trace_topic)
 
     # --- lifecycle -------------------------------------------------------------------------------
 
-    def subscribe(self, topic: str, expression: str = "*", listener: Listener | None = None) -> None:
-        """Deliver `topic`'s messages matching `expression` ("*" or "TagA || TagB") to `listener`.
+    def subscribe(
+        self, topic: str, expression: str | MessageSelector = "*", listener: Listener | None = None
+    ) -> None:
+        """Deliver `topic`'s messages matching `expression` ("*", "TagA || TagB", or a
+        MessageSelector such as `MessageSelector.sql("a > 5")`) to `listener`.
 
         The listener takes a list of MessageExt (`consume_batch_size` at most, default 1), may be
         `async def` or a plain function (run in a worker thread, so it may block), and returns
@@ -217,7 +234,7 @@ class PushConsumer:
             raise TypeError("subscribe() needs a listener")
         if self._started:
             raise ClientError("subscribe before start()")
-        self._subs[topic] = _Subscription(expression, listener)
+        self._subs[topic] = _Subscription(MessageSelector.of(expression), listener)
 
     async def start(self) -> None:
         """Join the group, take this member's queues and start pulling them."""
@@ -227,19 +244,30 @@ class PushConsumer:
             raise ClientError("a consumer that was shut down cannot start again")
         if self.group in self.instance.consumers:
             raise ClientError(f"group {self.group} already has a consumer in this client instance")
-        if self.clustering:
-            self._subs[RETRY_PREFIX + self.group] = _Subscription("*", None)
+        try:  # a selector the brokers cannot evaluate fails here, not silently in every pull
+            for topic, sub in self._subs.items():
+                await check_on_brokers(self.instance, self.group, topic, sub.selector)
+        except ClientError:
+            if self._own_instance:
+                await self.instance.close()
+            raise
         if self._own_instance:
             await self.instance.start()
-        _watch_membership(self)
+        if self.clustering:
+            self._subs[self.retry_topic] = _Subscription(MessageSelector.tag("*"), None)
+        notices.listen(self.instance, self.group, notices.GroupListener(self._rebalance_now.set, self._reset))
         self.instance.consumers[self.group] = self._consumer_data
         self._started = True
+        if self.trace is not None:
+            await self.trace.start()
         self.offsets.start()
         await self._rebalance()
         loop = asyncio.get_running_loop()
         self._loops = [loop.create_task(self._rebalance_loop())]
         if self._locking:
             self._loops.append(loop.create_task(self._lock_loop()))
+        if self.clustering and not self.orderly:
+            self._loops.append(loop.create_task(self._redelivery.watch_timeouts(self._queues, self._stop)))
 
     async def shutdown(self, timeout: float = 10.0) -> None:
         """Stop pulling, let consumes in flight finish (up to `timeout` s), commit, leave the group."""
@@ -258,11 +286,14 @@ class PushConsumer:
             self._track(pq)
             pq.dropped = True
         await self.offsets.close()
+        await self._redelivery.close()
         if self._locking:
             await self._unlock(queues)
         self.instance.consumers.pop(self.group, None)
         await self._unregister()
-        _forget(self)
+        notices.forget(self.instance, self.group)
+        if self.trace is not None:
+            await self.trace.stop()
         if self._own_instance:
             await self.instance.close()
 
@@ -272,6 +303,10 @@ class PushConsumer:
 
     async def __aexit__(self, *exc) -> None:
         await self.shutdown()
+
+    @property
+    def retry_topic(self) -> str:
+        return RETRY_PREFIX + self.group
 
     @property
     def queues(self) -> list[MessageQueue]:
@@ -366,15 +401,34 @@ class PushConsumer:
                 await self._release(pq)
         new = [ProcessQueue(mq) for mq in sorted(wanted - self._queues.keys(), key=queue_order)]
         await self._position(new)
-        loop = asyncio.get_running_loop()
         for pq in new:
-            mq = pq.mq
-            self._queues[mq] = pq
-            pq.tasks.append(loop.create_task(self._pull_loop(pq)))
-            if self.orderly:
-                pq.tasks.append(loop.create_task(self._consume_orderly(pq)))
+            self._run(pq)
             log.info("%s of group %s now consumes %s queue %d of %s", self.instance.client_id, self.group,
-                     mq.topic, mq.queue_id, mq.broker_name)  # fmt: skip
+                     pq.mq.topic, pq.mq.queue_id, pq.mq.broker_name)  # fmt: skip
+
+    def _run(self, pq: ProcessQueue) -> None:
+        """Start pulling (and, orderly, consuming) a queue that is now this member's."""
+        loop = asyncio.get_running_loop()
+        self._queues[pq.mq] = pq
+        pq.tasks.append(loop.create_task(self._pull_loop(pq)))
+        if self.orderly:
+            pq.tasks.append(loop.create_task(self._consume_orderly(pq)))
+
+    async def _reset(self, offsets: dict[MessageQueue, int]) -> None:
+        """The broker reset the group's offsets (and stored them): drop what was pulled of those
+        queues and go on from the new offsets at once."""
+        for mq, offset in offsets.items():
+            old = self._queues.get(mq)
+            if old is None or self._stop.is_set():
+                continue
+            old.dropped = True  # consumes still running finish without committing
+            old.work.set()
+            await _finish(old.tasks[:1], 0)
+            await _finish(old.tasks[1:], RELEASE_WAIT)  # orderly: its current message completes first
+            pq = ProcessQueue(mq)
+            pq.next_offset, pq.locked_at = offset, old.locked_at  # the broker lock stays ours
+            self.offsets.update(mq, offset)
+            self._run(pq)
 
     async def _position(self, pqs: list[ProcessQueue]) -> None:
         """Lock (orderly) and find the start offsets of new queues now, so that once `start()` or a
@@ -453,7 +507,7 @@ class PushConsumer:
 
     async def _pull_loop(self, pq: ProcessQueue) -> None:
         """Long-poll one queue while it is ours, pausing while its consumers are behind."""
-        mq, expression = pq.mq, self._subs[pq.mq.topic].expression
+        mq, selector = pq.mq, self._subs[pq.mq.topic].selector
         while True:
             try:
                 if self._locking and not pq.locked():
@@ -471,8 +525,8 @@ class PushConsumer:
                     await _wait(pq.room, FLOW_CONTROL_CHECK)
                     continue
                 result = await pull(
-                    self.instance, await self._addr(mq), mq, self.group, pq.next_offset,
-                    expression=expression, max_messages=self.pull_batch_size, suspend_ms=SUSPEND_MS,
+                    self.instance, await pull_addr(self.instance, mq), mq, self.group, pq.next_offset,
+                    selector=selector, max_messages=self.pull_batch_size, suspend_ms=SUSPEND_MS,
                     commit_offset=self.offsets.get(mq) if self.clustering else None,
                 )  # fmt: skip
             except Exception as e:  # whatever it was, the queue must not stop for good
@@ -524,9 +578,11 @@ class PushConsumer:
         async with self._slots:
             if pq.dropped or self._stop.is_set():  # left in the queue: its offset was not passed
                 return
+            Redelivery.starting(messages)
             ok = await self._call_listener(messages)
         if pq.dropped:
             return
+        messages = [m for m in messages if pq.messages.get(m.queue_offset) is m]  # not timed out meanwhile
         again = []
         if not ok and self.clustering:
             again = await self._send_back(pq.mq, messages)
@@ -545,24 +601,8 @@ class PushConsumer:
             await self._consume(pq, messages)
 
     async def _send_back(self, mq: MessageQueue, messages: list[MessageExt]) -> list[MessageExt]:
-        """CONSUMER_SEND_MSG_BACK each message; return those the broker did not take."""
-        kept = []
-        for m in messages:
-            header = ConsumerSendMsgBackRequestHeader(
-                offset=m.commitlog_offset, group=self.group, delay_level=0, origin_msg_id=m.msg_id,
-                origin_topic=m.topic, max_reconsume_times=self.max_reconsume_times,
-            )  # fmt: skip
-            request = RemotingCommand(RequestCode.CONSUMER_SEND_MSG_BACK, ext_fields=header.to_ext_fields())
-            try:
-                response = await self.instance.invoke(await self._addr(mq), request)
-                refused = response.remark if response.code != ResponseCode.SUCCESS else None
-            except _CALL_ERRORS as e:
-                refused = str(e)
-            if refused is not None:
-                log.info("sending message %s back failed (%s); consuming it again here in %g s",
-                         m.msg_id, refused, LOCAL_RETRY_DELAY)  # fmt: skip
-                kept.append(m)
-        return kept
+        """Hand failed messages back for redelivery; return those to consume again here."""
+        return await self._redelivery.send_back(mq, messages)
 
     async def _consume_orderly(self, pq: ProcessQueue) -> None:
         """The queue's messages one batch at a time, in order, while locked; retry a failure in place."""
@@ -576,12 +616,32 @@ class PushConsumer:
                 pq.remove(batch)
                 self._track(pq)
                 continue
-            for m in batch:
+            if await self._give_up(pq, batch):  # every failed message went to the dead-letter queue
+                pq.remove(batch)
+                self._track(pq)
+                continue
+            await self._idle(ORDERLY_RETRY_DELAY)  # RocketMQ's SUSPEND_CURRENT_QUEUE_A_MOMENT
+
+    async def _give_up(self, pq: ProcessQueue, batch: list[MessageExt]) -> bool:
+        """After an orderly failure: messages that used up their attempts go to `%DLQ%<group>`
+        (CONSUMER_SEND_MSG_BACK with delay level -1); True when that was all of them, False when
+        the batch is to be consumed again in place (RocketMQ's checkReconsumeTimes)."""
+        again = False
+        for m in batch:
+            if m.reconsume_times < self.max_reconsume_times or await self._redelivery.send_back(
+                pq.mq, [m], -1
+            ):
                 m.reconsume_times += 1
-            await self._idle(ORDERLY_RETRY_DELAY)
+                again = True
+        return not again
 
     async def _call_listener(self, messages: list[MessageExt]) -> bool:
-        """True when the listener consumed the batch."""
+        """True when the listener consumed the batch (consume hooks see it before and after)."""
+        if self.consume_hooks:
+            return await hooked_consume(self.consume_hooks, self.group, messages, self._listen(messages))
+        return await self._listen(messages)
+
+    async def _listen(self, messages: list[MessageExt]) -> bool:
         topic = messages[0].topic
         sub = self._subs.get(topic)
         if sub is None or sub.listener is None:
@@ -644,33 +704,3 @@ def _by_broker(pqs: Iterable[ProcessQueue]) -> dict[str, list[ProcessQueue]]:
     for pq in pqs:
         grouped.setdefault(pq.mq.broker_name, []).append(pq)
     return grouped
-
-
-# --- NOTIFY_CONSUMER_IDS_CHANGED ------------------------------------------------------------------
-# A client instance answers each request code with one handler, and several consumers may share an
-# instance, so one handler per instance wakes the rebalance of the group named in the notice.
-
-_members: weakref.WeakKeyDictionary[ClientInstance, dict[str, PushConsumer]] = weakref.WeakKeyDictionary()
-
-
-def _watch_membership(consumer: PushConsumer) -> None:
-    groups = _members.get(consumer.instance)
-    if groups is None:
-        groups = _members[consumer.instance] = {}
-        consumer.instance.remoting.register(
-            RequestCode.NOTIFY_CONSUMER_IDS_CHANGED, partial(_consumer_ids_changed, groups)
-        )
-    groups[consumer.group] = consumer
-
-
-def _forget(consumer: PushConsumer) -> None:
-    _members.get(consumer.instance, {}).pop(consumer.group, None)
-
-
-async def _consumer_ids_changed(
-    groups: dict[str, PushConsumer], conn: Connection, request: RemotingCommand
-) -> None:
-    group = request.ext_fields.get("consumerGroup")
-    for consumer in [groups[group]] if group in groups else groups.values():
-        log.info("group %s changed: rebalancing now", consumer.group)
-        consumer._rebalance_now.set()

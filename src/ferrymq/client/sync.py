@@ -1,7 +1,7 @@
 """The SDK for scripts without asyncio: the same classes and names, every call blocking.
 
 One event loop runs in a daemon thread for the whole process; each object lives on it and each
-call waits for its result. `from ferrymq.client.sync import Producer, PullConsumer, PushConsumer`.
+call waits for its result: `from ferrymq.client.sync import Producer, PushConsumer, TransactionProducer`.
 Push listeners that are plain functions run in worker threads, so they may block.
 """
 
@@ -16,9 +16,11 @@ from ferrymq.client import message as _message
 from ferrymq.client import producer as _producer
 from ferrymq.client import pull_consumer as _pull_consumer
 from ferrymq.client import push_consumer as _push_consumer
+from ferrymq.client import transaction as _transaction
 
 Message = _message.Message
 ConsumeResult = _push_consumer.ConsumeResult
+LocalTransactionState = _transaction.LocalTransactionState
 
 _loop: asyncio.AbstractEventLoop | None = None
 _lock = threading.Lock()
@@ -68,6 +70,20 @@ class Producer(_Blocking):
     def send_async(self, message: Message, callback) -> None:
         """Fire and forget; `callback(result, error)` runs on the client's loop thread."""
         self._loop.call_soon_threadsafe(self._target.send_async, message, callback)
+
+
+class TransactionProducer(Producer):
+    _cls = _transaction.TransactionProducer
+
+    def send_message_in_transaction(self, message: Message, local_transaction, arg: Any = None):
+        """As the async method; a plain `local_transaction` runs in a worker thread, so it may block."""
+        if not inspect.iscoroutinefunction(local_transaction):
+            plain = local_transaction
+
+            async def local_transaction(message: Message, arg: Any):
+                return await asyncio.to_thread(plain, message, arg)
+
+        return self._call(self._target.send_message_in_transaction(message, local_transaction, arg))
 
 
 class PullConsumer(_Blocking):

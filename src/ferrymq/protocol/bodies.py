@@ -137,6 +137,15 @@ class SubscriptionData(Body):
     class_filter_mode: bool = False
 
 
+class CheckClientRequestBody(Body):
+    """CHECK_CLIENT_CONFIG: can the broker evaluate this subscription (SQL92 on, expression valid)?"""
+
+    client_id: str
+    group: str
+    subscription_data: SubscriptionData
+    namespace: str | None = None
+
+
 class ProducerData(Body):
     group_name: str
 
@@ -259,6 +268,13 @@ class SubscriptionGroupConfig(Body):
     broker_id: int = 0
     which_broker_when_consume_slowly: int = 1
     notify_consumer_ids_changed_enable: bool = True
+    attributes: dict[str, str] = {}  # RocketMQ 5.x group attributes; ferrymq keeps consumption control here
+
+
+# Group attributes through which ferrymq brokers control consumption (ferrymq.broker.consumption).
+PAUSED = "ferrymq.paused"  # "true": no client of the group gets messages
+PAUSED_CLIENTS = "ferrymq.pausedClients"  # "id1,id2": these clients get none
+RATE_LIMIT = "ferrymq.consumeRateLimit"  # messages per second for the whole group
 
 
 class SubscriptionGroupWrapper(Body):
@@ -272,3 +288,46 @@ class ConsumerOffsetSerializeWrapper(Body):
     """consumerOffset.json and GET_ALL_CONSUMER_OFFSET: "topic@group" → {queue id: offset}."""
 
     offset_table: dict[str, dict[int, int]] = {}
+
+
+# --- ResetOffsetBody: a map keyed by MessageQueue objects ------------------------------------------
+# fastjson writes Map<MessageQueue, Long> with object keys — {"offsetTable":{{"brokerName":"b",
+# "queueId":0,"topic":"T"}:12}} — which is not standard JSON. Java brokers send it so and Java
+# clients read it so; these two functions write and read that form.
+
+_MQ_KEY = re.compile(rb"(\{[^{}]*\})\s*:\s*(-?\d+)")
+
+
+def encode_reset_offset_body(offsets: dict[MessageQueue, int]) -> bytes:
+    entries = b",".join(_ENCODER.encode(mq) + b":" + str(offset).encode() for mq, offset in offsets.items())
+    return b'{"offsetTable":{' + entries + b"}}"
+
+
+class _MessageQueueForC(Body):
+    topic: str
+    broker_name: str
+    queue_id: int
+    offset: int
+
+
+class _ResetOffsetBodyForC(Body):
+    offset_table: list[_MessageQueueForC]
+
+
+def encode_reset_offset_body_for_c(offsets: dict[MessageQueue, int]) -> bytes:
+    """The form Java brokers send C++ clients (ResetOffsetBodyForC): a plain list of queues."""
+    table = [
+        _MessageQueueForC(mq.topic, mq.broker_name, mq.queue_id, offset) for mq, offset in offsets.items()
+    ]
+    return _ENCODER.encode(_ResetOffsetBodyForC(table))
+
+
+def decode_reset_offset_body(data: bytes | bytearray | memoryview) -> dict[MessageQueue, int]:
+    """The queue → offset table; RemotingProtocolError when the body is not such a table."""
+    data = bytes(data)
+    if b'"offsetTable"' not in data:
+        raise RemotingProtocolError("bad ResetOffsetBody: no offsetTable")
+    table = {}
+    for key, offset in _MQ_KEY.findall(data):
+        table[decode_body(MessageQueue, key)] = int(offset)
+    return table

@@ -117,7 +117,7 @@ _BOOL = {True: "true", False: "false"}
 def _pub_text(r: PubRecord) -> str:
     return (
         f"Pub\x01{r.timestamp}\x01{r.region_id}\x01{r.group}\x01{r.topic}\x01{r.msg_id}\x01{r.tags}\x01{r.keys}"
-        f"\x01{r.store_host}\x01{r.body_length}\x01{r.cost_time}\x01{r.msg_type.value}\x01{r.offset_msg_id}"
+        f"\x01{r.store_host}\x01{r.body_length}\x01{r.cost_time}\x01{r.msg_type:d}\x01{r.offset_msg_id}"
         f"\x01{_BOOL[r.success]}\x02"
     )
 
@@ -139,7 +139,7 @@ def _sub_after_text(r: SubAfterRecord) -> str:
 def _end_transaction_text(r: EndTransactionRecord) -> str:
     return (
         f"EndTransaction\x01{r.timestamp}\x01{r.region_id}\x01{r.group}\x01{r.topic}\x01{r.msg_id}\x01{r.tags}"
-        f"\x01{r.keys}\x01{r.store_host}\x01{r.msg_type.value}\x01{r.transaction_id}"
+        f"\x01{r.keys}\x01{r.store_host}\x01{r.msg_type:d}\x01{r.transaction_id}"
         f"\x01{r.transaction_state.value}\x01{_BOOL[r.from_transaction_check]}\x02"
     )
 

@@ -59,6 +59,29 @@ class CommitLog:
         self.segments = [*self.segments, seg]
         return seg, 0
 
+    def append_raw(self, offset: int, data: bytes | memoryview) -> None:
+        """Write bytes copied from another CommitLog at `offset`, which must be the write position.
+
+        Replication keeps two logs byte-identical this way. `data` may end inside a record but must
+        not cross a segment's end; the next segment is created when `offset` is where one begins.
+        An empty log starts at any segment boundary (the master may have deleted older segments).
+        """
+        if not self.segments and offset % self.segment_size == 0:
+            self.max_offset = self.flushed_offset = offset
+        if offset != self.max_offset:
+            raise StoreError(
+                f"replicated bytes for offset {offset} but the CommitLog ends at {self.max_offset}"
+            )
+        seg = self.segment_for(offset)
+        if seg is None:
+            seg = MappedFile(self.directory / offset_name(offset), offset, self.segment_size, create=True)
+            self.segments = [*self.segments, seg]
+        pos = offset - seg.base
+        if pos + len(data) > seg.size:
+            raise StoreError(f"replicated bytes at {offset} cross the end of segment {seg.path.name}")
+        seg.mm[pos : pos + len(data)] = data
+        self.max_offset = offset + len(data)
+
     def read(self, offset: int, size: int) -> memoryview | None:
         """A zero-copy slice of `size` bytes at `offset`, or None if that range is not stored."""
         seg = self.segment_for(offset)

@@ -5,8 +5,11 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
+from ferrymq.store.delay_levels import parse_delay_levels
+
 ASYNC_FLUSH = "ASYNC_FLUSH"
 SYNC_FLUSH = "SYNC_FLUSH"
+DEFAULT_DELAY_LEVELS = "1s 5s 10s 30s 1m 2m 3m 4m 5m 6m 7m 8m 9m 10m 20m 30m 1h 2h"
 
 
 @dataclass
@@ -31,6 +34,11 @@ class StoreConfig:
     clean_file_forcibly_enable: bool = True
     clean_resource_interval: int = 10_000  # ms between retention passes
     delete_file_batch_max: int = 10
+    # Scheduled messages (RocketMQ's messageDelayLevel, timerMaxDelaySec, timerPrecisionMs).
+    message_delay_level: str = DEFAULT_DELAY_LEVELS
+    timer_wheel_enable: bool = True
+    timer_max_delay_sec: int = 3 * 24 * 3600
+    timer_precision_ms: int = 1000
 
     def __post_init__(self) -> None:
         self.store_path_root_dir = Path(self.store_path_root_dir)
@@ -42,6 +50,9 @@ class StoreConfig:
             raise ValueError("mapped_file_size_consume_queue must be a multiple of 20 (the entry size)")
         if self.mapped_file_size_commit_log < 4096:
             raise ValueError("mapped_file_size_commit_log must be at least 4096 bytes")
+        parse_delay_levels(self.message_delay_level)  # a bad string fails at start, not at the first delay
+        if self.timer_precision_ms <= 0 or self.timer_max_delay_sec <= 0:
+            raise ValueError("timer_precision_ms and timer_max_delay_sec must be positive")
         # RocketMQ clamps the two upper thresholds the same way.
         self.disk_space_clean_forcibly_ratio = min(max(self.disk_space_clean_forcibly_ratio, 30), 85)
         self.disk_space_warning_level_ratio = min(max(self.disk_space_warning_level_ratio, 35), 90)

@@ -7,6 +7,7 @@ way, by the indexer process: see indexer.py.)
 
 from __future__ import annotations
 
+import struct
 import threading
 from collections.abc import Callable
 
@@ -51,7 +52,7 @@ class Dispatcher:
         """Dispatch everything written so far; return how many records were dispatched."""
         with self.lock:
             limit = self.commitlog.max_offset
-            end, count, valid = self._scan(limit, limit, verify_crc=False)
+            end, count, valid = self._scan(limit, limit, verify_crc=False, partial_tail=True)
             if not valid:
                 raise StoreError(f"CommitLog record at offset {end} is corrupt; the store needs recovery")
             return count
@@ -73,9 +74,14 @@ class Dispatcher:
                     break
             return self.offset
 
-    def _scan(self, limit: int, pause_at: int, *, verify_crc: bool) -> tuple[int, int, bool]:
+    def _scan(
+        self, limit: int, pause_at: int, *, verify_crc: bool, partial_tail: bool = False
+    ) -> tuple[int, int, bool]:
         """Dispatch records from self.offset until `limit`, or the first record boundary past
-        `pause_at`; return (where it stopped, records dispatched, False if at an invalid record)."""
+        `pause_at`; return (where it stopped, records dispatched, False if at an invalid record).
+
+        With `partial_tail` a record cut by `limit` is not invalid but not written yet: a replica's
+        write position may sit inside a record while it copies the master's bytes."""
         count = 0
         offset = self.offset
         queues = self.queues
@@ -95,6 +101,9 @@ class Dispatcher:
                 meta = read_record_meta(mm, pos, end)
                 if meta is BLANK:
                     pos = seg.size
+                    break
+                if meta is None and partial_tail and base + end == limit and _incomplete(mm, pos, end):
+                    limit = base + pos  # the rest is still on its way
                     break
                 if (
                     meta is None
@@ -128,4 +137,10 @@ class Dispatcher:
         return offset, count, valid
 
 
+def _incomplete(buf, pos: int, end: int) -> bool:
+    """The bytes from `pos` to `end` are the start of a record longer than what is there."""
+    return end - pos < 8 or _SIZE.unpack_from(buf, pos)[0] > end - pos
+
+
+_SIZE = struct.Struct(">i")
 _PROGRESS_STEP = 16 << 20  # recovery tells the indexer how far the log is valid every 16 MiB

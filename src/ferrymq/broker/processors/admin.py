@@ -73,6 +73,7 @@ class AdminProcessor:
         if not config.group_name:
             return error(request, ResponseCode.INVALID_PARAMETER, "groupName is empty")
         self.broker.groups.put(config)
+        self.broker.consumption.update(config)
         return ok(request)
 
     async def all_groups(self, conn: Connection, request: RemotingCommand) -> RemotingCommand:
@@ -81,6 +82,7 @@ class AdminProcessor:
     async def delete_group(self, conn: Connection, request: RemotingCommand) -> RemotingCommand:
         h = DeleteSubscriptionGroupRequestHeader.from_ext_fields(request.ext_fields)
         self.broker.groups.delete(h.group_name)
+        self.broker.consumption.remove(h.group_name)
         if h.clean_offset:
             self.broker.offsets.remove_group(h.group_name)
         return ok(request)

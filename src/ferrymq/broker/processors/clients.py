@@ -5,11 +5,14 @@ from __future__ import annotations
 import logging
 from typing import TYPE_CHECKING
 
+from ferrymq.broker.filters import TAG_TYPE, FilterError
 from ferrymq.broker.processors.common import error, ok
 from ferrymq.broker.topics import PERM_READ, PERM_WRITE, RETRY_GROUP_PREFIX
 from ferrymq.net.connection import Connection
 from ferrymq.net.errors import RemotingError
 from ferrymq.protocol.bodies import (
+    CheckClientRequestBody,
+    ConsumerData,
     GetConsumerListByGroupResponseBody,
     HeartbeatData,
     LockBatchRequestBody,
@@ -38,6 +41,7 @@ class ClientProcessor:
         server.register(RequestCode.GET_CONSUMER_LIST_BY_GROUP, self.consumer_list)
         server.register(RequestCode.LOCK_BATCH_MQ, self.lock)
         server.register(RequestCode.UNLOCK_BATCH_MQ, self.unlock)
+        server.register(RequestCode.CHECK_CLIENT_CONFIG, self.check_client_config)
 
     async def heartbeat(self, conn: Connection, request: RemotingCommand) -> RemotingCommand:
         data = decode_body(HeartbeatData, request.body)
@@ -51,12 +55,23 @@ class ClientProcessor:
                 and broker.topics.ensure(retry_topic, group.retry_queue_nums, PERM_READ | PERM_WRITE)
             ):
                 broker.schedule_registration()  # consumers find the retry topic's route at once
-            if broker.clients.heartbeat_consumer(data.client_id, conn, consumer):
+            self._compile_filters(data.client_id, consumer)
+            if broker.clients.heartbeat_consumer(data.client_id, conn, consumer, request.language):
                 log.info("consumer %s joined group %s", data.client_id, consumer.group_name)
                 broker.notify_consumer_ids_changed(consumer.group_name)
         for producer in data.producer_data_set:
             broker.clients.heartbeat_producer(data.client_id, conn, producer.group_name)
         return ok(request)
+
+    def _compile_filters(self, client_id: str, consumer: ConsumerData) -> None:
+        """Compile SQL92 subscriptions now (pulls then find them cached); say so if one cannot be."""
+        for sub in consumer.subscription_data_set:
+            if sub.expression_type and sub.expression_type.upper() != TAG_TYPE:
+                try:
+                    self.broker.filters.get(sub.sub_string, sub.expression_type)
+                except FilterError as e:
+                    log.warning("%s of group %s subscribes to %s with a filter this broker cannot use: %s",
+                                client_id, consumer.group_name, sub.topic, e)  # fmt: skip
 
     async def unregister(self, conn: Connection, request: RemotingCommand) -> RemotingCommand:
         h = UnregisterClientRequestHeader.from_ext_fields(request.ext_fields)
@@ -82,6 +97,15 @@ class ClientProcessor:
     async def unlock(self, conn: Connection, request: RemotingCommand) -> RemotingCommand:
         body = decode_body(UnlockBatchRequestBody, request.body)
         self.broker.locks.unlock(body.consumer_group, body.client_id, body.mq_set)
+        return ok(request)
+
+    async def check_client_config(self, conn: Connection, request: RemotingCommand) -> RemotingCommand:
+        """Can this broker evaluate the subscription? Clients ask before they subscribe."""
+        sub = decode_body(CheckClientRequestBody, request.body).subscription_data
+        try:
+            self.broker.filters.get(sub.sub_string, sub.expression_type)
+        except FilterError as e:
+            return error(request, e.code, str(e))
         return ok(request)
 
 

@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+import os
 from typing import TYPE_CHECKING
 
-from ferrymq.broker.filters import FilterError, tag_codes
+from ferrymq.broker.consumption import held_back
+from ferrymq.broker.filters import FilterError
 from ferrymq.broker.processors.common import error
 from ferrymq.broker.topics import PERM_READ
 from ferrymq.net.connection import Connection
+from ferrymq.protocol.bodies import SubscriptionGroupConfig
 from ferrymq.protocol.codes import RequestCode, ResponseCode
 from ferrymq.protocol.headers import PullMessageRequestHeader, PullMessageResponseHeader
 from ferrymq.protocol.remoting import RemotingCommand
@@ -78,9 +81,20 @@ class PullProcessor:
                 )  # fmt: skip
             expression, expression_type = sub.sub_string, sub.expression_type
         try:
-            codes = tag_codes(expression, expression_type)
+            flt = broker.filters.get(expression, expression_type)
         except FilterError as e:
-            return error(request, ResponseCode.SUBSCRIPTION_PARSE_FAILED, str(e))
+            return error(request, e.code, str(e))
+        if not broker.serves_reads:  # RocketMQ: a slave without slave_read_enable sends consumers away
+            header = PullMessageResponseHeader(
+                suggest_which_broker_id=MASTER_ID,
+                next_begin_offset=h.queue_offset,
+                min_offset=broker.store.get_min_offset(h.topic, h.queue_id),
+                max_offset=broker.store.get_max_offset(h.topic, h.queue_id),
+            )
+            return request.make_response(
+                ResponseCode.PULL_RETRY_IMMEDIATELY, "slave read disabled: pull from the master",
+                header.to_ext_fields(),
+            )  # fmt: skip
         if h.sys_flag & FLAG_COMMIT_OFFSET and h.commit_offset >= 0 and broker.is_master:
             broker.offsets.commit(h.consumer_group, h.topic, h.queue_id, h.commit_offset)
 
@@ -88,26 +102,60 @@ class PullProcessor:
         max_count = min(h.max_msg_nums, config.max_transfer_count_on_message_in_memory)
         max_bytes = min(h.max_msg_bytes or config.max_transfer_bytes_on_message_in_memory,
                         config.max_transfer_bytes_on_message_in_memory)  # fmt: skip
-        store = broker.store
-        result = store.get_messages(h.topic, h.queue_id, h.queue_offset, max_count, max_bytes, codes)
+        store, tags, group, control = broker.store, flt.tag_codes, h.consumer_group, broker.consumption
+        suspend = h.sys_flag & FLAG_SUSPEND
+        long_poll = config.long_polling_enable and suspend
+        timeout = (h.suspend_timeout_millis if long_poll else config.short_polling_time_mills) / 1000
+
+        def read(count: int) -> GetResult:
+            """Up to `count` messages; none when consumption control admitted none."""
+            if not count:
+                return held_back(store, h.topic, h.queue_id, h.queue_offset)
+            found = store.get_messages(h.topic, h.queue_id, h.queue_offset, count, max_bytes, tags)
+            found = found if flt.sql is None else flt.narrow(found)
+            control.took(group, found.message_count)
+            return found
+
+        # a paused or rate-limited group is held here (like a long poll) until it may take some
+        count = await control.admit(group, conn, max_count, timeout) if control.gate(group) else max_count
+        result = read(count)
         code = pull_code(result, h.queue_offset)
-        if code == ResponseCode.PULL_NOT_FOUND and h.sys_flag & FLAG_SUSPEND:
-            timeout = (
-                h.suspend_timeout_millis if config.long_polling_enable else config.short_polling_time_mills
-            ) / 1000
+        if code == ResponseCode.PULL_NOT_FOUND and suspend and count:
             await broker.hold.wait(
                 h.topic,
                 h.queue_id,
                 timeout,
                 lambda: store.get_max_offset(h.topic, h.queue_id) <= h.queue_offset,
             )
-            result = store.get_messages(h.topic, h.queue_id, h.queue_offset, max_count, max_bytes, codes)
+            count = await control.admit(group, conn, count, 0) if control.gate(group) else count
+            result = read(count)
             code = pull_code(result, h.queue_offset)
         header = PullMessageResponseHeader(
-            suggest_which_broker_id=0,
+            suggest_which_broker_id=self._suggested_broker_id(group, h.topic, h.queue_id, result),
             next_begin_offset=result.next_begin_offset,
             min_offset=result.min_offset,
             max_offset=result.max_offset,
         )
         body = b"".join(result.buffers) if code == ResponseCode.SUCCESS else b""
         return request.make_response(code, result.status.name, header.to_ext_fields(), body)
+
+    def _suggested_broker_id(self, group: SubscriptionGroupConfig, topic: str, queue_id: int, result) -> int:
+        """RocketMQ's suggestWhichBrokerId: with slave_read_enable, a consumer reading further behind
+        the CommitLog's end than `access_message_in_memory_max_ratio` of RAM (off the page cache, on
+        disk) is sent to `which_broker_when_consume_slowly`, others to the group's `broker_id`;
+        without it, always to the master."""
+        config = self.broker.config
+        if not config.slave_read_enable:
+            return MASTER_ID
+        lagging = False
+        if result.message_count:
+            cq = self.broker.store.queues.get(topic, queue_id)
+            last = cq.entry(result.next_begin_offset - 1) if cq is not None else None
+            if last is not None:
+                behind = self.broker.store.commitlog.max_offset - last[0]
+                lagging = behind > _PHYSICAL_MEMORY * config.access_message_in_memory_max_ratio / 100
+        return group.which_broker_when_consume_slowly if lagging else group.broker_id
+
+
+MASTER_ID = 0
+_PHYSICAL_MEMORY = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")

@@ -5,12 +5,15 @@ from __future__ import annotations
 import random
 from typing import TYPE_CHECKING
 
-from ferrymq.broker.processors.common import PUT_STATUS_CODES, error
+from ferrymq.broker.processors.common import PUT_STATUS_CODES, STORED_CODES, error
+from ferrymq.broker.processors.send_back import store_destination
+from ferrymq.broker.schedule.divert import ScheduleError
 from ferrymq.broker.topics import PERM_WRITE, topic_problem
+from ferrymq.broker.transactions import HALF_TOPIC
 from ferrymq.net.connection import Connection
 from ferrymq.protocol.codes import RequestCode, ResponseCode
 from ferrymq.protocol.headers import SendMessageRequestHeader
-from ferrymq.protocol.message import find_property, offset_msg_id, pack_host
+from ferrymq.protocol.message import TRANSACTION_TYPE_MASK, find_property, offset_msg_id, pack_host
 from ferrymq.protocol.remoting import RemotingCommand, ext_str
 from ferrymq.store import PutStatus
 
@@ -18,6 +21,7 @@ if TYPE_CHECKING:
     from ferrymq.broker.server import Broker
 
 _WAIT_FALSE = b"WAIT\x01false"
+_TRAN_MSG = b"TRAN_MSG\x01true"
 
 
 class SendProcessor:
@@ -46,6 +50,12 @@ class SendProcessor:
     async def send(self, conn: Connection, request: RemotingCommand) -> RemotingCommand:
         header = SendMessageRequestHeader.from_ext_fields(request.ext_fields)
         broker = self.broker
+        if not broker.is_master:
+            return error(
+                request,
+                ResponseCode.SERVICE_NOT_AVAILABLE,
+                f"broker {broker.config.broker_name} is a slave: it takes no writes",
+            )
         if not broker.config.broker_permission & PERM_WRITE:
             return error(
                 request, ResponseCode.NO_PERMISSION, f"broker {broker.config.broker_name} is not writable"
@@ -81,25 +91,43 @@ class SendProcessor:
             )
         props = (header.properties or "").encode()
         store = broker.store
+        batch = request.code == RequestCode.SEND_BATCH_MESSAGE or header.batch
+        sys_flag = header.sys_flag
+        if _TRAN_MSG in props:  # a half message (RocketMQ goes by this property): hidden until committed
+            try:  # a delay or delivery time is applied at commit; refuse a bad one now
+                broker.scheduler.divert(props, topic, queue_id, sys_flag & ~TRANSACTION_TYPE_MASK)
+            except ScheduleError as e:
+                return error(request, ResponseCode.MESSAGE_ILLEGAL, str(e))
+            props = store_props = broker.transactions.half(topic, queue_id, props)
+            sys_flag, store_topic, store_queue = sys_flag & ~TRANSACTION_TYPE_MASK, HALF_TOPIC, 0
+        elif not batch:  # retries past their limit go to the DLQ, delayed and timed messages wait
+            destination = store_destination(broker, request, header, queue_id, props)
+            if destination.__class__ is RemotingCommand:
+                return destination
+            store_topic, store_queue, store_props = destination
         born_host = self._born_host(conn)
-        if request.code == RequestCode.SEND_BATCH_MESSAGE or header.batch:
+        if batch:
             result = store.put_batch(
                 topic, queue_id, request.body, sys_flag=header.sys_flag, born_timestamp=header.born_timestamp,
                 born_host=born_host,
             )  # fmt: skip
         else:
             result = store.put_message(
-                topic, queue_id, request.body, props, flag=header.flag, sys_flag=header.sys_flag,
+                store_topic, store_queue, request.body, store_props, flag=header.flag, sys_flag=sys_flag,
                 born_timestamp=header.born_timestamp, born_host=born_host,
                 reconsume_times=header.reconsume_times,
             )  # fmt: skip
         status = result.status
         if status is PutStatus.PUT_OK:
             broker.written()
-        if status is PutStatus.PUT_OK and result.flush_future is not None and _waits_for_store(props):
-            status = await result.durable()
+        if status is PutStatus.PUT_OK and _waits_for_store(props):
+            if result.flush_future is not None:
+                status = await result.durable()
+            if status is PutStatus.PUT_OK and broker.waits_for_replicas:
+                timeout = broker.config.store.sync_flush_timeout / 1000
+                status = await broker.ha.wait_replicated(result.wrote_offset + result.wrote_bytes, timeout)
         code = PUT_STATUS_CODES[status]
-        if code not in (ResponseCode.SUCCESS, ResponseCode.FLUSH_DISK_TIMEOUT):
+        if code not in STORED_CODES:
             return error(request, code, result.remark or status.name)
         store_host = store.store_host
         ids = ",".join(offset_msg_id(store_host, o) for o in result.offsets)

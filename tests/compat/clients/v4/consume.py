@@ -60,6 +60,8 @@ class Receiver:
             "queue_offset": message.queue_offset,
             "msg_id": message.id,
             "reconsume_times": message.reconsume_times,
+            "born_timestamp": message.born_timestamp,
+            "store_timestamp": message.store_timestamp,
         }
 
 
@@ -79,7 +81,10 @@ def main() -> None:
     if args.threads:
         consumer.set_thread_count(args.threads)
     receiver = Receiver(args.count, args.property)
-    consumer.subscribe(args.topic, receiver, args.expression)
+    if args.fail_times:
+        subscribe_failing(consumer, args, receiver)
+    else:
+        consumer.subscribe(args.topic, receiver, args.expression)
     consumer.start()
     emit("started", group=args.group, topic=args.topic, expression=args.expression, model=args.model)
 
@@ -101,6 +106,12 @@ def parse_args():
     parser.add_argument("--model", choices=("clustering", "broadcasting"), default="clustering")
     parser.add_argument("--orderly", action="store_true", help="consume each queue in order (locks it)")
     parser.add_argument("--count", type=int, help="stop after this many distinct messages")
+    parser.add_argument(
+        "--fail-times",
+        type=int,
+        default=0,
+        help="answer RECONSUME_LATER to each message's first N deliveries",
+    )
     parser.add_argument("--threads", type=int, help="consume threads (the client's default: one per CPU)")
     parser.add_argument(
         "--property", action="append", default=[], metavar="NAME", help="user property to report (repeatable)"
@@ -109,6 +120,24 @@ def parse_args():
     if args.count is not None and args.count < 1:
         parser.error("--count must be at least 1")
     return args
+
+
+def subscribe_failing(consumer, args, receiver: Receiver) -> None:
+    """Subscribe with a callback that reports each delivery and returns RECONSUME_LATER (1) to the first
+    --fail-times deliveries of each message. The wrapper's own subscribe() cannot: an exception in its
+    callback escapes ctypes, which then answers 0 (CONSUME_SUCCESS)."""
+    attempts: dict[str, int] = {}
+    lock = threading.Lock()
+
+    def on_message(_consumer, handle) -> int:
+        message = client.RecvMessage(handle)
+        receiver(message)
+        with lock:
+            attempts[message.id] = attempts.get(message.id, 0) + 1
+            return 1 if attempts[message.id] <= args.fail_times else 0
+
+    client.ffi_check(client.dll.Subscribe(consumer._handle, args.topic.encode(), args.expression.encode()))
+    consumer._register_callback(on_message)
 
 
 def wait_for_stop(enough: threading.Event, stop_requested: threading.Event, deadline: float) -> str:

@@ -57,6 +57,7 @@ def parse_args():
         help="user property for every message",
     )
     parser.add_argument("--shards", type=int, default=4, help="orderly mode: number of sharding keys")
+    parser.add_argument("--delay-level", type=int, default=0, help="delay level of every message (0: none)")
     parser.add_argument("--send-timeout", type=int, default=3000, help="per-send timeout in ms")
     parser.add_argument(
         "--route-timeout",
@@ -94,6 +95,8 @@ def build_message(args, i: int):
         message.set_tags(fields["tags"])
     for name, value in args.properties.items():
         message.set_property(name, value)
+    if args.delay_level:
+        message.set_delay_time_level(args.delay_level)
     return message
 
 

@@ -1,0 +1,147 @@
+"""Consumption control enforced by the broker: pause a group (or some of its clients) and limit how
+many messages per second a group is given, so that every client obeys, whatever its make.
+
+The controls are attributes of the subscription group config (RocketMQ 5.x keeps `attributes` there
+too), so they are set with UPDATE_AND_CREATE_SUBSCRIPTIONGROUP and persisted in
+subscriptionGroup.json with the rest of the group:
+
+- `ferrymq.paused` = "true": every client of the group gets no messages.
+- `ferrymq.pausedClients` = "id1,id2": these client ids get no messages.
+- `ferrymq.consumeRateLimit` = "N": the group gets at most N messages per second (a token bucket
+  holding one second's worth).
+
+A pull that may not have messages now is held like a long poll — until the group is resumed or a
+token is due, at most the pull's suspend time — and then answered, so clients do not spin.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+
+from ferrymq.broker.clients import ClientRegistry
+from ferrymq.net.connection import Connection
+from ferrymq.protocol.bodies import PAUSED, PAUSED_CLIENTS, RATE_LIMIT, SubscriptionGroupConfig
+from ferrymq.store import GetResult, GetStatus, MessageStore
+
+CONTROL_ATTRIBUTES = (PAUSED, PAUSED_CLIENTS, RATE_LIMIT)
+
+
+class TokenBucket:
+    """`rate` tokens a second, holding at most one second's worth; debts are allowed (a pull that
+    was admitted may find more than the tokens left), later pulls wait them off."""
+
+    def __init__(self, rate: float) -> None:
+        self.rate = rate
+        self.tokens = rate
+        self.stamp = time.monotonic()
+
+    def available(self) -> float:
+        now = time.monotonic()
+        self.tokens = min(self.rate, self.tokens + (now - self.stamp) * self.rate)
+        self.stamp = now
+        return self.tokens
+
+    def take(self, n: int) -> None:
+        self.available()
+        self.tokens -= n
+
+    def next_token_in(self) -> float:
+        return max(0.0, (1 - self.available()) / self.rate)
+
+
+class GroupGate:
+    """One group's controls, as its config says now."""
+
+    def __init__(self, group: str, attributes: dict[str, str], bucket: TokenBucket | None) -> None:
+        self.group = group
+        self.paused = attributes.get(PAUSED, "").lower() == "true"
+        self.paused_clients = frozenset(c for c in attributes.get(PAUSED_CLIENTS, "").split(",") if c)
+        self.bucket = bucket
+        self.changed = asyncio.Event()  # set when this gate is replaced: held pulls look again
+
+
+class ConsumptionControl:
+    def __init__(self, clients: ClientRegistry) -> None:
+        self.clients = clients
+        self._gates: dict[str, GroupGate] = {}
+        self._closing = False
+
+    def gate(self, group: str) -> GroupGate | None:
+        """The group's gate; None (nothing to check) for the usual group without controls."""
+        return self._gates.get(group)
+
+    def update(self, config: SubscriptionGroupConfig) -> None:
+        """The group's config changed (or was loaded): apply its controls at once."""
+        old = self._gates.pop(config.group_name, None)
+        attributes = config.attributes
+        if any(attributes.get(a) for a in CONTROL_ATTRIBUTES):
+            rate = _rate(attributes.get(RATE_LIMIT))
+            kept = old.bucket if old is not None else None  # the same limit keeps its tokens (and debt)
+            bucket = kept if kept is not None and kept.rate == rate else (TokenBucket(rate) if rate else None)
+            self._gates[config.group_name] = GroupGate(config.group_name, attributes, bucket)
+        if old is not None:
+            old.changed.set()
+
+    def took(self, group: str, count: int) -> None:
+        """A pull of the group was given `count` messages: they use up tokens."""
+        if self._gates:
+            gate = self._gates.get(group)
+            if gate is not None and gate.bucket is not None and count:
+                gate.bucket.take(count)
+
+    def remove(self, group: str) -> None:
+        old = self._gates.pop(group, None)
+        if old is not None:
+            old.changed.set()
+
+    async def admit(self, group: str, conn: Connection, wanted: int, hold: float) -> int:
+        """How many messages this pull may take now (0: none), waiting up to `hold` s for the group
+        to be resumed or for its next token."""
+        deadline = time.monotonic() + hold
+        while (gate := self._gates.get(group)) is not None:
+            if self._paused(gate, conn):
+                wait = deadline - time.monotonic()
+            elif gate.bucket is None:
+                return wanted
+            elif (tokens := int(gate.bucket.available())) >= 1:
+                return min(wanted, tokens)
+            else:
+                wait = min(gate.bucket.next_token_in(), deadline - time.monotonic())
+            if self._closing or deadline - time.monotonic() <= 0:
+                return 0
+            try:
+                async with asyncio.timeout(max(wait, 0.001)):
+                    await gate.changed.wait()
+            except TimeoutError:
+                pass
+        return wanted
+
+    def close(self) -> None:
+        """At shutdown: answer every held pull now (with nothing)."""
+        self._closing = True
+        for gate in self._gates.values():
+            gate.changed.set()
+
+    def _paused(self, gate: GroupGate, conn: Connection) -> bool:
+        if gate.paused:
+            return True
+        if not gate.paused_clients:
+            return False
+        consumers = self.clients.consumers.get(gate.group)
+        members = consumers.members.values() if consumers else ()
+        return any(m.connection is conn and m.client_id in gate.paused_clients for m in members)
+
+
+def _rate(raw: str | None) -> float:
+    try:
+        rate = float(raw) if raw else 0.0
+    except ValueError:
+        return 0.0
+    return rate if rate > 0 else 0.0
+
+
+def held_back(store: MessageStore, topic: str, queue_id: int, offset: int) -> GetResult:
+    """The answer to a pull that may take nothing now: no new message, go on from the same offset."""
+    low, high = store.get_min_offset(topic, queue_id), store.get_max_offset(topic, queue_id)
+    return GetResult(GetStatus.OFFSET_FOUND_NULL, offset, low, high)

@@ -1,0 +1,82 @@
+"""Resetting a consumer group's offsets while it runs (INVOKE_BROKER_TO_RESET_OFFSET).
+
+The broker works out each queue's offset for the timestamp, stores it as the group's committed
+offset, and tells every online member of the group (RESET_CONSUMER_CLIENT_OFFSET, oneway) to go on
+from there at once — as RocketMQ's Broker2Client.resetOffset does.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import TYPE_CHECKING
+
+from ferrymq.broker.processors.common import error, ok
+from ferrymq.net.connection import Connection
+from ferrymq.net.errors import RemotingError
+from ferrymq.protocol.bodies import MessageQueue, encode_reset_offset_body, encode_reset_offset_body_for_c
+from ferrymq.protocol.codes import LanguageCode, RequestCode, ResponseCode
+from ferrymq.protocol.headers import ResetOffsetRequestHeader
+from ferrymq.protocol.remoting import RemotingCommand
+
+if TYPE_CHECKING:
+    from ferrymq.broker.server import Broker
+
+log = logging.getLogger(__name__)
+
+
+class ConsumerAdminProcessor:
+    def __init__(self, broker: Broker) -> None:
+        self.broker = broker
+
+    def register(self, server) -> None:
+        server.register(RequestCode.INVOKE_BROKER_TO_RESET_OFFSET, self.reset_offset)
+
+    async def reset_offset(self, conn: Connection, request: RemotingCommand) -> RemotingCommand:
+        h = ResetOffsetRequestHeader.from_ext_fields(request.ext_fields)
+        broker = self.broker
+        tc = broker.topics.get(h.topic)
+        if tc is None:
+            return error(request, ResponseCode.TOPIC_NOT_EXIST, f"topic {h.topic} does not exist")
+        offsets = {}
+        for queue_id in range(tc.read_queue_nums):
+            if h.queue_id >= 0 and queue_id != h.queue_id:
+                continue
+            offset = self._offset_for(h, queue_id)
+            broker.offsets.commit(h.group, h.topic, queue_id, offset)
+            offsets[MessageQueue(h.topic, broker.config.broker_name, queue_id)] = offset
+        broker.offsets.persist()
+        body = encode_reset_offset_body(offsets)
+        body_for_c = encode_reset_offset_body_for_c(offsets)
+        consumers = broker.clients.consumers.get(h.group)
+        members = list(consumers.members.values()) if consumers else []
+        notice = ResetOffsetRequestHeader(
+            group=h.group, topic=h.topic, timestamp=h.timestamp, is_force=h.is_force
+        )
+        for member in members:
+            command = RemotingCommand(
+                RequestCode.RESET_CONSUMER_CLIENT_OFFSET, ext_fields=notice.to_ext_fields(),
+                body=body_for_c if member.language is LanguageCode.CPP else body,
+            )  # fmt: skip
+            try:
+                await member.connection.send_oneway(command)
+            except RemotingError as e:
+                log.warning(
+                    "could not tell %s of group %s to reset offsets: %s", member.client_id, h.group, e
+                )
+        log.info("group %s reset on %s to %s (%d clients told)", h.group, h.topic, h.timestamp, len(members))
+        return ok(request, body=body)
+
+    def _offset_for(self, h: ResetOffsetRequestHeader, queue_id: int) -> int:
+        """The queue's offset for the timestamp (-1: its end, or `offset` if given); unless forced,
+        a group that has not got that far yet keeps its offset."""
+        store = self.broker.store
+        if h.offset is not None and h.offset >= 0:
+            target = h.offset
+        elif h.timestamp < 0:
+            target = store.get_max_offset(h.topic, queue_id)
+        else:
+            target = store.get_offset_in_queue_by_time(h.topic, queue_id, h.timestamp)
+        current = self.broker.offsets.query(h.group, h.topic, queue_id)
+        if h.is_force or current is None or target < current:
+            return target
+        return current

@@ -1,0 +1,46 @@
+"""END_TRANSACTION: a producer commits or rolls back a half message (usually oneway)."""
+
+from __future__ import annotations
+
+import logging
+from typing import TYPE_CHECKING
+
+from ferrymq.broker.processors.common import error, ok
+from ferrymq.broker.transactions import EndError
+from ferrymq.net.connection import Connection
+from ferrymq.protocol.codes import RequestCode, ResponseCode
+from ferrymq.protocol.headers import EndTransactionRequestHeader
+from ferrymq.protocol.message import TRANSACTION_COMMIT_TYPE, TRANSACTION_NOT_TYPE, TRANSACTION_ROLLBACK_TYPE
+from ferrymq.protocol.remoting import RemotingCommand
+
+if TYPE_CHECKING:
+    from ferrymq.broker.server import Broker
+
+log = logging.getLogger(__name__)
+
+
+class EndTransactionProcessor:
+    def __init__(self, broker: Broker) -> None:
+        self.broker = broker
+
+    def register(self, server) -> None:
+        server.register(RequestCode.END_TRANSACTION, self.end_transaction)
+
+    async def end_transaction(self, conn: Connection, request: RemotingCommand) -> RemotingCommand:
+        header = EndTransactionRequestHeader.from_ext_fields(request.ext_fields)
+        broker = self.broker
+        if not broker.is_master:
+            return error(request, ResponseCode.SLAVE_NOT_AVAILABLE, "a slave cannot end transactions")
+        state = header.commit_or_rollback
+        if state == TRANSACTION_NOT_TYPE:  # the producer does not know yet: the check-back will ask
+            return ok(request)
+        if state not in (TRANSACTION_COMMIT_TYPE, TRANSACTION_ROLLBACK_TYPE):
+            return error(request, ResponseCode.SYSTEM_ERROR, f"commitOrRollback {state} is not 0, 8 or 12")
+        try:
+            outcome = broker.transactions.end(
+                header.producer_group, header.commit_log_offset, header.tran_state_table_offset, state
+            )
+        except EndError as e:
+            log.warning("END_TRANSACTION of %s from %s refused: %s", header.msg_id, conn.remote_address, e)
+            return error(request, ResponseCode.SYSTEM_ERROR, str(e))
+        return request.make_response(ResponseCode.SUCCESS, outcome)

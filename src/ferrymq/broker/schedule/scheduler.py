@@ -1,0 +1,104 @@
+"""The broker's side of scheduled messages: diverting puts, and running both services."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from typing import TYPE_CHECKING
+
+from ferrymq.broker.schedule.delay import DelayLevelService
+from ferrymq.broker.schedule.divert import SCHEDULE_TOPIC, TIMER_TOPIC, ScheduleError, divert
+from ferrymq.broker.schedule.service import now_ms
+from ferrymq.broker.schedule.timer import TimerService
+from ferrymq.broker.topics import PERM_READ, PERM_WRITE
+
+if TYPE_CHECKING:
+    from ferrymq.broker.server import Broker
+
+log = logging.getLogger(__name__)
+
+PERSIST_INTERVAL = 0.5  # s between progress saves (each waits for its redeliveries to be flushed)
+STOP_GRACE = 5.0  # s a stopping service may take to finish the round it is in
+
+
+class Scheduler:
+    def __init__(self, broker: Broker) -> None:
+        store_config = broker.config.store
+        self.store = broker.store
+        config_dir = store_config.config_dir
+        self.delays = DelayLevelService(
+            self.store, config_dir, store_config.message_delay_level, broker.written
+        )
+        self.timer = TimerService(self.store, config_dir, store_config.timer_precision_ms, broker.written)
+        for service in (self.delays, self.timer):
+            service.active = lambda: broker.is_master  # a slave's log is its master's copy
+        self._timer_enabled = store_config.timer_wheel_enable
+        self._max_delay_sec = store_config.timer_max_delay_sec
+        self._precision = store_config.timer_precision_ms
+        broker.topics.ensure(SCHEDULE_TOPIC, self.delays.max_level, PERM_READ | PERM_WRITE)
+        broker.topics.ensure(TIMER_TOPIC, 1, PERM_READ | PERM_WRITE)
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._tasks: list[asyncio.Task] = []
+
+    def divert(self, props: bytes, topic: str, queue_id: int, sys_flag: int) -> tuple[str, int, bytes] | None:
+        """Where a message is stored until due (see divert.divert); raises ScheduleError."""
+        now = now_ms()
+        levels = self.delays.max_level
+        diverted = divert(props, topic, queue_id, sys_flag, now, levels, self._max_delay_sec, self._precision)
+        if diverted is not None and diverted[0] == TIMER_TOPIC and not self._timer_enabled:
+            raise ScheduleError("delivery-time messages are refused: timer_wheel_enable is false")
+        return diverted
+
+    def runtime_info(self) -> dict[str, str]:
+        """RocketMQ's scheduleMessageOffset_<level> ("delivered,stored") and the timer's backlog."""
+        info = {}
+        for level in range(1, self.delays.max_level + 1):
+            stored = self.store.get_max_offset(SCHEDULE_TOPIC, level - 1)
+            info[f"scheduleMessageOffset_{level}"] = f"{self.delays.offsets.get(level, 0)},{stored}"
+        info["timerPendingMessages"] = str(self.timer.pending)
+        return info
+
+    def start(self) -> None:
+        self._loop = asyncio.get_running_loop()
+        self._tasks = [self._loop.create_task(service.run()) for service in (self.delays, self.timer)]
+        self._tasks.append(self._loop.create_task(self._persist_loop()))
+
+    def arrived(self, queues: list[tuple[str, int]]) -> None:
+        """Thread-safe: the dispatcher's report of queues with new entries."""
+        loop = self._loop
+        if loop is None:
+            return
+        for topic, _ in queues:
+            if topic == SCHEDULE_TOPIC:
+                loop.call_soon_threadsafe(self.delays.arrived)
+            elif topic == TIMER_TOPIC:
+                loop.call_soon_threadsafe(self.timer.arrived)
+
+    async def _persist_loop(self) -> None:
+        while True:
+            await asyncio.sleep(PERSIST_INTERVAL)
+            for service in (self.delays, self.timer):
+                try:
+                    service.progress.save_if_flushed()
+                except Exception:
+                    log.exception("saving scheduled-message progress failed")
+
+    async def stop(self) -> None:
+        """Let the services finish the round they are in, then stop them."""
+        for service in (self.delays, self.timer):
+            service.stopping = True
+            service.arrived()
+        runs, persist = self._tasks[:2], self._tasks[2:]
+        if runs:
+            _, pending = await asyncio.wait(runs, timeout=STOP_GRACE)
+            for task in [*pending, *persist]:
+                task.cancel()
+            for task in [*runs, *persist]:
+                with contextlib.suppress(asyncio.CancelledError, Exception):
+                    await task
+
+    def save(self) -> None:
+        """After the store flushed and closed: record where both services got to."""
+        self.delays.stop()
+        self.timer.stop()

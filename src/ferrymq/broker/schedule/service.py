@@ -1,0 +1,89 @@
+"""What the delay-level and timer services share: a loop that sleeps until the next message is due
+(or a new one arrives), and progress saved only once its redeliveries are on disk."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Callable
+
+from ferrymq.store import MessageStore
+
+_INACTIVE_RECHECK_MS = 1000
+
+
+class DueService:
+    """Subclasses implement `step()`: redeliver what is due, return when the next is due (ms) or None."""
+
+    def __init__(self, store: MessageStore, written: Callable[[], None]) -> None:
+        self.store = store
+        self.progress = DurableProgress(store, self._save)
+        self.stopping = False
+        self._written = written  # tells the broker a put happened (dispatch, wake pulls)
+        self._wake = asyncio.Event()
+
+    async def step(self) -> int | None:
+        raise NotImplementedError
+
+    def active(self) -> bool:
+        """Whether redeliveries may be written now (the owner replaces this: a slave writes none)."""
+        return True
+
+    def _save(self, snapshot) -> None:
+        raise NotImplementedError
+
+    def arrived(self) -> None:
+        """A new message to hold back was dispatched, or the service should stop (event loop only)."""
+        self._wake.set()
+
+    async def run(self) -> None:
+        while not self.stopping:
+            self._wake.clear()
+            next_due = await self.step() if self.active() else now_ms() + _INACTIVE_RECHECK_MS
+            delay = None if next_due is None else (next_due - now_ms()) / 1000
+            if delay is not None and delay <= 0:
+                continue
+            try:
+                async with asyncio.timeout(delay):
+                    await self._wake.wait()
+            except TimeoutError:
+                pass
+
+    def stop(self) -> None:
+        """After the CommitLog is flushed for good: save where the service got to."""
+        self.progress.save_now()
+
+
+class DurableProgress:
+    """Saves a service's progress only once the messages it redelivered are flushed to disk, so a
+    crash at any moment redelivers (at least once) rather than loses: `note` a snapshot after a
+    round, `save_if_flushed` from a periodic task, `save_now` at a clean stop."""
+
+    def __init__(self, store: MessageStore, save: Callable[[object], None]) -> None:
+        self.store = store
+        self._save = save
+        self._waiting: tuple[object, int] | None = None  # (snapshot, CommitLog offset it needs flushed)
+        self._latest: object | None = None
+        self._saved: object | None = None
+
+    def note(self, snapshot: object) -> None:
+        self._latest = snapshot
+
+    def save_if_flushed(self) -> None:
+        if self._waiting is not None and self.store.commitlog.flushed_offset >= self._waiting[1]:
+            self._write(self._waiting[0])
+            self._waiting = None
+        if self._waiting is None and self._latest is not None and self._latest != self._saved:
+            self._waiting = (self._latest, self.store.commitlog.max_offset)
+
+    def save_now(self) -> None:
+        if self._latest is not None and self._latest != self._saved:
+            self._write(self._latest)
+
+    def _write(self, snapshot: object) -> None:
+        self._save(snapshot)
+        self._saved = snapshot
+
+
+def now_ms() -> int:
+    return time.time_ns() // 1_000_000

@@ -1,0 +1,156 @@
+"""Arbitrary delivery times (RocketMQ 5's timer), as a time-bucketed wheel over rmq_sys_wheel_timer.
+
+Messages wait in the CommitLog under TIMER_TOPIC; its ConsumeQueue is the timer log (written and
+recovered by the store like any queue). In memory each due second ("slot") holds the ConsumeQueue
+and CommitLog offsets of its messages, and a heap orders the slots; the loop sleeps until the first
+slot is due or a new message arrives, so pending messages cost no CPU until their second comes.
+
+The checkpoint (config/timercheck) is three numbers, saved only once the redelivered messages are
+on disk: `enqueueOffset` E (queue entries below it were taken in), `deliveredBeforeMs` D (every
+taken-in message due before D was redelivered) and `lowOffset` L (every entry below it is done).
+After a restart the entries from L on are read again; those below E due before D are skipped and
+the rest go back into the wheel. A crash therefore redelivers a few messages, never loses one.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import heapq
+import logging
+from array import array
+from collections.abc import Iterator
+from pathlib import Path
+
+from ferrymq.broker.persisted import load_json, save_json
+from ferrymq.broker.schedule.divert import TIMER_DEQUEUE_MS, TIMER_OUT_MS, TIMER_TOPIC
+from ferrymq.broker.schedule.redeliver import prop_keys, redeliver
+from ferrymq.broker.schedule.service import DueService, now_ms
+from ferrymq.protocol.bodies import Body
+from ferrymq.protocol.message import BLANK, Prop, find_property, read_record_meta
+from ferrymq.store import MessageStore, PutStatus
+from ferrymq.store.consumequeue import BLANK_ENTRY_SIZE, ENTRY
+
+log = logging.getLogger(__name__)
+
+BATCH = 1000  # entries taken in or redelivered before letting the event loop serve others
+RETRY_AFTER_FAILURE_MS = 10_000
+_OUT_KEY = (TIMER_OUT_MS + "\x01").encode()
+_DROP = prop_keys(Prop.REAL_TOPIC, Prop.REAL_QID)
+
+
+class TimerCheckpoint(Body):
+    enqueue_offset: int = 0
+    delivered_before_ms: int = 0
+    low_offset: int = 0
+
+
+class TimerService(DueService):
+    def __init__(self, store: MessageStore, config_dir: Path, precision_ms: int, written) -> None:
+        super().__init__(store, written)
+        self.precision = precision_ms
+        self.path = config_dir / "timercheck"
+        self._slots: dict[int, array] = {}  # slot -> [queue offset, CommitLog offset, size, ...], queue order
+        self._heap: list[int] = []  # the slots that hold messages
+        self._retry_at = 0
+        saved = load_json(self.path, TimerCheckpoint)
+        self.enqueue_offset = saved.enqueue_offset
+        self.delivered_before = saved.delivered_before_ms
+        self._reload(saved)
+
+    @property
+    def pending(self) -> int:
+        return sum(len(a) for a in self._slots.values()) // 3
+
+    async def step(self) -> int | None:
+        """Take in new timer messages, redeliver the due ones, note the checkpoint; return when the
+        next slot is due (ms), or None when nothing waits."""
+        await self._take_in()
+        now = now_ms()
+        current = now // self.precision  # slots before this one are due: slot s is due at (s+1)*precision
+        if self._retry_at <= now:
+            while self._heap and self._heap[0] < current:
+                if not await self._deliver(self._heap[0]):
+                    self._retry_at = now + RETRY_AFTER_FAILURE_MS
+                    break
+                heapq.heappop(self._heap)
+        first = self._heap[0] if self._heap else current
+        self.delivered_before = min(first, current) * self.precision
+        self.progress.note(self._checkpoint())
+        if not self._heap:
+            return None
+        return max((self._heap[0] + 1) * self.precision, self._retry_at)
+
+    async def _take_in(self) -> None:
+        for offset, phys, size, out_ms in self._entries(self.enqueue_offset):
+            if out_ms is not None:
+                self._add(out_ms // self.precision, offset, phys, size)
+            self.enqueue_offset = offset + 1
+            if offset % BATCH == 0:
+                await asyncio.sleep(0)
+
+    def _entries(self, offset: int) -> Iterator[tuple[int, int, int, int | None]]:
+        """(queue offset, CommitLog offset, size, TIMER_OUT_MS or None) of the timer queue from `offset`."""
+        cq = self.store.queues.get(TIMER_TOPIC, 0)
+        if cq is None:
+            return
+        offset = max(offset, cq.min_offset)
+        while offset < cq.max_offset:
+            for phys, size, _ in ENTRY.iter_unpack(cq.entries(offset, BATCH)):
+                yield offset, phys, size, self._out_ms(phys, size) if size != BLANK_ENTRY_SIZE else None
+                offset += 1
+
+    def _out_ms(self, phys: int, size: int) -> int | None:
+        record = self.store.commitlog.read(phys, size)
+        meta = read_record_meta(record, 0, size) if record is not None else None
+        if meta is None or meta is BLANK:
+            return None
+        raw = find_property(bytes(record[meta.props_start : meta.props_end]), _OUT_KEY)
+        return int(raw) if raw is not None and raw.isdigit() else None
+
+    def _add(self, slot: int, queue_offset: int, phys: int, size: int) -> None:
+        entries = self._slots.get(slot)
+        if entries is None:
+            entries = self._slots[slot] = array("q")
+            heapq.heappush(self._heap, slot)
+        entries.extend((queue_offset, phys, size))
+
+    async def _deliver(self, slot: int) -> bool:
+        """Redeliver a slot's messages; False (keeping those left) if the store refused a put."""
+        entries = self._slots[slot]
+        read = self.store.commitlog.read
+        while entries:
+            for i in range(0, min(len(entries), 3 * BATCH), 3):
+                dequeued = f"{TIMER_DEQUEUE_MS}\x01{now_ms()}\x02".encode()
+                result = redeliver(self.store, read(entries[i + 1], entries[i + 2]), _DROP, dequeued)
+                if result.status is PutStatus.PUT_OK:
+                    self._written()
+                elif result.status is PutStatus.MESSAGE_ILLEGAL:
+                    log.error("timer: dropping the message at %d: %s", entries[i + 1], result.remark)
+                else:
+                    log.error(
+                        "timer: redelivery failed (%s); retrying in %d s",
+                        result.remark or result.status.name, RETRY_AFTER_FAILURE_MS // 1000,
+                    )  # fmt: skip
+                    del entries[:i]
+                    return False
+            del entries[: 3 * BATCH]
+            if entries:
+                await asyncio.sleep(0)
+        del self._slots[slot]
+        return True
+
+    def _checkpoint(self) -> TimerCheckpoint:
+        low = min((entries[0] for entries in self._slots.values()), default=self.enqueue_offset)
+        return TimerCheckpoint(self.enqueue_offset, self.delivered_before, low)
+
+    def _reload(self, saved: TimerCheckpoint) -> None:
+        """After a restart: put back into the wheel what the checkpoint does not prove delivered."""
+        for offset, phys, size, out_ms in self._entries(saved.low_offset):
+            if out_ms is not None and (offset >= saved.enqueue_offset or out_ms >= saved.delivered_before_ms):
+                self._add(out_ms // self.precision, offset, phys, size)
+            self.enqueue_offset = offset + 1
+        if self._heap:
+            log.info("timer: %d messages pending after restart", self.pending)
+
+    def _save(self, checkpoint: TimerCheckpoint) -> None:
+        save_json(self.path, checkpoint)

@@ -1,0 +1,310 @@
+"""Transactional messages: half messages, their commit or rollback, and the check-back service.
+
+RocketMQ's design, in our words. A half message is stored in RMQ_SYS_TRANS_HALF_TOPIC (queue 0)
+with its real topic and queue in REAL_TOPIC/REAL_QID, so no consumer sees it. END_TRANSACTION
+commits it (re-put to its real topic) or rolls it back; either way an op record (tag `d`, body =
+the half message's queue offset) goes to RMQ_SYS_TRANS_OP_HALF_TOPIC, which is what makes the
+outcome survive restarts. A periodic check walks the half queue from its cursor: a message without
+an op record and older than `transaction_timeout` is re-appended to the half queue with
+TRANSACTION_CHECK_TIMES + 1 and the producer group is asked CHECK_TRANSACTION_STATE for the copy;
+after `transaction_check_max` checks it is moved to TRANS_CHECK_MAX_TIME_TOPIC instead.
+
+Unlike RocketMQ, every copy remembers the queue offset of the first half message in
+TRAN_PREPARED_QUEUE_OFFSET (its "origin"), and op records name origins: so an END_TRANSACTION for an
+older copy of a transaction that is already ended is ignored, and nothing is committed twice.
+What must be remembered is small: the origins ended whose copies the cursor has not yet passed.
+"""
+
+from __future__ import annotations
+
+import functools
+import logging
+import time
+from typing import TYPE_CHECKING
+
+from ferrymq.broker.schedule.divert import ScheduleError
+from ferrymq.net.errors import RemotingError
+from ferrymq.protocol.codes import RequestCode
+from ferrymq.protocol.headers import CheckTransactionStateRequestHeader
+from ferrymq.protocol.message import (
+    TRANSACTION_COMMIT_TYPE,
+    TRANSACTION_TYPE_MASK,
+    MessageExt,
+    Prop,
+    decode_properties,
+    decode_record,
+    decode_records,
+    encode_properties,
+    find_property,
+    offset_msg_id,
+    pack_host,
+)
+from ferrymq.protocol.remoting import RemotingCommand
+from ferrymq.store import PutStatus
+
+if TYPE_CHECKING:
+    from ferrymq.broker.server import Broker
+
+log = logging.getLogger(__name__)
+
+HALF_TOPIC = "RMQ_SYS_TRANS_HALF_TOPIC"
+OP_TOPIC = "RMQ_SYS_TRANS_OP_HALF_TOPIC"
+CHECK_MAX_TIME_TOPIC = "TRANS_CHECK_MAX_TIME_TOPIC"
+CHECK_GROUP = "CID_RMQ_SYS_TRANS"  # the group whose offsets hold the checker's cursors
+OP_TAG = "d"
+ORIGIN = "TRAN_PREPARED_QUEUE_OFFSET"
+CHECK_IMMUNITY = "CHECK_IMMUNITY_TIME_IN_SECONDS"
+_SCAN_BATCH = 64
+
+
+class EndError(Exception):
+    """An END_TRANSACTION that names no half message of this producer group."""
+
+
+class TransactionService:
+    def __init__(self, broker: Broker) -> None:
+        self.broker = broker
+        self.store = broker.store
+        config = broker.config
+        self.timeout_ms = config.transaction_timeout
+        self.check_max = config.transaction_check_max
+        self.half_cursor = 0  # every half message below it is ended, re-appended or discarded
+        self.ended: dict[int, int] = {}  # origin -> op queue offset of its op record
+        self.copies_ahead: dict[int, int] = {}  # origin -> copies at or past the cursor
+        self.counts = {"committed": 0, "rolledBack": 0, "checked": 0}
+
+    # --- start-up ---------------------------------------------------------------------------------
+
+    def load(self) -> None:
+        """Rebuild the in-memory state from the cursors, the op queue and the pending half messages."""
+        offsets, store = self.broker.offsets, self.store
+        self.half_cursor = max(
+            offsets.query(CHECK_GROUP, HALF_TOPIC, 0) or 0, store.get_min_offset(HALF_TOPIC, 0)
+        )
+        op_from = max(offsets.query(CHECK_GROUP, OP_TOPIC, 0) or 0, store.get_min_offset(OP_TOPIC, 0))
+        for msg in self._read(HALF_TOPIC, self.half_cursor, store.get_max_offset(HALF_TOPIC, 0)):
+            origin = _origin(msg)
+            if origin != msg.queue_offset:
+                self.copies_ahead[origin] = self.copies_ahead.get(origin, 0) + 1
+        for msg in self._read(OP_TOPIC, op_from, store.get_max_offset(OP_TOPIC, 0)):
+            for origin in _op_origins(msg.body):
+                self.ended.setdefault(origin, msg.queue_offset)
+        self._prune()
+
+    def _read(self, topic: str, start: int, end: int):
+        """The messages of queue 0 of `topic` from `start` to `end`, decoded, in batches."""
+        offset = start
+        while offset < end:
+            result = self.store.get_messages(topic, 0, offset, min(_SCAN_BATCH, end - offset), 1 << 30)
+            if not result.message_count:
+                if result.next_begin_offset <= offset:
+                    return
+                offset = result.next_begin_offset
+                continue
+            for buf in result.buffers:
+                yield from decode_records(buf)
+            offset = result.next_begin_offset
+
+    # --- the send path ----------------------------------------------------------------------------
+
+    def half(self, topic: str, queue_id: int, props: bytes) -> bytes:
+        """Properties of the half message that stands in for a transactional send to topic/queue."""
+        self._ensure_topics()
+        if props and not props.endswith(b"\x02"):
+            props += b"\x02"
+        uniq = (find_property(props, b"UNIQ_KEY\x01") or b"").decode(errors="replace")
+        extra = {Prop.REAL_TOPIC: topic, Prop.REAL_QID: str(queue_id), Prop.TRANSACTION_ID: uniq}
+        return props + encode_properties(extra).encode()
+
+    def _ensure_topics(self) -> None:
+        created = False
+        for topic in (HALF_TOPIC, OP_TOPIC, CHECK_MAX_TIME_TOPIC):
+            created |= self.broker.topics.ensure(topic, 1)
+        if created:
+            self.broker.schedule_registration()
+
+    # --- END_TRANSACTION --------------------------------------------------------------------------
+
+    def end(self, group: str, commit_log_offset: int, queue_offset: int, state: int) -> str:
+        """Commit (8) or roll back (12) the half message; the answer says what happened."""
+        record = self.store.look_message_by_offset(commit_log_offset) if commit_log_offset >= 0 else None
+        msg = decode_record(record) if record is not None else None
+        if msg is None or msg.topic != HALF_TOPIC or msg.queue_offset != queue_offset:
+            raise EndError(
+                f"no half message at commitlog offset {commit_log_offset}, queue offset {queue_offset}"
+            )
+        if msg.properties.get(Prop.PGROUP) != group:
+            raise EndError(f"the half message belongs to producer group {msg.properties.get(Prop.PGROUP)!r}")
+        origin = _origin(msg)
+        if origin in self.ended or (origin < self.half_cursor and not self.copies_ahead.get(origin)):
+            return "already ended"
+        if state == TRANSACTION_COMMIT_TYPE:
+            self._commit(msg)
+            self.counts["committed"] += 1
+        else:
+            self.counts["rolledBack"] += 1
+        self._mark_ended(origin)
+        return "committed" if state == TRANSACTION_COMMIT_TYPE else "rolled back"
+
+    def _commit(self, half: MessageExt) -> None:
+        props = dict(half.properties)
+        topic = props.pop(Prop.REAL_TOPIC, None)
+        queue_id = int(props.pop(Prop.REAL_QID, "0") or 0)
+        props.pop(Prop.TRAN_MSG, None)
+        if not topic:
+            raise EndError("the half message has no REAL_TOPIC")
+        sys_flag = (half.sys_flag & ~TRANSACTION_TYPE_MASK) | TRANSACTION_COMMIT_TYPE
+        try:  # a committed message with a delay or delivery time is held back like any other
+            diverted = self.broker.scheduler.divert(
+                encode_properties(props).encode(), topic, queue_id, sys_flag
+            )
+        except ScheduleError as e:
+            raise EndError(str(e)) from None
+        if diverted is not None:
+            topic, queue_id, props = diverted[0], diverted[1], decode_properties(diverted[2])
+        self._put(
+            half, topic, queue_id, props, sys_flag=sys_flag, prepared_transaction_offset=half.commitlog_offset
+        )
+
+    def _mark_ended(self, origin: int) -> None:
+        result = self._put_raw(OP_TOPIC, str(origin).encode(), {Prop.TAGS: OP_TAG})
+        self.ended[origin] = result.queue_offset
+
+    def _put(self, msg: MessageExt, topic: str, queue_id: int, props: dict, *, sys_flag: int | None = None,
+             prepared_transaction_offset: int = 0):  # fmt: skip
+        result = self.store.put_message(
+            topic, queue_id, msg.body, encode_properties(props), flag=msg.flag,
+            sys_flag=msg.sys_flag if sys_flag is None else sys_flag, born_timestamp=msg.born_timestamp,
+            born_host=_packed_host(msg.born_host), reconsume_times=msg.reconsume_times,
+            prepared_transaction_offset=prepared_transaction_offset,
+        )  # fmt: skip
+        return self._written(result, topic)
+
+    def _put_raw(self, topic: str, body: bytes, props: dict):
+        return self._written(self.store.put_message(topic, 0, body, encode_properties(props)), topic)
+
+    def _written(self, result, topic: str):
+        if result.status is not PutStatus.PUT_OK:
+            raise EndError(f"cannot write to {topic}: {result.remark or result.status.name}")
+        self.broker.written()
+        return result
+
+    # --- the check-back service -------------------------------------------------------------------
+
+    async def check(self) -> None:
+        """One pass over the half queue: skip ended, check timed-out, discard over-checked ones."""
+        checks = self._scan(time.time_ns() // 1_000_000)
+        self.broker.offsets.commit(CHECK_GROUP, HALF_TOPIC, 0, self.half_cursor)
+        self.broker.offsets.commit(CHECK_GROUP, OP_TOPIC, 0, min(self.ended.values(), default=self._op_max()))
+        for copy in checks:
+            await self._ask_producer(copy)
+
+    def _op_max(self) -> int:
+        return self.store.get_max_offset(OP_TOPIC, 0)
+
+    def _scan(self, now: int) -> list[MessageExt]:
+        checks = []
+        end = self.store.get_max_offset(HALF_TOPIC, 0)  # copies made now land past it: next pass
+        for msg in self._read(HALF_TOPIC, self.half_cursor, end):
+            offset, origin = msg.queue_offset, _origin(msg)
+            if origin in self.ended:
+                self._passed(offset, origin)
+                continue
+            props = msg.properties
+            immunity = _int(props.get(CHECK_IMMUNITY), 0) * 1000 or self.timeout_ms
+            if (
+                now - min(msg.born_timestamp, msg.store_timestamp) < immunity
+            ):  # a producer's clock may run ahead
+                break  # later half messages are younger still
+            times = _int(props.get(Prop.TRANSACTION_CHECK_TIMES), 0)
+            if times >= self.check_max:
+                self._put(msg, CHECK_MAX_TIME_TOPIC, 0, props)
+                self._mark_ended(origin)
+                log.warning("transaction %s unresolved after %d checks: moved to %s",
+                            props.get(Prop.UNIQ_KEY), times, CHECK_MAX_TIME_TOPIC)  # fmt: skip
+            else:
+                copy_props = {**props, Prop.TRANSACTION_CHECK_TIMES: str(times + 1), ORIGIN: str(origin)}
+                result = self._put(msg, HALF_TOPIC, 0, copy_props)
+                self.copies_ahead[origin] = self.copies_ahead.get(origin, 0) + 1
+                msg.properties = copy_props
+                msg.commitlog_offset, msg.queue_offset = result.wrote_offset, result.queue_offset
+                msg.store_timestamp = result.store_timestamp
+                checks.append(msg)
+            self._passed(offset, origin)
+        self._prune()
+        return checks
+
+    def _passed(self, offset: int, origin: int) -> None:
+        """The cursor moves past the half message at `offset`, of transaction `origin`."""
+        self.half_cursor = offset + 1
+        if offset != origin:  # a copy
+            left = self.copies_ahead.get(origin, 0) - 1
+            if left > 0:
+                self.copies_ahead[origin] = left
+            else:
+                self.copies_ahead.pop(origin, None)
+
+    def _prune(self) -> None:
+        """Forget ended origins the checker will never meet again (no copy of them is left ahead)."""
+        cursor, ahead = self.half_cursor, self.copies_ahead
+        self.ended = {o: op for o, op in self.ended.items() if o >= cursor or o in ahead}
+
+    async def _ask_producer(self, msg: MessageExt) -> None:
+        group = msg.properties.get(Prop.PGROUP, "")
+        members = list(self.broker.clients.producers.get(group, {}).values())
+        if not members:
+            log.info(
+                "no producer of group %s online to check transaction %s",
+                group,
+                msg.properties.get(Prop.UNIQ_KEY),
+            )
+            return
+        store_host = self.store.store_host
+        header = CheckTransactionStateRequestHeader(
+            tran_state_table_offset=msg.queue_offset, commit_log_offset=msg.commitlog_offset,
+            topic=msg.properties.get(Prop.REAL_TOPIC), msg_id=msg.properties.get(Prop.UNIQ_KEY),
+            transaction_id=msg.properties.get(Prop.TRANSACTION_ID),
+            offset_msg_id=offset_msg_id(store_host, msg.commitlog_offset),
+        )  # fmt: skip
+        msg.topic = msg.properties.get(Prop.REAL_TOPIC, msg.topic)
+        msg.queue_id = _int(msg.properties.get(Prop.REAL_QID), 0)
+        request = RemotingCommand(
+            RequestCode.CHECK_TRANSACTION_STATE, ext_fields=header.to_ext_fields(), body=msg.encode()
+        )
+        member = members[self.counts["checked"] % len(members)]
+        self.counts["checked"] += 1
+        try:
+            await member.connection.send_oneway(request)
+        except RemotingError as e:
+            log.warning("cannot ask %s to check a transaction: %s", member.client_id, e)
+
+    def stats(self) -> dict[str, str]:
+        """For GET_BROKER_RUNTIME_INFO: what the transaction service did since start."""
+        return {
+            "transactionCommitted": str(self.counts["committed"]),
+            "transactionRolledBack": str(self.counts["rolledBack"]),
+            "transactionChecks": str(self.counts["checked"]),
+            "transactionHalfPending": str(self.store.get_max_offset(HALF_TOPIC, 0) - self.half_cursor),
+            "transactionDiscarded": str(self.store.get_max_offset(CHECK_MAX_TIME_TOPIC, 0)),
+        }
+
+
+@functools.lru_cache(maxsize=4096)
+def _packed_host(host: tuple[str, int]) -> bytes:
+    """The record form of a producer's address (few producers, many transactions: cached)."""
+    return pack_host(*host)
+
+
+def _origin(msg: MessageExt) -> int:
+    return _int(msg.properties.get(ORIGIN), msg.queue_offset)
+
+
+def _op_origins(body: bytes) -> list[int]:
+    return [int(p) for p in body.split(b",") if p.strip().isdigit()]
+
+
+def _int(text: str | None, default: int) -> int:
+    try:
+        return int(text) if text else default
+    except ValueError:
+        return default

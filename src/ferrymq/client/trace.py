@@ -1,0 +1,252 @@
+"""Message trace: producers and push consumers record what happened to each message, off the hot path.
+
+As RocketMQ's client trace module does: a send adds a Pub record, a consume a SubBefore and a
+SubAfter record per message, a transaction's end an EndTransaction record. Records wait in a bounded
+buffer (a full buffer drops new records and counts them: tracing never slows or blocks a send) and a
+background task writes them in batches to the trace topic (RMQ_SYS_TRACE_TOPIC unless told
+otherwise), each trace message at most 128,000 bytes, keyed by the msgIds and business keys it holds
+so `QUERY_MESSAGE` finds a message's trace by its id.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import time
+from collections import deque
+from collections.abc import Sequence
+from typing import TYPE_CHECKING
+
+from ferrymq.client.message import Message, MessageExt, SendResult, SendStatus
+from ferrymq.protocol.message import Prop, UniqKeyGenerator
+from ferrymq.protocol.trace import (
+    MAX_TRACE_BODY,
+    TRACE_PRODUCER_GROUP_PREFIX,
+    TRACE_TOPIC,
+    EndTransactionRecord,
+    MessageType,
+    PubRecord,
+    SubAfterRecord,
+    SubBeforeRecord,
+    TraceRecord,
+    TransactionState,
+    encode_record,
+    record_keys,
+)
+
+if TYPE_CHECKING:
+    from ferrymq.client.instance import ClientInstance
+    from ferrymq.client.producer import Producer
+    from ferrymq.client.push_consumer import PushConsumer
+
+log = logging.getLogger(__name__)
+
+DEFAULT_REGION = "DefaultRegion"
+MAX_KEYS_BYTES = 24_000  # about the KEYS of one trace message: properties hold at most 32,767 bytes
+MAX_SENDS_IN_FLIGHT = 4
+CONSUME_SUCCESS, CONSUME_FAILED = 0, 4  # RocketMQ's ConsumeReturnType ordinals (SUCCESS, FAILED)
+
+
+class TraceDispatcher:
+    """A bounded buffer of trace records and the task that writes them to the trace topic."""
+
+    def __init__(self, instance: ClientInstance, owner_group: str, topic: str | None = None, *,
+                 max_pending: int = 20_000, batch_records: int = 500, linger: float = 0.1):  # fmt: skip
+        from ferrymq.client.producer import Producer  # the producer module creates dispatchers
+
+        self.topic = topic or TRACE_TOPIC
+        self.producer = Producer(  # uncompressed: zlib would cost the client more than it saves the broker
+            f"{TRACE_PRODUCER_GROUP_PREFIX}-{owner_group}", ";".join(instance.namesrvs), instance=instance,
+            compress_msg_body_over_howmuch=MAX_TRACE_BODY,
+        )  # fmt: skip
+        self.max_pending = max_pending
+        self.batch_records = batch_records
+        self.linger = linger
+        self.dropped = 0  # records not written because the buffer was full
+        self.failed = 0  # records whose trace message could not be sent
+        self.written = 0
+        self._pending: deque[TraceRecord] = deque()
+        self._wake = asyncio.Event()
+        self._task: asyncio.Task | None = None
+        self._stopping = False
+        self._sending = asyncio.Semaphore(MAX_SENDS_IN_FLIGHT)
+        self._in_flight: set[asyncio.Task] = set()
+
+    def add(self, record: TraceRecord) -> None:
+        """Queue a record; never blocks, drops (and counts) when the buffer is full."""
+        if len(self._pending) >= self.max_pending:
+            self.dropped += 1
+            return
+        self._pending.append(record)
+        if len(self._pending) >= self.batch_records:
+            self._wake.set()
+
+    async def start(self) -> None:
+        if self._task is None:
+            await self.producer.start()
+            self._task = asyncio.get_running_loop().create_task(self._run())
+
+    async def stop(self, timeout: float = 5.0) -> None:
+        """Write what is buffered (for at most `timeout` s), then stop."""
+        if self._task is None:
+            return
+        self._stopping = True
+        self._wake.set()
+        try:
+            await asyncio.wait_for(self._task, timeout)
+        except TimeoutError:
+            log.warning("trace: %d records not written at shutdown", len(self._pending))
+        self._task = None
+        await self.producer.shutdown()
+
+    async def _run(self) -> None:
+        while self._pending or not self._stopping:
+            if len(self._pending) < self.batch_records and not self._stopping:
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(self._wake.wait(), self.linger)
+                self._wake.clear()
+            take = min(len(self._pending), self.batch_records)
+            batch = [self._pending.popleft() for _ in range(take)]
+            for message, count in _trace_messages(self.topic, batch):
+                await self._sending.acquire()  # a few sends in flight keep up with a busy producer
+                task = asyncio.get_running_loop().create_task(self._send(message, count))
+                self._in_flight.add(task)
+                task.add_done_callback(self._in_flight.discard)
+        if self._in_flight:
+            await asyncio.gather(*self._in_flight)
+
+    async def _send(self, message: Message, count: int) -> None:
+        try:
+            await self.producer.send(message)
+            self.written += count
+        except Exception as e:  # a trace is best effort: never let it stop the writer
+            self.failed += count
+            log.warning("trace: cannot write %d records to %s: %s", count, self.topic, e)
+        finally:
+            self._sending.release()
+
+
+def _trace_messages(topic: str, records: list[TraceRecord]):
+    """(trace message, records in it) for a batch: bodies up to MAX_TRACE_BODY, keys bounded."""
+    parts: list[str] = []
+    keys: dict[str, None] = {}
+    size = keys_size = 0
+    for record in records:
+        try:
+            text = encode_record(record)
+        except ValueError as e:
+            log.warning("trace: record skipped: %s", e)
+            continue
+        if parts and (size + len(text) > MAX_TRACE_BODY or keys_size > MAX_KEYS_BYTES):
+            yield Message(topic, "".join(parts).encode(), keys=list(keys)), len(parts)
+            parts, keys, size, keys_size = [], {}, 0, 0
+        parts.append(text)
+        size += len(text)
+        for key in record_keys(record) if record.keys else (record.msg_id,):
+            if key and key not in keys:
+                keys[key] = None
+                keys_size += len(key) + 1
+    if parts:
+        yield Message(topic, "".join(parts).encode(), keys=list(keys)), len(parts)
+
+
+def _keys(keys: list[str] | str | None) -> str:
+    return keys if isinstance(keys, str) else " ".join(keys or ())
+
+
+def _msg_type(message: Message) -> MessageType:
+    if message.properties.get(Prop.TRAN_MSG) == "true":
+        return MessageType.TRANS_HALF
+    return MessageType.DELAY if message.delay_level else MessageType.NORMAL
+
+
+class SendTracer:
+    """The producer's send hook: one Pub record per message sent (failed sends are not traced)."""
+
+    def __init__(self, dispatcher: TraceDispatcher, group: str, instance: ClientInstance) -> None:
+        self.dispatcher = dispatcher
+        self.group = group
+        self.instance = instance
+
+    def __call__(self, messages: Sequence[Message], result: SendResult | None, started_ms: int, cost_ms: int):
+        if result is None or not result.trace_on or messages[0].topic == self.dispatcher.topic:
+            return
+        topic = messages[0].topic
+        route = self.instance.routes.get(topic)
+        store_host = route.masters.get(result.message_queue.broker_name, "") if route else ""
+        ids, offset_ids = result.msg_id.split(","), result.offset_msg_id.split(",")
+        success = result.status is SendStatus.SEND_OK
+        cost = cost_ms // len(messages)
+        add = self.dispatcher.add
+        for i, message in enumerate(messages):
+            add(PubRecord(
+                timestamp=started_ms, region_id=result.region_id, group=self.group, topic=topic,
+                msg_id=ids[i] if i < len(ids) else "", tags=message.tags or "", keys=_keys(message.keys),
+                store_host=store_host, body_length=len(message.body), cost_time=cost,
+                msg_type=_msg_type(message), offset_msg_id=offset_ids[i] if i < len(offset_ids) else "",
+                success=success,
+            ))  # fmt: skip
+
+
+def trace_sends(producer: Producer, trace_topic: str | None) -> TraceDispatcher:
+    """Message trace for `producer`: a Pub record per message sent, written in the background."""
+    dispatcher = TraceDispatcher(producer.instance, producer.group, trace_topic)
+    producer.send_hooks.append(SendTracer(dispatcher, producer.group, producer.instance))
+    return dispatcher
+
+
+class ConsumeTracer:
+    """The push consumer's consume hook: SubBefore and SubAfter records around each listener call."""
+
+    def __init__(self, dispatcher: TraceDispatcher) -> None:
+        self.dispatcher = dispatcher
+        self._ids = UniqKeyGenerator()
+
+    def before(self, group: str, messages: list[MessageExt]):
+        if messages[0].topic == self.dispatcher.topic:
+            return None
+        request_id, now = self._ids.next(), time.time_ns() // 1_000_000
+        for m in messages:
+            self.dispatcher.add(SubBeforeRecord(
+                timestamp=now, region_id=m.properties.get("MSG_REGION", DEFAULT_REGION), group=group,
+                request_id=request_id, msg_id=m.msg_id, retry_times=m.reconsume_times, keys=_keys(m.keys),
+            ))  # fmt: skip
+        return group, request_id, now, messages
+
+    def after(self, context, success: bool) -> None:
+        if context is None:
+            return
+        group, request_id, started, messages = context
+        now = time.time_ns() // 1_000_000
+        cost = (now - started) // len(messages)
+        code = CONSUME_SUCCESS if success else CONSUME_FAILED
+        for m in messages:
+            self.dispatcher.add(SubAfterRecord(
+                request_id=request_id, msg_id=m.msg_id, cost_time=cost, success=success, keys=_keys(m.keys),
+                context_code=code, timestamp=now, group=group,
+            ))  # fmt: skip
+
+
+def trace_consumes(consumer: PushConsumer, trace_topic: str | None) -> TraceDispatcher:
+    """Message trace for a push consumer: SubBefore and SubAfter records around every listener call."""
+    dispatcher = TraceDispatcher(consumer.instance, consumer.group, trace_topic)
+    consumer.consume_hooks.append(ConsumeTracer(dispatcher))
+    return dispatcher
+
+
+class EndTransactionTracer:
+    """The transaction producer's end hook: one EndTransaction record per end sent to a broker."""
+
+    def __init__(self, dispatcher: TraceDispatcher, group: str) -> None:
+        self.dispatcher = dispatcher
+        self.group = group
+
+    def __call__(self, message: Message | MessageExt, msg_id: str, broker_addr: str, transaction_id: str,
+                 state: TransactionState, from_check: bool) -> None:  # fmt: skip
+        self.dispatcher.add(EndTransactionRecord(
+            timestamp=time.time_ns() // 1_000_000, region_id=DEFAULT_REGION, group=self.group,
+            topic=message.topic, msg_id=msg_id, tags=message.tags or "", keys=_keys(message.keys),
+            store_host=broker_addr, msg_type=MessageType.TRANS_COMMIT, transaction_id=transaction_id or "",
+            transaction_state=state, from_transaction_check=from_check,
+        ))  # fmt: skip

@@ -1,0 +1,190 @@
+"""Message trace end to end: traced producers and push consumers, the trace topic, `admin trace`."""
+
+from __future__ import annotations
+
+import asyncio
+
+from click.testing import CliRunner
+
+from ferrymq.cli.main import main
+from ferrymq.client import LocalTransactionState, Message, Producer, PushConsumer, TransactionProducer
+from ferrymq.client.trace import TraceDispatcher
+from ferrymq.client.trace_view import message_trace
+from ferrymq.protocol.trace import (
+    TRACE_TOPIC,
+    MessageType,
+    PubRecord,
+    SubAfterRecord,
+    SubBeforeRecord,
+    decode_records,
+)
+from tests.transaction.conftest import fast_checks, make_cluster, read_all, wait_for  # noqa: F401  (fixtures)
+
+
+async def test_produce_consume_and_admin_trace(make_cluster):  # noqa: F811
+    cluster = await make_cluster(trace_topic_enable=True, region_id="Hangzhou")
+    assert cluster.broker.topics.get(TRACE_TOPIC).write_queue_nums == 1  # created at start
+    failures = []
+
+    async def listener(messages):
+        if not failures:  # the first delivery fails: retried here after 5 s (no broker-side retry yet)
+            failures.append(messages[0].msg_id)
+            return False
+        return True
+
+    async with Producer("PG", cluster.namesrv_addr, enable_trace=True) as producer:
+        sent = await producer.send(Message("Traced", b"hello", tags="TagA", keys=["order-1", "order-2"]))
+        consumer = PushConsumer("CG", cluster.namesrv_addr, consume_from="first", enable_trace=True)
+        consumer.subscribe("Traced", "*", listener)
+        await consumer.start()
+        try:
+            await wait_for(lambda: len(failures) == 1, what="the first delivery")
+            await wait_for(
+                lambda: _dispatcher_idle(consumer.trace) and consumer.trace.written >= 4, 30, "consume traces"
+            )
+        finally:
+            await consumer.shutdown()
+    assert producer.trace.written == 1 and producer.trace.dropped == 0
+    await cluster.settled()
+    records = [
+        r
+        for m in await read_all(cluster.namesrv_addr, TRACE_TOPIC, "T1", expect=2)
+        for r in decode_records(m.body)
+    ]
+    pub = next(r for r in records if isinstance(r, PubRecord))
+    assert pub.region_id == "Hangzhou"
+    assert (pub.group, pub.topic, pub.msg_id, pub.tags, pub.keys) == (
+        "PG",
+        "Traced",
+        sent.msg_id,
+        "TagA",
+        "order-1 order-2",
+    )
+    assert (pub.offset_msg_id, pub.store_host, pub.body_length, pub.success) == (
+        sent.offset_msg_id,
+        cluster.broker_addr,
+        5,
+        True,
+    )
+    befores = [r for r in records if isinstance(r, SubBeforeRecord)]
+    afters = [r for r in records if isinstance(r, SubAfterRecord)]
+    assert [(b.group, b.msg_id, b.retry_times) for b in befores] == [
+        ("CG", sent.msg_id, 0),
+        ("CG", sent.msg_id, 1),
+    ]
+    assert [(a.success, a.context_code) for a in afters] == [(False, 4), (True, 0)]
+    assert {a.request_id for a in afters} == {b.request_id for b in befores}
+
+    from ferrymq.client.instance import ClientInstance
+
+    instance = ClientInstance(cluster.namesrv_addr)
+    try:
+        await wait_for(lambda: _found(instance, sent.msg_id), 30, "the trace in the index")
+        trace = await message_trace(instance, sent.msg_id)
+    finally:
+        await instance.close()
+    assert trace.stored.queue_offset == sent.queue_offset and trace.stored.topic == "Traced"
+    group = trace.groups["CG"]
+    assert [a.success for a in group.attempts] == [False, True] and group.consumed and not group.dead_lettered
+
+    out = await asyncio.to_thread(
+        CliRunner().invoke, main, ["admin", "--namesrv", cluster.namesrv_addr, "trace", sent.msg_id]
+    )
+    assert out.exit_code == 0, out.output
+    assert "by producer group PG to topic Traced" in out.output
+    assert f"queue {sent.message_queue.queue_id} offset {sent.queue_offset}" in out.output
+    assert (
+        "consumer group CG" in out.output
+        and "FAILED" in out.output
+        and "CG: consumed after 2 attempt(s)" in out.output
+    )
+    missing = await asyncio.to_thread(
+        CliRunner().invoke, main, ["admin", "--namesrv", cluster.namesrv_addr, "trace", "NOPE"]
+    )
+    assert missing.exit_code != 0 and "no trace of message NOPE" in missing.output
+
+
+async def _found(instance, msg_id: str, topic: str = TRACE_TOPIC) -> bool:
+    trace = await message_trace(instance, msg_id, topic)
+    return bool(trace.sends and trace.groups and (topic == TRACE_TOPIC or trace.transaction))
+
+
+def _dispatcher_idle(dispatcher: TraceDispatcher) -> bool:
+    return not dispatcher._pending
+
+
+async def test_custom_topic_transactions_and_dead_letters(make_cluster, fast_checks):  # noqa: F811
+    cluster = await make_cluster(**fast_checks)  # no trace_topic_enable: the custom topic is auto-created
+
+    async def checker(message):  # an async checker, asked after the local transaction said UNKNOW
+        return LocalTransactionState.COMMIT_MESSAGE
+
+    async with TransactionProducer(
+        "TXG", cluster.namesrv_addr, enable_trace=True, trace_topic="MyTrace", checker=checker
+    ) as producer:
+        result = await producer.send_message_in_transaction(
+            Message("TxTraced", b"t"), lambda m, a: LocalTransactionState.UNKNOW
+        )
+        await wait_for(lambda: len(producer.trace._pending) + producer.trace.written == 3, what="check-back")
+    consumed = asyncio.Event()
+    consumer = PushConsumer(
+        "CG2", cluster.namesrv_addr, consume_from="first", enable_trace=True, trace_topic="MyTrace"
+    )
+    consumer.subscribe("TxTraced", "*", lambda messages: consumed.set())
+    await consumer.start()
+    try:
+        await asyncio.wait_for(consumed.wait(), 20)
+    finally:
+        await consumer.shutdown()
+    assert consumer.trace.written == 2
+    async with Producer("DLQ-maker", cluster.namesrv_addr) as plain:  # stands in for the broker's DLQ move
+        await plain.send(Message("%DLQ%CG2", b"t", properties={"UNIQ_KEY": result.msg_id}))
+    await cluster.settled()
+    from ferrymq.client.instance import ClientInstance
+
+    instance = ClientInstance(cluster.namesrv_addr)
+    try:
+        await wait_for(lambda: _found(instance, result.msg_id, "MyTrace"), 30, "the trace in the index")
+        trace = await message_trace(instance, result.msg_id, "MyTrace")
+    finally:
+        await instance.close()
+    [pub], [unknown, committed] = trace.sends, trace.transaction
+    assert pub.msg_type is MessageType.TRANS_HALF and pub.group == "TXG"
+    assert (unknown.transaction_state, unknown.from_transaction_check, unknown.store_host, unknown.group) == (
+        LocalTransactionState.UNKNOW, False, cluster.broker_addr, "TXG"
+    )  # fmt: skip
+    assert (committed.transaction_state, committed.from_transaction_check) == (
+        LocalTransactionState.COMMIT_MESSAGE, True
+    )  # fmt: skip
+    assert trace.groups["CG2"].dead_lettered and trace.stored.topic == "TxTraced"
+
+
+async def test_a_broker_with_trace_off_gets_no_pub_records(make_cluster):  # noqa: F811
+    cluster = await make_cluster(trace_on=False)
+    async with Producer("PG", cluster.namesrv_addr, enable_trace=True) as producer:
+        await producer.send(Message("Untraced", b"x"))
+    assert (producer.trace.written, producer.trace.dropped) == (0, 0)
+
+
+async def test_a_failing_hook_does_not_fail_the_send(make_cluster):  # noqa: F811
+    cluster = await make_cluster()
+    seen = []
+
+    def broken(messages, result, started_ms, cost_ms):
+        seen.append(result.msg_id)
+        raise RuntimeError("hook bug")
+
+    async with Producer("PG", cluster.namesrv_addr) as producer:
+        producer.send_hooks.append(broken)
+        result = await producer.send(Message("Hooked", b"x"))
+    assert seen == [result.msg_id]
+
+
+def test_bounded_buffer_drops_and_counts():
+    from ferrymq.client.instance import ClientInstance
+
+    dispatcher = TraceDispatcher(ClientInstance("127.0.0.1:1"), "G", max_pending=3)
+    record = SubAfterRecord(request_id="r", msg_id="m", cost_time=1, success=True, keys="")
+    for _ in range(5):
+        dispatcher.add(record)
+    assert (len(dispatcher._pending), dispatcher.dropped) == (3, 2)
