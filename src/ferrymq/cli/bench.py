@@ -91,9 +91,11 @@ def _client_bench(suite: str, run, save: Path | None, params: dict) -> None:
     import asyncio
 
     from ferrymq.bench.client import CpuMeter, cluster
+    from ferrymq.cli.serving import quiet_gc
     from ferrymq.net import install_uvloop
 
     install_uvloop()
+    quiet_gc()
     with cluster(params.get("namesrv")) as target, _progress_bar() as progress:
         result = asyncio.run(run(target.namesrv, progress, lambda: CpuMeter(target.broker_pid)))
     click.echo(json.dumps(result))

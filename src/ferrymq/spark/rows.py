@@ -30,9 +30,9 @@ from ferrymq.protocol.message import (
     POS_SYSFLAG,
     Prop,
     decode_properties,
-    fixed_struct,
     offset_msg_id,
 )
+from ferrymq.protocol.message import _fixed_struct as fixed_struct  # the record layouts by host width
 
 SCHEMA = StructType(
     [

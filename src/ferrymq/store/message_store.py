@@ -33,6 +33,7 @@ from ferrymq.protocol.message import (
     record_size,
     scan_batch,
     store_timestamp_pos,
+    tag_hash,
     topic_block,
     write_batch_records,
     write_record,
@@ -42,7 +43,7 @@ from ferrymq.store.cleanup import RetentionService
 from ferrymq.store.commitlog import CommitLog
 from ferrymq.store.config import SYNC_FLUSH, StoreConfig
 from ferrymq.store.consumequeue import BLANK_ENTRY_SIZE, ENTRY, ConsumeQueueTable
-from ferrymq.store.dispatch import Dispatcher
+from ferrymq.store.dispatch import Dispatcher, Prepared
 from ferrymq.store.errors import DiskFullError, StoreError
 from ferrymq.store.flush import FlushService, GroupCommitService
 from ferrymq.store.index import IndexService
@@ -54,6 +55,8 @@ log = logging.getLogger(__name__)
 _INT = struct.Struct(">i")
 _LONG = struct.Struct(">q")
 MAX_TOPIC_BYTES = 255
+_TAGS = b"TAGS\x01"
+_new_prepared = tuple.__new__  # a Prepared without its Python-level __new__: one per put
 
 
 class MessageStore:
@@ -95,7 +98,11 @@ class MessageStore:
         abort = self.root / "abort"
         clean = not abort.exists()
         started = time.monotonic()
-        self.commitlog = CommitLog(self.config.commitlog_dir, self.config.mapped_file_size_commit_log)
+        self.commitlog = CommitLog(
+            self.config.commitlog_dir,
+            self.config.mapped_file_size_commit_log,
+            self.config.warm_commitlog_ahead,
+        )
         self.queues = ConsumeQueueTable(
             self.config.consumequeue_dir, self.config.mapped_file_size_consume_queue
         )
@@ -339,6 +346,13 @@ class MessageStore:
             )  # fmt: skip
             if takes_offset:
                 self._queue_offsets[key] = queue_offset + 1
+                tag = find_property(properties, _TAGS) if _TAGS in properties else None
+                entry = ENTRY.pack(phys, size, tag_hash(tag) if tag else 0)
+            else:
+                entry = b""
+            self.dispatcher.prepared.append(
+                _new_prepared(Prepared, (phys, phys + size, topic, queue_id, queue_offset, entry, now))
+            )
             self.commitlog.max_offset = phys + size
         return self._written(PutResult(PutStatus.PUT_OK, "", phys, size, queue_offset, 1, now))
 
@@ -375,13 +389,16 @@ class MessageStore:
             first = seg.base + pos
             queue_offset = self._queue_offsets.get(key, 0)
             now = time.time_ns() // 1_000_000
-            offsets = write_batch_records(
-                seg.mm, pos, batch_body, block, queue_id, queue_offset, first, sys_flag,
+            entries = write_batch_records(
+                seg.mm, pos, batch_body, count, block, queue_id, queue_offset, first, sys_flag,
                 born_timestamp or now, born_host, now, self.store_host,
             )  # fmt: skip
             self._queue_offsets[key] = queue_offset + count
+            self.dispatcher.prepared.append(
+                _new_prepared(Prepared, (first, first + total, topic, queue_id, queue_offset, entries, now))
+            )
             self.commitlog.max_offset = first + total
-        return self._written(PutResult(PutStatus.PUT_OK, "", first, total, queue_offset, count, now, offsets))
+        return self._written(PutResult(PutStatus.PUT_OK, "", first, total, queue_offset, count, now, entries))
 
     def _place(self, size: int):
         """Where `size` bytes go next, or a PutResult saying why they cannot be written."""

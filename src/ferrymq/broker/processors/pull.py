@@ -43,8 +43,8 @@ class PullProcessor:
         self.broker = broker
 
     def register(self, server) -> None:
-        server.register(RequestCode.PULL_MESSAGE, self.pull)
-        server.register(RequestCode.LITE_PULL_MESSAGE, self.pull)
+        server.register(RequestCode.PULL_MESSAGE, self.pull, eager=True)
+        server.register(RequestCode.LITE_PULL_MESSAGE, self.pull, eager=True)
 
     async def pull(self, conn: Connection, request: RemotingCommand) -> RemotingCommand:
         h = PullMessageRequestHeader.from_ext_fields(request.ext_fields)
@@ -53,12 +53,12 @@ class PullProcessor:
             return error(
                 request, ResponseCode.NO_PERMISSION, f"broker {broker.config.broker_name} is not readable"
             )
-        group = broker.groups.get(h.consumer_group)
-        if group is None:
+        group_config = broker.groups.get(h.consumer_group)
+        if group_config is None:
             return error(
                 request, ResponseCode.SUBSCRIPTION_GROUP_NOT_EXIST, f"group {h.consumer_group} does not exist"
             )
-        if not group.consume_enable:
+        if not group_config.consume_enable:
             return error(request, ResponseCode.NO_PERMISSION, f"group {h.consumer_group} may not consume")
         tc = broker.topics.get(h.topic)
         if tc is None:
@@ -131,7 +131,7 @@ class PullProcessor:
             result = read(count)
             code = pull_code(result, h.queue_offset)
         header = PullMessageResponseHeader(
-            suggest_which_broker_id=self._suggested_broker_id(group, h.topic, h.queue_id, result),
+            suggest_which_broker_id=self._suggested_broker_id(group_config, h.topic, h.queue_id, result),
             next_begin_offset=result.next_begin_offset,
             min_offset=result.min_offset,
             max_offset=result.max_offset,
