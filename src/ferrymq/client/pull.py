@@ -45,7 +45,45 @@ class PullResult:
     messages: list[MessageExt]
 
 
+@dataclass
+class RawPullResult:
+    """A pull answer with the stored records left as bytes (for readers that decode in bulk)."""
+
+    status: PullStatus
+    next_begin_offset: int
+    min_offset: int
+    max_offset: int
+    body: bytes
+
+
 async def pull(
+    instance: ClientInstance,
+    addr: str,
+    mq: MessageQueue,
+    group: str,
+    offset: int,
+    *,
+    selector: MessageSelector = EVERY_TAG,
+    **options: int | None,
+) -> PullResult:
+    """Pull from one queue and decode the messages; `options` are pull_raw's (max_messages,
+    suspend_ms: how long the broker holds an empty pull, commit_offset).
+
+    Tags are checked here too: the broker filters by tag hash, and hashes collide. (SQL92
+    selectors are evaluated by the broker alone.)
+    """
+    raw = await pull_raw(instance, addr, mq, group, offset, selector=selector, **options)
+    messages = decode_records(raw.body) if raw.status is PullStatus.FOUND else []
+    tags = selector.tags()
+    if tags is not None:
+        messages = [m for m in messages if m.tags in tags]
+    for m in messages:
+        if m.sys_flag & COMPRESSED_FLAG:
+            m.body = zlib.decompress(m.body)
+    return PullResult(raw.status, raw.next_begin_offset, raw.min_offset, raw.max_offset, messages)
+
+
+async def pull_raw(
     instance: ClientInstance,
     addr: str,
     mq: MessageQueue,
@@ -56,12 +94,9 @@ async def pull(
     max_messages: int = 32,
     suspend_ms: int = 0,
     commit_offset: int | None = None,
-) -> PullResult:
-    """Pull from one queue; with `suspend_ms` the broker holds an empty pull that long (long polling).
-
-    Tags are checked here too: the broker filters by tag hash, and hashes collide. (SQL92
-    selectors are evaluated by the broker alone.)
-    """
+) -> RawPullResult:
+    """One PULL_MESSAGE, the records left undecoded: the broker's filter only, bodies as stored.
+    With `suspend_ms` the broker holds an empty pull that long (long polling)."""
     sys_flag = FLAG_SUBSCRIPTION | (FLAG_SUSPEND if suspend_ms else 0)
     if commit_offset is not None:
         sys_flag |= FLAG_COMMIT_OFFSET
@@ -94,14 +129,8 @@ async def pull(
         raise ClientError(f"pull from {mq.broker_name} refused: {response.remark}")
     h = response.ext_fields
     instance.suggested_broker_ids[mq] = int(h.get("suggestWhichBrokerId") or 0)
-    messages = decode_records(response.body) if status is PullStatus.FOUND else []
-    tags = selector.tags()
-    if tags is not None:
-        messages = [m for m in messages if m.tags in tags]
-    for m in messages:
-        if m.sys_flag & COMPRESSED_FLAG:
-            m.body = zlib.decompress(m.body)
-    return PullResult(status, int(h["nextBeginOffset"]), int(h["minOffset"]), int(h["maxOffset"]), messages)
+    body = response.body if status is PullStatus.FOUND else b""
+    return RawPullResult(status, int(h["nextBeginOffset"]), int(h["minOffset"]), int(h["maxOffset"]), body)
 
 
 async def query_offset(instance: ClientInstance, addr: str, mq: MessageQueue, group: str) -> int | None:

@@ -1,0 +1,160 @@
+"""The row layout of a ferrymq read, for Spark (StructType) and for Arrow (what `read()` yields).
+
+Rows go to Spark as Arrow record batches built column by column from the stored record bytes.
+"""
+
+from __future__ import annotations
+
+import struct
+import zlib
+
+import pyarrow as pa
+import pyarrow.compute as pc
+from pyspark.sql.types import (
+    ArrayType,
+    BinaryType,
+    IntegerType,
+    LongType,
+    MapType,
+    StringType,
+    StructField,
+    StructType,
+    TimestampType,
+)
+
+from ferrymq.protocol.errors import MessageDecodeError
+from ferrymq.protocol.message import (
+    COMPRESSED_FLAG,
+    MAGIC_V1,
+    MAGIC_V2,
+    POS_SYSFLAG,
+    Prop,
+    decode_properties,
+    offset_msg_id,
+)
+from ferrymq.protocol.message import _fixed_struct as fixed_struct  # the record layouts by host width
+
+SCHEMA = StructType(
+    [
+        StructField("topic", StringType()),
+        StructField("broker_name", StringType()),
+        StructField("queue_id", IntegerType()),
+        StructField("queue_offset", LongType()),
+        StructField("commitlog_offset", LongType()),
+        StructField("msg_id", StringType()),
+        StructField("keys", ArrayType(StringType())),
+        StructField("tags", StringType()),
+        StructField("properties", MapType(StringType(), StringType())),
+        StructField("body", BinaryType()),
+        StructField("born_timestamp", TimestampType()),
+        StructField("store_timestamp", TimestampType()),
+        StructField("reconsume_times", IntegerType()),
+    ]
+)
+
+# Spark checks the yielded batches against exactly these Arrow types (microsecond UTC timestamps,
+# list items named "element").
+_TIMESTAMP = pa.timestamp("us", tz="UTC")
+ARROW_SCHEMA = pa.schema(
+    [
+        ("topic", pa.string()),
+        ("broker_name", pa.string()),
+        ("queue_id", pa.int32()),
+        ("queue_offset", pa.int64()),
+        ("commitlog_offset", pa.int64()),
+        ("msg_id", pa.string()),
+        ("keys", pa.list_(pa.field("element", pa.string()))),
+        ("tags", pa.string()),
+        ("properties", pa.map_(pa.string(), pa.string())),
+        ("body", pa.binary()),
+        ("born_timestamp", _TIMESTAMP),
+        ("store_timestamp", _TIMESTAMP),
+        ("reconsume_times", pa.int32()),
+    ]
+)
+
+
+def records_to_batch(buffers: list[bytes], broker_name: str) -> pa.RecordBatch:
+    """One Arrow batch of the stored records in `buffers` (PULL_MESSAGE bodies of one queue).
+
+    Records are parsed straight into columns, without a message object per record: the read's
+    hot path. Raises MessageDecodeError for bytes that are not whole records.
+    """
+    fixed, topics, msg_ids, tags, bodies = [], [], [], [], []
+    keys, key_offsets, prop_names, prop_values, prop_offsets = [], [0], [], [], [0]
+    for buf in buffers:
+        buf = bytes(buf)  # one copy of the answer, so that every slice below is bytes
+        pos, end = 0, len(buf)
+        while pos < end:
+            f, topic, body_start, body_end, props_start, size = _parse(buf, pos, end)
+            body = buf[body_start:body_end]
+            if f[7] & COMPRESSED_FLAG:
+                body = zlib.decompress(body)
+            props = decode_properties(buf[props_start : pos + size])
+            fixed.append(f)
+            topics.append(topic)
+            msg_ids.append(props.get(Prop.UNIQ_KEY) or offset_msg_id(f[11], f[6]))
+            tags.append(props.get(Prop.TAGS))
+            bodies.append(body)
+            keys += props.get(Prop.KEYS, "").split()
+            key_offsets.append(len(keys))
+            prop_names += props.keys()
+            prop_values += props.values()
+            prop_offsets.append(len(prop_names))
+            pos += size
+    # TOTALSIZE, MAGIC, CRC, QUEUEID, FLAG, QUEUEOFFSET, PHYSICALOFFSET, SYSFLAG, BORNTIMESTAMP,
+    # BORNHOST, STORETIMESTAMP, STOREHOST, RECONSUMETIMES, PreparedTransactionOffset, BODYLEN
+    f = list(zip(*fixed, strict=True)) if fixed else [()] * 15
+    string = pa.string()
+    columns = [
+        pa.array(topics, string),
+        pa.array([broker_name] * len(topics), string),
+        pa.array(f[3], pa.int32()),
+        pa.array(f[5], pa.int64()),
+        pa.array(f[6], pa.int64()),
+        pa.array(msg_ids, string),
+        pa.ListArray.from_arrays(pa.array(key_offsets, pa.int32()), pa.array(keys, string),
+                                 type=ARROW_SCHEMA.field("keys").type),
+        pa.array(tags, string),
+        pa.MapArray.from_arrays(pa.array(prop_offsets, pa.int32()), pa.array(prop_names, string),
+                                pa.array(prop_values, string), type=ARROW_SCHEMA.field("properties").type),
+        pa.array(bodies, pa.binary()),
+        _millis(f[8]),
+        _millis(f[10]),
+        pa.array(f[12], pa.int32()),
+    ]  # fmt: skip
+    return pa.RecordBatch.from_arrays(columns, schema=ARROW_SCHEMA)
+
+
+_SYSFLAG = struct.Struct(">i")
+_USHORT = struct.Struct(">H")
+_TOPICS: dict[bytes, str] = {}
+
+
+def _parse(buf: bytes, pos: int, end: int) -> tuple[tuple, str, int, int, int, int]:
+    """(fixed fields, topic, body start, body end, properties start, record size) of a record."""
+    try:
+        sys_flag = _SYSFLAG.unpack_from(buf, pos + POS_SYSFLAG)[0]
+        fixed = fixed_struct(sys_flag)
+        f = fixed.unpack_from(buf, pos)
+        size, magic = f[0], f[1]
+        body_start = pos + fixed.size
+        p = body_end = body_start + f[14]
+        if magic == MAGIC_V1:
+            topic_len, p = buf[p], p + 1
+        else:
+            topic_len, p = _USHORT.unpack_from(buf, p)[0], p + 2
+        raw_topic = buf[p : p + topic_len]
+        props_start = p + topic_len + 2
+    except (struct.error, IndexError, KeyError):
+        raise MessageDecodeError(f"no valid message record at position {pos} of a pull answer") from None
+    if magic not in (MAGIC_V1, MAGIC_V2) or f[14] < 0 or pos + size > end or props_start > pos + size:
+        raise MessageDecodeError(f"no valid message record at position {pos} of a pull answer")
+    topic = _TOPICS.get(raw_topic)
+    if topic is None:
+        topic = _TOPICS[raw_topic] = raw_topic.decode(errors="replace")
+    return f, topic, body_start, body_end, props_start, size
+
+
+def _millis(values: list[int]) -> pa.Array:
+    return pc.multiply(pa.array(values, pa.int64()), 1000).cast(_TIMESTAMP)
