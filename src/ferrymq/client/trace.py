@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING
 from ferrymq.client.message import Message, MessageExt, SendResult, SendStatus
 from ferrymq.protocol.message import Prop, UniqKeyGenerator
 from ferrymq.protocol.trace import (
+    KEY_SEPARATOR,
     MAX_TRACE_BODY,
     TRACE_PRODUCER_GROUP_PREFIX,
     TRACE_TOPIC,
@@ -31,6 +32,7 @@ from ferrymq.protocol.trace import (
     SubBeforeRecord,
     TraceRecord,
     TransactionState,
+    encode_pubs,
     encode_record,
     record_keys,
 )
@@ -46,6 +48,7 @@ DEFAULT_REGION = "DefaultRegion"
 MAX_KEYS_BYTES = 24_000  # about the KEYS of one trace message: properties hold at most 32,767 bytes
 MAX_SENDS_IN_FLIGHT = 4
 CONSUME_SUCCESS, CONSUME_FAILED = 0, 4  # RocketMQ's ConsumeReturnType ordinals (SUCCESS, FAILED)
+_Entry = tuple[str, Sequence[str]]  # a record encoded, and the index keys of its trace message
 
 
 class TraceDispatcher:
@@ -66,7 +69,7 @@ class TraceDispatcher:
         self.dropped = 0  # records not written because the buffer was full
         self.failed = 0  # records whose trace message could not be sent
         self.written = 0
-        self._pending: deque[TraceRecord] = deque()
+        self._pending: deque[_Entry] = deque()
         self._wake = asyncio.Event()
         self._task: asyncio.Task | None = None
         self._stopping = False
@@ -75,10 +78,20 @@ class TraceDispatcher:
 
     def add(self, record: TraceRecord) -> None:
         """Queue a record; never blocks, drops (and counts) when the buffer is full."""
-        if len(self._pending) >= self.max_pending:
-            self.dropped += 1
+        try:
+            text = encode_record(record)
+        except ValueError as e:
+            log.warning("trace: record skipped: %s", e)
             return
-        self._pending.append(record)
+        self.add_encoded([(text, record_keys(record) if record.keys else (record.msg_id,))])
+
+    def add_encoded(self, entries: list[_Entry]) -> None:
+        """Queue records already encoded, with their index keys (as many as fit, the rest dropped)."""
+        room = self.max_pending - len(self._pending)
+        if room < len(entries):
+            self.dropped += len(entries) - max(room, 0)
+            entries = entries[: max(room, 0)]
+        self._pending.extend(entries)
         if len(self._pending) >= self.batch_records:
             self._wake.set()
 
@@ -127,23 +140,18 @@ class TraceDispatcher:
             self._sending.release()
 
 
-def _trace_messages(topic: str, records: list[TraceRecord]):
+def _trace_messages(topic: str, entries: list[_Entry]):
     """(trace message, records in it) for a batch: bodies up to MAX_TRACE_BODY, keys bounded."""
     parts: list[str] = []
     keys: dict[str, None] = {}
     size = keys_size = 0
-    for record in records:
-        try:
-            text = encode_record(record)
-        except ValueError as e:
-            log.warning("trace: record skipped: %s", e)
-            continue
+    for text, record_keys_ in entries:
         if parts and (size + len(text) > MAX_TRACE_BODY or keys_size > MAX_KEYS_BYTES):
             yield Message(topic, "".join(parts).encode(), keys=list(keys)), len(parts)
             parts, keys, size, keys_size = [], {}, 0, 0
         parts.append(text)
         size += len(text)
-        for key in record_keys(record) if record.keys else (record.msg_id,):
+        for key in record_keys_:
             if key and key not in keys:
                 keys[key] = None
                 keys_size += len(key) + 1
@@ -176,17 +184,28 @@ class SendTracer:
         route = self.instance.routes.get(topic)
         store_host = route.masters.get(result.message_queue.broker_name, "") if route else ""
         ids, offset_ids = result.msg_id.split(","), result.offset_msg_id.split(",")
+        if len(ids) < len(messages) or len(offset_ids) < len(messages):
+            ids += [""] * (len(messages) - len(ids))
+            offset_ids += [""] * (len(messages) - len(offset_ids))
         success = result.status is SendStatus.SEND_OK
         cost = cost_ms // len(messages)
-        add = self.dispatcher.add
-        for i, message in enumerate(messages):
-            add(PubRecord(
-                timestamp=started_ms, region_id=result.region_id, group=self.group, topic=topic,
-                msg_id=ids[i] if i < len(ids) else "", tags=message.tags or "", keys=_keys(message.keys),
-                store_host=store_host, body_length=len(message.body), cost_time=cost,
-                msg_type=_msg_type(message), offset_msg_id=offset_ids[i] if i < len(offset_ids) else "",
-                success=success,
-            ))  # fmt: skip
+        rows = [
+            (ids[i], m.tags or "", _keys(m.keys), len(m.body), _msg_type(m), offset_ids[i])
+            for i, m in enumerate(messages)
+        ]
+        texts = encode_pubs(started_ms, result.region_id, self.group, topic, store_host, cost, success, rows)
+        if texts is None:  # a separator in some field: record by record, skipping the bad ones
+            for msg_id, tags, keys, length, msg_type, offset_msg_id in rows:
+                self.dispatcher.add(PubRecord(
+                    timestamp=started_ms, region_id=result.region_id, group=self.group, topic=topic,
+                    msg_id=msg_id, tags=tags, keys=keys, store_host=store_host, body_length=length,
+                    cost_time=cost, msg_type=msg_type, offset_msg_id=offset_msg_id, success=success,
+                ))  # fmt: skip
+            return
+        self.dispatcher.add_encoded([
+            (text, (row[0], *row[2].split(KEY_SEPARATOR)) if row[2] else (row[0],))
+            for text, row in zip(texts, rows, strict=True)
+        ])  # fmt: skip
 
 
 def trace_sends(producer: Producer, trace_topic: str | None) -> TraceDispatcher:
