@@ -17,6 +17,7 @@ What must be remembered is small: the origins ended whose copies the cursor has 
 
 from __future__ import annotations
 
+import asyncio
 import functools
 import logging
 import time
@@ -31,7 +32,6 @@ from ferrymq.protocol.message import (
     TRANSACTION_TYPE_MASK,
     MessageExt,
     Prop,
-    decode_properties,
     decode_record,
     decode_records,
     encode_properties,
@@ -71,6 +71,7 @@ class TransactionService:
         self.half_cursor = 0  # every half message below it is ended, re-appended or discarded
         self.ended: dict[int, int] = {}  # origin -> op queue offset of its op record
         self.copies_ahead: dict[int, int] = {}  # origin -> copies at or past the cursor
+        self._ops: list[int] = []  # origins ended in this loop turn, their op record not yet written
         self.counts = {"committed": 0, "rolledBack": 0, "checked": 0}
 
     # --- start-up ---------------------------------------------------------------------------------
@@ -136,14 +137,20 @@ class TransactionService:
         if msg.properties.get(Prop.PGROUP) != group:
             raise EndError(f"the half message belongs to producer group {msg.properties.get(Prop.PGROUP)!r}")
         origin = _origin(msg)
-        if origin in self.ended or (origin < self.half_cursor and not self.copies_ahead.get(origin)):
+        if (
+            origin in self.ended
+            or origin in self._ops
+            or (origin < self.half_cursor and not self.copies_ahead.get(origin))
+        ):
             return "already ended"
         if state == TRANSACTION_COMMIT_TYPE:
             self._commit(msg)
             self.counts["committed"] += 1
         else:
             self.counts["rolledBack"] += 1
-        self._mark_ended(origin)
+        if not self._ops:
+            asyncio.get_running_loop().call_soon(self.write_ops)
+        self._ops.append(origin)
         return "committed" if state == TRANSACTION_COMMIT_TYPE else "rolled back"
 
     def _commit(self, half: MessageExt) -> None:
@@ -154,26 +161,46 @@ class TransactionService:
         if not topic:
             raise EndError("the half message has no REAL_TOPIC")
         sys_flag = (half.sys_flag & ~TRANSACTION_TYPE_MASK) | TRANSACTION_COMMIT_TYPE
+        encoded = encode_properties(props).encode()
         try:  # a committed message with a delay or delivery time is held back like any other
-            diverted = self.broker.scheduler.divert(
-                encode_properties(props).encode(), topic, queue_id, sys_flag
-            )
+            diverted = self.broker.scheduler.divert(encoded, topic, queue_id, sys_flag)
         except ScheduleError as e:
             raise EndError(str(e)) from None
         if diverted is not None:
-            topic, queue_id, props = diverted[0], diverted[1], decode_properties(diverted[2])
+            topic, queue_id, encoded = diverted
         self._put(
-            half, topic, queue_id, props, sys_flag=sys_flag, prepared_transaction_offset=half.commitlog_offset
+            half,
+            topic,
+            queue_id,
+            encoded,
+            sys_flag=sys_flag,
+            prepared_transaction_offset=half.commitlog_offset,
         )
 
     def _mark_ended(self, origin: int) -> None:
-        result = self._put_raw(OP_TOPIC, str(origin).encode(), {Prop.TAGS: OP_TAG})
-        self.ended[origin] = result.queue_offset
+        self._ops.append(origin)
+        self.write_ops()
 
-    def _put(self, msg: MessageExt, topic: str, queue_id: int, props: dict, *, sys_flag: int | None = None,
-             prepared_transaction_offset: int = 0):  # fmt: skip
+    def write_ops(self) -> None:
+        """One op record for every transaction ended since the last one (a busy producer ends many
+        per loop turn): its body lists their origins, comma-separated, as `load` reads them."""
+        origins, self._ops = self._ops, []
+        if not origins:
+            return
+        try:
+            result = self._put_raw(OP_TOPIC, ",".join(map(str, origins)).encode(), {Prop.TAGS: OP_TAG})
+        except EndError as e:  # not ended then: the check-back asks the producer again
+            log.error("op record of %d transactions not written: %s", len(origins), e)
+            return
+        for origin in origins:
+            self.ended[origin] = result.queue_offset
+
+    def _put(self, msg: MessageExt, topic: str, queue_id: int, props: dict | bytes, *,
+             sys_flag: int | None = None, prepared_transaction_offset: int = 0):  # fmt: skip
+        """Write `msg` with `props` (a dict, or already encoded) to topic/queue."""
+        encoded = props if props.__class__ is bytes else encode_properties(props)
         result = self.store.put_message(
-            topic, queue_id, msg.body, encode_properties(props), flag=msg.flag,
+            topic, queue_id, msg.body, encoded, flag=msg.flag,
             sys_flag=msg.sys_flag if sys_flag is None else sys_flag, born_timestamp=msg.born_timestamp,
             born_host=_packed_host(msg.born_host), reconsume_times=msg.reconsume_times,
             prepared_transaction_offset=prepared_transaction_offset,
@@ -193,6 +220,7 @@ class TransactionService:
 
     async def check(self) -> None:
         """One pass over the half queue: skip ended, check timed-out, discard over-checked ones."""
+        self.write_ops()
         checks = self._scan(time.time_ns() // 1_000_000)
         self.broker.offsets.commit(CHECK_GROUP, HALF_TOPIC, 0, self.half_cursor)
         self.broker.offsets.commit(CHECK_GROUP, OP_TOPIC, 0, min(self.ended.values(), default=self._op_max()))
