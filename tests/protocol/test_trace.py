@@ -154,6 +154,9 @@ def test_round_trip(batch):
     assert decode_records(encode_records(batch)) == batch
 
 
+COLUMNS = ("msg_id", "tags", "keys", "body_length", "msg_type", "offset_msg_id")
+
+
 @settings(max_examples=300)
 @given(st.lists(record_strategy(PubRecord), min_size=1, max_size=5))
 def test_bulk_pubs_are_the_records_encoded_one_by_one_or_none_when_one_is_bad(pubs):
@@ -171,10 +174,10 @@ def test_bulk_pubs_are_the_records_encoded_one_by_one_or_none_when_one_is_bad(pu
         )
         for p in pubs
     ]
-    rows = [(p.msg_id, p.tags, p.keys, p.body_length, p.msg_type, p.offset_msg_id) for p in same]
+    columns = [[getattr(p, f) for p in same] for f in COLUMNS]
     texts = encode_pubs(
         first.timestamp, first.region_id, first.group, first.topic, first.store_host, first.cost_time,
-        first.success, rows,
+        first.success, *columns,
     )  # fmt: skip
     try:
         expected = [encode_record(p) for p in same]

@@ -164,7 +164,7 @@ def _keys(keys: list[str] | str | None) -> str:
 
 
 def _msg_type(message: Message) -> MessageType:
-    if message.properties.get(Prop.TRAN_MSG) == "true":
+    if message.properties and message.properties.get(Prop.TRAN_MSG) == "true":
         return MessageType.TRANS_HALF
     return MessageType.DELAY if message.delay_level else MessageType.NORMAL
 
@@ -183,28 +183,32 @@ class SendTracer:
         topic = messages[0].topic
         route = self.instance.routes.get(topic)
         store_host = route.masters.get(result.message_queue.broker_name, "") if route else ""
+        n = len(messages)
         ids, offset_ids = result.msg_id.split(","), result.offset_msg_id.split(",")
-        if len(ids) < len(messages) or len(offset_ids) < len(messages):
-            ids += [""] * (len(messages) - len(ids))
-            offset_ids += [""] * (len(messages) - len(offset_ids))
+        if len(ids) < n or len(offset_ids) < n:
+            ids += [""] * (n - len(ids))
+            offset_ids += [""] * (n - len(offset_ids))
         success = result.status is SendStatus.SEND_OK
-        cost = cost_ms // len(messages)
-        rows = [
-            (ids[i], m.tags or "", _keys(m.keys), len(m.body), _msg_type(m), offset_ids[i])
-            for i, m in enumerate(messages)
-        ]
-        texts = encode_pubs(started_ms, result.region_id, self.group, topic, store_host, cost, success, rows)
+        cost = cost_ms // n
+        tags = [m.tags or "" for m in messages]
+        keys = [k if k.__class__ is str else " ".join(k or ()) for k in [m.keys for m in messages]]
+        lengths = [len(m.body) for m in messages]
+        types = [_msg_type(m) for m in messages]
+        texts = encode_pubs(
+            started_ms, result.region_id, self.group, topic, store_host, cost, success,
+            ids, tags, keys, lengths, types, offset_ids,
+        )  # fmt: skip
         if texts is None:  # a separator in some field: record by record, skipping the bad ones
-            for msg_id, tags, keys, length, msg_type, offset_msg_id in rows:
+            for i in range(n):
                 self.dispatcher.add(PubRecord(
                     timestamp=started_ms, region_id=result.region_id, group=self.group, topic=topic,
-                    msg_id=msg_id, tags=tags, keys=keys, store_host=store_host, body_length=length,
-                    cost_time=cost, msg_type=msg_type, offset_msg_id=offset_msg_id, success=success,
+                    msg_id=ids[i], tags=tags[i], keys=keys[i], store_host=store_host, body_length=lengths[i],
+                    cost_time=cost, msg_type=types[i], offset_msg_id=offset_ids[i], success=success,
                 ))  # fmt: skip
             return
         self.dispatcher.add_encoded([
-            (text, (row[0], *row[2].split(KEY_SEPARATOR)) if row[2] else (row[0],))
-            for text, row in zip(texts, rows, strict=True)
+            (text, (msg_id, *key.split(KEY_SEPARATOR)) if key else (msg_id,))
+            for text, msg_id, key in zip(texts, ids, keys, strict=False)
         ])  # fmt: skip
 
 

@@ -112,6 +112,7 @@ TraceRecord = PubRecord | SubBeforeRecord | SubAfterRecord | EndTransactionRecor
 
 
 _BOOL = {True: "true", False: "false"}
+_ORDINALS = {t: str(t.value) for t in MessageType}
 
 
 def _pub_text(r: PubRecord) -> str:
@@ -177,21 +178,29 @@ def encode_pubs(
     store_host: str,
     cost_time: int,
     success: bool,
-    rows: list[tuple[str, str, str, int, MessageType, str]],
+    msg_ids: list[str],
+    tags: list[str],
+    keys: list[str],
+    lengths: list[int],
+    msg_types: list[MessageType],
+    offset_msg_ids: list[str],
 ) -> list[str] | None:
     """The Pub records of one send, byte for byte as `encode_record` writes them, built in bulk.
 
-    `rows` are (msg_id, tags, keys, body_length, msg_type, offset_msg_id) per message; the fields
-    the messages share are formatted once. None when a field holds a separator character (the caller
-    then encodes record by record to skip just the bad ones): one check over all texts, not one each.
+    The lists hold one field each, message by message; the fields the messages share are formatted
+    once. None when a field holds a separator character (the caller then encodes record by record to
+    skip just the bad ones): one check over all texts, not one per record.
     """
     head = f"Pub\x01{timestamp}\x01{region_id}\x01{group}\x01{topic}\x01"
     host = f"\x01{store_host}\x01"
-    tail = f"\x01{cost_time}\x01"
+    cost = f"\x01{cost_time}\x01"
     end = f"\x01{_BOOL[success]}\x02"
+    ordinal = _ORDINALS
     texts = [
-        f"{head}{msg_id}\x01{tags}\x01{keys}{host}{length}{tail}{msg_type:d}\x01{offset_msg_id}{end}"
-        for msg_id, tags, keys, length, msg_type, offset_msg_id in rows
+        f"{head}{msg_id}\x01{tag}\x01{key}{host}{length}{cost}{ordinal[msg_type]}\x01{offset_msg_id}{end}"
+        for msg_id, tag, key, length, msg_type, offset_msg_id in zip(
+            msg_ids, tags, keys, lengths, msg_types, offset_msg_ids, strict=True
+        )
     ]
     joined = "".join(texts)
     if joined.count(CONTENT_SEP) != 13 * len(texts) or joined.count(FIELD_SEP) != len(texts):
