@@ -27,7 +27,8 @@ def broker_config(tmp_path, namesrv_port: int, **settings) -> BrokerConfig:
     return BrokerConfig(
         namesrv_addr=f"127.0.0.1:{namesrv_port}",
         listen_host="127.0.0.1",
-        listen_port=0,
+        listen_port=settings.pop("listen_port", 0),
+        ha_listen_port=settings.pop("ha_listen_port", 0),
         store=store,
         **settings,
     )

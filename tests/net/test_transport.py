@@ -127,6 +127,42 @@ async def test_a_slow_handler_does_not_hold_up_other_requests_on_the_same_connec
     assert (await polling).remark == "woken"
 
 
+@pytest.mark.parametrize("eager", [False, True], ids=["task", "eager"])
+async def test_handlers_answer_alike_in_a_task_or_started_eagerly(server, client, eager):
+    """Eager handlers run at once and become tasks only when they wait: every shape must still be
+    answered, in any order, with failures before or after the first wait turned into SYSTEM_ERROR."""
+    gate = asyncio.Event()
+
+    async def shapes(connection, request):
+        kind = request.ext_fields["kind"]
+        if kind == "fail-now":
+            raise ValueError("failed at once")
+        if kind != "now":
+            await asyncio.sleep(0)  # a bare yield to the loop
+            await gate.wait()
+            await asyncio.sleep(0.01)
+            if kind == "fail-later":
+                raise ValueError("failed after waiting")
+        return request.make_response(ResponseCode.SUCCESS, remark=kind)
+
+    server.register(STUCK, shapes, eager=eager)
+    kinds = ("now", "fail-now", "wait", "fail-later")
+    calls = {
+        kind: asyncio.create_task(
+            client.invoke(address(server), RemotingCommand(STUCK, ext_fields={"kind": kind}), timeout=10)
+        )
+        for kind in kinds
+    }
+    assert (await calls["now"]).remark == "now"
+    failed = await calls["fail-now"]
+    assert failed.code == ResponseCode.SYSTEM_ERROR and "failed at once" in failed.remark
+    assert not calls["wait"].done() and not calls["fail-later"].done()
+    gate.set()
+    assert (await calls["wait"]).remark == "wait"
+    failed = await calls["fail-later"]
+    assert failed.code == ResponseCode.SYSTEM_ERROR and "failed after waiting" in failed.remark
+
+
 async def test_large_bodies_and_binary_headers_round_trip(server, client):
     body = bytes(range(256)) * 8192  # 2 MiB
     answer = await client.invoke(address(server), RemotingCommand(ECHO, body=body), timeout=10)
@@ -375,7 +411,8 @@ async def test_stop_lets_a_running_handler_answer(server, client):
         await RemotingClient().invoke(address(server), RemotingCommand(ECHO))
 
 
-async def test_stop_cancels_handlers_that_outlive_the_grace(server, client):
+@pytest.mark.parametrize("eager", [False, True], ids=["task", "eager"])
+async def test_stop_cancels_handlers_that_outlive_the_grace(server, client, eager):
     started = asyncio.Event()
     cancelled = asyncio.Event()
 
@@ -387,7 +424,7 @@ async def test_stop_cancels_handlers_that_outlive_the_grace(server, client):
             cancelled.set()
             raise
 
-    server.register(STUCK, endless)
+    server.register(STUCK, endless, eager=eager)
     call = asyncio.create_task(client.invoke(address(server), RemotingCommand(STUCK), timeout=30))
     await asyncio.wait_for(started.wait(), 5)
     await asyncio.wait_for(server.stop(grace=0.2), 5)

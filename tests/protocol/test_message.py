@@ -246,3 +246,23 @@ def test_uniq_keys_are_unique_and_shaped_like_javas():
     assert len(set(keys)) == len(keys)
     assert all(len(k) == 32 and k == k.upper() for k in keys)
     assert keys[0].startswith("0A010203")
+
+
+@given(
+    st.sampled_from([("10.1.2.3", 10911), ("::1", 8080)]), st.lists(st.integers(0, 2**63 - 1), max_size=40)
+)
+def test_offset_msg_ids_in_bulk_match_one_by_one(host, offsets):
+    from ferrymq.protocol.message import CQ_ENTRY, offset_msg_ids
+
+    packed = pack_host(*host)
+    entries = b"".join(CQ_ENTRY.pack(o, 100, -1) for o in offsets)
+    assert offset_msg_ids(packed, entries) == ",".join(offset_msg_id(packed, o) for o in offsets)
+
+
+def test_uniq_keys_in_bulk_continue_one_counter():
+    gen = UniqKeyGenerator()
+    keys = [gen.next(), *gen.next_many(1000), gen.next()]
+    assert len(set(keys)) == len(keys)
+    assert all(len(k) == 32 and k[:20] == keys[0][:20] for k in keys)
+    counters = [int(k[-4:], 16) for k in keys]
+    assert counters == [(counters[0] + i) & 0xFFFF for i in range(len(keys))]

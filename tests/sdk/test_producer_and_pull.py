@@ -22,8 +22,13 @@ async def test_send_single_batch_and_orderly_then_pull_back(make_cluster):  # no
         )
         assert one.status is SendStatus.SEND_OK and len(one.msg_id) == 32
         assert parse_offset_msg_id(one.offset_msg_id)[1] == cluster.broker.config.listen_port
-        batch = await producer.send_batch([Message("Orders", f"b{i}".encode()) for i in range(5)])
-        assert len(batch.msg_id.split(",")) == 5 and len(batch.offset_msg_id.split(",")) == 5
+        batch = await producer.send_batch(
+            [Message("Orders", f"b{i}".encode(), tags=f"t{i}" if i % 2 else None) for i in range(4)]
+            + [Message("Orders", b"b4", properties={"UNIQ_KEY": "MY-OWN-ID"})]
+        )
+        batch_ids = batch.msg_id.split(",")
+        assert len(batch_ids) == 5 and len(batch.offset_msg_id.split(",")) == 5
+        assert batch_ids[4] == "MY-OWN-ID" and len(set(batch_ids)) == 5
         ordered = [
             await producer.send_orderly(Message("Orders", f"o{i}".encode()), "customer-7") for i in range(5)
         ]
@@ -46,6 +51,9 @@ async def test_send_single_batch_and_orderly_then_pull_back(make_cluster):  # no
             "v",
             one.msg_id,
         )
+        from_batch = {m.body: m for m in got if m.body[:1] == b"b"}
+        assert [from_batch[f"b{i}".encode()].msg_id for i in range(5)] == batch_ids
+        assert [from_batch[f"b{i}".encode()].tags for i in range(4)] == [None, "t1", None, "t3"]
         queue_of_orders = [
             m.body for m in got if m.queue_id == ordered[0].message_queue.queue_id and m.body[:1] == b"o"
         ]

@@ -94,13 +94,18 @@ class CpuMeter:
                     pass
         return ticks
 
-    def result(self) -> dict:
+    def result(self, messages: int = 0) -> dict:
+        """CPU % per side; with `messages`, also CPU microseconds per message, which a busy machine
+        distorts far less than rates (a process waiting for a core uses none)."""
         elapsed = time.monotonic() - self._t0
         end = self._sample()
         hz = os.sysconf("SC_CLK_TCK")
-        cpu = {f"{n}_cpu_pct": round(100 * (end[n] - self._start.get(n, 0)) / hz / elapsed, 1) for n in end}
-        if len(cpu) == 2:
-            cpu["bottleneck"] = max(("client", "broker"), key=lambda n: cpu[f"{n}_cpu_pct"])
+        used = {n: (end[n] - self._start.get(n, 0)) / hz for n in end}
+        cpu = {f"{n}_cpu_pct": round(100 * used[n] / elapsed, 1) for n in used}
+        if messages:
+            cpu.update({f"{n}_us_per_msg": round(1e6 * used[n] / messages, 2) for n in used})
+        if len(used) == 2:
+            cpu["bottleneck"] = max(("client", "broker"), key=lambda n: used[n])
         return cpu
 
 
@@ -150,7 +155,7 @@ async def produce(
                 await producer.send_batch([Message(topic, body) for _ in range(n)])
 
         seconds = await _drive("produce", count, batch, inflight, send, progress)
-        cpu_figures = cpu.result()
+        cpu_figures = cpu.result(count)
     name = f"produce batch={batch} inflight={inflight}" + (" trace" if trace else "")
     traced = {}
     if producer.trace is not None:  # written by the end of shutdown (which drains the buffer)
@@ -195,7 +200,7 @@ async def transactions(
             await producer.send_message_in_transaction(Message(topic, body), commit)
 
         seconds = await _drive("transactions", count, 1, inflight, send, progress)
-        cpu_figures = cpu.result()
+        cpu_figures = cpu.result(count)
     return {
         **_figures(f"transaction send+commit inflight={inflight}", count, body_size, seconds),
         **cpu_figures,
@@ -229,7 +234,7 @@ async def consume(
             got += len(messages)
             progress("consume", got, count)
         seconds = time.perf_counter() - started
-    return {**_figures("consume", got, body_size, seconds), **cpu.result()}
+    return {**_figures("consume", got, body_size, seconds), **cpu.result(got)}
 
 
 async def end_to_end(
@@ -274,7 +279,7 @@ async def end_to_end(
         "p90_ms": pct(0.9),
         "p99_ms": pct(0.99),
         "p999_ms": pct(0.999),
-        **cpu.result(),
+        **cpu.result(len(latencies)),
     }
 
 

@@ -22,4 +22,6 @@ def machine_info() -> dict:
         "python": sys.version.split()[0],
         "implementation": platform.python_implementation(),
         "os": f"{platform.system()} {platform.release()}",
+        # Other work on the machine when the result was saved: rates mean little at a high load.
+        "load_average_1m": round(os.getloadavg()[0], 2),
     }

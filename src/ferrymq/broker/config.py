@@ -16,6 +16,8 @@ from typing import Any
 
 from ferrymq.store import StoreConfig
 
+BROKER_ROLES = ("ASYNC_MASTER", "SYNC_MASTER", "SLAVE")
+
 
 @dataclass
 class BrokerConfig:
@@ -47,7 +49,35 @@ class BrokerConfig:
     transaction_timeout: int = 6000  # ms: a half message younger than this is not checked back yet
     transaction_check_interval: int = 30_000  # ms between passes of the check-back service
     transaction_check_max: int = 15  # check-backs before a half message goes to TRANS_CHECK_MAX_TIME_TOPIC
+    # Replication (classic master/slave and controller mode).
+    broker_role: str = "ASYNC_MASTER"  # ASYNC_MASTER | SYNC_MASTER | SLAVE (static mode)
+    ha_listen_port: int = -1  # -1: listen_port + 1 (RocketMQ's default); 0: any free port
+    ha_master_address: str = ""  # a static slave's master HA address; default: learned from NameServers
+    ha_transfer_batch_size: int = 32 * 1024
+    ha_send_heartbeat_interval: int = 5000  # ms
+    ha_housekeeping_interval: int = 20_000  # ms without a frame before an HA connection is dropped
+    ha_max_gap_not_in_sync: int = 256 * 1024 * 1024  # SYNC_MASTER: replicas further behind do not count
+    ha_max_time_slave_not_catchup: int = 15_000  # ms before a lagging replica leaves the SyncStateSet
+    all_ack_in_sync_state_set: bool = False
+    in_sync_replicas: int = 1
+    min_in_sync_replicas: int = 1
+    enable_controller_mode: bool = False
+    controller_addr: str = ""  # "host:port;host2:port2"
+    slave_read_enable: bool = False
+    access_message_in_memory_max_ratio: int = 40  # % of RAM: pulls further behind go to a slave
     store: StoreConfig = field(default_factory=StoreConfig)
+
+    def __post_init__(self) -> None:
+        if self.broker_role not in BROKER_ROLES:
+            raise ValueError(
+                f"broker_role must be one of {', '.join(BROKER_ROLES)}, not {self.broker_role!r}"
+            )
+        if self.enable_controller_mode:
+            return  # the controller assigns roles and ids
+        if self.broker_role == "SLAVE" and self.broker_id <= 0:
+            raise ValueError("a SLAVE needs broker_id > 0")
+        if self.broker_role != "SLAVE":
+            self.broker_id = 0  # a master is id 0, as in RocketMQ
 
     @property
     def namesrv_addrs(self) -> list[str]:
@@ -60,6 +90,11 @@ class BrokerConfig:
             "127.0.0.1" if self.listen_host in ("0.0.0.0", "", "::") else self.listen_host
         )
         return f"{host}:{self.listen_port}"
+
+    @property
+    def ha_addr(self) -> str:
+        """host:port of this broker's HA service, as replicas reach it."""
+        return f"{self.broker_addr.rsplit(':', 1)[0]}:{self.ha_listen_port}"
 
     @classmethod
     def load(cls, toml_path: Path | None = None, overrides: dict[str, Any] | None = None) -> BrokerConfig:

@@ -38,7 +38,19 @@ class ConsumerOffsetManager:
         self.table = {k: v for k, v in self.table.items() if k.split("@", 1)[1] != group}
         self._dirty = True
 
+    def adopt(self, wrapper: ConsumerOffsetSerializeWrapper) -> None:
+        """Take the master's offsets (a slave's copy); offsets only move forward."""
+        for key, queues in wrapper.offset_table.items():
+            mine = self.table.setdefault(key, {})
+            for queue_id, offset in queues.items():
+                if offset > mine.get(queue_id, -1):
+                    mine[queue_id] = offset
+                    self._dirty = True
+
+    def wrapper(self) -> ConsumerOffsetSerializeWrapper:
+        return ConsumerOffsetSerializeWrapper(offset_table=self.table)
+
     def persist(self) -> None:
         if self._dirty:
             self._dirty = False
-            save_json(self.path, ConsumerOffsetSerializeWrapper(offset_table=self.table))
+            save_json(self.path, self.wrapper())

@@ -33,13 +33,15 @@ class NameServerRegistrar:
 
     async def register_all(self) -> None:
         config = self.broker.config
+        if config.enable_controller_mode and not self.broker.epoch:
+            return  # no role from the controller yet: not a master, not a slave of anyone
         body = encode_body(RegisterBrokerBody(topic_config_serialize_wrapper=self.broker.topics.wrapper()))
         header = RegisterBrokerRequestHeader(
             broker_name=config.broker_name,
             broker_addr=config.broker_addr,
             cluster_name=config.broker_cluster_name,
-            broker_id=config.broker_id,
-            ha_server_addr=config.broker_addr,
+            broker_id=self.broker.registered_id,
+            ha_server_addr=config.ha_addr,
             body_crc32=body_crc(body),
         )
         ext = header.to_ext_fields()
@@ -63,6 +65,8 @@ class NameServerRegistrar:
         answer = RegisterBrokerResponseHeader.from_ext_fields(response.ext_fields)
         if answer.master_addr:
             self.master_addr = answer.master_addr
+        if answer.ha_server_addr:
+            self.broker.master_ha_addr_learned(answer.ha_server_addr)
 
     async def unregister_all(self) -> None:
         config = self.broker.config
@@ -70,7 +74,7 @@ class NameServerRegistrar:
             broker_name=config.broker_name,
             broker_addr=config.broker_addr,
             cluster_name=config.broker_cluster_name,
-            broker_id=config.broker_id,
+            broker_id=self.broker.registered_id,
         ).to_ext_fields()
         for addr in config.namesrv_addrs:
             try:

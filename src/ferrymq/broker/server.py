@@ -26,10 +26,15 @@ from ferrymq.broker.processors.send_back import SendBackProcessor
 from ferrymq.broker.processors.transaction import EndTransactionProcessor
 from ferrymq.broker.registrar import NameServerRegistrar
 from ferrymq.broker.schedule.scheduler import Scheduler
+from ferrymq.broker.slave_sync import SlaveSynchronizer
 from ferrymq.broker.topics import TopicConfigManager
 from ferrymq.broker.transactions import TransactionService
+from ferrymq.ha.client import HAClient
+from ferrymq.ha.master import HAService
 from ferrymq.net import Connection, RemotingClient, RemotingServer
 from ferrymq.store import MessageStore, StoreError
+from ferrymq.store.epoch import FILE_NAME as EPOCH_FILE
+from ferrymq.store.epoch import EpochFile
 
 log = logging.getLogger(__name__)
 
@@ -48,6 +53,14 @@ class Broker:
         self.started_at = time.time()
         self.stopped = False
         self._dispatch_scheduled = False
+        # "master" takes writes and serves replicas; "slave" copies its master and refuses writes.
+        # In controller mode a broker waits as a slave until the controller gives it a role.
+        self.role = "slave" if config.broker_role == "SLAVE" or config.enable_controller_mode else "master"
+        self.epoch = 0  # the master epoch this broker last heard of
+        self.ha = HAService(self)
+        self.ha_client: HAClient | None = None
+        self.slave_sync = SlaveSynchronizer(self)
+        self._role_lock = asyncio.Lock()
         for processor in (SendProcessor, PullProcessor, OffsetProcessor, ClientProcessor, AdminProcessor,
                           ConsumerAdminProcessor, SendBackProcessor, EndTransactionProcessor):  # fmt: skip
             processor(self).register(self.server)
@@ -55,17 +68,38 @@ class Broker:
 
     @property
     def is_master(self) -> bool:
-        return self.config.broker_id == 0
+        return self.role == "master"
+
+    @property
+    def serves_reads(self) -> bool:
+        """A slave serves pulls with slave_read_enable (RocketMQ), and in any case while it has no live
+        master to send consumers to (so they read on when the master is gone)."""
+        if self.is_master or self.config.slave_read_enable:
+            return True
+        return self.ha_client is None or not self.ha_client.connected
+
+    @property
+    def registered_id(self) -> int:
+        """The id NameServers list this broker under: 0 for the master (as RocketMQ), else its own."""
+        return 0 if self.is_master else self.config.broker_id
+
+    @property
+    def waits_for_replicas(self) -> bool:
+        """Sends are acknowledged only once replicated (SYNC_MASTER; controller masters are SYNC_MASTER)."""
+        config = self.config
+        return self.is_master and (config.enable_controller_mode or config.broker_role == "SYNC_MASTER")
 
     async def start(self) -> None:
         """Open (and recover) the store, then listen, then register with the NameServers."""
         config = self.config
-        if config.listen_port == 0:
+        ephemeral = config.listen_port == 0
+        if ephemeral:
             config.listen_port = self.server.port = _free_port(config.listen_host)
         host, port = config.broker_addr.rsplit(":", 1)
         self.store = MessageStore(
             config.store, store_host=(host, int(port)), background_dispatch=False
         ).open()
+        self.store.replica = not self.is_master
         config_dir = config.store.config_dir
         self.topics = TopicConfigManager(
             config_dir, config.broker_name, config.broker_cluster_name, config.default_topic_queue_nums,
@@ -75,6 +109,7 @@ class Broker:
         self.groups = SubscriptionGroupManager(config_dir, config.auto_create_subscription_group)
         for group in self.groups.groups.values():
             self.consumption.update(group)
+        self.epochs = EpochFile(config.store.store_path_root_dir / EPOCH_FILE)
         if config.trace_topic_enable:
             self.topics.ensure(config.msg_trace_topic_name, 1)
         self.transactions = TransactionService(self)
@@ -83,15 +118,27 @@ class Broker:
         self.scheduler = Scheduler(self)
         self.store.dispatcher.listener = self._arrived
         self.scheduler.start()
-        await self.server.start()
         self.client = RemotingClient()
         self.registrar = NameServerRegistrar(self, self.client)
+        config.ha_listen_port = await self._start_ha(ephemeral)
+        if not config.enable_controller_mode:
+            if self.is_master:  # a static master keeps its epoch across restarts
+                await self.change_role(
+                    "master",
+                    broker_id=0,
+                    epoch=max(self.epochs.last_epoch, 1),
+                    master_addr=None,
+                    master_ha_addr=None,
+                )
+            elif config.ha_master_address:
+                self.master_ha_addr_learned(config.ha_master_address)
+        await self.server.start()
         await self.registrar.register_all()
         self._every(config.register_name_server_period / 1000, self.registrar.register_all)
         self._every(config.flush_consumer_offset_interval / 1000, self._persist_offsets)
         self._every(10.0, self._expire_clients)
-        if self.is_master:
-            self._every(config.transaction_check_interval / 1000, self.transactions.check)
+        self._every(10.0, self.slave_sync.sync)
+        self._every(config.transaction_check_interval / 1000, self._check_transactions)
         log.info(
             "broker %s listening on %s, store %s",
             config.broker_name,
@@ -99,12 +146,29 @@ class Broker:
             config.store.store_path_root_dir,
         )
 
+    async def _start_ha(self, ephemeral: bool) -> int:
+        """Listen for replicas on ha_listen_port; by default on the listen port + 1 (RocketMQ), or on
+        any free port when that is taken or the listen port was ephemeral: replicas learn the HA
+        address from the NameServers anyway."""
+        config = self.config
+        if config.ha_listen_port >= 0:
+            return await self.ha.start(config.listen_host, config.ha_listen_port)
+        if not ephemeral:
+            try:
+                return await self.ha.start(config.listen_host, config.listen_port + 1)
+            except OSError as e:
+                log.warning("HA port %d is not free (%s): using any free port", config.listen_port + 1, e)
+        return await self.ha.start(config.listen_host, 0)
+
     async def stop(self) -> None:
         """Stop cleanly: unregister, answer held pulls, close connections, flush and checkpoint."""
         self.stopped = True
         await self.scheduler.stop()
         for task in self._tasks:
             task.cancel()
+        if self.ha_client is not None:
+            await self.ha_client.stop()
+        await self.ha.stop()
         await self.registrar.unregister_all()
         self.hold.wake_all()
         self.consumption.close()
@@ -139,6 +203,73 @@ class Broker:
             self.store.dispatch()
         except StoreError:
             log.exception("dispatching stopped: the CommitLog needs recovery")
+        self.ha.written()
+
+    # ---------------------------------------------------------------- roles
+
+    async def change_role(
+        self, role: str, *, broker_id: int, epoch: int, master_addr: str | None, master_ha_addr: str | None
+    ) -> None:
+        """Become the master of `epoch` (take writes, serve replicas) or a slave copying `master_ha_addr`.
+
+        A new master records <epoch, its max offset> in the epoch file first; a slave refuses writes
+        at once, and its HA client truncates a divergent tail before copying. Instructions of an
+        epoch older than one already seen are ignored.
+        """
+        if role not in ("master", "slave"):
+            raise ValueError(f"role must be 'master' or 'slave', not {role!r}")
+        if role == "master" and self.is_master and (epoch, broker_id) == (self.epoch, self.config.broker_id):
+            return  # told again (controllers repeat themselves): replicas and waiting sends stay
+        if role == "slave" and epoch >= self.epoch:
+            self.role = "slave"  # before any await: no write is taken from here on
+            self.store.replica = True
+            self.ha.step_down()
+        async with self._role_lock:
+            if epoch < self.epoch:
+                log.warning("ignoring role %s of epoch %d: epoch %d is newer", role, epoch, self.epoch)
+                return
+            self.epoch = epoch
+            self.config.broker_id = broker_id
+            if role == "master":
+                await self._stop_replicating()
+                store = self.store
+                end = await asyncio.to_thread(store.settle_replicated_tail)
+                self.epochs.append(epoch, end if self.epochs.entries else store.commitlog.min_offset)
+                self.ha.serve_as_master(broker_id)
+                self.store.replica = False
+                self.role = "master"
+                log.info("broker %s is master of epoch %d at offset %d", self.config.broker_name, epoch, end)
+            else:
+                if master_addr:
+                    self.slave_sync.master_addr = master_addr
+                client = self.ha_client
+                if client is None or client.master_ha_addr != master_ha_addr or client.min_epoch != epoch:
+                    await self._stop_replicating()
+                    if master_ha_addr:
+                        self.ha_client = HAClient(self, master_ha_addr, min_epoch=epoch)
+                        self.ha_client.start()
+                log.info(
+                    "broker %s is a slave of %s (epoch %d)", self.config.broker_name, master_ha_addr, epoch
+                )
+        self.schedule_registration()
+        if role == "slave":
+            asyncio.get_running_loop().create_task(self.slave_sync.sync())
+
+    async def _stop_replicating(self) -> None:
+        if self.ha_client is not None:
+            await self.ha_client.stop()
+            self.ha_client = None
+
+    def master_ha_addr_learned(self, addr: str) -> None:
+        """A static slave learns (or re-learns) its master's HA address from a NameServer."""
+        if self.config.enable_controller_mode or self.is_master:
+            return
+        client = self.ha_client
+        if client is None or client.master_ha_addr != addr:
+            asyncio.get_running_loop().create_task(
+                self.change_role("slave", broker_id=self.config.broker_id, epoch=self.epoch,
+                                 master_addr=None, master_ha_addr=addr)
+            )  # fmt: skip
 
     def _arrived(self, queues: list[tuple[str, int]]) -> None:
         """The dispatcher's report of queues with new entries (thread-safe)."""
@@ -149,6 +280,10 @@ class Broker:
         """Tell the NameServers about a topic change soon (coalesced), not at the next period."""
         if self._registration is None or self._registration.done():
             self._registration = asyncio.get_running_loop().create_task(self.registrar.register_all())
+
+    async def _check_transactions(self) -> None:
+        if self.is_master:  # only a master checks back half messages (a slave takes no writes)
+            await self.transactions.check()
 
     async def _persist_offsets(self) -> None:
         self.offsets.persist()

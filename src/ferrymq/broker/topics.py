@@ -76,6 +76,15 @@ class TopicConfigManager:
         self.put(TopicConfig(topic, queue_nums, queue_nums, perm))
         return True
 
+    def adopt(self, wrapper: TopicConfigSerializeWrapper) -> None:
+        """Take the master's topic table (a slave's copy), if it changed since the last one taken."""
+        if wrapper.data_version == self.data_version:
+            return
+        with self._lock:
+            self.topics = dict(wrapper.topic_config_table)
+            self.data_version = wrapper.data_version
+            save_json(self.path, self.wrapper())
+
     def delete(self, topic: str) -> bool:
         with self._lock:
             if topic not in self.topics:

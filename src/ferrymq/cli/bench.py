@@ -91,9 +91,11 @@ def _client_bench(suite: str, run, save: Path | None, params: dict) -> None:
     import asyncio
 
     from ferrymq.bench.client import CpuMeter, cluster
+    from ferrymq.cli.serving import quiet_gc
     from ferrymq.net import install_uvloop
 
     install_uvloop()
+    quiet_gc()
     with cluster(params.get("namesrv")) as target, _progress_bar() as progress:
         result = asyncio.run(run(target.namesrv, progress, lambda: CpuMeter(target.broker_pid)))
     click.echo(json.dumps(result))
@@ -211,6 +213,34 @@ def bench_idle(namesrv, consumers, seconds, save) -> None:
     _client_bench(
         "idle", lambda ns, progress, meter: idle_polls(ns, consumers, seconds, progress, meter), save, params
     )
+
+
+@bench.command("replication")
+@click.option("--count", default=100_000, show_default=True)
+@_body
+@click.option("--batch", default=1, show_default=True, help="Messages per request (1: one send each).")
+@click.option("--inflight", default=16, show_default=True, help="Requests in flight at once.")
+@_save_opt
+def bench_replication(count, body_size, batch, inflight, save) -> None:
+    """Produce throughput of a lone broker vs ASYNC_MASTER and SYNC_MASTER with a slave (own processes)."""
+    import asyncio
+
+    from ferrymq.bench.replication import run_replication_bench
+    from ferrymq.net import install_uvloop
+
+    install_uvloop()
+    console = Console(stderr=True)
+    with Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
+                  console=console) as bar:  # fmt: skip
+        task = bar.add_task("produce", total=count)
+        results = asyncio.run(
+            run_replication_bench(
+                count, body_size, batch, inflight, lambda _, done, total: bar.update(task, completed=done)
+            )
+        )
+    console.print(_table("replication", results))
+    params = {"count": count, "body_size": body_size, "batch": batch, "inflight": inflight}
+    _save(save, "replication", params, results)
 
 
 @bench.command("timer")

@@ -19,8 +19,11 @@ from ferrymq.store import StoreError
 @click.option("--store-dir", type=click.Path(path_type=Path, file_okay=False), help="Where the store lives.")
 @click.option("--cluster", help="Cluster name [default: DefaultCluster].")
 @click.option("--name", help="Broker name [default: broker-a].")
-@click.option("--broker-id", type=int, help="0 for a master [default: 0].")
-def broker(config_file, namesrv, listen, store_dir, cluster, name, broker_id) -> None:
+@click.option("--broker-id", type=int, help="0 for a master, > 0 for a slave [default: 0].")
+@click.option("--role", type=click.Choice(["ASYNC_MASTER", "SYNC_MASTER", "SLAVE"], case_sensitive=False),
+              help="Replication role (broker_role) [default: ASYNC_MASTER].")  # fmt: skip
+@click.option("--ha-port", type=int, help="Port replicas connect to (0: any) [default: listen port + 1].")
+def broker(config_file, namesrv, listen, store_dir, cluster, name, broker_id, role, ha_port) -> None:
     """Start a Broker: it stores messages and serves producers and consumers.
 
     Settings come from defaults, then the TOML file, then FERRYMQ_<SETTING> environment variables,
@@ -32,6 +35,8 @@ def broker(config_file, namesrv, listen, store_dir, cluster, name, broker_id) ->
         "broker_cluster_name": cluster,
         "broker_name": name,
         "broker_id": broker_id,
+        "broker_role": role.upper() if role else None,
+        "ha_listen_port": ha_port,
     }
     if listen:
         overrides["listen_host"], overrides["listen_port"] = listen
@@ -49,8 +54,9 @@ def broker(config_file, namesrv, listen, store_dir, cluster, name, broker_id) ->
         except StoreError as e:
             raise click.ClickException(str(e)) from None
         return (
-            f"Broker {config.broker_name} (cluster {config.broker_cluster_name}) listening on "
-            f"{config.broker_addr}, store {config.store.store_path_root_dir}"
+            f"Broker {config.broker_name} (cluster {config.broker_cluster_name}, {config.broker_role} "
+            f"id {config.broker_id}) listening on {config.broker_addr}, HA port {config.ha_listen_port}, "
+            f"store {config.store.store_path_root_dir}"
         )
 
     serve(start, server.stop, "Broker")

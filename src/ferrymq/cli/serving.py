@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import gc
 import logging
 import signal
 from collections.abc import Awaitable, Callable
@@ -29,6 +30,7 @@ def serve(start: Callable[[], Awaitable[str]], stop: Callable[[], Awaitable[None
 
     async def main() -> None:
         click.echo(await start())
+        quiet_gc()
         done = asyncio.Event()
         loop = asyncio.get_running_loop()
         for sig in (signal.SIGINT, signal.SIGTERM):
@@ -42,3 +44,16 @@ def serve(start: Callable[[], Awaitable[str]], stop: Callable[[], Awaitable[None
         asyncio.run(main())
     except OSError as exc:  # typically the port is taken
         raise click.ClickException(f"{what} cannot start: {exc.strerror or exc}") from None
+
+
+def quiet_gc() -> None:
+    """Keep the cyclic GC off the latency path of a long-running server (or benchmark).
+
+    Everything alive after start-up lives as long as the process, so it is frozen out of every
+    future collection, and young collections run every 50,000 allocations instead of 700: a server
+    allocates short-lived objects per request, almost all freed by reference counting, and each
+    full collection otherwise walks the whole heap (a pause of many milliseconds).
+    """
+    gc.collect()
+    gc.freeze()
+    gc.set_threshold(50_000, 20, 20)

@@ -52,12 +52,14 @@ class TopicRoute:
     @classmethod
     def build(cls, topic: str, data: TopicRouteData, cap_queues: int | None = None) -> TopicRoute:
         masters = {b.broker_name: b.broker_addrs[0] for b in data.broker_datas if 0 in b.broker_addrs}
+        # Reads need any broker of the group (a slave serves them while its master is gone); writes a master.
+        reachable = {b.broker_name for b in data.broker_datas if b.broker_addrs}
         write, read = [], []
         for q in sorted(data.queue_datas, key=lambda q: q.broker_name):
-            if q.broker_name not in masters:
+            if q.broker_name not in reachable:
                 continue
             writes = q.write_queue_nums if cap_queues is None else min(q.write_queue_nums, cap_queues)
-            if q.perm & PERM_WRITE:
+            if q.perm & PERM_WRITE and q.broker_name in masters:
                 write += [
                     MessageQueue(topic=topic, broker_name=q.broker_name, queue_id=i) for i in range(writes)
                 ]
@@ -78,6 +80,8 @@ class ClientInstance:
         self.client_id = f"{_local_ip()}@{os.getpid()}#{next(_instance_ids)}"
         self.request_timeout = request_timeout
         self.remoting = RemotingClient()
+        # The broker id each queue's last pull answer suggested pulling from next (suggestWhichBrokerId).
+        self.suggested_broker_ids: dict[MessageQueue, int] = {}
         self.routes: dict[str, TopicRoute] = {}
         self.producer_groups: set[str] = set()
         self.consumers: dict[str, Callable[[], ConsumerData]] = {}  # group -> its current heartbeat data

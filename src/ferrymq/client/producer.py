@@ -196,15 +196,19 @@ class Producer:
         topic = messages[0].topic
         if any(m.topic != topic for m in messages):
             raise SendError("every message of a batch must have the same topic")
-        entries, uniq_keys = [], []
-        for m in messages:
+        entries = []
+        uniq_keys = self._uniq.next_many(len(messages))
+        for i, m in enumerate(messages):
             if m.scheduled:
                 raise SendError("delayed and timed messages cannot be sent in a batch")
             props = m.system_properties()
-            uniq = props.setdefault(Prop.UNIQ_KEY, self._uniq.next())
-            uniq_keys.append(uniq)
-            encoded = self._check(m, encode_properties(props).encode())
-            entries.append((m.body, encoded, m.flag))
+            own = props.get(Prop.UNIQ_KEY)
+            if own is None:  # the usual case: the new id goes last, as setdefault would put it
+                encoded = f"{encode_properties(props)}UNIQ_KEY\x01{uniq_keys[i]}\x02".encode()
+            else:
+                uniq_keys[i] = own
+                encoded = encode_properties(props).encode()
+            entries.append((m.body, self._check(m, encoded), m.flag))
         result = await self._send(topic, encode_batch(entries), "", 0, 0, True, None, messages[0], None)
         result.msg_id = ",".join(uniq_keys)
         return result

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import enum
 import zlib
 from dataclasses import dataclass
@@ -83,11 +84,16 @@ async def pull(
             addr, RemotingCommand(RequestCode.PULL_MESSAGE, ext_fields=ext), timeout
         )
     except RemotingError as e:
+        # The broker may be gone: the next pull goes where a fresh route says (a slave, a new master).
+        instance.suggested_broker_ids.pop(mq, None)
+        with contextlib.suppress(ClientError, RemotingError):
+            await instance.refresh_route(mq.topic)
         raise ClientError(f"pull from {mq.broker_name} queue {mq.queue_id} failed: {e}") from e
     status = _STATUS.get(response.code)
     if status is None:
         raise ClientError(f"pull from {mq.broker_name} refused: {response.remark}")
     h = response.ext_fields
+    instance.suggested_broker_ids[mq] = int(h.get("suggestWhichBrokerId") or 0)
     messages = decode_records(response.body) if status is PullStatus.FOUND else []
     tags = selector.tags()
     if tags is not None:
@@ -140,6 +146,20 @@ async def master_addr(instance: ClientInstance, mq: MessageQueue) -> str:
     if addr is None:
         raise ClientError(f"broker {mq.broker_name} of {mq.topic} has no master now")
     return addr
+
+
+async def pull_addr(instance: ClientInstance, mq: MessageQueue) -> str:
+    """Where to pull `mq` from: the broker id its last pull suggested (suggestWhichBrokerId), else the
+    master, else any broker of its group: a slave serves reads while its master is gone."""
+    wanted = instance.suggested_broker_ids.get(mq, 0)
+    route = await instance.route(mq.topic)
+    for _ in range(2):
+        addrs = next((b.broker_addrs for b in route.data.broker_datas if b.broker_name == mq.broker_name), {})
+        addr = addrs.get(wanted) or addrs.get(0) or (addrs[min(addrs)] if addrs else None)
+        if addr is not None:
+            return addr
+        route = await instance.refresh_route(mq.topic)
+    raise ClientError(f"broker {mq.broker_name} of {mq.topic} has no address now")
 
 
 async def initial_offset(

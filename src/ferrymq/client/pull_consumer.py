@@ -8,6 +8,7 @@ Positions start at the group's committed offset, or (for a group new to a queue)
 from __future__ import annotations
 
 import asyncio
+import logging
 import time
 
 from ferrymq.client import notices
@@ -20,14 +21,18 @@ from ferrymq.client.pull import (
     initial_offset,
     master_addr,
     pull,
+    pull_addr,
     query_offset,
 )
 from ferrymq.client.push_consumer import CONSUME_FROM_WHERE
 from ferrymq.client.selector import MessageSelector, check_on_brokers
+from ferrymq.net import RemotingError
 from ferrymq.protocol.bodies import ConsumerData
 
 CONSUME_FROM = ("last", "first", "timestamp")
 _LONG_POLL_MS = 15_000  # how long the broker holds a pull on an empty queue (RocketMQ's push default)
+
+log = logging.getLogger(__name__)
 
 
 class PullConsumer:
@@ -65,7 +70,10 @@ class PullConsumer:
         for task in self._inflight.values():
             task.cancel()
         self._inflight.clear()
-        await self.commit()
+        try:
+            await self.commit()
+        except (ClientError, RemotingError) as e:  # the master is gone: it cannot take offsets now
+            log.warning("offsets of group %s not committed at shutdown: %s", self.group, e)
         self.instance.consumers.pop(self.group, None)
         notices.forget(self.instance, self.group)
         if self._own_instance:
@@ -167,7 +175,7 @@ class PullConsumer:
     async def _pull(self, mq: MessageQueue, suspend_ms: int) -> list[MessageExt]:
         offset = self.positions[mq]
         result = await pull(
-            self.instance, await self._addr(mq), mq, self.group, offset,
+            self.instance, await pull_addr(self.instance, mq), mq, self.group, offset,
             selector=self.selectors.get(mq.topic, EVERY_TAG), max_messages=self.pull_batch_size,
             suspend_ms=suspend_ms,
         )  # fmt: skip

@@ -33,7 +33,7 @@ from ferrymq.client.hooks import ConsumeHook, hooked_consume
 from ferrymq.client.instance import ClientError, ClientInstance, TopicRoute
 from ferrymq.client.message import MessageExt, MessageQueue
 from ferrymq.client.offset_store import LocalOffsetStore, OffsetStore, RemoteOffsetStore
-from ferrymq.client.pull import PullResult, PullStatus, initial_offset, master_addr, pull
+from ferrymq.client.pull import PullResult, PullStatus, initial_offset, master_addr, pull, pull_addr
 from ferrymq.client.rebalance import STRATEGIES, allocate, queue_order
 from ferrymq.client.redelivery import Redelivery
 from ferrymq.client.selector import MessageSelector, check_on_brokers
@@ -525,7 +525,7 @@ class PushConsumer:
                     await _wait(pq.room, FLOW_CONTROL_CHECK)
                     continue
                 result = await pull(
-                    self.instance, await self._addr(mq), mq, self.group, pq.next_offset,
+                    self.instance, await pull_addr(self.instance, mq), mq, self.group, pq.next_offset,
                     selector=selector, max_messages=self.pull_batch_size, suspend_ms=SUSPEND_MS,
                     commit_offset=self.offsets.get(mq) if self.clustering else None,
                 )  # fmt: skip

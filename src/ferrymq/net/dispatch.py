@@ -25,10 +25,23 @@ class RequestDispatcher:
     def __init__(self) -> None:
         self._handlers: dict[int, Handler] = {}
         self._default: Handler | None = None
+        self._eager: set[int] = set()
 
-    def register(self, code: int, handler: Handler) -> None:
-        """Route requests with ``code`` to ``handler`` (replacing any earlier one)."""
+    def register(self, code: int, handler: Handler, *, eager: bool = False) -> None:
+        """Route requests with ``code`` to ``handler`` (replacing any earlier one).
+
+        ``eager``: start the handler at once rather than in a task of its own; until its first
+        real wait it runs outside any task (so it must not use ``asyncio.timeout`` before then).
+        For hot, mostly non-waiting handlers, where a task costs more than the work.
+        """
         self._handlers[code] = handler
+        if eager:
+            self._eager.add(code)
+        else:
+            self._eager.discard(code)
+
+    def is_eager(self, code: int) -> bool:
+        return code in self._eager
 
     def register_default(self, handler: Handler) -> None:
         """Route every code without its own handler to ``handler``."""

@@ -8,6 +8,7 @@ path makes no intermediate copies.
 
 from __future__ import annotations
 
+import functools
 import ipaddress
 import os
 import socket
@@ -16,7 +17,6 @@ import sys
 import threading
 import time
 from collections.abc import Iterator, Mapping
-from dataclasses import dataclass, field
 from typing import NamedTuple
 
 from isal.isal_zlib import crc32
@@ -105,6 +105,12 @@ def java_hash(s: str) -> int:
     return h - (1 << 32) if h & 0x80000000 else h
 
 
+@functools.lru_cache(maxsize=1 << 16)
+def tag_hash(tag: bytes) -> int:
+    """The ConsumeQueue hash of a raw TAGS value (Java's hashCode), cached: topics reuse few tags."""
+    return java_hash(tag.decode(errors="replace"))
+
+
 # ---------------------------------------------------------------------------------------------
 # Properties: key \x01 value \x02, repeated.
 
@@ -175,6 +181,7 @@ _LONG = struct.Struct(">q")
 _SHORT = struct.Struct(">h")
 _UBYTE = struct.Struct(">B")
 _USHORT = struct.Struct(">H")
+CQ_ENTRY = struct.Struct(">qiq")  # a ConsumeQueue entry: CommitLog offset, record size, tag hash
 HEAD_SIZE = 48  # TOTALSIZE .. BORNTIMESTAMP, the part before the first host
 MIN_RECORD_SIZE = HEAD_SIZE + 8 + 8 + 8 + 4 + 8 + 4 + 1 + 2  # 91: IPv4 hosts, empty body/topic/props
 
@@ -345,26 +352,81 @@ _new_meta = tuple.__new__  # builds a RecordMeta without its Python-level __new_
 _TOPICS: dict[bytes, str] = {}  # decoded topic names: a store holds few, and records repeat them
 
 
-@dataclass(slots=True)
-class MessageExt:
-    """A decoded stored message (RocketMQ's MessageExt)."""
+_FIELDS = (
+    "topic", "body", "properties", "queue_id", "flag", "queue_offset", "commitlog_offset", "sys_flag",
+    "born_timestamp", "born_host", "store_timestamp", "store_host", "reconsume_times",
+    "prepared_transaction_offset", "body_crc", "store_size",
+)  # fmt: skip
 
-    topic: str
-    body: bytes
-    properties: dict[str, str] = field(default_factory=dict)
-    queue_id: int = 0
-    flag: int = 0
-    queue_offset: int = 0
-    commitlog_offset: int = 0
-    sys_flag: int = 0
-    born_timestamp: int = 0
-    born_host: tuple[str, int] = ("127.0.0.1", 0)
-    store_timestamp: int = 0
-    store_host: tuple[str, int] = ("127.0.0.1", 0)
-    reconsume_times: int = 0
-    prepared_transaction_offset: int = 0
-    body_crc: int = 0
-    store_size: int = 0
+
+class MessageExt:
+    """A decoded stored message (RocketMQ's MessageExt).
+
+    A consumer decodes every message it receives, so the properties stay as their (validated)
+    text until first asked for: most consumers read only bodies, and splitting the properties into
+    a dict was the largest part of decoding.
+    """
+
+    __slots__ = (*(f for f in _FIELDS if f != "properties"), "_properties", "_properties_text")
+
+    def __init__(
+        self,
+        topic: str,
+        body: bytes,
+        properties: dict[str, str] | None = None,
+        queue_id: int = 0,
+        flag: int = 0,
+        queue_offset: int = 0,
+        commitlog_offset: int = 0,
+        sys_flag: int = 0,
+        born_timestamp: int = 0,
+        born_host: tuple[str, int] = ("127.0.0.1", 0),
+        store_timestamp: int = 0,
+        store_host: tuple[str, int] = ("127.0.0.1", 0),
+        reconsume_times: int = 0,
+        prepared_transaction_offset: int = 0,
+        body_crc: int = 0,
+        store_size: int = 0,
+    ) -> None:
+        self.topic = topic
+        self.body = body
+        self._properties = {} if properties is None else properties
+        self._properties_text = ""
+        self.queue_id = queue_id
+        self.flag = flag
+        self.queue_offset = queue_offset
+        self.commitlog_offset = commitlog_offset
+        self.sys_flag = sys_flag
+        self.born_timestamp = born_timestamp
+        self.born_host = born_host
+        self.store_timestamp = store_timestamp
+        self.store_host = store_host
+        self.reconsume_times = reconsume_times
+        self.prepared_transaction_offset = prepared_transaction_offset
+        self.body_crc = body_crc
+        self.store_size = store_size
+
+    @property
+    def properties(self) -> dict[str, str]:
+        props = self._properties
+        if props is None:
+            props = self._properties = decode_properties(self._properties_text)
+        return props
+
+    @properties.setter
+    def properties(self, value: dict[str, str]) -> None:
+        self._properties = value
+
+    def __eq__(self, other: object) -> bool:
+        if other.__class__ is not MessageExt:
+            return NotImplemented
+        return all(getattr(self, f) == getattr(other, f) for f in _FIELDS)
+
+    __hash__ = None  # mutable, like the dataclass it replaces
+
+    def __repr__(self) -> str:
+        fields = ", ".join(f"{f}={getattr(self, f)!r}" for f in _FIELDS)
+        return f"MessageExt({fields})"
 
     @property
     def tags(self) -> str | None:
@@ -407,20 +469,80 @@ def decode_record(buf, pos: int = 0, *, verify_crc: bool = False) -> MessageExt:
     """Decode the record at `pos`; raise MessageDecodeError for anything that is not a whole record."""
     if not isinstance(buf, bytes | bytearray | memoryview):
         raise MessageDecodeError(f"expected bytes, got {type(buf).__name__}")
-    meta = read_record_meta(buf, pos, len(buf))
-    if meta is None or meta is BLANK:
+    return _decode_at(buf if type(buf) is bytes else bytes(buf), pos, len(buf), verify_crc)
+
+
+def decode_records(buf, *, verify_crc: bool = False) -> list[MessageExt]:
+    """Decode concatenated records, such as a PULL_MESSAGE answer body."""
+    if not isinstance(buf, bytes | bytearray | memoryview):
+        raise MessageDecodeError(f"expected bytes, got {type(buf).__name__}")
+    raw = buf if type(buf) is bytes else bytes(buf)  # slices of bytes are the cheapest bodies
+    out = []
+    pos, end = 0, len(raw)
+    while pos < end:
+        msg = _decode_at(raw, pos, end, verify_crc)
+        out.append(msg)
+        pos += msg.store_size
+    return out
+
+
+_V4_FIXED = _FIXED[8 + 2 * 8]
+_new_message = MessageExt.__new__
+
+
+def _decode_at(raw: bytes, pos: int, end: int, verify_crc: bool) -> MessageExt:
+    """One record of `raw` (bytes) at `pos`: one struct call for the fixed part, checks as strict
+    as read_record_meta's, and no work for what the reader may never look at (the properties)."""
+    fixed = _V4_FIXED
+    try:
+        f = fixed.unpack_from(raw, pos)
+        if f[7] & 0x30:  # an IPv6 host: a wider layout
+            fixed = _fixed_struct(f[7])
+            f = fixed.unpack_from(raw, pos)
+    except struct.error:
+        raise MessageDecodeError(f"no valid message record at position {pos}") from None
+    size, magic, crc = f[0], f[1], f[2]
+    body_start = pos + fixed.size
+    body_len = f[14]
+    p = body_start + body_len
+    record_end = pos + size
+    if (
+        (magic != MAGIC_V1 and magic != MAGIC_V2)
+        or size < MIN_RECORD_SIZE
+        or record_end > end
+        or body_len < 0
+        or p + 3 > record_end
+    ):
         raise MessageDecodeError(f"no valid message record at position {pos}")
-    body = bytes(buf[meta.body_start : meta.body_start + meta.body_len])
-    if verify_crc and body_crc(body) != meta.body_crc:
+    body = raw[body_start:p]
+    if verify_crc and crc32(body) & 0x7FFFFFFF != crc:
         raise MessageDecodeError(f"body CRC mismatch in record at position {pos}")
-    # TOTALSIZE, MAGIC, CRC, QUEUEID, FLAG, QUEUEOFFSET, PHYSICALOFFSET, SYSFLAG, BORNTIMESTAMP,
-    # BORNHOST, STORETIMESTAMP, STOREHOST, RECONSUMETIMES, PreparedTransactionOffset, BODYLEN
-    f = _fixed_struct(meta.sys_flag).unpack_from(buf, pos)
-    props = bytes(buf[meta.props_start : meta.props_end])
-    return MessageExt(
-        meta.topic, body, decode_properties(props), f[3], f[4], f[5], f[6], f[7], f[8], _host(f[9]), f[10],
-        _host(f[11]), f[12], f[13], f[2], f[0],
-    )  # fmt: skip
+    if magic == MAGIC_V1:
+        topic_end = p + 1 + raw[p]
+        raw_topic = raw[p + 1 : topic_end]
+    else:
+        topic_end = p + 2 + _USHORT.unpack_from(raw, p)[0]
+        raw_topic = raw[p + 2 : topic_end]
+    if topic_end + 2 > record_end or _SHORT.unpack_from(raw, topic_end)[0] != record_end - topic_end - 2:
+        raise MessageDecodeError(f"record at position {pos} has inconsistent lengths")
+    topic = _TOPICS.get(raw_topic)
+    try:
+        if topic is None:
+            topic = raw_topic.decode()
+            if len(_TOPICS) > 10_000:
+                _TOPICS.clear()
+            _TOPICS[raw_topic] = topic
+        props_text = raw[topic_end + 2 : record_end].decode()
+    except UnicodeDecodeError as e:
+        raise MessageDecodeError(f"record at position {pos} is not UTF-8 where it must be: {e}") from None
+    msg = _new_message(MessageExt)
+    msg.topic, msg.body, msg._properties, msg._properties_text = topic, body, None, props_text
+    (msg.store_size, _, msg.body_crc, msg.queue_id, msg.flag, msg.queue_offset, msg.commitlog_offset,
+     msg.sys_flag, msg.born_timestamp, born, msg.store_timestamp, store, msg.reconsume_times,
+     msg.prepared_transaction_offset, _) = f  # fmt: skip
+    msg.born_host = _HOSTS.get(born) or _host(born)
+    msg.store_host = _HOSTS.get(store) or _host(store)
+    return msg
 
 
 _HOSTS: dict[bytes, tuple[str, int]] = {}  # packed host -> (ip, port): a consumer sees few hosts
@@ -433,17 +555,6 @@ def _host(raw: bytes) -> tuple[str, int]:
             _HOSTS.clear()
         host = _HOSTS[raw] = unpack_host(raw)
     return host
-
-
-def decode_records(buf, *, verify_crc: bool = False) -> list[MessageExt]:
-    """Decode concatenated records, such as a PULL_MESSAGE answer body."""
-    out = []
-    pos, end = 0, len(buf)
-    while pos < end:
-        msg = decode_record(buf, pos, verify_crc=verify_crc)
-        out.append(msg)
-        pos += msg.store_size
-    return out
 
 
 # ---------------------------------------------------------------------------------------------
@@ -514,6 +625,7 @@ def write_batch_records(
     buf,
     pos: int,
     batch: bytes | memoryview,
+    count: int,
     topic_block: bytes,
     queue_id: int,
     queue_offset: int,
@@ -523,40 +635,53 @@ def write_batch_records(
     born_host: bytes,
     store_timestamp: int,
     store_host: bytes,
-) -> list[int]:
-    """Write every entry of a batch body (checked by scan_batch) as a record; return their offsets.
+) -> bytearray:
+    """Write the `count` entries of a batch body (checked by scan_batch) as records.
 
+    Returns their ConsumeQueue entries (CQ_ENTRY each: CommitLog offset, size, tag hash), built
+    here while every field is at hand so the dispatcher need not parse the records back.
     Body and properties are copied straight from the request into `buf`: no per-message objects.
     """
     view = memoryview(batch)
+    raw = batch if type(batch) is bytes else bytes(view)  # for bytes.find, which a view lacks
+    find = raw.find
     fixed = _FIXED[len(born_host) + 2 * len(store_host)]
-    pack_into = fixed.pack_into
+    pack_into, unpack_head, entry_into = fixed.pack_into, _BATCH_HEAD.unpack_from, CQ_ENTRY.pack_into
     head = fixed.size
     block_len = len(topic_block)
     magic = MAGIC_V2 if block_len > MAX_TOPIC_V1_SIZE + 1 else MAGIC_V1
     grow = head + block_len - _BATCH_HEAD.size
-    offsets = []
-    bpos, end = 0, len(view)
-    while bpos < end:
-        size, _, _, flag, body_len = _BATCH_HEAD.unpack_from(view, bpos)
+    entries = bytearray(count * CQ_ENTRY.size)
+    bpos = 0
+    for epos in range(0, len(entries), CQ_ENTRY.size):
+        size, _, _, flag, body_len = unpack_head(view, bpos)
         body_start = bpos + _BATCH_HEAD.size
-        body = view[body_start : body_start + body_len]
-        record_end = pos + size + grow
+        body_end = body_start + body_len
+        body = view[body_start:body_end]
+        record_size = size + grow
+        record_end = pos + record_size
         pack_into(
-            buf, pos, size + grow, magic, crc32(body) & 0x7FFFFFFF, queue_id, flag, queue_offset,
+            buf, pos, record_size, magic, crc32(body) & 0x7FFFFFFF, queue_id, flag, queue_offset,
             physical_offset, sys_flag, born_timestamp, born_host, store_timestamp, store_host, 0, 0, body_len,
         )  # fmt: skip
         p = pos + head
         buf[p : p + body_len] = body
         p += body_len
         buf[p : p + block_len] = topic_block
-        buf[p + block_len : record_end] = view[body_start + body_len : bpos + size]  # PROPLEN + properties
-        offsets.append(physical_offset)
-        physical_offset += size + grow
+        buf[p + block_len : record_end] = view[body_end : bpos + size]  # PROPLEN + properties
+        tag = 0
+        if find(_TAGS_KEY, body_end + 2, bpos + size) >= 0:  # rarely worth a closer look
+            found = find_property(raw[body_end + 2 : bpos + size], _TAGS_KEY)
+            tag = tag_hash(found) if found else 0
+        entry_into(entries, epos, physical_offset, record_size, tag)
+        physical_offset += record_size
         queue_offset += 1
         pos = record_end
         bpos += size
-    return offsets
+    return entries
+
+
+_TAGS_KEY = b"TAGS\x01"
 
 
 # ---------------------------------------------------------------------------------------------
@@ -566,6 +691,24 @@ def write_batch_records(
 def offset_msg_id(store_host: bytes, physical_offset: int) -> str:
     """The broker-made id: store host address + port + CommitLog offset, as uppercase hex."""
     return (store_host + _LONG.pack(physical_offset)).hex().upper()
+
+
+def offset_msg_ids(store_host: bytes, entries: bytes | bytearray) -> str:
+    """The comma-joined offset ids of the records whose ConsumeQueue entries (CQ_ENTRY) are given.
+
+    Done in bulk, as a batch's answer needs one per message: the packed CommitLog offsets are cut out
+    of the entries by one struct call, interleaved with the host by one join, and hexed in one go.
+    """
+    if not entries:
+        return ""
+    offsets = _entry_offsets(len(entries) // CQ_ENTRY.size).unpack(entries)
+    return (store_host + store_host.join(offsets)).hex(",", len(store_host) + 8).upper()
+
+
+@functools.lru_cache(maxsize=256)
+def _entry_offsets(count: int) -> struct.Struct:
+    """Cuts the packed CommitLog offset out of each of `count` ConsumeQueue entries."""
+    return struct.Struct("8s12x" * count)
 
 
 def parse_offset_msg_id(msg_id: str) -> tuple[str, int, int]:
@@ -602,10 +745,15 @@ class UniqKeyGenerator:
         self._next_month_ms = int(time.mktime((year, month, 1, 0, 0, 0, 0, 0, -1)) * 1000)
 
     def next(self) -> str:
+        return self.next_many(1)[0]
+
+    def next_many(self, count: int) -> list[str]:
+        """`count` ids at once (a batch's): one clock read and one lock for all of them."""
         now_ms = time.time_ns() // 1_000_000
         with self._lock:
             if now_ms >= self._next_month_ms:
                 self._set_month_start(now_ms / 1000)
-            self._counter = (self._counter + 1) & 0xFFFF
-            counter = self._counter
-        return f"{self._prefix}{(now_ms - self._month_start_ms) & 0xFFFFFFFF:08X}{counter:04X}"
+            first = self._counter + 1
+            self._counter = (self._counter + count) & 0xFFFF
+        stem = f"{self._prefix}{(now_ms - self._month_start_ms) & 0xFFFFFFFF:08X}"
+        return [f"{stem}{c & 0xFFFF:04X}" for c in range(first, first + count)]

@@ -250,7 +250,9 @@ def _encode_json_header(command: RemotingCommand) -> bytes:
     if command.remark is not None:
         header["remark"] = command.remark
     if command.ext_fields:
-        header["extFields"] = {k: ext_str(v) for k, v in command.ext_fields.items() if v is not None}
+        header["extFields"] = {
+            k: v if type(v) is str else ext_str(v) for k, v in command.ext_fields.items() if v is not None
+        }  # most values are strings already: skip the call for them (this runs for every frame)
     return _JSON_ENCODER.encode(header)
 
 

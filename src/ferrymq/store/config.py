@@ -17,6 +17,7 @@ class StoreConfig:
     store_path_root_dir: Path = Path.home() / "store"
     mapped_file_size_commit_log: int = 1 << 30
     mapped_file_size_consume_queue: int = 300_000 * 20
+    warm_commitlog_ahead: int = 16 << 20  # bytes of CommitLog pages faulted in ahead of the writer (0: off)
     max_hash_slot_num: int = 5_000_000
     max_index_num: int = 20_000_000
     message_index_enable: bool = True

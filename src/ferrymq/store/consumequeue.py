@@ -8,15 +8,15 @@ named by the byte offset of their first entry. Entries are only ever written by 
 from __future__ import annotations
 
 import contextlib
-import struct
 from pathlib import Path
 
+from ferrymq.protocol.message import CQ_ENTRY as ENTRY
 from ferrymq.store.errors import StoreError
 from ferrymq.store.files import MappedFile, list_offset_files, offset_name
 
-ENTRY = struct.Struct(">qiq")
 ENTRY_SIZE = ENTRY.size  # 20
 BLANK_ENTRY_SIZE = 0x7FFFFFFF  # size field of a hole-filling entry (offset 0, tag 0)
+_BLANK_ENTRY = ENTRY.pack(0, BLANK_ENTRY_SIZE, 0)
 
 
 class ConsumeQueue:
@@ -67,18 +67,27 @@ class ConsumeQueue:
             self.min_offset = base // ENTRY_SIZE
         return mf
 
-    def put(self, queue_offset: int, commitlog_offset: int, size: int, tag_code: int) -> None:
-        """Write the entry for `queue_offset`; re-dispatching an existing entry rewrites it in place."""
-        if queue_offset > self.max_offset:
-            for hole in range(self.max_offset, queue_offset):  # fill a gap so offsets stay positional
-                self._write(hole, 0, BLANK_ENTRY_SIZE, 0)
-        self._write(queue_offset, commitlog_offset, size, tag_code)
-        if queue_offset >= self.max_offset:
-            self.max_offset = queue_offset + 1
+    def put(self, queue_offset: int, entries: bytes | bytearray) -> None:
+        """Write raw entries (ENTRY each) from `queue_offset` on; re-dispatching rewrites them in place.
 
-    def _write(self, queue_offset: int, commitlog_offset: int, size: int, tag_code: int) -> None:
-        mf = self._file_for(queue_offset, create=True)
-        ENTRY.pack_into(mf.mm, queue_offset * ENTRY_SIZE - mf.base, commitlog_offset, size, tag_code)
+        The put path builds a whole batch's entries at once, so they land here in one copy.
+        """
+        if queue_offset > self.max_offset:  # fill a gap so offsets stay positional
+            self._write(self.max_offset, _BLANK_ENTRY * (queue_offset - self.max_offset))
+        self._write(queue_offset, entries)
+        end = queue_offset + len(entries) // ENTRY_SIZE
+        if end > self.max_offset:
+            self.max_offset = end
+
+    def _write(self, queue_offset: int, entries: bytes | bytearray) -> None:
+        data = memoryview(entries)
+        while data:
+            mf = self._file_for(queue_offset, create=True)
+            start = queue_offset * ENTRY_SIZE - mf.base
+            n = min(len(data), mf.size - start)
+            mf.mm[start : start + n] = data[:n]
+            data = data[n:]
+            queue_offset += n // ENTRY_SIZE
 
     def entries(self, offset: int, max_count: int) -> memoryview:
         """Up to `max_count` raw entries starting at `offset`, from one file (callers loop for more)."""

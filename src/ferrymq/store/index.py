@@ -37,7 +37,12 @@ def key_hash(text: str) -> int:
     CRC32 costs a tenth of a Python String.hashCode on the dispatch hot path (every key of every
     message). The file layout is RocketMQ's all the same.
     """
-    return crc32(text.encode(errors="surrogatepass")) & 0x7FFFFFFF
+    return key_hash_bytes(text.encode(errors="surrogatepass"))
+
+
+def key_hash_bytes(raw: bytes) -> int:
+    """key_hash of text already encoded (as the indexer reads it from the CommitLog)."""
+    return crc32(raw) & 0x7FFFFFFF
 
 
 class _IndexFile:
@@ -81,30 +86,36 @@ class _IndexFile:
         )
         self.index_count = min(max(count, 1), self.max_index_num)
 
-    def put(self, prefix: str, keys: list[str], phys_offset: int, store_timestamp: int) -> list[str]:
-        """Index the message under as many of `keys` as fit; returns the keys that did not.
+    def put(self, items: list[tuple[int, int, int]]) -> list[tuple[int, int, int]]:
+        """Index (key hash, phys offset, store timestamp) items, as many as fit; returns the rest.
 
         Per key the entry is written first, then the header's count, then the slot: a crash between
         any two leaves at worst an unreachable entry, never a slot pointing past the count (whose
-        slot a later entry would then take over, cutting off the older chain).
+        slot a later entry would then take over, cutting off the older chain). The rest of the
+        header (times, offsets, used slots) is written once per call.
         """
         mm = self.mm
         count = self.index_count
         if count == 1:
-            self.begin_ts, self.begin_phys = store_timestamp, phys_offset
-        time_diff = (store_timestamp - self.begin_ts) // 1000
-        if time_diff < 0:  # the clock stepped back
-            time_diff = 0
-        elif time_diff > _MAX_TIME_DIFF:
-            time_diff = _MAX_TIME_DIFF
+            _, self.begin_phys, self.begin_ts = items[0]
         fitting = self.max_index_num - count
-        rest: list[str] = []
-        if len(keys) > fitting:
-            keys, rest = keys[:fitting], keys[fitting:]
-        slot_num, entries_pos, used_slots = self.slot_num, self.entries_pos, self.used_slots
+        rest: list[tuple[int, int, int]] = []
+        if len(items) > fitting:
+            items, rest = items[:fitting], items[fitting:]
+        slot_num, entries_pos, used_slots, begin_ts = (
+            self.slot_num,
+            self.entries_pos,
+            self.used_slots,
+            self.begin_ts,
+        )
+        end_ts, end_phys = self.end_ts, self.end_phys
         read_int, write_int, write_entry = SLOT.unpack_from, SLOT.pack_into, ENTRY.pack_into
-        for key in keys:
-            hash_ = key_hash(prefix + key)
+        for hash_, phys_offset, store_timestamp in items:
+            time_diff = (store_timestamp - begin_ts) // 1000
+            if time_diff < 0:  # the clock stepped back
+                time_diff = 0
+            elif time_diff > _MAX_TIME_DIFF:
+                time_diff = _MAX_TIME_DIFF
             slot_pos = HEADER_SIZE + hash_ % slot_num * SLOT_SIZE
             prev = read_int(mm, slot_pos)[0]
             if not 0 < prev < count:
@@ -114,12 +125,12 @@ class _IndexFile:
             count += 1
             write_int(mm, INDEX_COUNT_POS, count)
             write_int(mm, slot_pos, count - 1)
-        self.index_count, self.used_slots = count, used_slots
-        if store_timestamp > self.end_ts:
-            self.end_ts = store_timestamp
-        if phys_offset > self.end_phys:
-            self.end_phys = phys_offset
-        HEADER.pack_into(mm, 0, self.begin_ts, self.end_ts, self.begin_phys, self.end_phys, used_slots, count)
+            if store_timestamp > end_ts:
+                end_ts = store_timestamp
+            if phys_offset > end_phys:
+                end_phys = phys_offset
+        self.index_count, self.used_slots, self.end_ts, self.end_phys = count, used_slots, end_ts, end_phys
+        HEADER.pack_into(mm, 0, self.begin_ts, end_ts, self.begin_phys, end_phys, used_slots, count)
         self.dirty = True
         return rest
 
@@ -217,18 +228,25 @@ class IndexService:
         except OSError as e:
             raise io_error("create", self.directory, e) from None
         file = self._open(now.strftime(_NAME_FORMAT)[:_NAME_LENGTH], create=True)
+        # Every key lands on a random slot: fault the whole slot table in at once rather than one
+        # trap per page over the file's first few thousand puts.
+        file.mf.populate(0, file.entries_pos)
         self._files = [*self._files, file]
         return file
 
     def put(self, topic: str, keys: Iterable[str], phys_offset: int, store_timestamp: int) -> None:
         """Index the message at `phys_offset` under each non-empty key."""
         prefix = topic + "#"
-        pending = [key for key in keys if key]
-        while pending:
+        self.put_hashed([(key_hash(prefix + key), phys_offset, store_timestamp) for key in keys if key])
+
+    def put_hashed(self, items: list[tuple[int, int, int]]) -> None:
+        """Index (key_hash("topic#key"), phys offset, store timestamp) items, in order (the indexer
+        hashes the keys' bytes straight from the CommitLog and hands over a whole range at once)."""
+        while items:
             file = self._writable
             if file is None or file.index_count >= self.max_index_num:
                 file = self._writable = self._new_file()
-            pending = file.put(prefix, pending, phys_offset, store_timestamp)
+            items = file.put(items)
 
     def query(self, topic: str, key: str, max_num: int, begin_ms: int, end_ms: int) -> list[int]:
         """Offsets of messages that may carry `key` and were stored in [begin_ms, end_ms], newest first.

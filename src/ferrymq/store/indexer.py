@@ -31,7 +31,7 @@ from ferrymq.protocol.message import (
     read_record_meta,
 )
 from ferrymq.store.files import offset_name
-from ferrymq.store.index import IndexService
+from ferrymq.store.index import IndexService, key_hash_bytes
 
 log = logging.getLogger(__name__)
 
@@ -178,42 +178,61 @@ def run(store_root: Path, slots: int, entries: int, segment_size: int, parent: i
     position.set(FLUSHED, offset)
 
 
-def index_keys(props: bytes) -> list[str]:
-    """The keys a message is found by: its UNIQ_KEY and each of its KEYS."""
+def index_keys(props: bytes) -> list[bytes]:
+    """The keys a message is found by, as stored: its UNIQ_KEY and each of its KEYS."""
     keys = []
     uniq = find_property(props, _UNIQ_KEY)
     if uniq:
-        keys.append(uniq.decode(errors="replace"))
+        keys.append(uniq)
     user_keys = find_property(props, _KEYS)
     if user_keys:
-        keys += user_keys.decode(errors="replace").split()
+        keys += user_keys.split()
     return keys
 
 
 def _index_range(index: IndexService, segments: _Segments, offset: int, committed: int) -> int:
-    """Index the records in [offset, committed); return where it stopped (a record boundary)."""
+    """Index the records in [offset, committed); return where it stopped (a record boundary).
+
+    Keys are hashed from their stored bytes and handed to the index a few thousand at a time.
+    """
     size = segments.size
-    while offset < committed:
-        base = offset - offset % size
-        mm = segments.get(base)
-        if mm is None:
-            return offset  # not visible yet, or deleted by retention: try again later
-        pos = offset - base
-        end = min(committed - base, size)
-        while pos < end:
-            meta = read_record_meta(mm, pos, end)
-            if meta is BLANK:
-                pos = size
-                break
-            if meta is None:
-                return base + pos  # beyond what is written yet
-            if meta.sys_flag & TRANSACTION_TYPE_MASK != TRANSACTION_ROLLBACK_TYPE:
-                keys = index_keys(mm[meta.props_start : meta.props_end])
-                if keys:
-                    index.put(meta.topic, keys, base + pos, meta.store_timestamp)
-            pos += meta.size
-        offset = base + pos
-    return offset
+    items: list[tuple[int, int, int]] = []
+    prefixes: dict[str, bytes] = {}  # topic -> b"topic#"
+    try:
+        while offset < committed:
+            base = offset - offset % size
+            mm = segments.get(base)
+            if mm is None:
+                return offset  # not visible yet, or deleted by retention: try again later
+            pos = offset - base
+            end = min(committed - base, size)
+            while pos < end:
+                meta = read_record_meta(mm, pos, end)
+                if meta is BLANK:
+                    pos = size
+                    break
+                if meta is None:
+                    return base + pos  # beyond what is written yet
+                if meta.sys_flag & TRANSACTION_TYPE_MASK != TRANSACTION_ROLLBACK_TYPE:
+                    keys = index_keys(mm[meta.props_start : meta.props_end])
+                    if keys:
+                        prefix = prefixes.get(meta.topic)
+                        if prefix is None:
+                            prefix = prefixes[meta.topic] = meta.topic.encode() + b"#"
+                        phys, ts = base + pos, meta.store_timestamp
+                        items += [(key_hash_bytes(prefix + key), phys, ts) for key in keys]
+                        if len(items) >= _ITEMS_PER_PUT:
+                            index.put_hashed(items)
+                            items = []
+                pos += meta.size
+            offset = base + pos
+        return offset
+    finally:
+        if items:
+            index.put_hashed(items)
+
+
+_ITEMS_PER_PUT = 4096
 
 
 def _die_with_parent() -> None:

@@ -33,6 +33,7 @@ from ferrymq.protocol.message import (
     record_size,
     scan_batch,
     store_timestamp_pos,
+    tag_hash,
     topic_block,
     write_batch_records,
     write_record,
@@ -42,7 +43,7 @@ from ferrymq.store.cleanup import RetentionService
 from ferrymq.store.commitlog import CommitLog
 from ferrymq.store.config import SYNC_FLUSH, StoreConfig
 from ferrymq.store.consumequeue import BLANK_ENTRY_SIZE, ENTRY, ConsumeQueueTable
-from ferrymq.store.dispatch import Dispatcher
+from ferrymq.store.dispatch import Dispatcher, Prepared
 from ferrymq.store.errors import DiskFullError, StoreError
 from ferrymq.store.flush import FlushService, GroupCommitService
 from ferrymq.store.index import IndexService
@@ -54,6 +55,8 @@ log = logging.getLogger(__name__)
 _INT = struct.Struct(">i")
 _LONG = struct.Struct(">q")
 MAX_TOPIC_BYTES = 255
+_TAGS = b"TAGS\x01"
+_new_prepared = tuple.__new__  # a Prepared without its Python-level __new__: one per put
 
 
 class MessageStore:
@@ -71,6 +74,7 @@ class MessageStore:
         self.store_host = pack_host(*store_host)
         self.root = config.store_path_root_dir
         self.disk_full = False
+        self.replica = False  # a replica's log is its master's copy: it takes no puts (RocketMQ's SLAVE)
         self._put_lock = threading.Lock()
         self._queue_offsets: dict[tuple[str, int], int] = {}
         self._topic_blocks: dict[str, bytes] = {}
@@ -94,7 +98,11 @@ class MessageStore:
         abort = self.root / "abort"
         clean = not abort.exists()
         started = time.monotonic()
-        self.commitlog = CommitLog(self.config.commitlog_dir, self.config.mapped_file_size_commit_log)
+        self.commitlog = CommitLog(
+            self.config.commitlog_dir,
+            self.config.mapped_file_size_commit_log,
+            self.config.warm_commitlog_ahead,
+        )
         self.queues = ConsumeQueueTable(
             self.config.consumequeue_dir, self.config.mapped_file_size_consume_queue
         )
@@ -149,11 +157,15 @@ class MessageStore:
             recovered = end - start
         for cq in self.queues.all():
             cq.correct_min_offset(cl.min_offset)
-        self._queue_offsets = {(cq.topic, cq.queue_id): cq.max_offset for cq in self.queues.all()}
+        self._reload_queue_offsets()
         self._checkpoint(flush_all=True)
         if self.indexer is not None:
             self.indexer.committed(cl.max_offset)
         return recovered
+
+    def _reload_queue_offsets(self) -> None:
+        """Continue each queue's offsets from its ConsumeQueue (after recovery, truncation, replication)."""
+        self._queue_offsets = {(cq.topic, cq.queue_id): cq.max_offset for cq in self.queues.all()}
 
     def _start_indexer(self, committed: int) -> IndexerProcess:
         """Start the indexer; it may index up to `committed`, where the CommitLog is known valid."""
@@ -191,13 +203,14 @@ class MessageStore:
 
     def _dispatch_loop(self) -> None:
         while not self._stopping:
+            seen = self.commitlog.max_offset
             try:
                 self.dispatcher.dispatch()
             except StoreError:
                 log.exception("dispatch stopped")
                 return
             self._dispatch_idle = True
-            if self.dispatcher.offset < self.commitlog.max_offset:
+            if self.commitlog.max_offset != seen:
                 self._dispatch_idle = False  # a put slipped in between: go round again
                 continue
             self._dispatch_wake.wait()
@@ -246,7 +259,11 @@ class MessageStore:
     # ---------------------------------------------------------------- writes
 
     def _refusal(self, topic: str, body_len: int, props_len: int) -> PutResult | None:
-        """Why a message cannot be stored (disk full, bad topic, too big), or None if it can."""
+        """Why a message cannot be stored (replica, disk full, bad topic, too big), or None if it can."""
+        if self.replica:
+            return PutResult(
+                PutStatus.SERVICE_NOT_AVAILABLE, f"store {self.root} is a replica: it takes no writes"
+            )
         if self.disk_full:
             return PutResult(PutStatus.DISK_FULL, f"disk full: store {self.root} refuses writes")
         if self._topic_block(topic) is None:
@@ -296,6 +313,7 @@ class MessageStore:
         if (
             block is None
             or self.disk_full
+            or self.replica
             or len(body) > self._max_body
             or len(properties) > MAX_PROPERTIES_SIZE
         ):
@@ -328,6 +346,13 @@ class MessageStore:
             )  # fmt: skip
             if takes_offset:
                 self._queue_offsets[key] = queue_offset + 1
+                tag = find_property(properties, _TAGS) if _TAGS in properties else None
+                entry = ENTRY.pack(phys, size, tag_hash(tag) if tag else 0)
+            else:
+                entry = b""
+            self.dispatcher.prepared.append(
+                _new_prepared(Prepared, (phys, phys + size, topic, queue_id, queue_offset, entry, now))
+            )
             self.commitlog.max_offset = phys + size
         return self._written(PutResult(PutStatus.PUT_OK, "", phys, size, queue_offset, 1, now))
 
@@ -364,13 +389,16 @@ class MessageStore:
             first = seg.base + pos
             queue_offset = self._queue_offsets.get(key, 0)
             now = time.time_ns() // 1_000_000
-            offsets = write_batch_records(
-                seg.mm, pos, batch_body, block, queue_id, queue_offset, first, sys_flag,
+            entries = write_batch_records(
+                seg.mm, pos, batch_body, count, block, queue_id, queue_offset, first, sys_flag,
                 born_timestamp or now, born_host, now, self.store_host,
             )  # fmt: skip
             self._queue_offsets[key] = queue_offset + count
+            self.dispatcher.prepared.append(
+                _new_prepared(Prepared, (first, first + total, topic, queue_id, queue_offset, entries, now))
+            )
             self.commitlog.max_offset = first + total
-        return self._written(PutResult(PutStatus.PUT_OK, "", first, total, queue_offset, count, now, offsets))
+        return self._written(PutResult(PutStatus.PUT_OK, "", first, total, queue_offset, count, now, entries))
 
     def _place(self, size: int):
         """Where `size` bytes go next, or a PutResult saying why they cannot be written."""
@@ -412,6 +440,60 @@ class MessageStore:
             self._dispatch_wake.set()
             time.sleep(0.001)
         return True
+
+    # ---------------------------------------------------------------- replication
+
+    def read_commitlog(self, offset: int, max_bytes: int) -> memoryview | None:
+        """Stored CommitLog bytes from `offset`, at most `max_bytes` and never past a segment's end
+        (what a master streams to replicas): a zero-copy slice, empty at the write position, None
+        where nothing is stored (before the oldest segment or past the end)."""
+        cl = self.commitlog
+        if offset == cl.max_offset:
+            return memoryview(b"")
+        seg = cl.segment_for(offset)
+        if seg is None or offset > cl.max_offset:
+            return None
+        end = min(cl.max_offset, seg.end, offset + max_bytes)
+        return seg.view[offset - seg.base : end - seg.base]
+
+    def append_replicated(self, offset: int, data: bytes | memoryview) -> None:
+        """Append bytes copied from the master at `offset`, this store's write position (the end of
+        `data` may fall inside a record). The owner dispatches afterwards, as after a put."""
+        with self._put_lock:
+            empty = not self.commitlog.segments
+            self.commitlog.append_raw(offset, data)
+            if empty:
+                self.dispatcher.offset = offset
+        if self._dispatch_idle:
+            self._dispatch_wake.set()
+        if self.indexer is not None:
+            self.indexer.committed(self.commitlog.max_offset)
+
+    def truncate(self, offset: int) -> None:
+        """Cut the CommitLog at `offset` (a record boundary), with the ConsumeQueue entries and index
+        progress after it: a replica drops the tail its new master never had."""
+        with self._put_lock, self.dispatcher.lock:
+            self.commitlog.truncate(offset)
+            for cq in self.queues.all():
+                cq.truncate_from_commitlog(offset)
+            self.dispatcher.offset = min(self.dispatcher.offset, offset)
+            self._reload_queue_offsets()
+        self._checkpoint(flush_all=True)
+        if self.indexer is not None:  # restart it from the cut: it may have indexed past it
+            self.indexer.committed(offset)
+            self.indexer.stop()
+            self.indexer = self._start_indexer(committed=offset)
+        log.warning("store %s truncated to offset %d", self.root, offset)
+
+    def settle_replicated_tail(self) -> int:
+        """Before a replica takes writes: dispatch what it copied, cut a last record it only copied
+        in part, and continue queue offsets from its ConsumeQueues. Returns the write position."""
+        self.dispatcher.dispatch()
+        if self.dispatcher.offset < self.commitlog.max_offset:
+            self.truncate(self.dispatcher.offset)
+        with self._put_lock:
+            self._reload_queue_offsets()
+        return self.commitlog.max_offset
 
     # ---------------------------------------------------------------- reads
 

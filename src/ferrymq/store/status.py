@@ -7,6 +7,8 @@ import enum
 from concurrent.futures import Future
 from concurrent.futures import TimeoutError as FutureTimeout
 
+from ferrymq.protocol.message import CQ_ENTRY
+
 
 class PutStatus(enum.Enum):
     PUT_OK = "PUT_OK"
@@ -16,6 +18,9 @@ class PutStatus(enum.Enum):
     MESSAGE_ILLEGAL = "MESSAGE_ILLEGAL"
     PROPERTIES_SIZE_EXCEEDED = "PROPERTIES_SIZE_EXCEEDED"
     DISK_FULL = "DISK_FULL"
+    FLUSH_SLAVE_TIMEOUT = "FLUSH_SLAVE_TIMEOUT"
+    SLAVE_NOT_AVAILABLE = "SLAVE_NOT_AVAILABLE"
+    IN_SYNC_REPLICAS_NOT_ENOUGH = "IN_SYNC_REPLICAS_NOT_ENOUGH"
 
 
 class GetStatus(enum.Enum):
@@ -34,11 +39,11 @@ class PutResult:
     """The outcome of a put. With SYNC_FLUSH the write is durable only once `wait`/`durable` says so."""
 
     __slots__ = (
+        "entries",
         "flush_future",
         "flush_timeout",
         "message_count",
         "queue_offset",
-        "record_offsets",
         "remark",
         "status",
         "store_timestamp",
@@ -55,7 +60,7 @@ class PutResult:
         queue_offset: int = -1,
         message_count: int = 0,
         store_timestamp: int = 0,
-        record_offsets: list[int] | None = None,
+        entries: bytes | bytearray = b"",
         flush_future: Future | None = None,
         flush_timeout: float = 5.0,
     ) -> None:
@@ -66,7 +71,7 @@ class PutResult:
         self.queue_offset = queue_offset
         self.message_count = message_count
         self.store_timestamp = store_timestamp
-        self.record_offsets = record_offsets
+        self.entries = entries
         self.flush_future = flush_future
         self.flush_timeout = flush_timeout
 
@@ -77,7 +82,11 @@ class PutResult:
     @property
     def offsets(self) -> list[int]:
         """CommitLog offsets of every record written (one for a single put)."""
-        return self.record_offsets if self.record_offsets is not None else [self.wrote_offset]
+        return (
+            [phys for phys, _, _ in CQ_ENTRY.iter_unpack(self.entries)]
+            if self.entries
+            else [self.wrote_offset]
+        )
 
     def wait(self) -> PutStatus:
         """Block until the write is durable as configured; PUT_OK or FLUSH_DISK_TIMEOUT."""

@@ -15,7 +15,15 @@ PUT_STATUS_CODES = {
     PutStatus.SERVICE_NOT_AVAILABLE: ResponseCode.SERVICE_NOT_AVAILABLE,
     PutStatus.DISK_FULL: ResponseCode.SERVICE_NOT_AVAILABLE,
     PutStatus.CREATE_MAPPED_FILE_FAILED: ResponseCode.SYSTEM_ERROR,
+    PutStatus.FLUSH_SLAVE_TIMEOUT: ResponseCode.FLUSH_SLAVE_TIMEOUT,
+    PutStatus.SLAVE_NOT_AVAILABLE: ResponseCode.SLAVE_NOT_AVAILABLE,
+    PutStatus.IN_SYNC_REPLICAS_NOT_ENOUGH: ResponseCode.SYSTEM_ERROR,
 }
+# Stored, but not as durable as asked: the producer still gets the message ids (RocketMQ's "sendOK").
+STORED_CODES = frozenset(
+    (ResponseCode.SUCCESS, ResponseCode.FLUSH_DISK_TIMEOUT, ResponseCode.FLUSH_SLAVE_TIMEOUT,
+     ResponseCode.SLAVE_NOT_AVAILABLE)
+)  # fmt: skip
 
 
 def ok(

@@ -6,6 +6,7 @@ from typing import TYPE_CHECKING
 
 from ferrymq.broker.processors.common import error, ok
 from ferrymq.net.connection import Connection
+from ferrymq.protocol.bodies import encode_body
 from ferrymq.protocol.codes import RequestCode, ResponseCode
 from ferrymq.protocol.headers import (
     GetEarliestMsgStoretimeResponseHeader,
@@ -33,6 +34,7 @@ class OffsetProcessor:
         server.register(RequestCode.GET_MIN_OFFSET, self.get_min_offset)
         server.register(RequestCode.SEARCH_OFFSET_BY_TIMESTAMP, self.search_offset)
         server.register(RequestCode.GET_EARLIEST_MSG_STORETIME, self.earliest_store_time)
+        server.register(RequestCode.GET_ALL_CONSUMER_OFFSET, self.all_consumer_offsets)
 
     async def query_consumer_offset(self, conn: Connection, request: RemotingCommand) -> RemotingCommand:
         h = QueryConsumerOffsetRequestHeader.from_ext_fields(request.ext_fields)
@@ -82,3 +84,7 @@ class OffsetProcessor:
         if timestamp < 0:
             return error(request, ResponseCode.SYSTEM_ERROR, f"no message in {h.topic} queue {h.queue_id}")
         return ok(request, GetEarliestMsgStoretimeResponseHeader(timestamp))
+
+    async def all_consumer_offsets(self, conn: Connection, request: RemotingCommand) -> RemotingCommand:
+        """Every committed offset (slaves copy them from their master)."""
+        return ok(request, body=encode_body(self.broker.offsets.wrapper()))

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from typing import TYPE_CHECKING
 
 from ferrymq.broker.consumption import held_back
@@ -9,6 +10,7 @@ from ferrymq.broker.filters import FilterError
 from ferrymq.broker.processors.common import error
 from ferrymq.broker.topics import PERM_READ
 from ferrymq.net.connection import Connection
+from ferrymq.protocol.bodies import SubscriptionGroupConfig
 from ferrymq.protocol.codes import RequestCode, ResponseCode
 from ferrymq.protocol.headers import PullMessageRequestHeader, PullMessageResponseHeader
 from ferrymq.protocol.remoting import RemotingCommand
@@ -41,8 +43,8 @@ class PullProcessor:
         self.broker = broker
 
     def register(self, server) -> None:
-        server.register(RequestCode.PULL_MESSAGE, self.pull)
-        server.register(RequestCode.LITE_PULL_MESSAGE, self.pull)
+        server.register(RequestCode.PULL_MESSAGE, self.pull, eager=True)
+        server.register(RequestCode.LITE_PULL_MESSAGE, self.pull, eager=True)
 
     async def pull(self, conn: Connection, request: RemotingCommand) -> RemotingCommand:
         h = PullMessageRequestHeader.from_ext_fields(request.ext_fields)
@@ -51,12 +53,12 @@ class PullProcessor:
             return error(
                 request, ResponseCode.NO_PERMISSION, f"broker {broker.config.broker_name} is not readable"
             )
-        group = broker.groups.get(h.consumer_group)
-        if group is None:
+        group_config = broker.groups.get(h.consumer_group)
+        if group_config is None:
             return error(
                 request, ResponseCode.SUBSCRIPTION_GROUP_NOT_EXIST, f"group {h.consumer_group} does not exist"
             )
-        if not group.consume_enable:
+        if not group_config.consume_enable:
             return error(request, ResponseCode.NO_PERMISSION, f"group {h.consumer_group} may not consume")
         tc = broker.topics.get(h.topic)
         if tc is None:
@@ -82,6 +84,17 @@ class PullProcessor:
             flt = broker.filters.get(expression, expression_type)
         except FilterError as e:
             return error(request, e.code, str(e))
+        if not broker.serves_reads:  # RocketMQ: a slave without slave_read_enable sends consumers away
+            header = PullMessageResponseHeader(
+                suggest_which_broker_id=MASTER_ID,
+                next_begin_offset=h.queue_offset,
+                min_offset=broker.store.get_min_offset(h.topic, h.queue_id),
+                max_offset=broker.store.get_max_offset(h.topic, h.queue_id),
+            )
+            return request.make_response(
+                ResponseCode.PULL_RETRY_IMMEDIATELY, "slave read disabled: pull from the master",
+                header.to_ext_fields(),
+            )  # fmt: skip
         if h.sys_flag & FLAG_COMMIT_OFFSET and h.commit_offset >= 0 and broker.is_master:
             broker.offsets.commit(h.consumer_group, h.topic, h.queue_id, h.commit_offset)
 
@@ -118,10 +131,31 @@ class PullProcessor:
             result = read(count)
             code = pull_code(result, h.queue_offset)
         header = PullMessageResponseHeader(
-            suggest_which_broker_id=0,
+            suggest_which_broker_id=self._suggested_broker_id(group_config, h.topic, h.queue_id, result),
             next_begin_offset=result.next_begin_offset,
             min_offset=result.min_offset,
             max_offset=result.max_offset,
         )
         body = b"".join(result.buffers) if code == ResponseCode.SUCCESS else b""
         return request.make_response(code, result.status.name, header.to_ext_fields(), body)
+
+    def _suggested_broker_id(self, group: SubscriptionGroupConfig, topic: str, queue_id: int, result) -> int:
+        """RocketMQ's suggestWhichBrokerId: with slave_read_enable, a consumer reading further behind
+        the CommitLog's end than `access_message_in_memory_max_ratio` of RAM (off the page cache, on
+        disk) is sent to `which_broker_when_consume_slowly`, others to the group's `broker_id`;
+        without it, always to the master."""
+        config = self.broker.config
+        if not config.slave_read_enable:
+            return MASTER_ID
+        lagging = False
+        if result.message_count:
+            cq = self.broker.store.queues.get(topic, queue_id)
+            last = cq.entry(result.next_begin_offset - 1) if cq is not None else None
+            if last is not None:
+                behind = self.broker.store.commitlog.max_offset - last[0]
+                lagging = behind > _PHYSICAL_MEMORY * config.access_message_in_memory_max_ratio / 100
+        return group.which_broker_when_consume_slowly if lagging else group.broker_id
+
+
+MASTER_ID = 0
+_PHYSICAL_MEMORY = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")

@@ -5,7 +5,7 @@ from __future__ import annotations
 import random
 from typing import TYPE_CHECKING
 
-from ferrymq.broker.processors.common import PUT_STATUS_CODES, error
+from ferrymq.broker.processors.common import PUT_STATUS_CODES, STORED_CODES, error
 from ferrymq.broker.processors.send_back import store_destination
 from ferrymq.broker.schedule.divert import ScheduleError
 from ferrymq.broker.topics import PERM_WRITE, topic_problem
@@ -13,7 +13,13 @@ from ferrymq.broker.transactions import HALF_TOPIC
 from ferrymq.net.connection import Connection
 from ferrymq.protocol.codes import RequestCode, ResponseCode
 from ferrymq.protocol.headers import SendMessageRequestHeader
-from ferrymq.protocol.message import TRANSACTION_TYPE_MASK, find_property, offset_msg_id, pack_host
+from ferrymq.protocol.message import (
+    TRANSACTION_TYPE_MASK,
+    find_property,
+    offset_msg_id,
+    offset_msg_ids,
+    pack_host,
+)
 from ferrymq.protocol.remoting import RemotingCommand, ext_str
 from ferrymq.store import PutStatus
 
@@ -22,6 +28,10 @@ if TYPE_CHECKING:
 
 _WAIT_FALSE = b"WAIT\x01false"
 _TRAN_MSG = b"TRAN_MSG\x01true"
+# Plain values of the names every send compares against (an enum attribute costs a look-up each time).
+_PUT_OK = PutStatus.PUT_OK
+_SUCCESS = int(ResponseCode.SUCCESS)
+_BATCH = int(RequestCode.SEND_BATCH_MESSAGE)
 
 
 class SendProcessor:
@@ -31,7 +41,7 @@ class SendProcessor:
 
     def register(self, server) -> None:
         for code in (RequestCode.SEND_MESSAGE, RequestCode.SEND_MESSAGE_V2, RequestCode.SEND_BATCH_MESSAGE):
-            server.register(code, self.send)
+            server.register(code, self.send, eager=True)
 
     def _born_host(self, conn: Connection) -> bytes:
         """The producer's address as the record's BORNHOST (cached per peer address)."""
@@ -50,6 +60,12 @@ class SendProcessor:
     async def send(self, conn: Connection, request: RemotingCommand) -> RemotingCommand:
         header = SendMessageRequestHeader.from_ext_fields(request.ext_fields)
         broker = self.broker
+        if not broker.is_master:
+            return error(
+                request,
+                ResponseCode.SERVICE_NOT_AVAILABLE,
+                f"broker {broker.config.broker_name} is a slave: it takes no writes",
+            )
         if not broker.config.broker_permission & PERM_WRITE:
             return error(
                 request, ResponseCode.NO_PERMISSION, f"broker {broker.config.broker_name} is not writable"
@@ -85,7 +101,7 @@ class SendProcessor:
             )
         props = (header.properties or "").encode()
         store = broker.store
-        batch = request.code == RequestCode.SEND_BATCH_MESSAGE or header.batch
+        batch = request.code == _BATCH or header.batch
         sys_flag = header.sys_flag
         if _TRAN_MSG in props:  # a half message (RocketMQ goes by this property): hidden until committed
             try:  # a delay or delivery time is applied at commit; refuse a bad one now
@@ -112,15 +128,23 @@ class SendProcessor:
                 reconsume_times=header.reconsume_times,
             )  # fmt: skip
         status = result.status
-        if status is PutStatus.PUT_OK:
+        if status is _PUT_OK:
             broker.written()
-        if status is PutStatus.PUT_OK and result.flush_future is not None and _waits_for_store(props):
-            status = await result.durable()
-        code = PUT_STATUS_CODES[status]
-        if code not in (ResponseCode.SUCCESS, ResponseCode.FLUSH_DISK_TIMEOUT):
+        if status is _PUT_OK and _waits_for_store(props):
+            if result.flush_future is not None:
+                status = await result.durable()
+            if status is _PUT_OK and broker.waits_for_replicas:
+                timeout = broker.config.store.sync_flush_timeout / 1000
+                status = await broker.ha.wait_replicated(result.wrote_offset + result.wrote_bytes, timeout)
+        code = _SUCCESS if status is _PUT_OK else PUT_STATUS_CODES[status]  # Enum keys hash in Python
+        if code not in STORED_CODES:
             return error(request, code, result.remark or status.name)
         store_host = store.store_host
-        ids = ",".join(offset_msg_id(store_host, o) for o in result.offsets)
+        ids = (
+            offset_msg_ids(store_host, result.entries)
+            if result.entries
+            else offset_msg_id(store_host, result.wrote_offset)
+        )
         ext = {
             "msgId": ids,
             "queueId": ext_str(queue_id),
@@ -131,7 +155,7 @@ class SendProcessor:
         uniq = find_property(props, b"UNIQ_KEY\x01") if props else None
         if uniq:
             ext["transactionId"] = uniq.decode()
-        return request.make_response(code, None if code == ResponseCode.SUCCESS else status.name, ext)
+        return request.make_response(code, None if code == _SUCCESS else status.name, ext)
 
 
 def _waits_for_store(props: bytes) -> bool:

@@ -31,6 +31,8 @@ class Scheduler:
             self.store, config_dir, store_config.message_delay_level, broker.written
         )
         self.timer = TimerService(self.store, config_dir, store_config.timer_precision_ms, broker.written)
+        for service in (self.delays, self.timer):
+            service.active = lambda: broker.is_master  # a slave's log is its master's copy
         self._timer_enabled = store_config.timer_wheel_enable
         self._max_delay_sec = store_config.timer_max_delay_sec
         self._precision = store_config.timer_precision_ms

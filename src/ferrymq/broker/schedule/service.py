@@ -9,6 +9,8 @@ from collections.abc import Callable
 
 from ferrymq.store import MessageStore
 
+_INACTIVE_RECHECK_MS = 1000
+
 
 class DueService:
     """Subclasses implement `step()`: redeliver what is due, return when the next is due (ms) or None."""
@@ -23,6 +25,10 @@ class DueService:
     async def step(self) -> int | None:
         raise NotImplementedError
 
+    def active(self) -> bool:
+        """Whether redeliveries may be written now (the owner replaces this: a slave writes none)."""
+        return True
+
     def _save(self, snapshot) -> None:
         raise NotImplementedError
 
@@ -33,7 +39,7 @@ class DueService:
     async def run(self) -> None:
         while not self.stopping:
             self._wake.clear()
-            next_due = await self.step()
+            next_due = await self.step() if self.active() else now_ms() + _INACTIVE_RECHECK_MS
             delay = None if next_due is None else (next_due - now_ms()) / 1000
             if delay is not None and delay <= 0:
                 continue

@@ -1,0 +1,324 @@
+"""The master's HA service: accepts replicas on the HA port, streams them the CommitLog, tracks
+their acks (SyncStateSet, waiting sends) and proposes SyncStateSet changes.
+
+It listens whatever the broker's role; a broker that is not a master turns replicas away, so a
+role change needs no new socket. One task per replica writes, one reads its acks.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import inspect
+import logging
+import time
+from collections import deque
+from collections.abc import Callable
+from typing import TYPE_CHECKING
+
+from ferrymq.ha.sync_state import SyncStateTracker
+from ferrymq.ha.wire import (
+    Ack,
+    HAFrameError,
+    ReplicaHandshake,
+    ReplicaStreamDecoder,
+    master_handshake,
+    transfer_header,
+)
+from ferrymq.store import PutStatus
+
+if TYPE_CHECKING:
+    from ferrymq.broker.server import Broker
+
+log = logging.getLogger(__name__)
+
+HANDSHAKE_TIMEOUT = 10.0
+_PROPOSAL_REPEAT = 5.0  # seconds before an unanswered proposal is made again
+
+
+class HAService:
+    def __init__(self, broker: Broker) -> None:
+        self.broker = broker
+        config = broker.config
+        self.max_not_catchup = config.ha_max_time_slave_not_catchup / 1000
+        self.tracker = SyncStateTracker(config.broker_id, self.max_not_catchup, time.monotonic())
+        self.serving = False  # True while this broker is the master
+        self.connections: dict[int, ReplicaConnection] = {}
+        self._waiters: deque[tuple[int, asyncio.Future]] = deque()
+        self._callbacks: list[Callable[[set[int]], object]] = []
+        self._last_proposal: tuple[frozenset[int], float] | None = None
+        self._server: asyncio.Server | None = None
+        self._checker: asyncio.Task | None = None
+        self.port = 0
+
+    # ------------------------------------------------------------------ life cycle
+
+    async def start(self, host: str, port: int) -> int:
+        """Listen on the HA port (0: any free port); return the port bound."""
+        self._server = await asyncio.start_server(self._accept, host, port)
+        self.port = self._server.sockets[0].getsockname()[1]
+        self._checker = asyncio.get_running_loop().create_task(self._check_loop())
+        return self.port
+
+    async def stop(self) -> None:
+        self.step_down()
+        if self._checker is not None:
+            self._checker.cancel()
+        if self._server is not None:
+            self._server.close()
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._server.wait_closed(), 3.0)
+
+    def serve_as_master(self, broker_id: int) -> None:
+        """Start serving replicas as the master with id `broker_id` (the SyncStateSet restarts as {it})."""
+        self.step_down()
+        self.tracker = SyncStateTracker(broker_id, self.max_not_catchup, time.monotonic())
+        self.serving = True
+
+    def step_down(self) -> None:
+        """Stop being a master: drop every replica and fail every waiting send (nothing more is acked)."""
+        self.serving = False
+        for conn in list(self.connections.values()):
+            conn.close()
+        self.connections.clear()
+        while self._waiters:
+            _, future = self._waiters.popleft()
+            if not future.done():
+                future.set_result(False)
+
+    # ------------------------------------------------------------------ SyncStateSet
+
+    @property
+    def sync_state_set(self) -> set[int]:
+        return set(self.tracker.sync_state_set)
+
+    @property
+    def confirm_offset(self) -> int:
+        """The offset every SyncStateSet member has (a master's view; for a BROKER_HEARTBEAT)."""
+        return self.tracker.confirm_offset(self.broker.store.commitlog.max_offset)
+
+    @property
+    def sync_state_set_epoch(self) -> int:
+        return self.tracker.epoch
+
+    def set_sync_state_set(self, ids: set[int], epoch: int) -> None:
+        """Adopt a SyncStateSet (the controller's answer, or in static mode our own proposal)."""
+        self.tracker.apply(ids, epoch)
+        self._last_proposal = None
+        log.info("SyncStateSet is now %s (epoch %d)", sorted(self.tracker.sync_state_set), epoch)
+        self._release()
+
+    def on_sync_state_set_proposal(self, callback: Callable[[set[int]], object]) -> None:
+        """Hear proposed SyncStateSets (a set of broker ids); a coroutine function is run as a task."""
+        self._callbacks.append(callback)
+
+    async def _check_loop(self) -> None:
+        period = min(1.0, max(self.max_not_catchup / 3, 0.05))
+        while True:
+            await asyncio.sleep(period)
+            if self.serving:
+                self.check_sync_state_set()
+
+    def check_sync_state_set(self) -> None:
+        now = time.monotonic()
+        proposal = self.tracker.proposal(self.broker.store.commitlog.max_offset, now)
+        if proposal is None:
+            return
+        key = frozenset(proposal)
+        if (
+            self._last_proposal
+            and self._last_proposal[0] == key
+            and now - self._last_proposal[1] < _PROPOSAL_REPEAT
+        ):
+            return
+        self._last_proposal = (key, now)
+        log.info("proposing SyncStateSet %s (was %s)", sorted(proposal), sorted(self.tracker.sync_state_set))
+        for callback in self._callbacks:
+            result = callback(set(proposal))
+            if inspect.isawaitable(result):
+                asyncio.get_running_loop().create_task(result)
+        if not self.broker.config.enable_controller_mode:
+            self.set_sync_state_set(proposal, self.tracker.epoch + 1)
+
+    # ------------------------------------------------------------------ acknowledgements
+
+    def written(self) -> None:
+        """New CommitLog bytes: wake the streams."""
+        for conn in self.connections.values():
+            conn.wake.set()
+
+    def _acked(self, broker_id: int, offset: int) -> None:
+        self.tracker.acked(broker_id, offset, time.monotonic())
+        self._release()
+
+    def replicated_offset(self) -> int:
+        """How far the log is on enough replicas for a send to be acknowledged."""
+        config = self.broker.config
+        master_max = self.broker.store.commitlog.max_offset
+        if not config.enable_controller_mode:  # classic SYNC_MASTER: one replica has it
+            return max((self.tracker.acked_offset(i) for i in self.connections), default=-1)
+        if config.all_ack_in_sync_state_set:
+            return self.tracker.confirm_offset(master_max)
+        needed = config.in_sync_replicas - 1
+        if needed <= 0:
+            return master_max
+        acks = sorted((self.tracker.acked_offset(i) for i in self.connections), reverse=True)
+        return acks[needed - 1] if len(acks) >= needed else -1
+
+    def _refusal(self) -> PutStatus | None:
+        """Why a send cannot wait for replicas at all (RocketMQ answers at once then)."""
+        config = self.broker.config
+        if not self.serving:
+            return PutStatus.FLUSH_SLAVE_TIMEOUT
+        if config.enable_controller_mode:
+            if len(self.tracker.sync_state_set) < config.min_in_sync_replicas:
+                return PutStatus.IN_SYNC_REPLICAS_NOT_ENOUGH
+            return None
+        master_max = self.broker.store.commitlog.max_offset
+        if not any(
+            master_max - self.tracker.acked_offset(i) < config.ha_max_gap_not_in_sync
+            for i in self.connections
+        ):
+            return PutStatus.SLAVE_NOT_AVAILABLE
+        return None
+
+    async def wait_replicated(self, end_offset: int, timeout: float) -> PutStatus:
+        """Wait until the bytes before `end_offset` are on the replicas the rules require."""
+        refused = self._refusal()
+        if refused is not None:
+            return refused
+        if self.replicated_offset() >= end_offset:
+            return PutStatus.PUT_OK
+        future = asyncio.get_running_loop().create_future()
+        self._waiters.append((end_offset, future))
+        try:
+            ok = await asyncio.wait_for(future, timeout)
+        except TimeoutError:
+            return PutStatus.FLUSH_SLAVE_TIMEOUT
+        return PutStatus.PUT_OK if ok else PutStatus.FLUSH_SLAVE_TIMEOUT
+
+    def _release(self) -> None:
+        waiters = self._waiters
+        if not waiters:
+            return
+        done = self.replicated_offset()
+        while waiters and (waiters[0][0] <= done or waiters[0][1].done()):
+            _, future = waiters.popleft()
+            if not future.done():
+                future.set_result(True)
+
+    # ------------------------------------------------------------------ connections
+
+    async def _accept(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        peer = writer.get_extra_info("peername")
+        conn = ReplicaConnection(self, reader, writer)
+        try:
+            await conn.run()
+        except HAFrameError as e:
+            log.warning("HA peer %s sent a bad frame (%s); disconnecting it", peer, e)
+        except (OSError, TimeoutError) as e:
+            log.info("HA replica %s disconnected: %s", peer, e or type(e).__name__)
+        finally:
+            conn.close()
+            if conn.broker_id is not None and self.connections.get(conn.broker_id) is conn:
+                del self.connections[conn.broker_id]
+                self.tracker.disconnected(conn.broker_id)
+                self._release()
+
+
+class ReplicaConnection:
+    """One replica: handshake, then stream CommitLog bytes from its offset and read its acks."""
+
+    def __init__(
+        self, service: HAService, reader: asyncio.StreamReader, writer: asyncio.StreamWriter
+    ) -> None:
+        self.service = service
+        self.reader = reader
+        self.writer = writer
+        self.decoder = ReplicaStreamDecoder()
+        self.broker_id: int | None = None
+        self.wake = asyncio.Event()
+        self._frames: deque = deque()
+
+    def close(self) -> None:
+        self.wake.set()
+        self.writer.close()
+
+    async def _next_frame(self, timeout: float):
+        while not self._frames:
+            data = await asyncio.wait_for(self.reader.read(65536), timeout)
+            if not data:
+                raise ConnectionError("connection closed")
+            self._frames.extend(self.decoder.feed(data))
+        return self._frames.popleft()
+
+    async def run(self) -> None:
+        service = self.service
+        broker = service.broker
+        store = broker.store
+        hello = await self._next_frame(HANDSHAKE_TIMEOUT)
+        assert isinstance(hello, ReplicaHandshake)  # the decoder allows nothing else first
+        if not service.serving:
+            raise ConnectionError(f"replica {hello.broker_id} came, but this broker is not a master")
+        self.writer.write(master_handshake(store.commitlog.max_offset, broker.epochs.entries))
+        first = await self._next_frame(HANDSHAKE_TIMEOUT)  # where the replica stands after truncating
+        offset = max(first.max_offset, store.commitlog.min_offset if first.max_offset == 0 else 0)
+        if store.read_commitlog(offset, 0) is None:
+            raise ConnectionError(
+                f"replica {hello.broker_id} is at offset {first.max_offset}, which this master does not hold "
+                f"({store.commitlog.min_offset}..{store.commitlog.max_offset})"
+            )
+        old = service.connections.get(hello.broker_id)
+        if old is not None:
+            old.close()
+        self.broker_id = hello.broker_id
+        service.connections[hello.broker_id] = self
+        service.tracker.connected(hello.broker_id, time.monotonic())
+        service._acked(hello.broker_id, first.max_offset)
+        log.info("replica %d attached at offset %d", hello.broker_id, offset)
+        acks = asyncio.get_running_loop().create_task(self._read_acks())
+        try:
+            await self._stream(offset, acks)
+        finally:
+            acks.cancel()
+
+    async def _read_acks(self) -> None:
+        housekeeping = self.service.broker.config.ha_housekeeping_interval / 1000
+        try:
+            while True:
+                frame = await self._next_frame(housekeeping)
+                if isinstance(frame, Ack):
+                    self.service._acked(self.broker_id, frame.max_offset)
+        except (HAFrameError, ConnectionError, TimeoutError, OSError) as e:
+            log.info("replica %s: %s", self.broker_id, e or type(e).__name__)
+            self.close()
+
+    async def _stream(self, offset: int, acks: asyncio.Task) -> None:
+        service = self.service
+        broker = service.broker
+        store, epochs, config = broker.store, broker.epochs, broker.config
+        batch = config.ha_transfer_batch_size
+        heartbeat = config.ha_send_heartbeat_interval / 1000
+        tracker = service.tracker
+        while not acks.done() and not self.writer.is_closing():
+            master_max = store.commitlog.max_offset
+            if offset < master_max:
+                entry = epochs.entry_at(offset) or epochs.entries[0]
+                limit = epochs.next_start(entry) or master_max  # a frame never spans two epochs
+                chunk = store.read_commitlog(offset, min(batch, limit - offset))
+                if chunk is None:
+                    raise ConnectionError(f"offset {offset} is no longer stored (retention)")
+            else:
+                entry = epochs.entry_at(offset) or epochs.entries[0]
+                chunk = b""
+            confirm = tracker.confirm_offset(master_max)
+            self.writer.write(transfer_header(offset, len(chunk), entry.epoch, entry.start_offset, confirm))
+            if chunk:
+                self.writer.write(chunk)
+                offset += len(chunk)
+            tracker.transferred(self.broker_id, master_max, time.monotonic())
+            await self.writer.drain()
+            if offset >= store.commitlog.max_offset:
+                self.wake.clear()
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(self.wake.wait(), heartbeat)
