@@ -174,7 +174,6 @@ class Broker:
         self.consumption.close()
         await self.server.stop(grace=3.0)
         await self.client.close()
-        self.transactions.write_ops()  # of transactions ended in the last loop turn
         self.offsets.persist()
         self.store.close()
         self.scheduler.save()

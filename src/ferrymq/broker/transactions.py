@@ -17,7 +17,6 @@ What must be remembered is small: the origins ended whose copies the cursor has 
 
 from __future__ import annotations
 
-import asyncio
 import functools
 import logging
 import time
@@ -71,7 +70,6 @@ class TransactionService:
         self.half_cursor = 0  # every half message below it is ended, re-appended or discarded
         self.ended: dict[int, int] = {}  # origin -> op queue offset of its op record
         self.copies_ahead: dict[int, int] = {}  # origin -> copies at or past the cursor
-        self._ops: list[int] = []  # origins ended in this loop turn, their op record not yet written
         self.counts = {"committed": 0, "rolledBack": 0, "checked": 0}
 
     # --- start-up ---------------------------------------------------------------------------------
@@ -137,20 +135,14 @@ class TransactionService:
         if msg.properties.get(Prop.PGROUP) != group:
             raise EndError(f"the half message belongs to producer group {msg.properties.get(Prop.PGROUP)!r}")
         origin = _origin(msg)
-        if (
-            origin in self.ended
-            or origin in self._ops
-            or (origin < self.half_cursor and not self.copies_ahead.get(origin))
-        ):
+        if origin in self.ended or (origin < self.half_cursor and not self.copies_ahead.get(origin)):
             return "already ended"
         if state == TRANSACTION_COMMIT_TYPE:
             self._commit(msg)
             self.counts["committed"] += 1
         else:
             self.counts["rolledBack"] += 1
-        if not self._ops:
-            asyncio.get_running_loop().call_soon(self.write_ops)
-        self._ops.append(origin)
+        self._mark_ended(origin)
         return "committed" if state == TRANSACTION_COMMIT_TYPE else "rolled back"
 
     def _commit(self, half: MessageExt) -> None:
@@ -178,22 +170,8 @@ class TransactionService:
         )
 
     def _mark_ended(self, origin: int) -> None:
-        self._ops.append(origin)
-        self.write_ops()
-
-    def write_ops(self) -> None:
-        """One op record for every transaction ended since the last one (a busy producer ends many
-        per loop turn): its body lists their origins, comma-separated, as `load` reads them."""
-        origins, self._ops = self._ops, []
-        if not origins:
-            return
-        try:
-            result = self._put_raw(OP_TOPIC, ",".join(map(str, origins)).encode(), {Prop.TAGS: OP_TAG})
-        except EndError as e:  # not ended then: the check-back asks the producer again
-            log.error("op record of %d transactions not written: %s", len(origins), e)
-            return
-        for origin in origins:
-            self.ended[origin] = result.queue_offset
+        result = self._put_raw(OP_TOPIC, str(origin).encode(), {Prop.TAGS: OP_TAG})
+        self.ended[origin] = result.queue_offset
 
     def _put(self, msg: MessageExt, topic: str, queue_id: int, props: dict | bytes, *,
              sys_flag: int | None = None, prepared_transaction_offset: int = 0):  # fmt: skip
@@ -220,7 +198,6 @@ class TransactionService:
 
     async def check(self) -> None:
         """One pass over the half queue: skip ended, check timed-out, discard over-checked ones."""
-        self.write_ops()
         checks = self._scan(time.time_ns() // 1_000_000)
         self.broker.offsets.commit(CHECK_GROUP, HALF_TOPIC, 0, self.half_cursor)
         self.broker.offsets.commit(CHECK_GROUP, OP_TOPIC, 0, min(self.ended.values(), default=self._op_max()))
