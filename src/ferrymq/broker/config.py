@@ -62,7 +62,10 @@ class BrokerConfig:
     in_sync_replicas: int = 1
     min_in_sync_replicas: int = 1
     enable_controller_mode: bool = False
-    controller_addr: str = ""  # "host:port;host2:port2"
+    controller_addr: str = ""  # "host:port;host2:port2", every controller of the group
+    broker_heartbeat_interval: int = 1000  # ms between heartbeats (and master look-ups) to the controllers
+    controller_heart_beat_timeout_mills: int = 10_000  # ms without heartbeats before a new election
+    broker_election_priority: int = 2**31 - 1  # lower is preferred when epoch and offset tie
     slave_read_enable: bool = False
     access_message_in_memory_max_ratio: int = 40  # % of RAM: pulls further behind go to a slave
     store: StoreConfig = field(default_factory=StoreConfig)

@@ -25,6 +25,7 @@ from ferrymq.broker.processors.send import SendProcessor
 from ferrymq.broker.processors.send_back import SendBackProcessor
 from ferrymq.broker.processors.transaction import EndTransactionProcessor
 from ferrymq.broker.registrar import NameServerRegistrar
+from ferrymq.broker.replicas import ReplicasManager
 from ferrymq.broker.schedule.scheduler import Scheduler
 from ferrymq.broker.slave_sync import SlaveSynchronizer
 from ferrymq.broker.topics import TopicConfigManager
@@ -53,6 +54,7 @@ class Broker:
         self.started_at = time.time()
         self.stopped = False
         self._dispatch_scheduled = False
+        self.replicas: ReplicasManager | None = None  # controller mode
         # "master" takes writes and serves replicas; "slave" copies its master and refuses writes.
         # In controller mode a broker waits as a slave until the controller gives it a role.
         self.role = "slave" if config.broker_role == "SLAVE" or config.enable_controller_mode else "master"
@@ -69,6 +71,10 @@ class Broker:
     @property
     def is_master(self) -> bool:
         return self.role == "master"
+
+    def fenced(self) -> str | None:
+        """Why a master must not acknowledge writes now (controller mode: its lease lapsed); else None."""
+        return None if self.replicas is None else self.replicas.write_refusal()
 
     @property
     def serves_reads(self) -> bool:
@@ -114,12 +120,12 @@ class Broker:
             self.topics.ensure(config.msg_trace_topic_name, 1)
         self.transactions = TransactionService(self)
         self.transactions.load()
-        self.hold.attach(asyncio.get_running_loop())
         self.scheduler = Scheduler(self)
-        self.store.dispatcher.listener = self._arrived
-        self.scheduler.start()
         self.client = RemotingClient()
         self.registrar = NameServerRegistrar(self, self.client)
+        self.hold.attach(asyncio.get_running_loop())
+        self.store.dispatcher.listener = self._arrived
+        self.scheduler.start()
         config.ha_listen_port = await self._start_ha(ephemeral)
         if not config.enable_controller_mode:
             if self.is_master:  # a static master keeps its epoch across restarts
@@ -133,6 +139,9 @@ class Broker:
             elif config.ha_master_address:
                 self.master_ha_addr_learned(config.ha_master_address)
         await self.server.start()
+        if config.enable_controller_mode and config.controller_addr:  # without: roles come by change_role
+            self.replicas = ReplicasManager(self)
+            await self.replicas.start()
         await self.registrar.register_all()
         self._every(config.register_name_server_period / 1000, self.registrar.register_all)
         self._every(config.flush_consumer_offset_interval / 1000, self._persist_offsets)
@@ -281,7 +290,7 @@ class Broker:
             self._registration = asyncio.get_running_loop().create_task(self.registrar.register_all())
 
     async def _check_transactions(self) -> None:
-        if self.is_master:  # only a master checks back half messages (a slave takes no writes)
+        if self.is_master:  # check-backs are the master's job; a promoted slave takes it over
             await self.transactions.check()
 
     async def _persist_offsets(self) -> None:
@@ -314,6 +323,7 @@ class Broker:
             "runtime": f"{int(time.time() - self.started_at)} s",
             "pullHoldingCount": str(self.hold.waiting()),
             "diskFull": str(store.disk_full).lower(),
+            "haServerAddr": self.config.ha_addr,
             **self.scheduler.runtime_info(),
             **self.transactions.stats(),
         }

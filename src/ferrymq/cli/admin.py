@@ -116,9 +116,12 @@ from ferrymq.cli.admin_groups import (  # noqa: E402
     reset_offset,
     resume,
 )
+from ferrymq.cli.admin_ha import cluster, elect_master  # noqa: E402
 from ferrymq.cli.admin_trace import trace  # noqa: E402
 
+admin.add_command(cluster)
 admin.add_command(dlq)
+admin.add_command(elect_master)
 admin.add_command(trace)
 admin.add_command(message)
 admin.add_command(message, "query-msg")  # the (and mqadmin's) name for it

@@ -243,6 +243,34 @@ def bench_replication(count, body_size, batch, inflight, save) -> None:
     _save(save, "replication", params, results)
 
 
+@bench.command("failover")
+@click.option(
+    "--trials", default=20, show_default=True, help="Clusters started, each losing its master once."
+)
+@click.option("--work-dir", type=click.Path(path_type=Path, file_okay=False), default=Path("failover-bench"),
+              show_default=True, help="Where the trial clusters keep their stores and logs.")  # fmt: skip
+@click.option("--save", type=click.Path(path_type=Path), help="Also write the results as JSON to this file.")
+def bench_failover(trials: int, work_dir: Path, save: Path | None) -> None:
+    """Controller mode: SIGKILL a 3-replica group's master under steady sends; time until sends succeed."""
+    import asyncio
+    import shutil
+
+    from ferrymq.bench.failover import run_failover_bench
+    from ferrymq.net import install_uvloop
+
+    install_uvloop()
+    console = Console(stderr=True)
+    shutil.rmtree(work_dir, ignore_errors=True)
+
+    def progress(done: int, result: dict) -> None:
+        console.print(f"trial {done}/{trials}: {result}")
+
+    outcome = asyncio.run(run_failover_bench(work_dir, trials, progress))
+    Console().print(_table("failover (master SIGKILL → sends succeed again)", [outcome["summary"]]))
+    _save(save, "failover", {"trials": trials}, [outcome["summary"], *outcome["trials"]])
+    click.echo(json.dumps(outcome["summary"]))
+
+
 @bench.command("timer")
 @_namesrv
 @click.option("--pending", default=100_000, show_default=True, help="Delivery-time messages to schedule.")

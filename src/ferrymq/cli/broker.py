@@ -23,7 +23,9 @@ from ferrymq.store import StoreError
 @click.option("--role", type=click.Choice(["ASYNC_MASTER", "SYNC_MASTER", "SLAVE"], case_sensitive=False),
               help="Replication role (broker_role) [default: ASYNC_MASTER].")  # fmt: skip
 @click.option("--ha-port", type=int, help="Port replicas connect to (0: any) [default: listen port + 1].")
-def broker(config_file, namesrv, listen, store_dir, cluster, name, broker_id, role, ha_port) -> None:
+@click.option("--controller", "controller_addr",
+              help='Controller mode: the controllers "host:port;host2:port2" give id and role.')  # fmt: skip
+def broker(config_file, namesrv, listen, store_dir, cluster, name, broker_id, role, ha_port, controller_addr):
     """Start a Broker: it stores messages and serves producers and consumers.
 
     Settings come from defaults, then the TOML file, then FERRYMQ_<SETTING> environment variables,
@@ -37,6 +39,8 @@ def broker(config_file, namesrv, listen, store_dir, cluster, name, broker_id, ro
         "broker_id": broker_id,
         "broker_role": role.upper() if role else None,
         "ha_listen_port": ha_port,
+        "controller_addr": controller_addr,
+        "enable_controller_mode": True if controller_addr else None,
     }
     if listen:
         overrides["listen_host"], overrides["listen_port"] = listen

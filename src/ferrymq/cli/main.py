@@ -6,6 +6,7 @@ from ferrymq.cli.admin import admin
 from ferrymq.cli.bench import bench
 from ferrymq.cli.broker import broker
 from ferrymq.cli.clients import consume, produce
+from ferrymq.cli.controller import controller
 from ferrymq.cli.dev import dev
 from ferrymq.cli.namesrv import namesrv
 
@@ -20,6 +21,7 @@ main.add_command(admin)
 main.add_command(bench)
 main.add_command(broker)
 main.add_command(consume)
+main.add_command(controller)
 main.add_command(dev)
 main.add_command(namesrv)
 main.add_command(produce)

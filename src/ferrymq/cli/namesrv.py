@@ -6,6 +6,7 @@ from pathlib import Path
 
 import click
 
+from ferrymq.cli.controller import controller_options, make_controller
 from ferrymq.cli.serving import host_port, serve
 from ferrymq.namesrv.config import NamesrvConfig
 from ferrymq.namesrv.server import NameServer
@@ -24,13 +25,33 @@ from ferrymq.namesrv.server import NameServer
     type=click.Path(path_type=Path, dir_okay=False),
     help="Keep KV config (e.g. ORDER_TOPIC_CONFIG) in this JSON file; in memory only when not given.",
 )
-def namesrv(listen: tuple[str, int], kv_config_path: Path | None) -> None:
-    """Start a NameServer: brokers register with it, clients ask it for routes."""
+@controller_options(prefix="controller-")
+def namesrv(
+    listen: tuple[str, int], kv_config_path: Path | None, node_id: str | None, **controller_args
+) -> None:
+    """Start a NameServer: brokers register with it, clients ask it for routes.
+
+    With --controller-id and --controller-peers it also runs a controller node in the same process
+    (RocketMQ's enableControllerInNamesrv), on its own --controller-listen port."""
     host, port = listen
     server = NameServer(NamesrvConfig(listen_host=host, listen_port=port, kv_config_path=kv_config_path))
+    embedded = None
+    if node_id:
+        if not controller_args["peers"]:
+            raise click.UsageError("--controller-id needs --controller-peers")
+        embedded = make_controller(node_id, **controller_args)
 
     async def start() -> str:
         await server.start()
-        return f"NameServer listening on {host}:{server.port}"
+        line = f"NameServer listening on {host}:{server.port}"
+        if embedded is not None:
+            await embedded.start()
+            line += f"; controller {node_id} on {embedded.config.address}"
+        return line
 
-    serve(start, server.stop, "NameServer")
+    async def stop() -> None:
+        if embedded is not None:
+            await embedded.stop()
+        await server.stop()
+
+    serve(start, stop, "NameServer")

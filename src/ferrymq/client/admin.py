@@ -5,6 +5,8 @@ from __future__ import annotations
 from collections.abc import Iterable
 from dataclasses import dataclass
 
+import msgspec
+
 from ferrymq.client.admin_consumers import ConsumerControl
 from ferrymq.client.admin_messages import MessageLookups
 from ferrymq.client.dead_letters import list_dead_letters, resend_dead_letters
@@ -12,8 +14,16 @@ from ferrymq.client.instance import ClientError, ClientInstance
 from ferrymq.client.message import MessageExt, MessageQueue, SendResult
 from ferrymq.client.pull import query_offset, queue_offset
 from ferrymq.net import RemotingError
-from ferrymq.protocol.bodies import ClusterInfo, TopicList, decode_body
+from ferrymq.net.controllers import ControllerClient, parse_controller_addrs
+from ferrymq.protocol.bodies import ClusterInfo, KVTable, TopicList, decode_body
 from ferrymq.protocol.codes import RequestCode, ResponseCode
+from ferrymq.protocol.controller import (
+    BrokerReplicasInfo,
+    ElectMasterRequestHeader,
+    MasterInfoHeader,
+    ReplicasInfo,
+)
+from ferrymq.protocol.errors import ProtocolError
 from ferrymq.protocol.remoting import RemotingCommand
 
 
@@ -25,6 +35,27 @@ class QueueProgress:
     broker_offset: int
     consumer_offset: int  # -1: the group never committed on this queue
     lag: int
+
+
+@dataclass(frozen=True)
+class ReplicaView:
+    """One broker of a group: its id (the controller's id in controller mode), role and progress."""
+
+    broker_id: int
+    address: str
+    role: str  # "master", "slave", or "gone" (known to the controllers, not alive)
+    in_sync: bool | None  # in the SyncStateSet (None: no controller asked)
+    max_offset: int | None  # CommitLog max offset (None: the broker did not answer)
+
+
+@dataclass(frozen=True)
+class BrokerGroupView:
+    cluster: str
+    broker_name: str
+    master_id: int | None
+    master_epoch: int | None  # controller mode only
+    sync_state_set_epoch: int | None
+    replicas: list[ReplicaView]
 
 
 class Admin(ConsumerControl, MessageLookups):
@@ -140,3 +171,74 @@ class Admin(ConsumerControl, MessageLookups):
     ) -> list[tuple[MessageExt, SendResult]]:
         """Send `group`'s dead letters (the given ids, or all up to `limit`) back to their topics."""
         return await resend_dead_letters(self.instance, group, msg_ids, limit)
+
+    async def broker_groups(self, controllers: str | None = None) -> list[BrokerGroupView]:
+        """Every broker group: replicas, roles, offsets; with `controllers` also epochs and SyncStateSets."""
+        info = await self.cluster_info()
+        cluster_of = {name: data.cluster or "" for name, data in info.broker_addr_table.items()}
+        controlled: dict[str, ReplicasInfo] = {}
+        if controllers:
+            response = await self._ask_controllers(
+                controllers,
+                RequestCode.CONTROLLER_GET_SYNC_STATE_DATA,
+                body=msgspec.json.encode(sorted(cluster_of)),
+            )
+            controlled = decode_body(BrokerReplicasInfo, response.body).replicas_info_table
+        groups = []
+        for name in sorted(set(cluster_of) | set(controlled)):
+            known = controlled.get(name)
+            if known is not None:
+                master_id, epochs = known.master_broker_id, (known.master_epoch, known.sync_state_set_epoch)
+                replicas = _controlled_replicas(known)
+            else:
+                addrs = info.broker_addr_table[name].broker_addrs
+                master_id, epochs = (0 if 0 in addrs else None), (None, None)
+                replicas = [(i, a, "master" if i == 0 else "slave", None) for i, a in addrs.items()]
+            views = [
+                ReplicaView(
+                    i, address, role, in_sync, None if role == "gone" else await self._max_offset(address)
+                )
+                for i, address, role, in_sync in sorted(replicas)
+            ]
+            groups.append(BrokerGroupView(cluster_of.get(name, ""), name, master_id, *epochs, views))
+        return groups
+
+    async def elect_master(
+        self, controllers: str, broker_name: str, broker_id: int, cluster: str = ""
+    ) -> MasterInfoHeader:
+        """Make `broker_id` the master of `broker_name` now (it must be alive and in the SyncStateSet)."""
+        header = ElectMasterRequestHeader(cluster, broker_name, broker_id, designate_elect=True)
+        response = await self._ask_controllers(
+            controllers, RequestCode.CONTROLLER_ELECT_MASTER, header.to_ext_fields()
+        )
+        return MasterInfoHeader.from_ext_fields(response.ext_fields)
+
+    async def _ask_controllers(self, controllers: str, code: int, ext: dict[str, str] | None = None,
+                               body: bytes = b"") -> RemotingCommand:  # fmt: skip
+        client = ControllerClient(parse_controller_addrs(controllers), self.instance.remoting)
+        try:
+            response = await client.invoke(code, ext, body)
+        except RemotingError as e:
+            raise ClientError(str(e)) from None
+        if response.code != ResponseCode.SUCCESS:
+            raise ClientError(f"the controller refused: {response.remark} (code {response.code})")
+        return response
+
+    async def _max_offset(self, address: str) -> int | None:
+        try:
+            response = await self.instance.invoke(
+                address, RemotingCommand(RequestCode.GET_BROKER_RUNTIME_INFO)
+            )
+            return int(decode_body(KVTable, response.body).table["commitLogMaxOffset"])
+        except (RemotingError, KeyError, ValueError, ProtocolError):
+            return None
+
+
+def _controlled_replicas(known: ReplicasInfo) -> list[tuple[int, str, str, bool]]:
+    """(id, address, role, in sync) of each replica the controllers know."""
+    replicas = []
+    for in_sync, members in ((True, known.in_sync_replicas), (False, known.not_in_sync_replicas)):
+        for r in members:
+            role = "master" if r.broker_id == known.master_broker_id else "slave"
+            replicas.append((r.broker_id, r.broker_address, role if r.alive else "gone", in_sync))
+    return replicas

@@ -246,6 +246,8 @@ class Producer:
         if not self._started:
             raise SendError("the producer is not started")
         route = await self.instance.route(topic)
+        if not route.write_queues:  # e.g. its master is gone: a successor may have registered since
+            route = await self.instance.refresh_route(topic)
         if not route.write_queues:
             raise SendError(f"topic {topic} has no writable queue")
         return route
@@ -286,6 +288,9 @@ class Producer:
                 await self.instance.refresh_route(topic)
             route = await self._route(topic)  # the fresh route may have lost its writable queues
             queues = route.write_queues
+            if not queues:  # e.g. the master is gone and its successor has not registered yet
+                last_error = SendError(f"topic {topic} has no writable queue now")
+                continue
             mq = selector(queues, message, arg) if selector else self._pick(queues, failed_broker)
             addr = route.masters[mq.broker_name]
             started = time.monotonic()

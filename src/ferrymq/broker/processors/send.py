@@ -66,6 +66,8 @@ class SendProcessor:
                 ResponseCode.SERVICE_NOT_AVAILABLE,
                 f"broker {broker.config.broker_name} is a slave: it takes no writes",
             )
+        if (fenced := broker.fenced()) is not None:
+            return error(request, ResponseCode.SERVICE_NOT_AVAILABLE, fenced)
         if not broker.config.broker_permission & PERM_WRITE:
             return error(
                 request, ResponseCode.NO_PERMISSION, f"broker {broker.config.broker_name} is not writable"
@@ -137,6 +139,8 @@ class SendProcessor:
                 timeout = broker.config.store.sync_flush_timeout / 1000
                 status = await broker.ha.wait_replicated(result.wrote_offset + result.wrote_bytes, timeout)
         code = _SUCCESS if status is _PUT_OK else PUT_STATUS_CODES[status]  # Enum keys hash in Python
+        if code in STORED_CODES and (fenced := broker.fenced()) is not None:
+            return error(request, ResponseCode.SERVICE_NOT_AVAILABLE, fenced)  # replaced while it waited
         if code not in STORED_CODES:
             return error(request, code, result.remark or status.name)
         store_host = store.store_host
