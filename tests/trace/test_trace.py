@@ -188,3 +188,28 @@ def test_bounded_buffer_drops_and_counts():
     for _ in range(5):
         dispatcher.add(record)
     assert (len(dispatcher._pending), dispatcher.dropped) == (3, 2)
+
+
+def test_a_send_is_traced_in_bulk_and_a_bad_field_skips_only_its_record():
+    from ferrymq.client.instance import ClientInstance
+    from ferrymq.client.message import SendResult, SendStatus
+    from ferrymq.client.trace import SendTracer
+    from ferrymq.protocol.bodies import MessageQueue
+
+    dispatcher = TraceDispatcher(ClientInstance("127.0.0.1:1"), "G")
+    tracer = SendTracer(dispatcher, "G", dispatcher.producer.instance)
+    result = SendResult(SendStatus.SEND_OK, "m1,m2,m3", "o1,o2,o3", MessageQueue("T", "b", 0), 0)
+    good = [Message("T", b"a", tags="A", keys=["k1", "k2"]), Message("T", b"bb"), Message("T", b"c")]
+    tracer(good, result, 1000, 3)
+    records = [(decode_records(text)[0], keys) for text, keys in dispatcher._pending]
+    assert [r for r, _ in records] == [
+        PubRecord(timestamp=1000, region_id="DefaultRegion", group="G", topic="T", msg_id=f"m{i + 1}",
+                  tags=m.tags or "", keys=" ".join(m.keys or ()), store_host="", body_length=len(m.body),
+                  cost_time=1, msg_type=MessageType.NORMAL, offset_msg_id=f"o{i + 1}", success=True)
+        for i, m in enumerate(good)
+    ]  # fmt: skip
+    assert [list(keys) for _, keys in records] == [["m1", "k1", "k2"], ["m2"], ["m3"]]
+
+    dispatcher._pending.clear()
+    tracer([good[0], Message("T", b"b", tags="bad\x01tag"), good[2]], result, 1000, 3)
+    assert [decode_records(text)[0].msg_id for text, _ in dispatcher._pending] == ["m1", "m3"]

@@ -150,3 +150,26 @@ async def _refusal(awaitable) -> str:
     except Exception as e:
         return str(e)
     raise AssertionError("the send was accepted")
+
+
+async def test_concurrent_ends_each_leave_one_op_record(make_cluster, fast_checks):  # noqa: F811
+    from ferrymq.broker.transactions import OP_TOPIC, _op_origins
+
+    cluster = await make_cluster(**{**fast_checks, "transaction_check_max": 1000})
+    checked: list[bytes] = []
+    async with TransactionProducer(
+        "TXG", cluster.namesrv_addr, checker=lambda m: checked.append(m.body)
+    ) as p:
+        results = await asyncio.gather(*(
+            p.send_message_in_transaction(Message("Tx6", b"%d" % i), lambda m, a: COMMIT) for i in range(40)
+        ))  # fmt: skip
+        broker = cluster.broker
+        await wait_for(lambda: broker.runtime_info()["transactionCommitted"] == "40", what="40 commits")
+        await wait_for(lambda: broker.runtime_info()["transactionHalfPending"] == "0", what="checker passed")
+    assert {r.local_transaction_state for r in results} == {COMMIT} and checked == []
+    ops = broker.store.get_max_offset(OP_TOPIC, 0)
+    assert ops == 40  # written with its commit: a SIGKILL cannot leave a commit without it
+    origins = [o for m in broker.transactions._read(OP_TOPIC, 0, ops) for o in _op_origins(m.body)]
+    assert sorted(origins) == list(range(40))  # what a restart reads back: every transaction ended, once
+    got = await read_all(cluster.namesrv_addr, "Tx6", "C1", expect=40)
+    assert sorted(int(m.body) for m in got) == list(range(40))

@@ -31,7 +31,6 @@ from ferrymq.protocol.message import (
     TRANSACTION_TYPE_MASK,
     MessageExt,
     Prop,
-    decode_properties,
     decode_record,
     decode_records,
     encode_properties,
@@ -154,26 +153,32 @@ class TransactionService:
         if not topic:
             raise EndError("the half message has no REAL_TOPIC")
         sys_flag = (half.sys_flag & ~TRANSACTION_TYPE_MASK) | TRANSACTION_COMMIT_TYPE
+        encoded = encode_properties(props).encode()
         try:  # a committed message with a delay or delivery time is held back like any other
-            diverted = self.broker.scheduler.divert(
-                encode_properties(props).encode(), topic, queue_id, sys_flag
-            )
+            diverted = self.broker.scheduler.divert(encoded, topic, queue_id, sys_flag)
         except ScheduleError as e:
             raise EndError(str(e)) from None
         if diverted is not None:
-            topic, queue_id, props = diverted[0], diverted[1], decode_properties(diverted[2])
+            topic, queue_id, encoded = diverted
         self._put(
-            half, topic, queue_id, props, sys_flag=sys_flag, prepared_transaction_offset=half.commitlog_offset
+            half,
+            topic,
+            queue_id,
+            encoded,
+            sys_flag=sys_flag,
+            prepared_transaction_offset=half.commitlog_offset,
         )
 
     def _mark_ended(self, origin: int) -> None:
         result = self._put_raw(OP_TOPIC, str(origin).encode(), {Prop.TAGS: OP_TAG})
         self.ended[origin] = result.queue_offset
 
-    def _put(self, msg: MessageExt, topic: str, queue_id: int, props: dict, *, sys_flag: int | None = None,
-             prepared_transaction_offset: int = 0):  # fmt: skip
+    def _put(self, msg: MessageExt, topic: str, queue_id: int, props: dict | bytes, *,
+             sys_flag: int | None = None, prepared_transaction_offset: int = 0):  # fmt: skip
+        """Write `msg` with `props` (a dict, or already encoded) to topic/queue."""
+        encoded = props if props.__class__ is bytes else encode_properties(props)
         result = self.store.put_message(
-            topic, queue_id, msg.body, encode_properties(props), flag=msg.flag,
+            topic, queue_id, msg.body, encoded, flag=msg.flag,
             sys_flag=msg.sys_flag if sys_flag is None else sys_flag, born_timestamp=msg.born_timestamp,
             born_host=_packed_host(msg.born_host), reconsume_times=msg.reconsume_times,
             prepared_transaction_offset=prepared_transaction_offset,

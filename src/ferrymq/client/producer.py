@@ -86,6 +86,7 @@ class Producer:
         send_timeout: float = 3.0,
         retry_times_when_send_failed: int = 2,
         compress_msg_body_over_howmuch: int = 4096,
+        compress_level: int = 5,
         max_message_size: int = 4 * 1024 * 1024,
         auto_batch: bool = False,
         linger_ms: float = 5.0,
@@ -100,6 +101,7 @@ class Producer:
         self.send_timeout = send_timeout
         self.retries = retry_times_when_send_failed
         self.compress_over = compress_msg_body_over_howmuch
+        self.compress_level = compress_level  # zlib's 0-9; RocketMQ's default compressLevel is 5
         self.max_message_size = max_message_size
         self.avoidance = BrokerAvoidance()
         self._uniq = UniqKeyGenerator()
@@ -221,7 +223,7 @@ class Producer:
         uniq = props.setdefault(Prop.UNIQ_KEY, self._uniq.next())
         body, sys_flag = message.body, 0
         if len(body) > self.compress_over:
-            body, sys_flag = zlib.compress(body, 5), COMPRESSED_FLAG
+            body, sys_flag = zlib.compress(body, self.compress_level), COMPRESSED_FLAG
         encoded = encode_properties(props)
         self._check(message, encoded.encode(), body)
         return body, encoded, sys_flag, uniq

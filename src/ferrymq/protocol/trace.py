@@ -112,6 +112,7 @@ TraceRecord = PubRecord | SubBeforeRecord | SubAfterRecord | EndTransactionRecor
 
 
 _BOOL = {True: "true", False: "false"}
+_ORDINALS = {t: str(t.value) for t in MessageType}
 
 
 def _pub_text(r: PubRecord) -> str:
@@ -167,6 +168,44 @@ def encode_record(record: TraceRecord) -> str:
     if text.count(CONTENT_SEP) != fields - 1 or text.count(FIELD_SEP) != 1:
         raise ValueError("trace record fields must not contain the characters \\x01 or \\x02")
     return text
+
+
+def encode_pubs(
+    timestamp: int,
+    region_id: str,
+    group: str,
+    topic: str,
+    store_host: str,
+    cost_time: int,
+    success: bool,
+    msg_ids: list[str],
+    tags: list[str],
+    keys: list[str],
+    lengths: list[int],
+    msg_types: list[MessageType],
+    offset_msg_ids: list[str],
+) -> list[str] | None:
+    """The Pub records of one send, byte for byte as `encode_record` writes them, built in bulk.
+
+    The lists hold one field each, message by message; the fields the messages share are formatted
+    once. None when a field holds a separator character (the caller then encodes record by record to
+    skip just the bad ones): one check over all texts, not one per record.
+    """
+    head = f"Pub\x01{timestamp}\x01{region_id}\x01{group}\x01{topic}\x01"
+    host = f"\x01{store_host}\x01"
+    cost = f"\x01{cost_time}\x01"
+    end = f"\x01{_BOOL[success]}\x02"
+    ordinal = _ORDINALS
+    texts = [
+        f"{head}{msg_id}\x01{tag}\x01{key}{host}{length}{cost}{ordinal[msg_type]}\x01{offset_msg_id}{end}"
+        for msg_id, tag, key, length, msg_type, offset_msg_id in zip(
+            msg_ids, tags, keys, lengths, msg_types, offset_msg_ids, strict=True
+        )
+    ]
+    joined = "".join(texts)
+    if joined.count(CONTENT_SEP) != 13 * len(texts) or joined.count(FIELD_SEP) != len(texts):
+        return None
+    return texts
 
 
 def encode_records(records: list[TraceRecord]) -> bytes:
