@@ -421,3 +421,19 @@ async def test_malformed_frames_close_only_that_connection(cluster, garbage):
     assert await asyncio.wait_for(reader.read(), 5) == b""  # closed on us, no crash
     writer.close()
     assert (await send(cluster)).code == Res.SUCCESS  # everyone else is still served
+
+
+async def test_a_topic_made_while_a_registration_is_on_its_way_reaches_the_nameserver_at_once(cluster):
+    broker = cluster.broker
+    broker.topics.ensure("First", 1)
+    broker.schedule_registration()
+    await asyncio.sleep(0)  # the registration has taken the topic table and waits on the NameServer
+    broker.topics.ensure("Second", 1)
+    broker.schedule_registration()
+    deadline = time.monotonic() + 10  # well under the 30 s registration period
+    while True:
+        route = await cluster.call(Req.GET_ROUTEINFO_BY_TOPIC, {"topic": "Second"}, to=cluster.namesrv_addr)
+        if route.code == Res.SUCCESS:
+            break
+        assert time.monotonic() < deadline, "the second topic waited for the next registration period"
+        await asyncio.sleep(0.05)

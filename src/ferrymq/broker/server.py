@@ -51,6 +51,7 @@ class Broker:
         self.server = RemotingServer(config.listen_host, config.listen_port)
         self._tasks: list[asyncio.Task] = []
         self._registration: asyncio.Task | None = None
+        self._register_again = False  # a change came while a registration was already on its way
         self.started_at = time.time()
         self.stopped = False
         self._dispatch_scheduled = False
@@ -285,9 +286,20 @@ class Broker:
         self.scheduler.arrived(queues)
 
     def schedule_registration(self) -> None:
-        """Tell the NameServers about a topic change soon (coalesced), not at the next period."""
-        if self._registration is None or self._registration.done():
-            self._registration = asyncio.get_running_loop().create_task(self.registrar.register_all())
+        """Tell the NameServers about a topic change soon (coalesced), not at the next period.
+
+        A registration already on its way may have taken the topic table before this change: it
+        registers once more when done, so no new topic waits for the next period."""
+        if self._registration is not None and not self._registration.done():
+            self._register_again = True
+            return
+        self._registration = asyncio.get_running_loop().create_task(self._register_changes())
+
+    async def _register_changes(self) -> None:
+        self._register_again = True
+        while self._register_again:
+            self._register_again = False
+            await self.registrar.register_all()
 
     async def _check_transactions(self) -> None:
         if self.is_master:  # check-backs are the master's job; a promoted slave takes it over
