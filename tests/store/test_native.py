@@ -1,4 +1,4 @@
-"""The C record scans (ferrymq/_native/scan.c) against their pure-Python references.
+"""The C accelerators of the store (ferrymq/_native/scan.c, index.c) against their Python references.
 
 Both must give identical answers on well-formed segments of every shape (IPv6 hosts, long and
 non-ASCII topics, tags and keys, transaction types, blanks, torn tails) and on garbage, where
@@ -10,6 +10,7 @@ from __future__ import annotations
 import importlib
 import zlib
 
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -25,9 +26,12 @@ from ferrymq.protocol.message import (
     write_record,
 )
 from ferrymq.store.dispatch import SCAN_BLANK, SCAN_INVALID, dispatch_scan
+from ferrymq.store.index import HEADER_SIZE, put_index_entries
 from ferrymq.store.indexer import index_scan
 
-scan = importlib.import_module("ferrymq._native.scan")  # built at install; a missing build fails here
+# Built at install; a missing build fails here rather than skipping.
+scan = importlib.import_module("ferrymq._native.scan")
+index_c = importlib.import_module("ferrymq._native.index")
 
 _BOTH_V6 = BORNHOST_V6_FLAG | STOREHOST_V6_FLAG
 BASE = 5 << 30  # the segment's CommitLog offset: physical offsets are relative to it
@@ -133,3 +137,29 @@ def test_garbage_never_raises_and_agrees(data, pos, end):
 def test_crc32_is_zlibs():
     for data in (b"", b"a", b"topic#key", bytes(range(256)) * 3):
         assert scan.crc32(data) == zlib.crc32(data)
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    st.lists(
+        st.tuples(st.integers(0, 0x7FFFFFFF), st.integers(0, 1 << 40), st.integers(0, 1 << 42)), max_size=60
+    ),
+    st.integers(1, 7),
+    st.integers(1, 20),
+)
+def test_index_put_agrees(items, slot_num, count):
+    """Same bytes and header fields, chains through shared slots and clamped times included."""
+    max_entries = count + len(items)
+    entries_pos = HEADER_SIZE + slot_num * 4
+    files = [bytearray(entries_pos + max_entries * 20) for _ in range(2)]
+    for f in files:  # slots from an earlier life: some inside the count, some past it
+        for slot in range(slot_num):
+            f[HEADER_SIZE + slot * 4 : HEADER_SIZE + slot * 4 + 4] = (slot * 3).to_bytes(4, "big")
+    args = (slot_num, entries_pos, count, 1 << 41, 0, 0, 0)
+    assert index_c.put(files[0], items, *args) == put_index_entries(files[1], items, *args)
+    assert files[0] == files[1]
+
+
+def test_index_put_refuses_what_does_not_fit():
+    with pytest.raises(ValueError):
+        index_c.put(bytearray(HEADER_SIZE + 4 + 20), [(1, 2, 3)] * 2, 1, HEADER_SIZE + 4, 1, 0, 0, 0, 0)
