@@ -14,6 +14,7 @@ from ferrymq.protocol.message import (
     _c_write_batch_records,
     batch_records_size,
     encode_batch,
+    py_encode_batch,
     py_scan_batch,
     py_write_batch_records,
     topic_block,
@@ -38,6 +39,7 @@ entries = st.lists(
 @given(entries, st.sampled_from(["T", "订单", "x" * 130]), st.sampled_from([8, 20]), st.sampled_from([8, 20]))
 def test_records_and_entries_agree(batch, topic, born_len, store_len):
     body = encode_batch(batch)
+    assert body == py_encode_batch(batch)
     block = topic_block(topic.encode())
     born, store = bytes(range(born_len)), bytes(range(100, 100 + store_len))
     size = batch_records_size(len(body), len(batch), block, born, store)
@@ -64,3 +66,12 @@ def test_writer_refuses_a_buffer_too_small():
     body = encode_batch([(b"x" * 100, b"", 0)])
     with pytest.raises(ValueError):
         _c_write_batch_records(bytearray(50), 0, body, 1, b"\x01T", 0, 0, 0, 0, 0, b"\0" * 8, 0, b"\0" * 8)
+
+
+def test_encoder_refuses_what_a_batch_cannot_hold():
+    with pytest.raises(ValueError):
+        encode_batch([(b"x", b"p" * 40_000, 0)])
+    with pytest.raises(TypeError):
+        encode_batch([(b"x", b"", 0, 1)])
+    with pytest.raises(TypeError):
+        encode_batch([("text", b"", 0)])

@@ -565,8 +565,9 @@ _BATCH_HEAD = struct.Struct(">iiiii")  # TOTALSIZE, MAGICCODE, BODYCRC, FLAG, BO
 BATCH_OVERHEAD = _BATCH_HEAD.size + 2
 
 
-def encode_batch(entries: list[tuple[bytes, bytes, int]]) -> bytes:
-    """Encode (body, encoded properties, flag) triples as a SEND_BATCH_MESSAGE body."""
+def py_encode_batch(entries: list[tuple[bytes, bytes, int]]) -> bytes:
+    """Encode (body, encoded properties, flag) triples as a SEND_BATCH_MESSAGE body (the reference for
+    the C version that `encode_batch` is when it is built)."""
     parts = []
     for body, props, flag in entries:
         size = BATCH_OVERHEAD + len(body) + len(props)
@@ -700,6 +701,7 @@ def _c_write_batch_records(*args) -> bytearray:
     return _batch_c.write_batch_records(*args, crc32, tag_hash)
 
 
+encode_batch = py_encode_batch if _batch_c is None else _batch_c.encode_batch
 scan_batch = py_scan_batch if _batch_c is None else _c_scan_batch
 write_batch_records = py_write_batch_records if _batch_c is None else _c_write_batch_records
 
