@@ -54,6 +54,9 @@ class BrokerConfig:
     ha_listen_port: int = -1  # -1: listen_port + 1 (RocketMQ's default); 0: any free port
     ha_master_address: str = ""  # a static slave's master HA address; default: learned from NameServers
     ha_transfer_batch_size: int = 32 * 1024
+    # ASYNC_MASTER only: after a transfer smaller than the batch size, wait this long for more bytes
+    # (no send waits on a replica there), so small writes travel in fewer, larger frames.
+    ha_async_coalesce_ms: float = 1.0
     ha_send_heartbeat_interval: int = 5000  # ms
     ha_housekeeping_interval: int = 20_000  # ms without a frame before an HA connection is dropped
     ha_max_gap_not_in_sync: int = 256 * 1024 * 1024  # SYNC_MASTER: replicas further behind do not count

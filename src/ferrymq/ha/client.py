@@ -122,7 +122,8 @@ class HAClient:
                 writer.write(ack(store.commitlog.max_offset))
                 last_ack = now
             try:
-                data = await asyncio.wait_for(reader.read(1 << 18), min(heartbeat, housekeeping))
+                async with asyncio.timeout(min(heartbeat, housekeeping)):  # a timer, not wait_for's task
+                    data = await reader.read(1 << 18)
             except TimeoutError:
                 if time.monotonic() - heard > housekeeping:  # a live master heartbeats well within this
                     raise

@@ -246,7 +246,8 @@ class ReplicaConnection:
 
     async def _next_frame(self, timeout: float):
         while not self._frames:
-            data = await asyncio.wait_for(self.reader.read(65536), timeout)
+            async with asyncio.timeout(timeout):  # a timer, not wait_for's task per read: acks are frequent
+                data = await self.reader.read(65536)
             if not data:
                 raise ConnectionError("connection closed")
             self._frames.extend(self.decoder.feed(data))
@@ -299,6 +300,7 @@ class ReplicaConnection:
         store, epochs, config = broker.store, broker.epochs, broker.config
         batch = config.ha_transfer_batch_size
         heartbeat = config.ha_send_heartbeat_interval / 1000
+        coalesce = config.ha_async_coalesce_ms / 1000
         tracker = service.tracker
         while not acks.done() and not self.writer.is_closing():
             master_max = store.commitlog.max_offset
@@ -312,13 +314,15 @@ class ReplicaConnection:
                 entry = epochs.entry_at(offset) or epochs.entries[0]
                 chunk = b""
             confirm = tracker.confirm_offset(master_max)
-            self.writer.write(transfer_header(offset, len(chunk), entry.epoch, entry.start_offset, confirm))
-            if chunk:
-                self.writer.write(chunk)
-                offset += len(chunk)
+            header = transfer_header(offset, len(chunk), entry.epoch, entry.start_offset, confirm)
+            self.writer.writelines((header, chunk))  # one send for both
+            offset += len(chunk)
             tracker.transferred(self.broker_id, master_max, time.monotonic())
             await self.writer.drain()
+            if 0 < len(chunk) < batch and coalesce and not broker.waits_for_replicas:
+                await asyncio.sleep(coalesce)
             if offset >= store.commitlog.max_offset:
                 self.wake.clear()
                 with contextlib.suppress(TimeoutError):
-                    await asyncio.wait_for(self.wake.wait(), heartbeat)
+                    async with asyncio.timeout(heartbeat):
+                        await self.wake.wait()

@@ -88,7 +88,10 @@ class CommitLog:
         if pos + len(data) > seg.size:
             raise StoreError(f"replicated bytes at {offset} cross the end of segment {seg.path.name}")
         seg.mm[pos : pos + len(data)] = data
-        self.max_offset = offset + len(data)
+        self.max_offset = end = offset + len(data)
+        warmer = self.warmer
+        if warmer is not None and end > warmer.wake_at:  # a replica's pages are warmed ahead too
+            warmer.wake()
 
     def read(self, offset: int, size: int) -> memoryview | None:
         """A zero-copy slice of `size` bytes at `offset`, or None if that range is not stored."""

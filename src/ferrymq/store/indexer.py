@@ -154,14 +154,14 @@ def run(store_root: Path, slots: int, entries: int, segment_size: int, parent: i
     index = IndexService(store_root / "index", max_hash_slot_num=slots, max_index_num=entries)
     segments = _Segments(store_root / "commitlog", segment_size)
     offset = position.get(INDEXED)
-    idle = 0.001
+    idle = _BUSY_PAUSE
     next_flush = time.monotonic() + 1.0
     while True:
         committed = position.get(COMMITTED)
         if offset < committed:
             offset = _index_range(index, segments, offset, committed)
             position.set(INDEXED, offset)
-            idle = 0.001
+            idle = _BUSY_PAUSE
         elif position.get(STOP):
             break
         else:
@@ -246,6 +246,9 @@ def _index_range(index: IndexService, segments: _Segments, offset: int, committe
     return offset
 
 
+# The first pause once caught up: under a trickle of single sends, a round per few messages would
+# cost more than the messages (keys become queryable within about this long).
+_BUSY_PAUSE = 0.005
 _SCAN_BYTES = 4 << 20  # CommitLog bytes scanned per call: a few thousand records' keys at a time
 
 
