@@ -478,6 +478,13 @@ def decode_records(buf, *, verify_crc: bool = False) -> list[MessageExt]:
     if not isinstance(buf, bytes | bytearray | memoryview):
         raise MessageDecodeError(f"expected bytes, got {type(buf).__name__}")
     raw = buf if type(buf) is bytes else bytes(buf)  # slices of bytes are the cheapest bodies
+    if _records_c is not None:
+        return _records_c.decode_records(raw, verify_crc)
+    return py_decode_records(raw, verify_crc)
+
+
+def py_decode_records(raw: bytes, verify_crc: bool = False) -> list[MessageExt]:
+    """decode_records in Python: the reference for the C version used when it is built."""
     out = []
     pos, end = 0, len(raw)
     while pos < end:
@@ -556,6 +563,14 @@ def _host(raw: bytes) -> tuple[str, int]:
             _HOSTS.clear()
         host = _HOSTS[raw] = unpack_host(raw)
     return host
+
+
+_records_c = load("records")
+if _records_c is not None:
+    _records_c.bind(
+        MessageExt, ("topic", "body", "_properties", "_properties_text", *_FIELDS[3:]), MessageDecodeError,
+        _TOPICS, _host, crc32,
+    )  # fmt: skip
 
 
 # ---------------------------------------------------------------------------------------------
