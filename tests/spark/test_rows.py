@@ -52,11 +52,11 @@ def test_c_scan_matches_python(answers):
 
 
 def test_c_scan_takes_the_common_case():
+    props = {"KEYS": " k1  k2 ", "TAGS": "t"}
     answer = b"".join(
-        MessageExt(topic="T", body=b"x" * 10, properties={"UNIQ_KEY": f"id{i}", "KEYS": " k1  k2 ", "TAGS": "t"},
-                   store_host=("127.0.0.1", 10911)).encode()
+        MessageExt(topic="T", body=b"x" * 10, properties={"UNIQ_KEY": f"id{i}", **props}).encode()
         for i in range(3)
-    )  # fmt: skip
+    )
     scanned = rows._c.scan([answer, answer])
     assert scanned is not None and scanned[0] == 6
     batch = rows._scanned_batch(scanned, "b")

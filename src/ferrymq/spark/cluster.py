@@ -9,8 +9,10 @@ the broker's maxTransferCountOnMessageInMemory messages (32 by default).
 from __future__ import annotations
 
 import asyncio
+import queue
 import struct
-from collections.abc import AsyncIterator, Callable, Coroutine
+import threading
+from collections.abc import AsyncIterator, Callable, Coroutine, Iterator
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
@@ -48,15 +50,6 @@ class Blocking:
     def run(self, fn: Callable[..., Coroutine[Any, Any, T]], *args: Any) -> T:
         return self._runner.run(fn(self.instance, *args))
 
-    def iterate(self, agen: AsyncIterator[T]):
-        """A blocking iterator over an async iterator that runs on this loop."""
-
-        async def step():
-            return await anext(agen, None)
-
-        while (item := self._runner.run(step())) is not None:
-            yield item
-
     def close(self) -> None:
         self._runner.run(self.instance.close())
         self._runner.close()
@@ -66,6 +59,58 @@ class Blocking:
 
     def __exit__(self, *exc) -> None:
         self.close()
+
+
+def prefetched(
+    namesrv: str, items: Callable[[ClientInstance], AsyncIterator[T]], depth: int = 4
+) -> Iterator[T]:
+    """The items of `items(instance)`, made on a thread of their own up to `depth` ahead of the caller.
+
+    A Spark worker is one thread: without this its pulls would wait while it serializes a batch, and
+    it would wait while pulls are in flight. The thread has its own Blocking; it stops within
+    PUT_WAIT of the caller closing the iterator, and its errors are raised to the caller.
+    """
+    ready: queue.Queue = queue.Queue(depth)
+    stop = threading.Event()
+
+    def offer(item: object) -> bool:
+        while not stop.is_set():
+            try:
+                ready.put(item, timeout=PUT_WAIT)
+                return True
+            except queue.Full:
+                pass
+        return False
+
+    def produce() -> None:
+        try:
+            with Blocking(namesrv) as cluster:
+                agen = items(cluster.instance)
+
+                async def step():
+                    return await anext(agen, _END)
+
+                while (item := cluster._runner.run(step())) is not _END and offer(item):
+                    pass
+                cluster._runner.run(agen.aclose())
+            offer(_END)
+        except BaseException as e:  # handed to the caller, who raises it
+            offer(e)
+
+    thread = threading.Thread(target=produce, name="ferrymq-prefetch", daemon=True)
+    thread.start()
+    try:
+        while (item := ready.get()) is not _END:
+            if isinstance(item, BaseException):
+                raise item
+            yield item
+    finally:
+        stop.set()
+        thread.join()
+
+
+_END = object()
+PUT_WAIT = 0.1
 
 
 def _uvloop_factory():

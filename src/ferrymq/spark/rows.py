@@ -89,31 +89,38 @@ def records_to_batch(buffers: list[bytes], broker_name: str) -> pa.RecordBatch:
 
 
 def _scanned_batch(scanned: tuple, broker_name: str) -> pa.RecordBatch:
-    """The batch over the buffers the C scan made (see rows.c for their order), with no row copies."""
-    n, *bufs = scanned
-    b = [pa.py_buffer(x) for x in bufs]
-    string, field = pa.string(), ARROW_SCHEMA.field
+    """The batch over the buffers the C scan made (their order is in rows.c), with no row copies."""
+    n, *raw = scanned
+    b = [pa.py_buffer(x) for x in raw]
+    string, props = pa.string(), ARROW_SCHEMA.field("properties").type
 
-    def var(kind: pa.DataType, at: int, count: int = n, valid: pa.Buffer | None = None) -> pa.Array:
-        return pa.Array.from_buffers(kind, count, [valid, b[at], b[at + 1]])
+    def fixed(kind: pa.DataType, at: int) -> pa.Array:
+        return pa.Array.from_buffers(kind, n, [None, b[at]])
 
+    def var(kind: pa.DataType, at: int, valid: pa.Buffer | None = None) -> pa.Array:
+        return pa.Array.from_buffers(kind, len(b[at]) // 4 - 1, [valid, b[at], b[at + 1]])
+
+    keys = pa.Array.from_buffers(
+        ARROW_SCHEMA.field("keys").type, n, [None, b[15]], children=[var(string, 16)]
+    )
+    entries = pa.StructArray.from_arrays(
+        [var(string, 19), var(string, 21)], fields=[props.key_field, props.item_field]
+    )
     columns = [
         var(string, 6),
         pa.array([broker_name] * n, string),
-        pa.Array.from_buffers(pa.int32(), n, [None, b[0]]),
-        pa.Array.from_buffers(pa.int64(), n, [None, b[1]]),
-        pa.Array.from_buffers(pa.int64(), n, [None, b[2]]),
+        fixed(pa.int32(), 0),
+        fixed(pa.int64(), 1),
+        fixed(pa.int64(), 2),
         var(string, 8),
-        pa.Array.from_buffers(field("keys").type, n, [None, b[15]], children=[var(string, 16, len(b[16]) // 4 - 1)]),
+        keys,
         var(string, 10, valid=b[12]),
-        pa.Array.from_buffers(field("properties").type, n, [None, b[18]], children=[pa.StructArray.from_arrays(
-            [var(string, 19, len(b[19]) // 4 - 1), var(string, 21, len(b[21]) // 4 - 1)],
-            fields=[field("properties").type.key_field, field("properties").type.item_field])]),
+        pa.Array.from_buffers(props, n, [None, b[18]], children=[entries]),
         var(pa.binary(), 13),
-        pa.Array.from_buffers(_TIMESTAMP, n, [None, b[3]]),
-        pa.Array.from_buffers(_TIMESTAMP, n, [None, b[4]]),
-        pa.Array.from_buffers(pa.int32(), n, [None, b[5]]),
-    ]  # fmt: skip
+        fixed(_TIMESTAMP, 3),
+        fixed(_TIMESTAMP, 4),
+        fixed(pa.int32(), 5),
+    ]
     return pa.RecordBatch.from_arrays(columns, schema=ARROW_SCHEMA)
 
 
@@ -199,7 +206,7 @@ def _decompress(body: bytes, pos: int) -> bytes:
     try:
         return zlib.decompress(body)
     except zlib.error as e:
-        raise MessageDecodeError(f"the compressed body of the record at {pos} of a pull answer: {e}") from None
+        raise MessageDecodeError(f"the compressed body of the record at {pos} of an answer: {e}") from None
 
 
 def _millis(values: list[int]) -> pa.Array:

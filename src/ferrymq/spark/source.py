@@ -33,6 +33,7 @@ from ferrymq.spark.cluster import (
     QueueRange,
     json_offset,
     parse_queue,
+    prefetched,
     queue_bounds,
     queue_key,
     read_range,
@@ -89,15 +90,14 @@ def read_partition(partition: QueuePartition):
     if not isinstance(partition, QueuePartition):  # Spark's stand-in when planning found nothing
         return
     r = partition.range
-    with Blocking(partition.namesrv) as cluster:
-        pending: list[bytes] = []
-        for buffers in cluster.iterate(read_range(cluster.instance, partition.group, r)):
-            pending += buffers
-            if len(pending) * PULL_SIZE >= 4096:
-                yield records_to_batch(pending, r.mq.broker_name)
-                pending = []
-        if pending:
+    pending: list[bytes] = []
+    for buffers in prefetched(partition.namesrv, lambda instance: read_range(instance, partition.group, r)):
+        pending += buffers
+        if len(pending) * PULL_SIZE >= 4096:
             yield records_to_batch(pending, r.mq.broker_name)
+            pending = []
+    if pending:
+        yield records_to_batch(pending, r.mq.broker_name)
 
 
 def split(opts: ReadOptions, mq: MessageQueue, start: int, end: int) -> list[QueuePartition]:
