@@ -1,7 +1,9 @@
 """`ferrymq bench replication`: produce throughput of a lone broker, an ASYNC_MASTER with a slave and
 a SYNC_MASTER with a slave, each in processes of its own, and how long the slave trails at the end.
 
-Every scenario gets a fresh NameServer and fresh stores in a temporary directory.
+Every scenario gets a fresh NameServer and fresh stores in a temporary directory. With several
+rounds the three scenarios alternate (lone, async, sync, lone, ...), so a machine whose speed drifts
+(shared hosts) weighs on all three alike; the ratios are taken between the scenarios' medians.
 """
 
 from __future__ import annotations
@@ -10,6 +12,7 @@ import asyncio
 import contextlib
 import re
 import shutil
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -61,8 +64,9 @@ class _Group:
 
 
 @contextlib.contextmanager
-def _group(role: str | None) -> Iterator[tuple[_Group, str, str | None, int]]:
-    """NameServer, master (and slave) processes; yields (group, master addr, slave addr, master pid)."""
+def _group(role: str | None) -> Iterator[tuple[_Group, str, str | None, int, int | None]]:
+    """NameServer, master (and slave) processes; yields (group, master addr, slave addr, master pid,
+    slave pid)."""
     data = Path(tempfile.mkdtemp(prefix="ferrymq-bench-ha-"))
     group = _Group(data)
     procs = group.procs
@@ -70,7 +74,8 @@ def _group(role: str | None) -> Iterator[tuple[_Group, str, str | None, int]]:
         master_addr = group.broker("m", "--role", role or "ASYNC_MASTER")
         master_pid = procs[-1].pid
         slave_addr = group.broker("s", "--role", "SLAVE", "--broker-id", "1") if role is not None else None
-        yield group, master_addr, slave_addr, master_pid
+        slave_pid = procs[-1].pid if role is not None else None
+        yield group, master_addr, slave_addr, master_pid, slave_pid
     finally:
         for proc in reversed(procs):
             proc.terminate()
@@ -101,13 +106,14 @@ async def _slave_attached(client: RemotingClient, master: str, slave: str) -> No
 
 async def _scenario(name: str, role: str | None, count: int, body_size: int, batch: int, inflight: int,
                     progress: Progress) -> dict:  # fmt: skip
-    with _group(role) as (group, master, slave, master_pid):
+    with _group(role) as (group, master, slave, master_pid, slave_pid):
         client = RemotingClient()
         try:
             topic = f"BenchHA{time.time_ns()}"
             if slave is not None:  # one message first, so the slave is attached before the clock starts
                 await produce(group.namesrv, topic, 1, body_size, 1, 1, lambda *_: None, CpuMeter(None))
                 await _slave_attached(client, master, slave)
+            slave_cpu = CpuMeter(slave_pid)
             result = await produce(
                 group.namesrv, topic, count, body_size, batch, inflight, progress, CpuMeter(master_pid)
             )
@@ -117,6 +123,7 @@ async def _scenario(name: str, role: str | None, count: int, body_size: int, bat
                 target = await _max_offset(client, master)
                 await _caught_up(client, slave, target)
                 extra["slave_trails_ms"] = round((time.perf_counter() - done) * 1000)
+                extra["slave_us_per_msg"] = slave_cpu.result(count)["broker_us_per_msg"]
             if role == "ASYNC_MASTER":  # a new, empty slave copies the whole log: the copy rate
                 started = time.perf_counter()
                 fresh = group.broker("s2", "--role", "SLAVE", "--broker-id", "2")
@@ -137,12 +144,23 @@ async def _caught_up(client: RemotingClient, addr: str, target: int) -> None:
 
 
 async def run_replication_bench(
-    count: int, body_size: int, batch: int, inflight: int, progress: Progress
-) -> list[dict]:
-    results = []
-    for name, role in SCENARIOS:
-        results.append(await _scenario(name, role, count, body_size, batch, inflight, progress))
-    lone = results[0]["msgs_per_s"]
-    for r in results:
-        r["vs_lone_%"] = round(100 * r["msgs_per_s"] / lone)
-    return results
+    count: int, body_size: int, batch: int, inflight: int, rounds: int, progress: Progress
+) -> tuple[list[dict], list[dict]]:
+    """Every scenario `rounds` times, alternating; returns (one summary row per scenario, every run).
+
+    A summary row is the scenario's median run, its `vs_lone_%` the ratio of the medians."""
+    runs = []
+    for round_no in range(1, rounds + 1):
+        for name, role in SCENARIOS:
+            run = await _scenario(name, role, count, body_size, batch, inflight, progress)
+            runs.append({**run, "round": round_no})
+    summary = []
+    for name, _ in SCENARIOS:
+        mine = sorted((r for r in runs if r["scenario"] == name), key=lambda r: r["msgs_per_s"])
+        median = statistics.median_low([r["msgs_per_s"] for r in mine])
+        row = next(r for r in mine if r["msgs_per_s"] == median)
+        summary.append({**row, "round": "median", "runs_msgs_per_s": [r["msgs_per_s"] for r in mine]})
+    lone = summary[0]["msgs_per_s"]
+    for row in summary:
+        row["vs_lone_%"] = round(100 * row["msgs_per_s"] / lone)
+    return summary, runs

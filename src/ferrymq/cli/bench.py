@@ -220,8 +220,10 @@ def bench_idle(namesrv, consumers, seconds, save) -> None:
 @_body
 @click.option("--batch", default=1, show_default=True, help="Messages per request (1: one send each).")
 @click.option("--inflight", default=16, show_default=True, help="Requests in flight at once.")
+@click.option("--rounds", default=1, show_default=True, help="Rounds of the three scenarios, alternating; "
+              "the figures are each scenario's median.")  # fmt: skip
 @_save_opt
-def bench_replication(count, body_size, batch, inflight, save) -> None:
+def bench_replication(count, body_size, batch, inflight, rounds, save) -> None:
     """Produce throughput of a lone broker vs ASYNC_MASTER and SYNC_MASTER with a slave (own processes)."""
     import asyncio
 
@@ -233,14 +235,15 @@ def bench_replication(count, body_size, batch, inflight, save) -> None:
     with Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
                   console=console) as bar:  # fmt: skip
         task = bar.add_task("produce", total=count)
-        results = asyncio.run(
+        summary, runs = asyncio.run(
             run_replication_bench(
-                count, body_size, batch, inflight, lambda _, done, total: bar.update(task, completed=done)
+                count, body_size, batch, inflight, rounds,
+                lambda _, done, total: bar.update(task, completed=done),
             )
-        )
-    console.print(_table("replication", results))
-    params = {"count": count, "body_size": body_size, "batch": batch, "inflight": inflight}
-    _save(save, "replication", params, results)
+        )  # fmt: skip
+    console.print(_table("replication (each scenario's median run)", summary))
+    params = {"count": count, "body_size": body_size, "batch": batch, "inflight": inflight, "rounds": rounds}
+    _save(save, "replication", params, [*summary, *runs])
 
 
 @bench.command("failover")

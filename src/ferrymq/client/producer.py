@@ -203,13 +203,16 @@ class Producer:
         for i, m in enumerate(messages):
             if m.scheduled:
                 raise SendError("delayed and timed messages cannot be sent in a batch")
-            props = m.system_properties()
-            own = props.get(Prop.UNIQ_KEY)
-            if own is None:  # the usual case: the new id goes last, as setdefault would put it
-                encoded = f"{encode_properties(props)}UNIQ_KEY\x01{uniq_keys[i]}\x02".encode()
+            if not (m.properties or m.tags or m.keys):  # the usual case: the new id is the only property
+                encoded = f"UNIQ_KEY\x01{uniq_keys[i]}\x02".encode()
             else:
-                uniq_keys[i] = own
-                encoded = encode_properties(props).encode()
+                props = m.system_properties()
+                own = props.get(Prop.UNIQ_KEY)
+                if own is None:  # the new id goes last, as setdefault would put it
+                    encoded = f"{encode_properties(props)}UNIQ_KEY\x01{uniq_keys[i]}\x02".encode()
+                else:
+                    uniq_keys[i] = own
+                    encoded = encode_properties(props).encode()
             entries.append((m.body, self._check(m, encoded), m.flag))
         result = await self._send(topic, encode_batch(entries), "", 0, 0, True, None, messages[0], None)
         result.msg_id = ",".join(uniq_keys)

@@ -21,6 +21,7 @@ from typing import NamedTuple
 
 from isal.isal_zlib import crc32
 
+from ferrymq._native import load
 from ferrymq.protocol.errors import MessageDecodeError
 
 # Magic codes as signed 32-bit ints, the way Java writes them.
@@ -564,8 +565,9 @@ _BATCH_HEAD = struct.Struct(">iiiii")  # TOTALSIZE, MAGICCODE, BODYCRC, FLAG, BO
 BATCH_OVERHEAD = _BATCH_HEAD.size + 2
 
 
-def encode_batch(entries: list[tuple[bytes, bytes, int]]) -> bytes:
-    """Encode (body, encoded properties, flag) triples as a SEND_BATCH_MESSAGE body."""
+def py_encode_batch(entries: list[tuple[bytes, bytes, int]]) -> bytes:
+    """Encode (body, encoded properties, flag) triples as a SEND_BATCH_MESSAGE body (the reference for
+    the C version that `encode_batch` is when it is built)."""
     parts = []
     for body, props, flag in entries:
         size = BATCH_OVERHEAD + len(body) + len(props)
@@ -573,10 +575,11 @@ def encode_batch(entries: list[tuple[bytes, bytes, int]]) -> bytes:
     return b"".join(parts)
 
 
-def scan_batch(data: bytes | memoryview) -> tuple[int, int, int]:
+def py_scan_batch(data: bytes | memoryview) -> tuple[int, int, int]:
     """Validate a whole batch body; return (message count, largest body, largest properties).
 
-    Runs for every SEND_BATCH_MESSAGE, so the checks are inline rather than a call per entry.
+    Runs for every SEND_BATCH_MESSAGE, so the checks are inline rather than a call per entry. The
+    reference for the C version (ferrymq/_native/batch.c) that `scan_batch` is when it is built.
     """
     view = memoryview(data)
     unpack_head, unpack_short, head_size = _BATCH_HEAD.unpack_from, _SHORT.unpack_from, _BATCH_HEAD.size
@@ -621,7 +624,7 @@ def batch_records_size(
     return batch_size + count * (head + len(topic_block) - _BATCH_HEAD.size)
 
 
-def write_batch_records(
+def py_write_batch_records(
     buf,
     pos: int,
     batch: bytes | memoryview,
@@ -641,6 +644,7 @@ def write_batch_records(
     Returns their ConsumeQueue entries (CQ_ENTRY each: CommitLog offset, size, tag hash), built
     here while every field is at hand so the dispatcher need not parse the records back.
     Body and properties are copied straight from the request into `buf`: no per-message objects.
+    The reference for the C version that `write_batch_records` is when it is built.
     """
     view = memoryview(batch)
     raw = batch if type(batch) is bytes else bytes(view)  # for bytes.find, which a view lacks
@@ -682,6 +686,24 @@ def write_batch_records(
 
 
 _TAGS_KEY = b"TAGS\x01"
+_batch_c = load("batch")
+
+
+def _c_scan_batch(data: bytes | memoryview) -> tuple[int, int, int]:
+    found = _batch_c.scan_batch(data)
+    if found.__class__ is str:
+        raise MessageDecodeError(found)
+    return found
+
+
+def _c_write_batch_records(*args) -> bytearray:
+    """write_batch_records's arguments, with isal's CRC-32 and the tag hash for the C loop to call."""
+    return _batch_c.write_batch_records(*args, crc32, tag_hash)
+
+
+encode_batch = py_encode_batch if _batch_c is None else _batch_c.encode_batch
+scan_batch = py_scan_batch if _batch_c is None else _c_scan_batch
+write_batch_records = py_write_batch_records if _batch_c is None else _c_write_batch_records
 
 
 # ---------------------------------------------------------------------------------------------

@@ -17,6 +17,7 @@ from collections import deque
 from collections.abc import Callable
 from typing import NamedTuple
 
+from ferrymq._native import load
 from ferrymq.protocol.message import (
     BLANK,
     TRANSACTION_PREPARED_TYPE,
@@ -119,49 +120,27 @@ class Dispatcher:
             seg = self.commitlog.segment_for(offset)
             if seg is None:
                 break
-            mm, view = seg.mm, seg.view
             base = seg.base
-            pos = offset - base
             end = min(limit, seg.end) - base
-            pause = pause_at - base
-            next_prepared = prepared[0].start - base if prepared else end
-            run_cq, run_start, run = None, 0, bytearray()  # consecutive entries of one queue: one write
-            while pos < end and pos < pause and pos < next_prepared:
-                meta = read_record_meta(mm, pos, end)
-                if meta is BLANK:
-                    pos = seg.size
-                    break
-                if meta is None and partial_tail and base + end == limit and _incomplete(mm, pos, end):
-                    limit = base + pos  # the rest is still on its way
-                    break
-                if (
-                    meta is None
-                    or meta.physical_offset != base + pos
-                    or (
-                        verify_crc
-                        and body_crc(view[meta.body_start : meta.body_start + meta.body_len]) != meta.body_crc
-                    )
-                ):
-                    valid = False
-                    break
-                tran = meta.sys_flag & TRANSACTION_TYPE_MASK
-                if tran != TRANSACTION_PREPARED_TYPE and tran != TRANSACTION_ROLLBACK_TYPE:
-                    tag = find_property(mm[meta.props_start : meta.props_end], _TAGS)
-                    key = (meta.topic, meta.queue_id)
-                    cq = queue_cache.get(key)
-                    if cq is None:
-                        cq = queue_cache[key] = queues.get_or_create(meta.topic, meta.queue_id)
-                    queue_offset = meta.queue_offset
-                    if cq is not run_cq or queue_offset != run_start + len(run) // ENTRY_SIZE:
-                        if run:
-                            run_cq.put(run_start, run)
-                        run_cq, run_start, run = cq, queue_offset, bytearray()
-                    run += ENTRY.pack(base + pos, meta.size, tag_hash(tag) if tag else 0)
-                last_store_timestamp = meta.store_timestamp
-                pos += meta.size
-                count += 1
-            if run:
-                run_cq.put(run_start, run)
+            stop = min(pause_at, prepared[0].start if prepared else limit) - base
+            pos, status, n, store_timestamp, runs = scan_segment(
+                seg.mm, offset - base, end, stop, base, verify_crc, tag_hash
+            )
+            for topic, queue_id, queue_offset, entries in runs:
+                key = (topic, queue_id)
+                cq = queue_cache.get(key)
+                if cq is None:
+                    cq = queue_cache[key] = queues.get_or_create(topic, queue_id)
+                cq.put(queue_offset, entries)
+            if n:
+                count += n
+                last_store_timestamp = store_timestamp
+            if status == SCAN_BLANK:
+                pos = seg.size
+            elif status == SCAN_MALFORMED and partial_tail and _incomplete(seg.mm, pos, end, base, limit):
+                limit = base + pos  # the rest is still on its way
+            elif status != SCAN_STOPPED:
+                valid = False
             offset = self.offset = base + pos
             if not valid:
                 break
@@ -172,9 +151,63 @@ class Dispatcher:
         return offset, count, valid
 
 
-def _incomplete(buf, pos: int, end: int) -> bool:
-    """The bytes from `pos` to `end` are the start of a record longer than what is there."""
-    return end - pos < 8 or _SIZE.unpack_from(buf, pos)[0] > end - pos
+SCAN_STOPPED, SCAN_BLANK, SCAN_MALFORMED, SCAN_INVALID = 0, 1, 2, 3
+
+
+def dispatch_scan(
+    buf, pos: int, end: int, stop: int, base: int, verify_crc: bool, tag_hash_of: Callable[[bytes], int]
+) -> tuple[int, int, int, int, list[tuple[str, int, int, bytes]]]:
+    """Walk the records of a segment mapped at CommitLog offset `base` from `pos` while pos < end and
+    pos < stop; return (where it stopped, why, records walked, the last one's store timestamp, runs).
+
+    A run is (topic, queue id, first queue offset, ConsumeQueue entries) for consecutive entries of
+    one queue; half and rolled-back transaction records take none. Why: SCAN_STOPPED at end/stop,
+    SCAN_BLANK at the end-of-segment filler, SCAN_MALFORMED at bytes that are no whole record,
+    SCAN_INVALID at a record with a wrong physical offset or (verify_crc) body CRC. The reference
+    for the C version in ferrymq/_native/scan.c, which the dispatcher uses when it is built.
+    """
+    runs: list[tuple[str, int, int, bytes]] = []
+    count = last_store_timestamp = 0
+    status = SCAN_STOPPED
+    run_key, run_start, run = None, 0, bytearray()
+    while pos < end and pos < stop:
+        meta = read_record_meta(buf, pos, end)
+        if meta is BLANK:
+            status = SCAN_BLANK
+            break
+        if meta is None:
+            status = SCAN_MALFORMED
+            break
+        if meta.physical_offset != base + pos or (
+            verify_crc
+            and body_crc(memoryview(buf)[meta.body_start : meta.body_start + meta.body_len]) != meta.body_crc
+        ):
+            status = SCAN_INVALID
+            break
+        tran = meta.sys_flag & TRANSACTION_TYPE_MASK
+        if tran != TRANSACTION_PREPARED_TYPE and tran != TRANSACTION_ROLLBACK_TYPE:
+            tag = find_property(buf[meta.props_start : meta.props_end], _TAGS)
+            key = (meta.topic, meta.queue_id)
+            if key != run_key or meta.queue_offset != run_start + len(run) // ENTRY_SIZE:
+                if run:
+                    runs.append((*run_key, run_start, bytes(run)))
+                run_key, run_start, run = key, meta.queue_offset, bytearray()
+            run += ENTRY.pack(base + pos, meta.size, tag_hash_of(tag) if tag else 0)
+        last_store_timestamp = meta.store_timestamp
+        pos += meta.size
+        count += 1
+    if run:
+        runs.append((*run_key, run_start, bytes(run)))
+    return pos, status, count, last_store_timestamp, runs
+
+
+_scan_c = load("scan")
+scan_segment = _scan_c.dispatch_scan if _scan_c is not None else dispatch_scan
+
+
+def _incomplete(buf, pos: int, end: int, base: int, limit: int) -> bool:
+    """The bytes from `pos` to `end`, the last written ones, start a record longer than what is there."""
+    return base + end == limit and (end - pos < 8 or _SIZE.unpack_from(buf, pos)[0] > end - pos)
 
 
 _SIZE = struct.Struct(">i")

@@ -17,6 +17,7 @@ from pathlib import Path
 
 from isal.isal_zlib import crc32
 
+from ferrymq._native import load
 from ferrymq.store.errors import StoreError
 from ferrymq.store.files import MappedFile, io_error
 
@@ -43,6 +44,42 @@ def key_hash(text: str) -> int:
 def key_hash_bytes(raw: bytes) -> int:
     """key_hash of text already encoded (as the indexer reads it from the CommitLog)."""
     return crc32(raw) & 0x7FFFFFFF
+
+
+def put_index_entries(
+    mm, items: list[tuple[int, int, int]], slot_num: int, entries_pos: int, count: int, begin_ts: int,
+    used_slots: int, end_ts: int, end_phys: int,
+) -> tuple[int, int, int, int]:  # fmt: skip
+    """Write items (key hash, phys offset, store timestamp) after the file's `count` entries (room is
+    the caller's to check); return the header's new (count, used slots, end timestamp, end offset).
+
+    The reference for the C version in ferrymq/_native/index.c, which the indexer uses when built.
+    """
+    read_int, write_int, write_entry = SLOT.unpack_from, SLOT.pack_into, ENTRY.pack_into
+    for hash_, phys_offset, store_timestamp in items:
+        time_diff = (store_timestamp - begin_ts) // 1000
+        if time_diff < 0:  # the clock stepped back
+            time_diff = 0
+        elif time_diff > _MAX_TIME_DIFF:
+            time_diff = _MAX_TIME_DIFF
+        slot_pos = HEADER_SIZE + hash_ % slot_num * SLOT_SIZE
+        prev = read_int(mm, slot_pos)[0]
+        if not 0 < prev < count:
+            prev = 0
+            used_slots += 1
+        write_entry(mm, entries_pos + count * ENTRY_SIZE, hash_, phys_offset, time_diff, prev)
+        count += 1
+        write_int(mm, INDEX_COUNT_POS, count)
+        write_int(mm, slot_pos, count - 1)
+        if store_timestamp > end_ts:
+            end_ts = store_timestamp
+        if phys_offset > end_phys:
+            end_phys = phys_offset
+    return count, used_slots, end_ts, end_phys
+
+
+_index_c = load("index")
+put_entries = _index_c.put if _index_c is not None else put_index_entries
 
 
 class _IndexFile:
@@ -102,33 +139,10 @@ class _IndexFile:
         rest: list[tuple[int, int, int]] = []
         if len(items) > fitting:
             items, rest = items[:fitting], items[fitting:]
-        slot_num, entries_pos, used_slots, begin_ts = (
-            self.slot_num,
-            self.entries_pos,
-            self.used_slots,
-            self.begin_ts,
-        )
-        end_ts, end_phys = self.end_ts, self.end_phys
-        read_int, write_int, write_entry = SLOT.unpack_from, SLOT.pack_into, ENTRY.pack_into
-        for hash_, phys_offset, store_timestamp in items:
-            time_diff = (store_timestamp - begin_ts) // 1000
-            if time_diff < 0:  # the clock stepped back
-                time_diff = 0
-            elif time_diff > _MAX_TIME_DIFF:
-                time_diff = _MAX_TIME_DIFF
-            slot_pos = HEADER_SIZE + hash_ % slot_num * SLOT_SIZE
-            prev = read_int(mm, slot_pos)[0]
-            if not 0 < prev < count:
-                prev = 0
-                used_slots += 1
-            write_entry(mm, entries_pos + count * ENTRY_SIZE, hash_, phys_offset, time_diff, prev)
-            count += 1
-            write_int(mm, INDEX_COUNT_POS, count)
-            write_int(mm, slot_pos, count - 1)
-            if store_timestamp > end_ts:
-                end_ts = store_timestamp
-            if phys_offset > end_phys:
-                end_phys = phys_offset
+        count, used_slots, end_ts, end_phys = put_entries(
+            mm, items, self.slot_num, self.entries_pos, count, self.begin_ts, self.used_slots, self.end_ts,
+            self.end_phys,
+        )  # fmt: skip
         self.index_count, self.used_slots, self.end_ts, self.end_phys = count, used_slots, end_ts, end_phys
         HEADER.pack_into(mm, 0, self.begin_ts, end_ts, self.begin_phys, end_phys, used_slots, count)
         self.dirty = True

@@ -23,6 +23,7 @@ import sys
 import time
 from pathlib import Path
 
+from ferrymq._native import load
 from ferrymq.protocol.message import (
     BLANK,
     TRANSACTION_ROLLBACK_TYPE,
@@ -30,6 +31,7 @@ from ferrymq.protocol.message import (
     find_property,
     read_record_meta,
 )
+from ferrymq.store.dispatch import SCAN_BLANK, SCAN_MALFORMED, SCAN_STOPPED
 from ferrymq.store.files import offset_name
 from ferrymq.store.index import IndexService, key_hash_bytes
 
@@ -190,49 +192,61 @@ def index_keys(props: bytes) -> list[bytes]:
     return keys
 
 
+def index_scan(buf, pos: int, end: int, base: int) -> tuple[int, int, list[tuple[int, int, int]]]:
+    """Walk the records of a segment mapped at CommitLog offset `base` from `pos` to `end`; return
+    (where it stopped, why, items): an item (key hash, CommitLog offset, store timestamp) for each
+    index key of every record but rolled-back transactions. Why: SCAN_STOPPED, SCAN_BLANK or
+    SCAN_MALFORMED, as dispatch_scan. The reference for the C version in ferrymq/_native/scan.c.
+    """
+    items: list[tuple[int, int, int]] = []
+    prefixes: dict[str, bytes] = {}  # topic -> b"topic#"
+    while pos < end:
+        meta = read_record_meta(buf, pos, end)
+        if meta is BLANK:
+            return pos, SCAN_BLANK, items
+        if meta is None:
+            return pos, SCAN_MALFORMED, items
+        if meta.sys_flag & TRANSACTION_TYPE_MASK != TRANSACTION_ROLLBACK_TYPE:
+            keys = index_keys(buf[meta.props_start : meta.props_end])
+            if keys:
+                prefix = prefixes.get(meta.topic)
+                if prefix is None:
+                    prefix = prefixes[meta.topic] = meta.topic.encode() + b"#"
+                phys, ts = base + pos, meta.store_timestamp
+                items += [(key_hash_bytes(prefix + key), phys, ts) for key in keys]
+        pos += meta.size
+    return pos, SCAN_STOPPED, items
+
+
+_scan_c = load("scan")
+scan_segment = _scan_c.index_scan if _scan_c is not None else index_scan
+
+
 def _index_range(index: IndexService, segments: _Segments, offset: int, committed: int) -> int:
     """Index the records in [offset, committed); return where it stopped (a record boundary).
 
-    Keys are hashed from their stored bytes and handed to the index a few thousand at a time.
+    Segments are scanned a slice at a time, so keys reach the index a few thousand at a time.
     """
     size = segments.size
-    items: list[tuple[int, int, int]] = []
-    prefixes: dict[str, bytes] = {}  # topic -> b"topic#"
-    try:
-        while offset < committed:
-            base = offset - offset % size
-            mm = segments.get(base)
-            if mm is None:
-                return offset  # not visible yet, or deleted by retention: try again later
-            pos = offset - base
-            end = min(committed - base, size)
-            while pos < end:
-                meta = read_record_meta(mm, pos, end)
-                if meta is BLANK:
-                    pos = size
-                    break
-                if meta is None:
-                    return base + pos  # beyond what is written yet
-                if meta.sys_flag & TRANSACTION_TYPE_MASK != TRANSACTION_ROLLBACK_TYPE:
-                    keys = index_keys(mm[meta.props_start : meta.props_end])
-                    if keys:
-                        prefix = prefixes.get(meta.topic)
-                        if prefix is None:
-                            prefix = prefixes[meta.topic] = meta.topic.encode() + b"#"
-                        phys, ts = base + pos, meta.store_timestamp
-                        items += [(key_hash_bytes(prefix + key), phys, ts) for key in keys]
-                        if len(items) >= _ITEMS_PER_PUT:
-                            index.put_hashed(items)
-                            items = []
-                pos += meta.size
-            offset = base + pos
-        return offset
-    finally:
+    while offset < committed:
+        base = offset - offset % size
+        mm = segments.get(base)
+        if mm is None:
+            return offset  # not visible yet, or deleted by retention: try again later
+        pos = offset - base
+        end = min(committed - base, size, pos + _SCAN_BYTES)
+        pos, status, items = scan_segment(mm, pos, end, base)
         if items:
             index.put_hashed(items)
+        if status == SCAN_BLANK:
+            pos = size
+        elif status == SCAN_MALFORMED:
+            return base + pos  # beyond what is written yet
+        offset = base + pos
+    return offset
 
 
-_ITEMS_PER_PUT = 4096
+_SCAN_BYTES = 4 << 20  # CommitLog bytes scanned per call: a few thousand records' keys at a time
 
 
 def _die_with_parent() -> None:
