@@ -9,8 +9,10 @@ the broker's maxTransferCountOnMessageInMemory messages (32 by default).
 from __future__ import annotations
 
 import asyncio
+import queue
 import struct
-from collections.abc import AsyncIterator, Callable, Coroutine
+import threading
+from collections.abc import AsyncIterator, Callable, Coroutine, Iterator
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
@@ -48,13 +50,13 @@ class Blocking:
     def run(self, fn: Callable[..., Coroutine[Any, Any, T]], *args: Any) -> T:
         return self._runner.run(fn(self.instance, *args))
 
-    def iterate(self, agen: AsyncIterator[T]):
+    def iterate(self, agen: AsyncIterator[T]) -> Iterator[T]:
         """A blocking iterator over an async iterator that runs on this loop."""
 
         async def step():
-            return await anext(agen, None)
+            return await anext(agen, _END)
 
-        while (item := self._runner.run(step())) is not None:
+        while (item := self._runner.run(step())) is not _END:
             yield item
 
     def close(self) -> None:
@@ -66,6 +68,56 @@ class Blocking:
 
     def __exit__(self, *exc) -> None:
         self.close()
+
+
+def prefetched(
+    namesrv: str, items: Callable[[ClientInstance], AsyncIterator[T]], depth: int = 4
+) -> Iterator[T]:
+    """The items of `items(instance)`, made on a thread of their own up to `depth` ahead of the caller.
+
+    A Spark worker is one thread: without this its pulls would wait while it serializes a batch, and
+    it would wait while pulls are in flight. The thread has its own Blocking; it stops within
+    PUT_WAIT of the caller closing the iterator, and its errors are raised to the caller. (It pays
+    off for long batch reads; streaming micro-batches measured slower with it, so they read inline.)
+    """
+    ready: queue.Queue = queue.Queue(depth)
+    stop = threading.Event()
+
+    def offer(item: object) -> bool:
+        while not stop.is_set():
+            try:
+                ready.put(item, timeout=PUT_WAIT)
+                return True
+            except queue.Full:
+                pass
+        return False
+
+    def produce() -> None:
+        try:
+            with Blocking(namesrv) as cluster:
+                agen = items(cluster.instance)
+                for item in cluster.iterate(agen):
+                    if not offer(item):
+                        break
+                cluster.run(lambda _: agen.aclose())
+            offer(_END)
+        except BaseException as e:  # handed to the caller, who raises it
+            offer(e)
+
+    thread = threading.Thread(target=produce, name="ferrymq-prefetch", daemon=True)
+    thread.start()
+    try:
+        while (item := ready.get()) is not _END:
+            if isinstance(item, BaseException):
+                raise item
+            yield item
+    finally:
+        stop.set()
+        thread.join()
+
+
+_END = object()
+PUT_WAIT = 0.1
 
 
 def _uvloop_factory():

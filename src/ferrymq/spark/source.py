@@ -33,6 +33,7 @@ from ferrymq.spark.cluster import (
     QueueRange,
     json_offset,
     parse_queue,
+    prefetched,
     queue_bounds,
     queue_key,
     read_range,
@@ -84,20 +85,31 @@ class FerryMQDataSource(DataSource):
         return StreamWriter(write_options(self.options))
 
 
-def read_partition(partition: QueuePartition):
-    """Executor side: the partition's messages as Arrow record batches of about 4,096 rows."""
+def read_partition(partition: QueuePartition, ahead: bool):
+    """Executor side: the partition's messages as Arrow record batches of about 4,096 rows, pulled on
+    a thread of their own when `ahead` (batch reads) or else inline (micro-batches: see prefetched)."""
     if not isinstance(partition, QueuePartition):  # Spark's stand-in when planning found nothing
         return
     r = partition.range
-    with Blocking(partition.namesrv) as cluster:
-        pending: list[bytes] = []
-        for buffers in cluster.iterate(read_range(cluster.instance, partition.group, r)):
-            pending += buffers
-            if len(pending) * PULL_SIZE >= 4096:
-                yield records_to_batch(pending, r.mq.broker_name)
-                pending = []
-        if pending:
+    pending: list[bytes] = []
+    for buffers in pulls(partition, ahead):
+        pending += buffers
+        if len(pending) * PULL_SIZE >= 4096:
             yield records_to_batch(pending, r.mq.broker_name)
+            pending = []
+    if pending:
+        yield records_to_batch(pending, r.mq.broker_name)
+
+
+def pulls(partition: QueuePartition, ahead: bool):
+    def answers(instance):
+        return read_range(instance, partition.group, partition.range)
+
+    if ahead:
+        yield from prefetched(partition.namesrv, answers)
+        return
+    with Blocking(partition.namesrv) as cluster:
+        yield from cluster.iterate(answers(cluster.instance))
 
 
 def split(opts: ReadOptions, mq: MessageQueue, start: int, end: int) -> list[QueuePartition]:
@@ -122,7 +134,7 @@ class BatchReader(DataSourceReader):
         return [p for mq in queues for p in split(opts, mq, starts[mq], ends[mq])]
 
     def read(self, partition: QueuePartition):
-        return read_partition(partition)
+        return read_partition(partition, ahead=True)
 
 
 def _check_kept(cluster: Blocking, opts: ReadOptions, queues: list[MessageQueue]) -> None:
@@ -195,7 +207,7 @@ class StreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         return out
 
     def read(self, partition: QueuePartition):
-        return read_partition(partition)
+        return read_partition(partition, ahead=False)
 
     def stop(self) -> None:
         if self._cluster is not None:
