@@ -158,8 +158,10 @@ def run(store_root: Path, slots: int, entries: int, segment_size: int, parent: i
     next_flush = time.monotonic() + 1.0
     while True:
         committed = position.get(COMMITTED)
-        if offset < committed:
-            offset = _index_range(index, segments, offset, committed)
+        # A replica's committed offset may cut a record it is still copying: no progress then.
+        indexed = _index_range(index, segments, offset, committed) if offset < committed else offset
+        if indexed > offset:
+            offset = indexed
             position.set(INDEXED, offset)
             idle = _BUSY_PAUSE
         elif position.get(STOP):
