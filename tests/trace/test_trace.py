@@ -125,7 +125,7 @@ async def test_custom_topic_transactions_and_dead_letters(make_cluster, fast_che
         result = await producer.send_message_in_transaction(
             Message("TxTraced", b"t"), lambda m, a: LocalTransactionState.UNKNOW
         )
-        await wait_for(lambda: len(producer.trace._pending) + producer.trace.written == 3, what="check-back")
+        await wait_for(lambda: producer.trace.pending + producer.trace.written == 3, what="check-back")
     consumed = asyncio.Event()
     consumer = PushConsumer(
         "CG2", cluster.namesrv_addr, consume_from="first", enable_trace=True, trace_topic="MyTrace"
@@ -187,7 +187,7 @@ def test_bounded_buffer_drops_and_counts():
     record = SubAfterRecord(request_id="r", msg_id="m", cost_time=1, success=True, keys="")
     for _ in range(5):
         dispatcher.add(record)
-    assert (len(dispatcher._pending), dispatcher.dropped) == (3, 2)
+    assert (dispatcher.pending, dispatcher.dropped) == (3, 2)
 
 
 def test_a_send_is_traced_in_bulk_and_a_bad_field_skips_only_its_record():
@@ -201,15 +201,39 @@ def test_a_send_is_traced_in_bulk_and_a_bad_field_skips_only_its_record():
     result = SendResult(SendStatus.SEND_OK, "m1,m2,m3", "o1,o2,o3", MessageQueue("T", "b", 0), 0)
     good = [Message("T", b"a", tags="A", keys=["k1", "k2"]), Message("T", b"bb"), Message("T", b"c")]
     tracer(good, result, 1000, 3)
-    records = [(decode_records(text)[0], keys) for text, keys in dispatcher._pending]
-    assert [r for r, _ in records] == [
+    [(text, keys, count)] = dispatcher._pending  # one entry for the whole send
+    assert decode_records(text) == [
         PubRecord(timestamp=1000, region_id="DefaultRegion", group="G", topic="T", msg_id=f"m{i + 1}",
                   tags=m.tags or "", keys=" ".join(m.keys or ()), store_host="", body_length=len(m.body),
                   cost_time=1, msg_type=MessageType.NORMAL, offset_msg_id=f"o{i + 1}", success=True)
         for i, m in enumerate(good)
     ]  # fmt: skip
-    assert [list(keys) for _, keys in records] == [["m1", "k1", "k2"], ["m2"], ["m3"]]
+    assert (keys, count, dispatcher.pending) == (["m1", "k1", "k2", "m2", "m3"], 3, 3)
 
     dispatcher._pending.clear()
     tracer([good[0], Message("T", b"b", tags="bad\x01tag"), good[2]], result, 1000, 3)
-    assert [decode_records(text)[0].msg_id for text, _ in dispatcher._pending] == ["m1", "m3"]
+    assert [decode_records(text)[0].msg_id for text, _, _ in dispatcher._pending] == ["m1", "m3"]
+
+
+def test_a_send_too_large_for_one_trace_message_is_split():
+    from ferrymq.client.instance import ClientInstance
+    from ferrymq.client.message import SendResult, SendStatus
+    from ferrymq.client.trace import SendTracer, _trace_messages
+    from ferrymq.protocol.bodies import MessageQueue
+    from ferrymq.protocol.trace import MAX_TRACE_BODY
+
+    dispatcher = TraceDispatcher(ClientInstance("127.0.0.1:1"), "G")
+    tracer = SendTracer(dispatcher, "G", dispatcher.producer.instance)
+    n = 1000  # records of ~170 bytes: ~170 KB, more than one trace message holds
+    ids = [f"id{i:04d}" for i in range(n)]
+    result = SendResult(SendStatus.SEND_OK, ",".join(ids), ",".join(ids), MessageQueue("T", "b", 0), 0)
+    tracer([Message("T", b"x", keys=[f"key-{i}-{'k' * 100}"]) for i in range(n)], result, 1000, 5)
+    entries = list(dispatcher._pending)
+    assert len(entries) > 1 and all(len(text) <= MAX_TRACE_BODY for text, _, _ in entries)
+    messages = list(_trace_messages("TRACE", entries))
+    assert sum(count for _, count in messages) == n
+    assert all(len(m.body) <= MAX_TRACE_BODY for m, _ in messages)
+    decoded = [r for m, _ in messages for r in decode_records(m.body)]
+    assert [r.msg_id for r in decoded] == ids and decoded[7].keys == f"key-7-{'k' * 100}"
+    for message, _ in messages:  # each trace message is found by the ids and keys of its records
+        assert set(message.keys) == {k for r in decode_records(message.body) for k in (r.msg_id, r.keys)}

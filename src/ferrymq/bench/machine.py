@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import platform
 import sys
+import time
 
 
 def machine_info() -> dict:
@@ -24,4 +25,18 @@ def machine_info() -> dict:
         "os": f"{platform.system()} {platform.release()}",
         # Other work on the machine when the result was saved: rates mean little at a high load.
         "load_average_1m": round(os.getloadavg()[0], 2),
+        # Machines of the same name differ several-fold in speed between sessions: this says how fast
+        # this one runs plain Python, so figures from different days can be compared.
+        "python_ns_per_loop": python_speed(),
     }
+
+
+def python_speed(loops: int = 2_000_000) -> float:
+    """Nanoseconds per iteration of a plain Python add loop (best of three)."""
+    best = float("inf")
+    for _ in range(3):
+        started, total = time.perf_counter(), 0
+        for i in range(loops):
+            total += i
+        best = min(best, time.perf_counter() - started)
+    return round(best * 1e9 / loops, 1)

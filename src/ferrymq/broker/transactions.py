@@ -54,6 +54,7 @@ OP_TAG = "d"
 ORIGIN = "TRAN_PREPARED_QUEUE_OFFSET"
 CHECK_IMMUNITY = "CHECK_IMMUNITY_TIME_IN_SECONDS"
 _SCAN_BATCH = 64
+_OP_PROPS = encode_properties({Prop.TAGS: OP_TAG}).encode()
 
 
 class EndError(Exception):
@@ -170,7 +171,7 @@ class TransactionService:
         )
 
     def _mark_ended(self, origin: int) -> None:
-        result = self._put_raw(OP_TOPIC, str(origin).encode(), {Prop.TAGS: OP_TAG})
+        result = self._written(self.store.put_message(OP_TOPIC, 0, str(origin).encode(), _OP_PROPS), OP_TOPIC)
         self.ended[origin] = result.queue_offset
 
     def _put(self, msg: MessageExt, topic: str, queue_id: int, props: dict | bytes, *,
@@ -184,9 +185,6 @@ class TransactionService:
             prepared_transaction_offset=prepared_transaction_offset,
         )  # fmt: skip
         return self._written(result, topic)
-
-    def _put_raw(self, topic: str, body: bytes, props: dict):
-        return self._written(self.store.put_message(topic, 0, body, encode_properties(props)), topic)
 
     def _written(self, result, topic: str):
         if result.status is not PutStatus.PUT_OK:

@@ -17,6 +17,8 @@ import time
 import zlib
 from collections.abc import Callable, Sequence
 
+from isal import isal_zlib
+
 from ferrymq.client.faults import BrokerAvoidance
 from ferrymq.client.hooks import SendHook, hooked_send
 from ferrymq.client.instance import ClientError, ClientInstance, TopicRoute
@@ -226,7 +228,7 @@ class Producer:
         uniq = props.setdefault(Prop.UNIQ_KEY, self._uniq.next())
         body, sys_flag = message.body, 0
         if len(body) > self.compress_over:
-            body, sys_flag = zlib.compress(body, self.compress_level), COMPRESSED_FLAG
+            body, sys_flag = _compress(body, self.compress_level), COMPRESSED_FLAG
         encoded = encode_properties(props)
         self._check(message, encoded.encode(), body)
         return body, encoded, sys_flag, uniq
@@ -380,3 +382,9 @@ class _Batcher:
             self._flush(topic)
         if futures:
             await asyncio.gather(*futures, return_exceptions=True)
+
+
+def _compress(body: bytes, level: int) -> bytes:
+    """zlib's format, as RocketMQ reads it; levels 1-3 through ISA-L, several times faster than zlib
+    at a like ratio (the trace producer compresses every trace message at level 1)."""
+    return isal_zlib.compress(body, level) if 1 <= level <= 3 else zlib.compress(body, level)

@@ -48,7 +48,7 @@ DEFAULT_REGION = "DefaultRegion"
 MAX_KEYS_BYTES = 24_000  # about the KEYS of one trace message: properties hold at most 32,767 bytes
 MAX_SENDS_IN_FLIGHT = 4
 CONSUME_SUCCESS, CONSUME_FAILED = 0, 4  # RocketMQ's ConsumeReturnType ordinals (SUCCESS, FAILED)
-_Entry = tuple[str, Sequence[str]]  # a record encoded, and the index keys of its trace message
+_Entry = tuple[str, list[str], int]  # records encoded (one send's, or one record), their index keys, how many
 
 
 class TraceDispatcher:
@@ -69,6 +69,7 @@ class TraceDispatcher:
         self.dropped = 0  # records not written because the buffer was full
         self.failed = 0  # records whose trace message could not be sent
         self.written = 0
+        self.pending = 0  # records in the buffer
         self._pending: deque[_Entry] = deque()
         self._wake = asyncio.Event()
         self._task: asyncio.Task | None = None
@@ -83,16 +84,18 @@ class TraceDispatcher:
         except ValueError as e:
             log.warning("trace: record skipped: %s", e)
             return
-        self.add_encoded([(text, record_keys(record) if record.keys else (record.msg_id,))])
+        self.add_encoded(text, record_keys(record) if record.keys else [record.msg_id], 1)
 
-    def add_encoded(self, entries: list[_Entry]) -> None:
-        """Queue records already encoded, with their index keys (as many as fit, the rest dropped)."""
-        room = self.max_pending - len(self._pending)
-        if room < len(entries):
-            self.dropped += len(entries) - max(room, 0)
-            entries = entries[: max(room, 0)]
-        self._pending.extend(entries)
-        if len(self._pending) >= self.batch_records:
+    def add_encoded(self, text: str, keys: list[str], count: int) -> None:
+        """Queue `count` records already encoded as `text`, with their index keys; all of them are
+        dropped (and counted) when they do not fit the buffer. One entry per send keeps tracing a
+        batch nearly as cheap as tracing one message."""
+        if self.pending + count > self.max_pending:
+            self.dropped += count
+            return
+        self._pending.append((text, keys, count))
+        self.pending += count
+        if self.pending >= self.batch_records:
             self._wake.set()
 
     async def start(self) -> None:
@@ -115,12 +118,15 @@ class TraceDispatcher:
 
     async def _run(self) -> None:
         while self._pending or not self._stopping:
-            if len(self._pending) < self.batch_records and not self._stopping:
+            if self.pending < self.batch_records and not self._stopping:
                 with contextlib.suppress(TimeoutError):
                     await asyncio.wait_for(self._wake.wait(), self.linger)
                 self._wake.clear()
-            take = min(len(self._pending), self.batch_records)
-            batch = [self._pending.popleft() for _ in range(take)]
+            batch, taken = [], 0
+            while self._pending and taken < self.batch_records:
+                batch.append(self._pending.popleft())
+                taken += batch[-1][2]
+            self.pending -= taken
             for message, count in _trace_messages(self.topic, batch):
                 await self._sending.acquire()  # a few sends in flight keep up with a busy producer
                 task = asyncio.get_running_loop().create_task(self._send(message, count))
@@ -144,19 +150,23 @@ def _trace_messages(topic: str, entries: list[_Entry]):
     """(trace message, records in it) for a batch: bodies up to MAX_TRACE_BODY, keys bounded."""
     parts: list[str] = []
     keys: dict[str, None] = {}
-    size = keys_size = 0
-    for text, record_keys_ in entries:
+    size = keys_size = count = 0
+    for text, entry_keys, records in entries:
         if parts and (size + len(text) > MAX_TRACE_BODY or keys_size > MAX_KEYS_BYTES):
-            yield Message(topic, "".join(parts).encode(), keys=list(keys)), len(parts)
-            parts, keys, size, keys_size = [], {}, 0, 0
+            yield _trace_message(topic, parts, keys), count
+            parts, keys, size, keys_size, count = [], {}, 0, 0, 0
         parts.append(text)
         size += len(text)
-        for key in record_keys_:
-            if key and key not in keys:
-                keys[key] = None
-                keys_size += len(key) + 1
+        count += records
+        keys.update(dict.fromkeys(entry_keys))
+        keys_size += sum(map(len, entry_keys)) + len(entry_keys)
     if parts:
-        yield Message(topic, "".join(parts).encode(), keys=list(keys)), len(parts)
+        yield _trace_message(topic, parts, keys), count
+
+
+def _trace_message(topic: str, parts: list[str], keys: dict[str, None]) -> Message:
+    keys.pop("", None)  # a record without an id (a send answered with fewer ids than messages)
+    return Message(topic, "".join(parts).encode(), keys=list(keys))
 
 
 def _keys(keys: list[str] | str | None) -> str:
@@ -206,10 +216,20 @@ class SendTracer:
                     cost_time=cost, msg_type=types[i], offset_msg_id=offset_ids[i], success=success,
                 ))  # fmt: skip
             return
-        self.dispatcher.add_encoded([
-            (text, (msg_id, *key.split(KEY_SEPARATOR)) if key else (msg_id,))
-            for text, msg_id, key in zip(texts, ids, keys, strict=False)
-        ])  # fmt: skip
+        self._queue(texts, ids[:n], keys)
+
+    def _queue(self, texts: list[str], ids: list[str], keys: list[str]) -> None:
+        """One buffer entry for the send's records, halved until each part fits a trace message."""
+        text = "".join(texts)
+        if len(text) > MAX_TRACE_BODY and len(texts) > 1:
+            half = len(texts) // 2
+            self._queue(texts[:half], ids[:half], keys[:half])
+            self._queue(texts[half:], ids[half:], keys[half:])
+            return
+        index_keys = ids if not any(keys) else [
+            k for msg_id, key in zip(ids, keys, strict=True) for k in (msg_id, *key.split(KEY_SEPARATOR)) if k
+        ]  # fmt: skip
+        self.dispatcher.add_encoded(text, index_keys, len(texts))
 
 
 def trace_sends(producer: Producer, trace_topic: str | None) -> TraceDispatcher:

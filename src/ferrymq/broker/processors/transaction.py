@@ -26,7 +26,7 @@ class EndTransactionProcessor:
     def register(self, server) -> None:
         server.register(RequestCode.END_TRANSACTION, self.end_transaction)
 
-    async def end_transaction(self, conn: Connection, request: RemotingCommand) -> RemotingCommand:
+    async def end_transaction(self, conn: Connection, request: RemotingCommand) -> RemotingCommand | None:
         header = EndTransactionRequestHeader.from_ext_fields(request.ext_fields)
         broker = self.broker
         if not broker.is_master:
@@ -43,4 +43,6 @@ class EndTransactionProcessor:
         except EndError as e:
             log.warning("END_TRANSACTION of %s from %s refused: %s", header.msg_id, conn.remote_address, e)
             return error(request, ResponseCode.SYSTEM_ERROR, str(e))
+        if request.is_oneway:  # as producers send it: nobody reads an answer
+            return None
         return request.make_response(ResponseCode.SUCCESS, outcome)
