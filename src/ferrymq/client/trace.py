@@ -200,23 +200,23 @@ class SendTracer:
             offset_ids += [""] * (n - len(offset_ids))
         success = result.status is SendStatus.SEND_OK
         cost = cost_ms // n
-        tags = [m.tags or "" for m in messages]
-        keys = [_keys(m.keys) for m in messages]
-        lengths = [len(m.body) for m in messages]
-        types = [_msg_type(m) for m in messages]
-        texts = encode_pubs(
-            started_ms, result.region_id, self.group, topic, store_host, cost, success,
-            ids, tags, keys, lengths, types, offset_ids,
-        )  # fmt: skip
-        if texts is None:  # a separator in some field: record by record, skipping the bad ones
-            for i in range(n):
-                self.dispatcher.add(PubRecord(
-                    timestamp=started_ms, region_id=result.region_id, group=self.group, topic=topic,
-                    msg_id=ids[i], tags=tags[i], keys=keys[i], store_host=store_host, body_length=lengths[i],
-                    cost_time=cost, msg_type=types[i], offset_msg_id=offset_ids[i], success=success,
-                ))  # fmt: skip
-            return
-        self._queue(texts, ids[:n], keys)
+        if n > 1:  # a batch: its records encoded in bulk, one buffer entry
+            keys = [_keys(m.keys) for m in messages]
+            texts = encode_pubs(
+                started_ms, result.region_id, self.group, topic, store_host, cost, success, ids,
+                [m.tags or "" for m in messages], keys, [len(m.body) for m in messages],
+                [_msg_type(m) for m in messages], offset_ids,
+            )  # fmt: skip
+            if texts is not None:
+                self._queue(texts, ids[:n], keys)
+                return
+        for i, m in enumerate(messages):  # one message, or a separator in some field: skip just the bad
+            self.dispatcher.add(PubRecord(
+                timestamp=started_ms, region_id=result.region_id, group=self.group, topic=topic,
+                msg_id=ids[i], tags=m.tags or "", keys=_keys(m.keys), store_host=store_host,
+                body_length=len(m.body), cost_time=cost, msg_type=_msg_type(m), offset_msg_id=offset_ids[i],
+                success=success,
+            ))  # fmt: skip
 
     def _queue(self, texts: list[str], ids: list[str], keys: list[str]) -> None:
         """One buffer entry for the send's records, halved until each part fits a trace message."""

@@ -118,7 +118,7 @@ _ORDINALS = {t: str(t.value) for t in MessageType}
 def _pub_text(r: PubRecord) -> str:
     return (
         f"Pub\x01{r.timestamp}\x01{r.region_id}\x01{r.group}\x01{r.topic}\x01{r.msg_id}\x01{r.tags}\x01{r.keys}"
-        f"\x01{r.store_host}\x01{r.body_length}\x01{r.cost_time}\x01{r.msg_type:d}\x01{r.offset_msg_id}"
+        f"\x01{r.store_host}\x01{r.body_length}\x01{r.cost_time}\x01{_ORDINALS[r.msg_type]}\x01{r.offset_msg_id}"
         f"\x01{_BOOL[r.success]}\x02"
     )
 
