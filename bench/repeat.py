@@ -20,8 +20,7 @@ import sys
 import time
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))
-from ferrymq.bench.machine import machine_info  # noqa: E402
+from ferrymq.bench.machine import machine_info
 
 
 def run_once(bench_args: list[str]) -> dict:
@@ -41,7 +40,9 @@ def median_run(runs: list[dict]) -> dict:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument("--runs", type=int, default=3)
     parser.add_argument("--save", required=True)
     parser.add_argument("bench_args", nargs=argparse.REMAINDER, help="after --: the `ferrymq bench` arguments")
