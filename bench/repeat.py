@@ -45,7 +45,7 @@ def main() -> None:
     )
     parser.add_argument("--runs", type=int, default=3)
     parser.add_argument("--save", required=True)
-    parser.add_argument("bench_args", nargs=argparse.REMAINDER, help="after --: the `ferrymq bench` arguments")
+    parser.add_argument("bench_args", nargs=argparse.REMAINDER, help="`ferrymq bench` arguments")
     args = parser.parse_args()
     bench_args = [a for a in args.bench_args if a != "--"]
     runs = []
