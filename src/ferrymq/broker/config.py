@@ -156,10 +156,10 @@ def _coerce(name: str, raw: Any, f: dataclasses.Field) -> Any:
             if str(raw).lower() in ("false", "0", "no", "off"):
                 return False
             raise ValueError
-        if kind == "int":
+        if kind in ("int", "float"):
             if isinstance(raw, bool):
                 raise ValueError
-            return int(raw)
+            return int(raw) if kind == "int" else float(raw)
         if kind == "Path":
             return Path(raw)
         return str(raw)
