@@ -17,7 +17,6 @@ from ferrymq.protocol.trace import (
     TraceDecodeError,
     TransactionState,
     decode_records,
-    encode_pubs,
     encode_record,
     encode_records,
     record_keys,
@@ -152,39 +151,6 @@ records = st.one_of(*map(record_strategy, [PubRecord, SubBeforeRecord, SubAfterR
 @given(st.lists(records, max_size=6))
 def test_round_trip(batch):
     assert decode_records(encode_records(batch)) == batch
-
-
-COLUMNS = ("msg_id", "tags", "keys", "body_length", "msg_type", "offset_msg_id")
-
-
-@settings(max_examples=300)
-@given(st.lists(record_strategy(PubRecord), min_size=1, max_size=5))
-def test_bulk_pubs_are_the_records_encoded_one_by_one_or_none_when_one_is_bad(pubs):
-    first = pubs[0]
-    same = [
-        msgspec.structs.replace(
-            p,
-            timestamp=first.timestamp,
-            region_id=first.region_id,
-            group=first.group,
-            topic=first.topic,
-            store_host=first.store_host,
-            cost_time=first.cost_time,
-            success=first.success,
-        )
-        for p in pubs
-    ]
-    columns = [[getattr(p, f) for p in same] for f in COLUMNS]
-    texts = encode_pubs(
-        first.timestamp, first.region_id, first.group, first.topic, first.store_host, first.cost_time,
-        first.success, *columns,
-    )  # fmt: skip
-    try:
-        expected = [encode_record(p) for p in same]
-    except ValueError:
-        assert texts is None
-    else:
-        assert texts == expected
 
 
 @settings(max_examples=500)

@@ -17,6 +17,7 @@ from ferrymq.protocol.trace import (
     SubAfterRecord,
     SubBeforeRecord,
     decode_records,
+    pub_for,
 )
 from tests.transaction.conftest import fast_checks, make_cluster, read_all, wait_for  # noqa: F401  (fixtures)
 
@@ -190,7 +191,7 @@ def test_bounded_buffer_drops_and_counts():
     assert (dispatcher.pending, dispatcher.dropped) == (3, 2)
 
 
-def test_a_send_is_traced_in_bulk_and_a_bad_field_skips_only_its_record():
+def test_a_batch_is_one_pub_record_as_rocketmq_writes_it_indexed_under_every_id():
     from ferrymq.client.instance import ClientInstance
     from ferrymq.client.message import SendResult, SendStatus
     from ferrymq.client.trace import SendTracer
@@ -199,41 +200,82 @@ def test_a_send_is_traced_in_bulk_and_a_bad_field_skips_only_its_record():
     dispatcher = TraceDispatcher(ClientInstance("127.0.0.1:1"), "G")
     tracer = SendTracer(dispatcher, "G", dispatcher.producer.instance)
     result = SendResult(SendStatus.SEND_OK, "m1,m2,m3", "o1,o2,o3", MessageQueue("T", "b", 0), 0)
-    good = [Message("T", b"a", tags="A", keys=["k1", "k2"]), Message("T", b"bb"), Message("T", b"c")]
-    tracer(good, result, 1000, 3)
-    [(text, keys, count)] = dispatcher._pending  # one entry for the whole send
-    assert decode_records(text) == [
-        PubRecord(timestamp=1000, region_id="DefaultRegion", group="G", topic="T", msg_id=f"m{i + 1}",
-                  tags=m.tags or "", keys=" ".join(m.keys or ()), store_host="", body_length=len(m.body),
-                  cost_time=1, msg_type=MessageType.NORMAL, offset_msg_id=f"o{i + 1}", success=True)
-        for i, m in enumerate(good)
-    ]  # fmt: skip
-    assert (keys, count, dispatcher.pending) == (["m1", "k1", "k2", "m2", "m3"], 3, 3)
+    batch = [Message("T", b"a", tags="A", keys=["k1", "k2"]), Message("T", b"bb"), Message("T", b"c")]
+    tracer(batch, result, 1000, 3)
+    [(text, index, count)] = dispatcher._pending
+    [pub] = decode_records(text)
+    assert pub == PubRecord(
+        timestamp=1000, region_id="DefaultRegion", group="G", topic="T", msg_id="m1,m2,m3", tags="",
+        keys="k1 k2", store_host="", body_length=4, cost_time=3, msg_type=MessageType.NORMAL,
+        offset_msg_id="o1,o2,o3", success=True,
+    )  # fmt: skip
+    assert (index, count) == (["m1", "k1", "k2", "m2", "m3"], 1)
+    second = pub_for(pub, "m2")
+    assert (second.msg_id, second.offset_msg_id, second.group) == ("m2", "o2", "G")
+    assert pub_for(pub, "m4") is None
 
     dispatcher._pending.clear()
-    tracer([good[0], Message("T", b"b", tags="bad\x01tag"), good[2]], result, 1000, 3)
-    assert [decode_records(text)[0].msg_id for text, _, _ in dispatcher._pending] == ["m1", "m3"]
+    tracer([Message("T", b"x", tags="bad\x01tag")], result, 1000, 3)  # unreadable: skipped, not written
+    assert not dispatcher._pending
 
 
-def test_a_send_too_large_for_one_trace_message_is_split():
+def test_a_batch_with_more_keys_than_one_trace_message_holds_is_split():
     from ferrymq.client.instance import ClientInstance
     from ferrymq.client.message import SendResult, SendStatus
-    from ferrymq.client.trace import SendTracer, _trace_messages
+    from ferrymq.client.trace import MAX_KEYS_BYTES, SendTracer, _trace_messages
     from ferrymq.protocol.bodies import MessageQueue
-    from ferrymq.protocol.trace import MAX_TRACE_BODY
 
     dispatcher = TraceDispatcher(ClientInstance("127.0.0.1:1"), "G")
     tracer = SendTracer(dispatcher, "G", dispatcher.producer.instance)
-    n = 1000  # records of ~170 bytes: ~170 KB, more than one trace message holds
+    n = 1000  # ~110 key bytes each: ~110 KB of keys, several trace messages' worth
     ids = [f"id{i:04d}" for i in range(n)]
     result = SendResult(SendStatus.SEND_OK, ",".join(ids), ",".join(ids), MessageQueue("T", "b", 0), 0)
     tracer([Message("T", b"x", keys=[f"key-{i}-{'k' * 100}"]) for i in range(n)], result, 1000, 5)
     entries = list(dispatcher._pending)
-    assert len(entries) > 1 and all(len(text) <= MAX_TRACE_BODY for text, _, _ in entries)
+    assert len(entries) > 1
+    assert all(sum(map(len, keys)) + len(keys) <= MAX_KEYS_BYTES for _, keys, _ in entries)
     messages = list(_trace_messages("TRACE", entries))
-    assert sum(count for _, count in messages) == n
-    assert all(len(m.body) <= MAX_TRACE_BODY for m, _ in messages)
-    decoded = [r for m, _ in messages for r in decode_records(m.body)]
-    assert [r.msg_id for r in decoded] == ids and decoded[7].keys == f"key-7-{'k' * 100}"
-    for message, _ in messages:  # each trace message is found by the ids and keys of its records
-        assert set(message.keys) == {k for r in decode_records(message.body) for k in (r.msg_id, r.keys)}
+    pubs = [r for m, _ in messages for r in decode_records(m.body)]
+    assert ",".join(p.msg_id for p in pubs) == ",".join(ids)  # every message in exactly one record
+    for message, _ in messages:  # each trace message is found by the ids and keys it covers
+        assert len(" ".join(message.keys)) <= MAX_KEYS_BYTES
+        covered = {k for p in decode_records(message.body) for k in (*p.msg_id.split(","), *p.keys.split())}
+        assert set(message.keys) == covered
+
+
+async def test_admin_trace_finds_a_message_sent_in_a_batch(make_cluster):  # noqa: F811
+    cluster = await make_cluster()
+    async with Producer("PG", cluster.namesrv_addr, enable_trace=True) as producer:
+        sent = await producer.send_batch([Message("TracedBatch", f"m{i}".encode()) for i in range(3)])
+    ids = sent.msg_id.split(",")
+    assert producer.trace.written == 1  # one record for the send, as RocketMQ's clients write
+    await cluster.settled()
+    from ferrymq.client.instance import ClientInstance
+
+    instance = ClientInstance(cluster.namesrv_addr)
+    try:
+        await wait_for(lambda: _sent_traced(instance, ids[1]), 30, "the batch's trace in the index")
+        trace = await message_trace(instance, ids[1])
+    finally:
+        await instance.close()
+    [pub] = trace.sends
+    assert (pub.msg_id, pub.offset_msg_id) == (ids[1], sent.offset_msg_id.split(",")[1])
+    assert trace.stored.topic == "TracedBatch" and trace.stored.queue_offset == sent.queue_offset + 1
+    assert trace.stored.body == b"m1"
+
+
+async def _sent_traced(instance, msg_id: str) -> bool:
+    return bool((await message_trace(instance, msg_id)).sends)
+
+
+def test_the_trace_report_counts_each_message_of_a_batch_record():
+    from ferrymq.protocol.trace import encode_records
+    from ferrymq.spark.trace_records import decode_body
+
+    pub = PubRecord(
+        timestamp=1000, region_id="r", group="G", topic="T", msg_id="m1,m2,m3", tags="", keys="",
+        store_host="h", body_length=3, cost_time=1, msg_type=MessageType.NORMAL, offset_msg_id="o1,o2,o3",
+        success=True,
+    )  # fmt: skip
+    rows = decode_body(encode_records([pub]))
+    assert [(r[0], r[4]) for r in rows] == [("Pub", "m1"), ("Pub", "m2"), ("Pub", "m3")]

@@ -32,7 +32,6 @@ from ferrymq.protocol.trace import (
     SubBeforeRecord,
     TraceRecord,
     TransactionState,
-    encode_pubs,
     encode_record,
     record_keys,
 )
@@ -48,7 +47,7 @@ DEFAULT_REGION = "DefaultRegion"
 MAX_KEYS_BYTES = 24_000  # about the KEYS of one trace message: properties hold at most 32,767 bytes
 MAX_SENDS_IN_FLIGHT = 4
 CONSUME_SUCCESS, CONSUME_FAILED = 0, 4  # RocketMQ's ConsumeReturnType ordinals (SUCCESS, FAILED)
-_Entry = tuple[str, list[str], int]  # records encoded (one send's, or one record), their index keys, how many
+_Entry = tuple[str, list[str], int]  # records encoded, the index keys of their trace message, how many
 
 
 class TraceDispatcher:
@@ -77,19 +76,21 @@ class TraceDispatcher:
         self._sending = asyncio.Semaphore(MAX_SENDS_IN_FLIGHT)
         self._in_flight: set[asyncio.Task] = set()
 
-    def add(self, record: TraceRecord) -> None:
-        """Queue a record; never blocks, drops (and counts) when the buffer is full."""
+    def add(self, record: TraceRecord, index_keys: list[str] | None = None) -> None:
+        """Queue a record, its trace message indexed under `index_keys` (default: its msgId and
+        keys); never blocks, drops (and counts) when the buffer is full."""
         try:
             text = encode_record(record)
         except ValueError as e:
             log.warning("trace: record skipped: %s", e)
             return
-        self.add_encoded(text, record_keys(record) if record.keys else [record.msg_id], 1)
+        if index_keys is None:
+            index_keys = record_keys(record) if record.keys else [record.msg_id]
+        self.add_encoded(text, index_keys, 1)
 
     def add_encoded(self, text: str, keys: list[str], count: int) -> None:
         """Queue `count` records already encoded as `text`, with their index keys; all of them are
-        dropped (and counted) when they do not fit the buffer. One entry per send keeps tracing a
-        batch nearly as cheap as tracing one message."""
+        dropped (and counted) when they do not fit the buffer."""
         if self.pending + count > self.max_pending:
             self.dropped += count
             return
@@ -152,14 +153,15 @@ def _trace_messages(topic: str, entries: list[_Entry]):
     keys: dict[str, None] = {}
     size = keys_size = count = 0
     for text, entry_keys, records in entries:
-        if parts and (size + len(text) > MAX_TRACE_BODY or keys_size > MAX_KEYS_BYTES):
+        entry_keys_size = sum(map(len, entry_keys)) + len(entry_keys)
+        if parts and (size + len(text) > MAX_TRACE_BODY or keys_size + entry_keys_size > MAX_KEYS_BYTES):
             yield _trace_message(topic, parts, keys), count
             parts, keys, size, keys_size, count = [], {}, 0, 0, 0
         parts.append(text)
         size += len(text)
         count += records
         keys.update(dict.fromkeys(entry_keys))
-        keys_size += sum(map(len, entry_keys)) + len(entry_keys)
+        keys_size += entry_keys_size
     if parts:
         yield _trace_message(topic, parts, keys), count
 
@@ -180,7 +182,9 @@ def _msg_type(message: Message) -> MessageType:
 
 
 class SendTracer:
-    """The producer's send hook: one Pub record per message sent (failed sends are not traced)."""
+    """The producer's send hook: one Pub record per send, as RocketMQ's clients write it (failed
+    sends are not traced). A batch's record holds its messages' ids joined by commas; its trace
+    message is indexed under each of them (and their keys), so every message's trace is found."""
 
     def __init__(self, dispatcher: TraceDispatcher, group: str, instance: ClientInstance) -> None:
         self.dispatcher = dispatcher
@@ -192,44 +196,37 @@ class SendTracer:
             return
         topic = messages[0].topic
         route = self.instance.routes.get(topic)
-        store_host = route.masters.get(result.message_queue.broker_name, "") if route else ""
-        n = len(messages)
-        ids, offset_ids = result.msg_id.split(","), result.offset_msg_id.split(",")
-        if len(ids) < n or len(offset_ids) < n:
-            ids += [""] * (n - len(ids))
-            offset_ids += [""] * (n - len(offset_ids))
-        success = result.status is SendStatus.SEND_OK
-        cost = cost_ms // n
-        if n > 1:  # a batch: its records encoded in bulk, one buffer entry
-            keys = [_keys(m.keys) for m in messages]
-            texts = encode_pubs(
-                started_ms, result.region_id, self.group, topic, store_host, cost, success, ids,
-                [m.tags or "" for m in messages], keys, [len(m.body) for m in messages],
-                [_msg_type(m) for m in messages], offset_ids,
-            )  # fmt: skip
-            if texts is not None:
-                self._queue(texts, ids[:n], keys)
-                return
-        for i, m in enumerate(messages):  # one message, or a separator in some field: skip just the bad
+        send = {  # what the send's records share
+            "timestamp": started_ms, "region_id": result.region_id, "group": self.group, "topic": topic,
+            "store_host": route.masters.get(result.message_queue.broker_name, "") if route else "",
+            "cost_time": cost_ms, "success": result.status is SendStatus.SEND_OK,
+        }  # fmt: skip
+        if len(messages) == 1:
+            m = messages[0]
             self.dispatcher.add(PubRecord(
-                timestamp=started_ms, region_id=result.region_id, group=self.group, topic=topic,
-                msg_id=ids[i], tags=m.tags or "", keys=_keys(m.keys), store_host=store_host,
-                body_length=len(m.body), cost_time=cost, msg_type=_msg_type(m), offset_msg_id=offset_ids[i],
-                success=success,
+                **send, msg_id=result.msg_id, tags=m.tags or "", keys=_keys(m.keys), body_length=len(m.body),
+                msg_type=_msg_type(m), offset_msg_id=result.offset_msg_id,
             ))  # fmt: skip
+        else:
+            self._add_batch(send, messages, result.msg_id.split(","), result.offset_msg_id.split(","))
 
-    def _queue(self, texts: list[str], ids: list[str], keys: list[str]) -> None:
-        """One buffer entry for the send's records, halved until each part fits a trace message."""
-        text = "".join(texts)
-        if len(text) > MAX_TRACE_BODY and len(texts) > 1:
-            half = len(texts) // 2
-            self._queue(texts[:half], ids[:half], keys[:half])
-            self._queue(texts[half:], ids[half:], keys[half:])
+    def _add_batch(self, send: dict, messages: Sequence[Message], ids: list[str], offset_ids: list[str]):
+        """One record for the batch; halved until the index keys of each part fit a trace message."""
+        n = len(messages)
+        keys = [m.keys for m in messages]
+        keys = [_keys(k) for k in keys] if any(keys) else []
+        index = [k for i, key in enumerate(keys) for k in (ids[i : i + 1] + key.split(KEY_SEPARATOR)) if k]
+        index = index or ids[:n]
+        if n > 1 and sum(map(len, index)) + len(index) > MAX_KEYS_BYTES:
+            half = n // 2
+            self._add_batch(send, messages[:half], ids[:half], offset_ids[:half])
+            self._add_batch(send, messages[half:], ids[half:], offset_ids[half:])
             return
-        index_keys = ids if not any(keys) else [
-            k for msg_id, key in zip(ids, keys, strict=True) for k in (msg_id, *key.split(KEY_SEPARATOR)) if k
-        ]  # fmt: skip
-        self.dispatcher.add_encoded(text, index_keys, len(texts))
+        self.dispatcher.add(PubRecord(
+            **send, msg_id=",".join(ids[:n]), tags="", keys=KEY_SEPARATOR.join(k for k in keys if k),
+            body_length=sum([len(m.body) for m in messages]), msg_type=MessageType.NORMAL,
+            offset_msg_id=",".join(offset_ids[:n]),
+        ), index)  # fmt: skip
 
 
 def trace_sends(producer: Producer, trace_topic: str | None) -> TraceDispatcher:

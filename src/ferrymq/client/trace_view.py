@@ -24,6 +24,7 @@ from ferrymq.protocol.trace import (
     SubAfterRecord,
     SubBeforeRecord,
     TraceRecord,
+    pub_for,
 )
 from ferrymq.protocol.trace import decode_records as decode_trace
 
@@ -79,7 +80,7 @@ async def message_trace(
     for addr in route.masters.values():
         for trace_message in await query_by_key(instance, addr, trace_topic, msg_id):
             try:
-                records += [r for r in decode_trace(trace_message.body) if r.msg_id == msg_id]
+                records += _about(decode_trace(trace_message.body), msg_id)
             except ProtocolError:
                 continue  # not a trace message we can read: skip it, as RocketMQ's reader does
     trace = _assemble(msg_id, records)
@@ -89,6 +90,17 @@ async def message_trace(
             dlq = await query_by_key(instance, addr, DLQ_PREFIX + consumption.group, msg_id)
             consumption.dead_lettered = consumption.dead_lettered or bool(dlq)
     return trace
+
+
+def _about(records: list[TraceRecord], msg_id: str) -> list[TraceRecord]:
+    """The records about message `msg_id` (a batch's Pub record narrowed to it)."""
+    about = []
+    for r in records:
+        if isinstance(r, PubRecord):
+            r = pub_for(r, msg_id)
+        if r is not None and r.msg_id == msg_id:
+            about.append(r)
+    return about
 
 
 def _assemble(msg_id: str, records: list[TraceRecord]) -> MessageTrace:

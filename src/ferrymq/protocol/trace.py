@@ -170,47 +170,27 @@ def encode_record(record: TraceRecord) -> str:
     return text
 
 
-def encode_pubs(
-    timestamp: int,
-    region_id: str,
-    group: str,
-    topic: str,
-    store_host: str,
-    cost_time: int,
-    success: bool,
-    msg_ids: list[str],
-    tags: list[str],
-    keys: list[str],
-    lengths: list[int],
-    msg_types: list[MessageType],
-    offset_msg_ids: list[str],
-) -> list[str] | None:
-    """The Pub records of one send, byte for byte as `encode_record` writes them, built in bulk.
-
-    The lists hold one field each, message by message; the fields the messages share are formatted
-    once. None when a field holds a separator character (the caller then encodes record by record to
-    skip just the bad ones): one check over all texts, not one per record.
-    """
-    head = f"Pub\x01{timestamp}\x01{region_id}\x01{group}\x01{topic}\x01"
-    host = f"\x01{store_host}\x01"
-    cost = f"\x01{cost_time}\x01"
-    end = f"\x01{_BOOL[success]}\x02"
-    ordinal = _ORDINALS
-    texts = [
-        f"{head}{msg_id}\x01{tag}\x01{key}{host}{length}{cost}{ordinal[msg_type]}\x01{offset_msg_id}{end}"
-        for msg_id, tag, key, length, msg_type, offset_msg_id in zip(
-            msg_ids, tags, keys, lengths, msg_types, offset_msg_ids, strict=True
-        )
-    ]
-    joined = "".join(texts)
-    if joined.count(CONTENT_SEP) != 13 * len(texts) or joined.count(FIELD_SEP) != len(texts):
-        return None
-    return texts
-
-
 def encode_records(records: list[TraceRecord]) -> bytes:
     """The body of one trace message: the records concatenated, UTF-8."""
     return "".join(map(encode_record, records)).encode()
+
+
+def pub_for(record: PubRecord, msg_id: str) -> PubRecord | None:
+    """`record` as the Pub record of message `msg_id` alone, or None if it is not about that message.
+
+    RocketMQ's clients write one Pub record per send: for a batch its msgId and offsetMsgId are the
+    messages' ids joined by commas (and its body length the batch's); this picks out one message.
+    """
+    if record.msg_id == msg_id:
+        return record
+    ids = record.msg_id.split(",")
+    if msg_id not in ids:
+        return None
+    offset_ids = record.offset_msg_id.split(",")
+    i = ids.index(msg_id)
+    return msgspec.structs.replace(
+        record, msg_id=msg_id, offset_msg_id=offset_ids[i] if i < len(offset_ids) else ""
+    )
 
 
 def record_keys(record: TraceRecord) -> list[str]:

@@ -17,6 +17,7 @@ from ferrymq.protocol.trace import (
     SubBeforeRecord,
     TraceDecodeError,
     decode_records,
+    pub_for,
 )
 
 DDL = (
@@ -24,6 +25,13 @@ DDL = (
     "request_id string, retry_times int, cost_time_ms bigint, success boolean, store_host string, "
     "body_length int, transaction_state string"
 )
+
+
+def _rows(r) -> list[tuple]:
+    """A record's rows: one, or for a batch's Pub record one per message (its ids joined by commas)."""
+    if isinstance(r, PubRecord) and "," in r.msg_id:
+        return [_row(pub_for(r, msg_id)) for msg_id in r.msg_id.split(",")]
+    return [_row(r)]
 
 
 def _row(r) -> tuple:
@@ -48,7 +56,7 @@ _INVALID = ("Invalid", *([None] * DDL.count(",")))
 def decode_body(body: bytes) -> list[tuple]:
     """The rows of one trace message (see DDL); one Invalid row if it cannot be decoded."""
     try:
-        return [_row(record) for record in decode_records(body)]
+        return [row for record in decode_records(body) for row in _rows(record)]
     except TraceDecodeError:
         return [_INVALID]
 
