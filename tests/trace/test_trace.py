@@ -16,6 +16,7 @@ from ferrymq.protocol.trace import (
     PubRecord,
     SubAfterRecord,
     SubBeforeRecord,
+    batch_keys,
     decode_records,
     pub_for,
 )
@@ -191,7 +192,7 @@ def test_bounded_buffer_drops_and_counts():
     assert (dispatcher.pending, dispatcher.dropped) == (3, 2)
 
 
-def test_a_batch_is_one_pub_record_as_rocketmq_writes_it_indexed_under_every_id():
+def test_a_batch_is_one_pub_record_as_rocketmq_writes_it_indexed_by_runs_of_ids():
     from ferrymq.client.instance import ClientInstance
     from ferrymq.client.message import SendResult, SendStatus
     from ferrymq.client.trace import SendTracer
@@ -199,20 +200,22 @@ def test_a_batch_is_one_pub_record_as_rocketmq_writes_it_indexed_under_every_id(
 
     dispatcher = TraceDispatcher(ClientInstance("127.0.0.1:1"), "G")
     tracer = SendTracer(dispatcher, "G", dispatcher.producer.instance)
-    result = SendResult(SendStatus.SEND_OK, "m1,m2,m3", "o1,o2,o3", MessageQueue("T", "b", 0), 0)
+    ids = "C0A8000100FE,C0A8000100FF,C0A800010100"  # a producer's counter crossing a run of 256
+    result = SendResult(SendStatus.SEND_OK, ids, "o1,o2,o3", MessageQueue("T", "b", 0), 0)
     batch = [Message("T", b"a", tags="A", keys=["k1", "k2"]), Message("T", b"bb"), Message("T", b"c")]
     tracer(batch, result, 1000, 3)
     [(text, index, count)] = dispatcher._pending
     [pub] = decode_records(text)
     assert pub == PubRecord(
-        timestamp=1000, region_id="DefaultRegion", group="G", topic="T", msg_id="m1,m2,m3", tags="",
+        timestamp=1000, region_id="DefaultRegion", group="G", topic="T", msg_id=ids, tags="",
         keys="k1 k2", store_host="", body_length=4, cost_time=3, msg_type=MessageType.NORMAL,
         offset_msg_id="o1,o2,o3", success=True,
     )  # fmt: skip
-    assert (index, count) == (["m1", "k1", "k2", "m2", "m3"], 1)
-    second = pub_for(pub, "m2")
-    assert (second.msg_id, second.offset_msg_id, second.group) == ("m2", "o2", "G")
-    assert pub_for(pub, "m4") is None
+    assert (index, count) == (["BATCH#C0A8000100", "BATCH#C0A8000101", "k1", "k2"], 1)
+    assert all(batch_keys([i])[0] in index for i in ids.split(","))  # where admin trace looks
+    second = pub_for(pub, "C0A8000100FF")
+    assert (second.msg_id, second.offset_msg_id, second.group) == ("C0A8000100FF", "o2", "G")
+    assert pub_for(pub, "C0A800010101") is None
 
     dispatcher._pending.clear()
     tracer([Message("T", b"x", tags="bad\x01tag")], result, 1000, 3)  # unreadable: skipped, not written
@@ -227,7 +230,7 @@ def test_a_batch_with_more_keys_than_one_trace_message_holds_is_split():
 
     dispatcher = TraceDispatcher(ClientInstance("127.0.0.1:1"), "G")
     tracer = SendTracer(dispatcher, "G", dispatcher.producer.instance)
-    n = 1000  # ~110 key bytes each: ~110 KB of keys, several trace messages' worth
+    n = 1000  # ~105 key bytes each: ~105 KB of keys, several trace messages' worth
     ids = [f"id{i:04d}" for i in range(n)]
     result = SendResult(SendStatus.SEND_OK, ",".join(ids), ",".join(ids), MessageQueue("T", "b", 0), 0)
     tracer([Message("T", b"x", keys=[f"key-{i}-{'k' * 100}"]) for i in range(n)], result, 1000, 5)
@@ -237,9 +240,10 @@ def test_a_batch_with_more_keys_than_one_trace_message_holds_is_split():
     messages = list(_trace_messages("TRACE", entries))
     pubs = [r for m, _ in messages for r in decode_records(m.body)]
     assert ",".join(p.msg_id for p in pubs) == ",".join(ids)  # every message in exactly one record
-    for message, _ in messages:  # each trace message is found by the ids and keys it covers
+    for message, _ in messages:  # each trace message is found by the runs and keys it covers
         assert len(" ".join(message.keys)) <= MAX_KEYS_BYTES
-        covered = {k for p in decode_records(message.body) for k in (*p.msg_id.split(","), *p.keys.split())}
+        records = decode_records(message.body)
+        covered = {k for p in records for k in (*batch_keys(p.msg_id.split(",")), *p.keys.split())}
         assert set(message.keys) == covered
 
 

@@ -16,6 +16,7 @@ import logging
 import time
 from collections import deque
 from collections.abc import Sequence
+from operator import attrgetter
 from typing import TYPE_CHECKING
 
 from ferrymq.client.message import Message, MessageExt, SendResult, SendStatus
@@ -32,6 +33,7 @@ from ferrymq.protocol.trace import (
     SubBeforeRecord,
     TraceRecord,
     TransactionState,
+    batch_keys,
     encode_record,
     record_keys,
 )
@@ -46,6 +48,7 @@ log = logging.getLogger(__name__)
 DEFAULT_REGION = "DefaultRegion"
 MAX_KEYS_BYTES = 24_000  # about the KEYS of one trace message: properties hold at most 32,767 bytes
 MAX_SENDS_IN_FLIGHT = 4
+_BODY_OF, _KEYS_OF = attrgetter("body"), attrgetter("keys")
 CONSUME_SUCCESS, CONSUME_FAILED = 0, 4  # RocketMQ's ConsumeReturnType ordinals (SUCCESS, FAILED)
 _Entry = tuple[str, list[str], int]  # records encoded, the index keys of their trace message, how many
 
@@ -184,7 +187,8 @@ def _msg_type(message: Message) -> MessageType:
 class SendTracer:
     """The producer's send hook: one Pub record per send, as RocketMQ's clients write it (failed
     sends are not traced). A batch's record holds its messages' ids joined by commas; its trace
-    message is indexed under each of them (and their keys), so every message's trace is found."""
+    message is indexed under the batch keys of those ids (see batch_keys) and their keys, so every
+    message's trace is found with a key or two per batch rather than one per message."""
 
     def __init__(self, dispatcher: TraceDispatcher, group: str, instance: ClientInstance) -> None:
         self.dispatcher = dispatcher
@@ -208,24 +212,27 @@ class SendTracer:
                 msg_type=_msg_type(m), offset_msg_id=result.offset_msg_id,
             ))  # fmt: skip
         else:
-            self._add_batch(send, messages, result.msg_id.split(","), result.offset_msg_id.split(","))
+            self._add_batch(send, messages, result.msg_id, result.offset_msg_id)
 
-    def _add_batch(self, send: dict, messages: Sequence[Message], ids: list[str], offset_ids: list[str]):
-        """One record for the batch; halved until the index keys of each part fit a trace message."""
+    def _add_batch(self, send: dict, messages: Sequence[Message], msg_ids: str, offset_msg_ids: str):
+        """One record for the batch, indexed under its batch keys and its messages' keys; halved
+        until the keys of each part fit a trace message. Runs once per send: kept to C-level loops."""
         n = len(messages)
-        keys = [m.keys for m in messages]
-        keys = [_keys(k) for k in keys] if any(keys) else []
-        index = [k for i, key in enumerate(keys) for k in (ids[i : i + 1] + key.split(KEY_SEPARATOR)) if k]
-        index = index or ids[:n]
+        ids = msg_ids.split(",")
+        keys = []
+        if any(map(_KEYS_OF, messages)):  # the messages' business keys, for the record and its index
+            keys = KEY_SEPARATOR.join(map(_keys, map(_KEYS_OF, messages))).split(KEY_SEPARATOR)
+            keys = [k for k in keys if k]
+        index = batch_keys(ids) + keys
         if n > 1 and sum(map(len, index)) + len(index) > MAX_KEYS_BYTES:
-            half = n // 2
-            self._add_batch(send, messages[:half], ids[:half], offset_ids[:half])
-            self._add_batch(send, messages[half:], ids[half:], offset_ids[half:])
+            half, offset_ids = n // 2, offset_msg_ids.split(",")
+            for part in (slice(None, half), slice(half, None)):
+                self._add_batch(send, messages[part], ",".join(ids[part]), ",".join(offset_ids[part]))
             return
         self.dispatcher.add(PubRecord(
-            **send, msg_id=",".join(ids[:n]), tags="", keys=KEY_SEPARATOR.join(k for k in keys if k),
-            body_length=sum([len(m.body) for m in messages]), msg_type=MessageType.NORMAL,
-            offset_msg_id=",".join(offset_ids[:n]),
+            **send, msg_id=msg_ids, tags="", keys=KEY_SEPARATOR.join(keys),
+            body_length=sum(map(len, map(_BODY_OF, messages))), msg_type=MessageType.NORMAL,
+            offset_msg_id=offset_msg_ids,
         ), index)  # fmt: skip
 
 

@@ -24,6 +24,7 @@ from ferrymq.protocol.trace import (
     SubAfterRecord,
     SubBeforeRecord,
     TraceRecord,
+    batch_keys,
     pub_for,
 )
 from ferrymq.protocol.trace import decode_records as decode_trace
@@ -78,7 +79,11 @@ async def message_trace(
         raise ClientError(f"trace topic {trace_topic} does not exist: is trace enabled on the clients?")
     records: list[TraceRecord] = []
     for addr in route.masters.values():
-        for trace_message in await query_by_key(instance, addr, trace_topic, msg_id):
+        found = {}  # a trace message may hold records found under either key
+        for key in (msg_id, *batch_keys([msg_id])):
+            messages = await query_by_key(instance, addr, trace_topic, key)
+            found.update({m.commitlog_offset: m for m in messages})
+        for trace_message in found.values():
             try:
                 records += _about(decode_trace(trace_message.body), msg_id)
             except ProtocolError:

@@ -13,6 +13,7 @@ job can ship it to Spark executors as one file.
 
 import re
 from enum import IntEnum, StrEnum
+from operator import itemgetter
 
 import msgspec
 
@@ -173,6 +174,17 @@ def encode_record(record: TraceRecord) -> str:
 def encode_records(records: list[TraceRecord]) -> bytes:
     """The body of one trace message: the records concatenated, UTF-8."""
     return "".join(map(encode_record, records)).encode()
+
+
+_BATCH_KEY_PREFIX = "BATCH#"
+_RUN = itemgetter(slice(None, -2))  # an id but its last two hex digits
+
+
+def batch_keys(msg_ids: list[str]) -> list[str]:
+    """The index keys of a batch's Pub record: one per run of ids that differ only in their last two
+    hex digits (a producer's unique ids count up, so a batch takes a key or two, not one per message).
+    `message_trace` looks a message up under its id and under `batch_keys([its id])`."""
+    return [_BATCH_KEY_PREFIX + run for run in dict.fromkeys(map(_RUN, msg_ids))]
 
 
 def pub_for(record: PubRecord, msg_id: str) -> PubRecord | None:
