@@ -163,6 +163,36 @@ async def test_handlers_answer_alike_in_a_task_or_started_eagerly(server, client
     assert failed.code == ResponseCode.SYSTEM_ERROR and "failed after waiting" in failed.remark
 
 
+async def test_a_late_handler_starts_after_the_answers_read_with_it_are_sent(server):
+    """A oneway request nobody waits on (END_TRANSACTION) must not delay the answers to the requests
+    that arrived with it: by the time it starts, those answers are at the peer's socket."""
+    late_code = 9005
+    sock = socket.create_connection(("127.0.0.1", server.port))
+    sock.setblocking(False)
+    started = asyncio.Event()
+    at_peer = []
+
+    async def late(connection, request):
+        try:
+            at_peer.append(sock.recv(65536, socket.MSG_PEEK))
+        except BlockingIOError:
+            at_peer.append(b"")
+        started.set()
+
+    server.register(ECHO, echo, eager=True)
+    server.register(late_code, late, eager=True, late=True)
+    try:  # both frames in one write: the server reads them together
+        sock.sendall(
+            RemotingCommand(ECHO, opaque=7).encode()
+            + RemotingCommand(late_code, opaque=8, flag=ONEWAY_FLAG).encode()
+        )
+        await asyncio.wait_for(started.wait(), 5)
+        answer = RemotingCommand.decode(at_peer[0])
+        assert (answer.opaque, answer.code, answer.is_response) == (7, ResponseCode.SUCCESS, True)
+    finally:
+        sock.close()
+
+
 async def test_large_bodies_and_binary_headers_round_trip(server, client):
     body = bytes(range(256)) * 8192  # 2 MiB
     answer = await client.invoke(address(server), RemotingCommand(ECHO, body=body), timeout=10)

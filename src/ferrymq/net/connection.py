@@ -61,10 +61,13 @@ class Connection(asyncio.Protocol):
         on_open: Callable[[Connection], None] | None = None,
         on_close: Callable[[Connection], None] | None = None,
         eager: Callable[[int], bool] | None = None,
+        late: Callable[[int], bool] | None = None,
     ) -> None:
-        """`eager(code)` says which requests start at once, in the read callback (see _start_handler)."""
+        """`eager(code)` says which requests start at once, in the read callback (see _start_handler);
+        `late(code)` which of those start only after the answers written before them are sent."""
         self._runner = runner
         self._eager = eager
+        self._late = late
         self._decoder = FrameDecoder(max_frame_size)
         self._limits = limits
         self._on_open = on_open
@@ -174,6 +177,7 @@ class Connection(asyncio.Protocol):
             log.warning("closing %s: %s", self.remote_address, exc)
             self.abort()
             return
+        late: list[RemotingCommand] = []
         for command in commands:
             if command.flag & RESPONSE_FLAG:
                 self._complete(command)
@@ -182,7 +186,13 @@ class Connection(asyncio.Protocol):
                 if not self._reading_paused:
                     self._reading_paused = True
                     self._transport.pause_reading()  # type: ignore[union-attr]
+            elif self._late is not None and self._late(command.code):
+                late.append(command)
             else:
+                self._start_handler(command)
+        if late:  # work nobody waits on (a oneway END_TRANSACTION) does not hold back answers
+            self._flush()
+            for command in late:
                 self._start_handler(command)
 
     def eof_received(self) -> bool:

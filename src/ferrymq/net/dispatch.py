@@ -26,22 +26,29 @@ class RequestDispatcher:
         self._handlers: dict[int, Handler] = {}
         self._default: Handler | None = None
         self._eager: set[int] = set()
+        self._late: set[int] = set()
 
-    def register(self, code: int, handler: Handler, *, eager: bool = False) -> None:
+    def register(self, code: int, handler: Handler, *, eager: bool = False, late: bool = False) -> None:
         """Route requests with ``code`` to ``handler`` (replacing any earlier one).
 
         ``eager``: start the handler at once rather than in a task of its own; until its first
         real wait it runs outside any task (so it must not use ``asyncio.timeout`` before then).
         For hot, mostly non-waiting handlers, where a task costs more than the work.
+        ``late`` (with ``eager``): start it only once the answers to the requests read with it are
+        sent, for work no caller waits on.
         """
         self._handlers[code] = handler
-        if eager:
-            self._eager.add(code)
-        else:
-            self._eager.discard(code)
+        for flag, codes in ((eager, self._eager), (eager and late, self._late)):
+            if flag:
+                codes.add(code)
+            else:
+                codes.discard(code)
 
     def is_eager(self, code: int) -> bool:
         return code in self._eager
+
+    def is_late(self, code: int) -> bool:
+        return code in self._late
 
     def register_default(self, handler: Handler) -> None:
         """Route every code without its own handler to ``handler``."""

@@ -43,10 +43,10 @@ class RemotingServer:
         self._server: asyncio.Server | None = None
         self._idle_sweeper: asyncio.Task[None] | None = None
 
-    def register(self, code: int, handler: Handler, *, eager: bool = False) -> None:
+    def register(self, code: int, handler: Handler, *, eager: bool = False, late: bool = False) -> None:
         """Answer requests with ``code`` by ``async def handler(connection, request)``
-        (``eager``: see RequestDispatcher.register)."""
-        self._dispatcher.register(code, handler, eager=eager)
+        (``eager`` and ``late``: see RequestDispatcher.register)."""
+        self._dispatcher.register(code, handler, eager=eager, late=late)
 
     def register_default(self, handler: Handler) -> None:
         """Answer every code without its own handler by ``handler``."""
@@ -99,6 +99,7 @@ class RemotingServer:
             on_open=self._connections.add,
             on_close=self._connection_closed,
             eager=self._dispatcher.is_eager,
+            late=self._dispatcher.is_late,
         )
 
     def _connection_closed(self, connection: Connection) -> None:

@@ -24,7 +24,8 @@ class EndTransactionProcessor:
         self.broker = broker
 
     def register(self, server) -> None:
-        server.register(RequestCode.END_TRANSACTION, self.end_transaction)
+        # Never waits, and producers send it oneway: no task, and after the answers read with it.
+        server.register(RequestCode.END_TRANSACTION, self.end_transaction, eager=True, late=True)
 
     async def end_transaction(self, conn: Connection, request: RemotingCommand) -> RemotingCommand | None:
         header = EndTransactionRequestHeader.from_ext_fields(request.ext_fields)
