@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import asyncio
 import time
+from collections.abc import Iterable
 
 from ferrymq.broker.clients import ClientRegistry
 from ferrymq.net.connection import Connection
@@ -82,6 +83,14 @@ class ConsumptionControl:
             self._gates[config.group_name] = GroupGate(config.group_name, attributes, bucket)
         if old is not None:
             old.changed.set()
+
+    def update_all(self, configs: Iterable[SubscriptionGroupConfig]) -> None:
+        """A whole group table (loaded, or a slave's copy of its master's): every group as it says."""
+        configs = list(configs)
+        for group in set(self._gates) - {c.group_name for c in configs}:
+            self.remove(group)
+        for config in configs:
+            self.update(config)
 
     def took(self, group: str, count: int) -> None:
         """A pull of the group was given `count` messages: they use up tokens."""

@@ -35,6 +35,15 @@ class SubscriptionGroupManager:
         self._changed()
         return True
 
+    def adopt(self, wrapper: SubscriptionGroupWrapper) -> bool:
+        """Take the master's group table (a slave's copy), if it changed since the last one taken."""
+        if wrapper.data_version == self.data_version:
+            return False
+        self.groups = dict(wrapper.subscription_group_table)
+        self.data_version = wrapper.data_version
+        save_json(self.path, self.wrapper())
+        return True
+
     def wrapper(self) -> SubscriptionGroupWrapper:
         return SubscriptionGroupWrapper(
             subscription_group_table=dict(self.groups), data_version=self.data_version

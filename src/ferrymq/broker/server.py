@@ -114,8 +114,7 @@ class Broker:
         )  # fmt: skip
         self.offsets = ConsumerOffsetManager(config_dir)
         self.groups = SubscriptionGroupManager(config_dir, config.auto_create_subscription_group)
-        for group in self.groups.groups.values():
-            self.consumption.update(group)
+        self.consumption.update_all(self.groups.groups.values())
         self.epochs = EpochFile(config.store.store_path_root_dir / EPOCH_FILE)
         if config.trace_topic_enable:
             self.topics.ensure(config.msg_trace_topic_name, 1)

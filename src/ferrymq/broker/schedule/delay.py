@@ -105,5 +105,14 @@ class DelayLevelService(DueService):
     def _save(self, offsets) -> None:
         save_json(self.path, DelayOffsetSerializeWrapper(offset_table=offsets))
 
+    def adopt(self, wrapper: DelayOffsetSerializeWrapper) -> None:
+        """Take the master's delivery progress (a slave's copy; progress only moves forward), so a
+        slave promoted to master does not deliver again what its master already delivered."""
+        mine = self.offsets
+        offsets = {level: max(offset, mine.get(level, 0)) for level, offset in wrapper.offset_table.items()}
+        if any(mine.get(level) != offset for level, offset in offsets.items()):
+            self.offsets.update(offsets)
+            self._save(dict(self.offsets))
+
     def offset_table(self) -> DelayOffsetSerializeWrapper:
         return DelayOffsetSerializeWrapper(offset_table=dict(self.offsets))

@@ -1,0 +1,34 @@
+"""A slave's copy of its master's metadata: what a promoted slave needs to carry on as its master did."""
+
+from __future__ import annotations
+
+import json
+
+from ferrymq.protocol.bodies import PAUSED, RATE_LIMIT, SubscriptionGroupConfig
+from tests.ha.conftest import caught_up, eventually
+
+
+async def test_a_slave_copies_groups_with_their_controls_and_delay_progress(group):
+    master = await group.start("m")
+    slave = await group.start("s", broker_role="SLAVE", broker_id=1)
+    master.groups.put(SubscriptionGroupConfig("Paused", retry_max_times=3, attributes={PAUSED: "true"}))
+    master.groups.put(SubscriptionGroupConfig("Limited", attributes={RATE_LIMIT: "50"}))
+    await group.send(master, b"later", props={"DELAY": "1"})  # level 1: due in 1 s
+    await eventually(
+        lambda: master.scheduler.delays.offsets.get(1) == 1, what="the delayed message delivered"
+    )
+    await caught_up(slave, master)
+
+    await slave.slave_sync.sync()
+    assert slave.groups.groups["Paused"] == master.groups.groups["Paused"]
+    assert slave.groups.data_version == master.groups.data_version
+    assert slave.consumption.gate("Paused").paused and slave.consumption.gate("Limited").bucket.rate == 50
+    assert slave.scheduler.delays.offsets[1] == 1  # promoted, it would not deliver the message again
+    saved = json.loads((slave.config.store.config_dir / "delayOffset.json").read_text())
+    assert saved["offsetTable"] == {"1": 1}
+
+    master.groups.put(SubscriptionGroupConfig("Paused"))  # resumed on the master
+    master.groups.delete("Limited")
+    await slave.slave_sync.sync()
+    assert slave.consumption.gate("Paused") is None and slave.consumption.gate("Limited") is None
+    assert set(slave.groups.groups) == set(master.groups.groups)
