@@ -32,3 +32,23 @@ async def test_a_slave_copies_groups_with_their_controls_and_delay_progress(grou
     await slave.slave_sync.sync()
     assert slave.consumption.gate("Paused") is None and slave.consumption.gate("Limited") is None
     assert set(slave.groups.groups) == set(master.groups.groups)
+
+
+async def test_a_slave_behind_its_master_does_not_take_delay_progress_it_cannot_back(group, monkeypatch):
+    """Taking the progress without the redelivered messages would lose them if the slave were
+    promoted then: it waits for its log to hold them, and else keeps its own progress."""
+    from ferrymq.broker import slave_sync
+
+    monkeypatch.setattr(slave_sync, "CATCH_UP_TIMEOUT", 0.3)
+    master = await group.start("m")
+    slave = await group.start("s", broker_role="SLAVE", broker_id=1)
+    await group.send(master, b"later", props={"DELAY": "1"})
+    await caught_up(slave, master)
+    await slave.ha_client.stop()  # replication stops before the redelivery is written
+    await eventually(
+        lambda: master.scheduler.delays.offsets.get(1) == 1, what="the delayed message delivered"
+    )
+    master.groups.put(SubscriptionGroupConfig("G", retry_max_times=2))
+    await slave.slave_sync.sync()
+    assert slave.scheduler.delays.offsets.get(1, 0) == 0
+    assert slave.groups.groups["G"].retry_max_times == 2  # the rest is copied as usual

@@ -8,13 +8,16 @@ settings (retries, paused consumption, rate limits) and does not deliver delayed
 
 from __future__ import annotations
 
+import asyncio
 import logging
+import time
 from typing import TYPE_CHECKING
 
 from ferrymq.broker.schedule.delay import DelayOffsetSerializeWrapper
 from ferrymq.net import RemotingError
 from ferrymq.protocol.bodies import (
     ConsumerOffsetSerializeWrapper,
+    KVTable,
     SubscriptionGroupWrapper,
     TopicConfigSerializeWrapper,
     decode_body,
@@ -27,6 +30,10 @@ if TYPE_CHECKING:
     from ferrymq.broker.server import Broker
 
 log = logging.getLogger(__name__)
+
+CATCH_UP_TIMEOUT = 5.0
+"""How long a sync waits for the replicated log to hold the redeliveries behind the master's delay
+progress before taking that progress (a slave normally trails by milliseconds)."""
 
 
 class SlaveSynchronizer:
@@ -48,7 +55,9 @@ class SlaveSynchronizer:
                 addr, RequestCode.GET_ALL_SUBSCRIPTIONGROUP_CONFIG, SubscriptionGroupWrapper
             )
             delays = await self._fetch(addr, RequestCode.GET_ALL_DELAY_OFFSET, DelayOffsetSerializeWrapper)
-        except (RemotingError, ProtocolError) as e:
+            runtime = await self._fetch(addr, RequestCode.GET_BROKER_RUNTIME_INFO, KVTable)
+            covered = int(runtime.table.get("commitLogMaxOffset", "0"))  # the redeliveries behind `delays`
+        except (RemotingError, ProtocolError, ValueError) as e:
             log.info("cannot copy metadata from master %s: %s", addr, e)
             return
         if broker.is_master:  # promoted meanwhile: its own tables are the truth now
@@ -57,7 +66,19 @@ class SlaveSynchronizer:
         broker.offsets.adopt(offsets)
         if broker.groups.adopt(groups):  # pauses and rate limits hold on the slave's reads too
             broker.consumption.update_all(broker.groups.groups.values())
-        broker.scheduler.delays.adopt(delays)
+        if await self._replicated(covered):
+            broker.scheduler.delays.adopt(delays)
+        else:  # promoted now, it must deliver again what it does not have rather than lose it
+            log.info("delay progress not copied: this slave is behind its master's log")
+
+    async def _replicated(self, offset: int) -> bool:
+        """Wait (bounded) until this slave's log reaches `offset` of its master's."""
+        deadline = time.monotonic() + CATCH_UP_TIMEOUT
+        while self.broker.store.commitlog.max_offset < offset:
+            if time.monotonic() > deadline or self.broker.is_master:
+                return False
+            await asyncio.sleep(0.05)
+        return True
 
     async def _fetch(self, addr: str, code: int, body_type):
         response = await self.broker.client.invoke(addr, RemotingCommand(code), 5.0)
