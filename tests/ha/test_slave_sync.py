@@ -8,14 +8,19 @@ from ferrymq.protocol.bodies import PAUSED, RATE_LIMIT, SubscriptionGroupConfig
 from tests.ha.conftest import caught_up, eventually
 
 
-async def test_a_slave_copies_groups_with_their_controls_and_delay_progress(group):
+async def test_a_slave_copies_groups_with_their_controls_and_scheduled_progress(group):
     master = await group.start("m")
     slave = await group.start("s", broker_role="SLAVE", broker_id=1)
     master.groups.put(SubscriptionGroupConfig("Paused", retry_max_times=3, attributes={PAUSED: "true"}))
     master.groups.put(SubscriptionGroupConfig("Limited", attributes={RATE_LIMIT: "50"}))
     await group.send(master, b"later", props={"DELAY": "1"})  # level 1: due in 1 s
+    await group.send(master, b"timed", props={"TIMER_DELAY_MS": "1000"})
+    timer = master.scheduler.timer
     await eventually(
-        lambda: master.scheduler.delays.offsets.get(1) == 1, what="the delayed message delivered"
+        lambda: (
+            master.scheduler.delays.offsets.get(1) == 1 and timer.enqueue_offset == 1 and not timer.pending
+        ),
+        what="both held-back messages delivered",
     )
     await caught_up(slave, master)
 
@@ -24,8 +29,16 @@ async def test_a_slave_copies_groups_with_their_controls_and_delay_progress(grou
     assert slave.groups.data_version == master.groups.data_version
     assert slave.consumption.gate("Paused").paused and slave.consumption.gate("Limited").bucket.rate == 50
     assert slave.scheduler.delays.offsets[1] == 1  # promoted, it would not deliver the message again
-    saved = json.loads((slave.config.store.config_dir / "delayOffset.json").read_text())
-    assert saved["offsetTable"] == {"1": 1}
+    config_dir = slave.config.store.config_dir
+    await eventually(
+        lambda: (
+            json.loads((config_dir / "delayOffset.json").read_text())["offsetTable"] == {"1": 1}
+            and json.loads((config_dir / "timercheck").read_text())["enqueueOffset"] == 1
+        ),
+        what="the copied progress saved",
+    )
+    await slave.scheduler.timer.step()  # as it would run once promoted: the timed message is done
+    assert slave.scheduler.timer.pending == 0 and slave.scheduler.timer.enqueue_offset == 1
 
     master.groups.put(SubscriptionGroupConfig("Paused"))  # resumed on the master
     master.groups.delete("Limited")

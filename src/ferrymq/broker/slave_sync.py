@@ -1,5 +1,5 @@
-"""A slave copies its master's topic table, consumer offsets, subscription groups and delay-level
-progress (RocketMQ's SlaveSynchronize).
+"""A slave copies its master's topic table, consumer offsets, subscription groups and the progress
+of scheduled messages, delay levels and timer (RocketMQ's SlaveSynchronize).
 
 The CommitLog arrives over the HA port; this metadata comes over remoting every 10 s, so a slave
 can serve pulls and offset queries when its master is gone and, promoted, keeps the groups'
@@ -14,6 +14,7 @@ import time
 from typing import TYPE_CHECKING
 
 from ferrymq.broker.schedule.delay import DelayOffsetSerializeWrapper
+from ferrymq.broker.schedule.timer import TimerCheckpoint
 from ferrymq.net import RemotingError
 from ferrymq.protocol.bodies import (
     ConsumerOffsetSerializeWrapper,
@@ -32,8 +33,8 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 CATCH_UP_TIMEOUT = 5.0
-"""How long a sync waits for the replicated log to hold the redeliveries behind the master's delay
-progress before taking that progress (a slave normally trails by milliseconds)."""
+"""How long a sync waits for the replicated log to hold the redeliveries behind the master's
+scheduled-message progress before taking it (a slave normally trails by milliseconds)."""
 
 
 class SlaveSynchronizer:
@@ -55,8 +56,9 @@ class SlaveSynchronizer:
                 addr, RequestCode.GET_ALL_SUBSCRIPTIONGROUP_CONFIG, SubscriptionGroupWrapper
             )
             delays = await self._fetch(addr, RequestCode.GET_ALL_DELAY_OFFSET, DelayOffsetSerializeWrapper)
+            timer = await self._fetch(addr, RequestCode.GET_TIMER_CHECK_POINT, TimerCheckpoint)
             runtime = await self._fetch(addr, RequestCode.GET_BROKER_RUNTIME_INFO, KVTable)
-            covered = int(runtime.table.get("commitLogMaxOffset", "0"))  # the redeliveries behind `delays`
+            covered = int(runtime.table.get("commitLogMaxOffset", "0"))  # the redeliveries behind both
         except (RemotingError, ProtocolError, ValueError) as e:
             log.info("cannot copy metadata from master %s: %s", addr, e)
             return
@@ -68,8 +70,9 @@ class SlaveSynchronizer:
             broker.consumption.update_all(broker.groups.groups.values())
         if await self._replicated(covered):
             broker.scheduler.delays.adopt(delays)
+            broker.scheduler.timer.adopt(timer)
         else:  # promoted now, it must deliver again what it does not have rather than lose it
-            log.info("delay progress not copied: this slave is behind its master's log")
+            log.info("scheduled-message progress not copied: this slave is behind its master's log")
 
     async def _replicated(self, offset: int) -> bool:
         """Wait (bounded) until this slave's log reaches `offset` of its master's."""

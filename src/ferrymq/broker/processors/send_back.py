@@ -34,6 +34,7 @@ class SendBackProcessor:
     def register(self, server) -> None:
         server.register(RequestCode.CONSUMER_SEND_MSG_BACK, self.send_back)
         server.register(RequestCode.GET_ALL_DELAY_OFFSET, self.delay_offsets)
+        server.register(RequestCode.GET_TIMER_CHECK_POINT, self.timer_checkpoint)
 
     async def send_back(self, conn: Connection, request: RemotingCommand) -> RemotingCommand:
         """Store a failed message again: in %RETRY%<group> with a growing delay (level 3 + times
@@ -91,6 +92,11 @@ class SendBackProcessor:
 
     async def delay_offsets(self, conn: Connection, request: RemotingCommand) -> RemotingCommand:
         body = encode_body(self.broker.scheduler.delays.offset_table())
+        return request.make_response(ResponseCode.SUCCESS, body=body)
+
+    async def timer_checkpoint(self, conn: Connection, request: RemotingCommand) -> RemotingCommand:
+        """The timer's progress, as JSON (ferrymq's wheel, not RocketMQ's TimerLog checkpoint)."""
+        body = encode_body(self.broker.scheduler.timer.checkpoint())
         return request.make_response(ResponseCode.SUCCESS, body=body)
 
     def _ensure(self, topic: str, queue_nums: int, perm: int = PERM_READ | PERM_WRITE):

@@ -112,7 +112,7 @@ class DelayLevelService(DueService):
         offsets = {level: max(offset, mine.get(level, 0)) for level, offset in wrapper.offset_table.items()}
         if any(mine.get(level) != offset for level, offset in offsets.items()):
             self.offsets.update(offsets)
-            self._save(dict(self.offsets))
+            self.progress.note(dict(self.offsets))
 
     def offset_table(self) -> DelayOffsetSerializeWrapper:
         return DelayOffsetSerializeWrapper(offset_table=dict(self.offsets))

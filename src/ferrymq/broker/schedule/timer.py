@@ -52,10 +52,8 @@ class TimerService(DueService):
         self._slots: dict[int, array] = {}  # slot -> [queue offset, CommitLog offset, size, ...], queue order
         self._heap: list[int] = []  # the slots that hold messages
         self._retry_at = 0
-        saved = load_json(self.path, TimerCheckpoint)
-        self.enqueue_offset = saved.enqueue_offset
-        self.delivered_before = saved.delivered_before_ms
-        self._reload(saved)
+        self._adopted: TimerCheckpoint | None = None  # a master's progress, put into the wheel when active
+        self._reload(load_json(self.path, TimerCheckpoint))
 
     @property
     def pending(self) -> int:
@@ -64,6 +62,10 @@ class TimerService(DueService):
     async def step(self) -> int | None:
         """Take in new timer messages, redeliver the due ones, note the checkpoint; return when the
         next slot is due (ms), or None when nothing waits."""
+        if self._adopted is not None:  # promoted: carry on from where the old master got to
+            self._slots, self._heap = {}, []
+            self._reload(self._adopted)
+            self._adopted = None
         await self._take_in()
         now = now_ms()
         current = now // self.precision  # slots before this one are due: slot s is due at (s+1)*precision
@@ -143,8 +145,19 @@ class TimerService(DueService):
         low = min((entries[0] for entries in self._slots.values()), default=self.enqueue_offset)
         return TimerCheckpoint(self.enqueue_offset, self.delivered_before, low)
 
+    def checkpoint(self) -> TimerCheckpoint:
+        """Where the service got to (what a slave copies)."""
+        return self._checkpoint()
+
+    def adopt(self, checkpoint: TimerCheckpoint) -> None:
+        """Take a master's progress (a slave's copy; the caller checked this log holds the
+        redeliveries behind it): the wheel is rebuilt from it if this broker becomes master."""
+        self._adopted = checkpoint
+        self.progress.note(checkpoint)
+
     def _reload(self, saved: TimerCheckpoint) -> None:
         """After a restart: put back into the wheel what the checkpoint does not prove delivered."""
+        self.enqueue_offset, self.delivered_before = saved.enqueue_offset, saved.delivered_before_ms
         for offset, phys, size, out_ms in self._entries(saved.low_offset):
             if out_ms is not None and (offset >= saved.enqueue_offset or out_ms >= saved.delivered_before_ms):
                 self._add(out_ms // self.precision, offset, phys, size)
