@@ -108,3 +108,37 @@ async def test_being_told_the_same_role_again_changes_nothing(group):
     await make_slave(b, 2, 1, a)
     assert a.ha.connections.get(2) is attached and b.ha_client is client
     assert a.epochs.entries == [EpochEntry(1, 0)]
+
+
+async def test_replicas_let_consumers_read_only_what_the_sync_state_set_confirmed(group):
+    """RocketMQ's readUnCommitted = false: with acks from the whole SyncStateSet, a replica holds
+    back from its ConsumeQueues what not every member has (a failover could cut it), and shows it
+    as soon as the master confirms it, or once it is master itself."""
+    settings = {**CONTROLLER, "all_ack_in_sync_state_set": True, "sync_flush_timeout": 300}
+    a = await group.start("a", broker_id=1, **settings)
+    b = await group.start("b", broker_id=2, **settings)
+    c = await group.start("c", broker_id=3, **settings)
+    await make_master(a, 1, epoch=1)
+    await make_slave(b, 2, 1, a)
+    await make_slave(c, 3, 1, a)
+    for i in range(4):
+        await group.send(a, b"confirmed-%d" % i)
+    await caught_up(b, a)
+    await caught_up(c, a)
+    a.ha.set_sync_state_set({1, 2, 3}, 1)
+
+    await c._stop_replicating()  # c falls behind: nothing new is confirmed
+    for i in range(3):
+        assert (await group.send(a, b"unconfirmed-%d" % i)).code == ResponseCode.FLUSH_SLAVE_TIMEOUT
+    await caught_up(b, a)
+    await asyncio.to_thread(b.store.wait_dispatched)
+    assert b.store.get_max_offset("T", 0) == 4  # b holds all 7, shows the 4 confirmed
+
+    await make_slave(c, 3, 1, a)  # c catches up: the master confirms the rest and tells b at once
+    await eventually(lambda: b.store.get_max_offset("T", 0) == 7, 10, "b to show the confirmed rest")
+
+    await c._stop_replicating()
+    assert (await group.send(a, b"b-has-it")).code == ResponseCode.FLUSH_SLAVE_TIMEOUT
+    await caught_up(b, a)
+    await make_master(b, 2, epoch=2)  # elected: what it holds is the log now
+    await eventually(lambda: b.store.get_max_offset("T", 0) == 8, 10, "b, master, to show all it has")

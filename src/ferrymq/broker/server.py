@@ -232,6 +232,8 @@ class Broker:
             self.role = "slave"  # before any await: no write is taken from here on
             self.store.replica = True
             self.ha.step_down()
+            if self.config.enable_controller_mode:  # visible again once the new master confirms it
+                self.store.dispatcher.limit = self.store.dispatcher.offset
         async with self._role_lock:
             if epoch < self.epoch:
                 log.warning("ignoring role %s of epoch %d: epoch %d is newer", role, epoch, self.epoch)

@@ -110,12 +110,12 @@ class HAClient:
         log.info("replicating from %s at offset %d", self.master_ha_addr, store.commitlog.max_offset)
         last_ack = heard = time.monotonic()
         while True:
-            reported = store.commitlog.max_offset
+            reported, confirmed = store.commitlog.max_offset, self.confirm_offset
             for frame in frames:
                 if not isinstance(frame, Transfer):
                     raise HandshakeError("a second handshake from the master")
                 self._append(frame)
-            if store.commitlog.max_offset != reported:
+            if store.commitlog.max_offset != reported or self.confirm_offset != confirmed:
                 broker.written()
             now = time.monotonic()
             if store.commitlog.max_offset != reported or now - last_ack >= heartbeat:
@@ -153,6 +153,8 @@ class HAClient:
     def _append(self, frame: Transfer) -> None:
         store, epochs = self.broker.store, self.broker.epochs
         self.confirm_offset = frame.confirm_offset
+        if self.broker.config.enable_controller_mode:  # RocketMQ's readUnCommitted = false
+            store.dispatcher.limit = frame.confirm_offset
         if not frame.body:
             return  # a heartbeat
         if frame.offset != store.commitlog.max_offset:

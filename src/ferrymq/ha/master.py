@@ -148,8 +148,19 @@ class HAService:
             conn.wake.set()
 
     def _acked(self, broker_id: int, offset: int) -> None:
+        confirmed = self.frame_confirm_offset() if self.broker.config.enable_controller_mode else None
         self.tracker.acked(broker_id, offset, time.monotonic())
         self._release()
+        if confirmed is not None and self.frame_confirm_offset() > confirmed:
+            self.written()  # replicas learn it at once: it is how far they may let consumers read
+
+    def frame_confirm_offset(self) -> int:
+        """The confirm offset replicas are sent: how far the whole SyncStateSet has the log when every
+        member must ack, else the master's end (RocketMQ's getConfirmOffset)."""
+        master_max = self.broker.store.commitlog.max_offset
+        if len(self.tracker.sync_state_set) <= 1 or not self.broker.config.all_ack_in_sync_state_set:
+            return master_max
+        return self.tracker.confirm_offset(master_max)
 
     def replicated_offset(self) -> int:
         """How far the log is on enough replicas for a send to be acknowledged."""
@@ -313,7 +324,7 @@ class ReplicaConnection:
             else:
                 entry = epochs.entry_at(offset) or epochs.entries[0]
                 chunk = b""
-            confirm = tracker.confirm_offset(master_max)
+            confirm = service.frame_confirm_offset()
             header = transfer_header(offset, len(chunk), entry.epoch, entry.start_offset, confirm)
             self.writer.writelines((header, chunk))  # one send for both
             offset += len(chunk)

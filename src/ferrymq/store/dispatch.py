@@ -60,11 +60,16 @@ class Dispatcher:
         # Called from the dispatching thread with the (topic, queue id)s that got new entries, so a
         # broker can wake its long polls; it must be quick and thread-safe.
         self.listener: Callable[[list[tuple[str, int]]], None] | None = None
+        self.limit: int | None = None
+        """Where dispatching stops, if not at the end of the log: a replica in controller mode
+        makes visible only what its master confirmed the whole SyncStateSet holds."""
 
     def dispatch(self) -> int:
-        """Dispatch everything written so far; return how many records were dispatched."""
+        """Dispatch everything written so far (up to `limit`); return how many records were dispatched."""
         with self.lock:
             limit = self.commitlog.max_offset
+            if self.limit is not None and self.limit < limit:
+                limit = self.limit
             end, count, valid = self._scan(limit, limit, verify_crc=False, partial_tail=True)
             if not valid:
                 raise StoreError(f"CommitLog record at offset {end} is corrupt; the store needs recovery")

@@ -428,13 +428,17 @@ class MessageStore:
 
     def wait_dispatched(self, timeout: float = 10.0) -> bool:
         """Block until everything written so far has ConsumeQueue and index entries (tests, tools)."""
-        target = self.commitlog.max_offset
-        if not self.background_dispatch:
+        target = dispatch_target = self.commitlog.max_offset
+        if not self.background_dispatch or self.dispatcher.limit is not None:
             self.dispatcher.dispatch()
+        if self.dispatcher.limit is not None and self.dispatcher.limit < target:
+            dispatch_target = self.dispatcher.offset  # as far as it may go now
         if self.indexer is not None:
             self.indexer.committed(target)  # also a blank tail left by a failed roll-over
         deadline = time.monotonic() + timeout
-        while self.dispatcher.offset < target or (self.indexer and self.indexer.indexed_offset < target):
+        while self.dispatcher.offset < dispatch_target or (
+            self.indexer and self.indexer.indexed_offset < target
+        ):
             if time.monotonic() > deadline:
                 return False
             self._dispatch_wake.set()
@@ -486,8 +490,10 @@ class MessageStore:
         log.warning("store %s truncated to offset %d", self.root, offset)
 
     def settle_replicated_tail(self) -> int:
-        """Before a replica takes writes: dispatch what it copied, cut a last record it only copied
-        in part, and continue queue offsets from its ConsumeQueues. Returns the write position."""
+        """Before a replica takes writes: dispatch what it copied (all of it, confirmed or not: its
+        log is the group's now), cut a last record it only copied in part, and continue queue offsets
+        from its ConsumeQueues. Returns the write position."""
+        self.dispatcher.limit = None
         self.dispatcher.dispatch()
         if self.dispatcher.offset < self.commitlog.max_offset:
             self.truncate(self.dispatcher.offset)
