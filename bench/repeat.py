@@ -39,15 +39,18 @@ def median_run(runs: list[dict]) -> dict:
     return next(r for r in runs if r[key] == middle)
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(
-        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
-    )
-    parser.add_argument("--runs", type=int, default=3)
+def parse_args(doc: str, count: str, default: int) -> tuple[argparse.Namespace, list[str]]:
+    """`--<count> N --save FILE -- <ferrymq bench arguments>`: the options, and the bench arguments."""
+    parser = argparse.ArgumentParser(description=doc, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument(f"--{count}", type=int, default=default)
     parser.add_argument("--save", required=True)
     parser.add_argument("bench_args", nargs=argparse.REMAINDER, help="`ferrymq bench` arguments")
     args = parser.parse_args()
-    bench_args = [a for a in args.bench_args if a != "--"]
+    return args, [a for a in args.bench_args if a != "--"]
+
+
+def main() -> None:
+    args, bench_args = parse_args(__doc__, "runs", 3)
     runs = []
     for i in range(args.runs):
         runs.append(run_once(bench_args))
