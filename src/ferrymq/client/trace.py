@@ -170,7 +170,7 @@ def _trace_messages(topic: str, entries: list[_Entry]):
 
 
 def _trace_message(topic: str, parts: list[str], keys: dict[str, None]) -> Message:
-    keys.pop("", None)  # a record without an id (a send answered with fewer ids than messages)
+    keys.pop("", None)  # the key of a record without an id
     return Message(topic, "".join(parts).encode(), keys=list(keys))
 
 
@@ -237,7 +237,7 @@ class SendTracer:
 
 
 def trace_sends(producer: Producer, trace_topic: str | None) -> TraceDispatcher:
-    """Message trace for `producer`: a Pub record per message sent, written in the background."""
+    """Message trace for `producer`: a Pub record per send, written in the background."""
     dispatcher = TraceDispatcher(producer.instance, producer.group, trace_topic)
     producer.send_hooks.append(SendTracer(dispatcher, producer.group, producer.instance))
     return dispatcher
