@@ -26,6 +26,7 @@ from typing import TypeVar
 
 import pytest
 
+from ferrymq.bench.processes import free_port
 from ferrymq.protocol.bodies import GetConsumerListByGroupResponseBody, TopicRouteData, decode_body
 from ferrymq.protocol.codes import RequestCode, ResponseCode
 from ferrymq.protocol.remoting import FrameDecoder, RemotingCommand
@@ -79,12 +80,6 @@ def stop_process(proc: subprocess.Popen) -> None:
 
 
 # --- servers ---------------------------------------------------------------------------------------
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
 
 
 class ServerProcess:

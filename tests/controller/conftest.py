@@ -3,27 +3,14 @@
 from __future__ import annotations
 
 import asyncio
-import socket
-from contextlib import closing
 
 import pytest
 
+from ferrymq.bench.processes import free_ports
 from ferrymq.controller.config import ControllerConfig
 from ferrymq.controller.server import Controller
 from ferrymq.net import RemotingClient
 from ferrymq.net.controllers import ControllerClient
-
-
-def free_ports(n: int) -> list[int]:
-    """Ports free now (pysyncobj needs them before it binds)."""
-    sockets = [socket.socket() for _ in range(n)]
-    with closing(sockets[0]):
-        for s in sockets:
-            s.bind(("127.0.0.1", 0))
-        ports = [s.getsockname()[1] for s in sockets]
-        for s in sockets[1:]:
-            s.close()
-    return ports
 
 
 async def wait_for(condition, timeout: float = 20.0, what: str = "condition"):

@@ -7,11 +7,10 @@ import subprocess
 import sys
 import time
 
+from ferrymq.bench.processes import free_ports
 from ferrymq.protocol.codes import RequestCode
 from ferrymq.protocol.controller import GetMetaDataResponseHeader
 from tests.compat.conftest import remoting_call
-
-from .conftest import free_ports
 
 FERRYMQ = [sys.executable, "-m", "ferrymq"]
 

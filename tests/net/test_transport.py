@@ -548,3 +548,24 @@ async def test_a_peer_that_stops_reading_is_bounded_and_then_dropped():
     finally:
         writer.close()
         await server.stop()
+
+
+async def test_a_port_bound_before_start_is_held_and_then_served(client):
+    """A broker learns its ephemeral port before it listens (its address goes into the records it
+    recovers and writes): the port is held from then on, not merely looked up and hoped free."""
+    early = RemotingServer("127.0.0.1", 0)
+    early.register(ECHO, echo)
+    port = early.bind()
+    taken = socket.socket()
+    try:
+        with pytest.raises(OSError):
+            taken.bind(("127.0.0.1", port))
+    finally:
+        taken.close()
+    await early.start()
+    try:
+        assert early.port == port
+        answer = await client.invoke(f"127.0.0.1:{port}", RemotingCommand(ECHO, body=b"hi"), timeout=5)
+        assert answer.body == b"hi"
+    finally:
+        await early.stop(grace=1)

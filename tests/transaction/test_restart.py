@@ -8,10 +8,11 @@ import signal
 
 import pytest
 
+from ferrymq.bench.processes import free_port
 from ferrymq.client import LocalTransactionState, Message, TransactionProducer
 from ferrymq.namesrv.config import NamesrvConfig
 from ferrymq.namesrv.server import NameServer
-from tests.compat.conftest import ServerProcess, free_port
+from tests.compat.conftest import ServerProcess
 
 from .conftest import read_all, wait_for
 

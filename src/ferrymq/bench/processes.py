@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import ctypes
 import os
+import random
 import shutil
 import signal
 import socket
@@ -35,9 +36,38 @@ CLUSTER = "FaultCluster"
 
 
 def free_port(host: str = "127.0.0.1") -> int:
-    with closing(socket.socket()) as s:
+    """A port free now, for a server about to start in another process. Picked below the kernel's
+    ephemeral range: outgoing connections take their local ports from that range, so none can take
+    this one before the server binds it (as one from bind(0) could be taken, now and then)."""
+    try:
+        with open("/proc/sys/net/ipv4/ip_local_port_range") as f:
+            ephemeral_low = int(f.read().split()[0])
+    except (OSError, ValueError, IndexError):
+        ephemeral_low = 32768
+    for _ in range(200 if ephemeral_low > _LOWEST_PICKED + 1000 else 0):
+        port = _PICKER.randrange(_LOWEST_PICKED, ephemeral_low)
+        with closing(socket.socket()) as s:
+            try:
+                s.bind((host, port))
+            except OSError:
+                continue
+            return port
+    with closing(socket.socket()) as s:  # no room below the ephemeral range: any free port
         s.bind((host, 0))
         return s.getsockname()[1]
+
+
+def free_ports(count: int, host: str = "127.0.0.1") -> list[int]:
+    """`count` different free ports (see free_port)."""
+    ports: list[int] = []
+    while len(ports) < count:
+        if (port := free_port(host)) not in ports:
+            ports.append(port)
+    return ports
+
+
+_LOWEST_PICKED = 20000  # above the well-known ports of the services on this machine
+_PICKER = random.SystemRandom()
 
 
 def netns_available() -> tuple[bool, str]:

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 import time
 
@@ -100,8 +99,8 @@ class Broker:
         """Open (and recover) the store, then listen, then register with the NameServers."""
         config = self.config
         ephemeral = config.listen_port == 0
-        if ephemeral:
-            config.listen_port = self.server.port = _free_port(config.listen_host)
+        if ephemeral:  # the address goes into every stored record: take the port first
+            config.listen_port = self.server.bind()
         host, port = config.broker_addr.rsplit(":", 1)
         self.store = MessageStore(
             config.store, store_host=(host, int(port)), background_dispatch=False
@@ -340,12 +339,3 @@ class Broker:
             **self.scheduler.runtime_info(),
             **self.transactions.stats(),
         }
-
-
-def _free_port(host: str) -> int:
-    """A port the OS says is free now (for `--listen host:0`)."""
-    import socket
-
-    with contextlib.closing(socket.socket()) as s:
-        s.bind((host, 0))
-        return s.getsockname()[1]

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import socket
 from collections.abc import Callable
 
 from ferrymq.net.connection import DEFAULT_LIMITS, Connection, ConnectionLimits, close_all
@@ -33,7 +34,7 @@ class RemotingServer:
     ) -> None:
         self.host = host
         self.port = port
-        """The port asked for; after ``start`` the one bound (so 0 becomes a free port)."""
+        """The port asked for; after ``bind`` or ``start`` the one bound (so 0 becomes a free port)."""
         self.idle_timeout = idle_timeout
         self._max_frame_size = max_frame_size
         self._limits = limits
@@ -42,6 +43,7 @@ class RemotingServer:
         self._closed_callbacks: list[Callable[[Connection], None]] = []
         self._server: asyncio.Server | None = None
         self._idle_sweeper: asyncio.Task[None] | None = None
+        self._socket: socket.socket | None = None
 
     def register(self, code: int, handler: Handler, *, eager: bool = False, late: bool = False) -> None:
         """Answer requests with ``code`` by ``async def handler(connection, request)``
@@ -60,9 +62,28 @@ class RemotingServer:
     def connections(self) -> frozenset[Connection]:
         return frozenset(self._connections)
 
+    def bind(self) -> int:
+        """Take the port now, before ``start`` listens on it: a port asked as 0 is then known (and
+        kept from anyone else) while the owner gets ready, e.g. a broker recovering its store."""
+        family, kind, proto, _, address = socket.getaddrinfo(self.host, self.port, type=socket.SOCK_STREAM)[0]
+        sock = socket.socket(family, kind, proto)
+        try:
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+            sock.bind(address)
+        except OSError:
+            sock.close()
+            raise
+        self._socket = sock
+        self.port = sock.getsockname()[1]
+        return self.port
+
     async def start(self) -> None:
         loop = asyncio.get_running_loop()
-        self._server = await loop.create_server(self._new_connection, self.host, self.port, backlog=1024)
+        if self._socket is not None:
+            sock, self._socket = self._socket, None
+            self._server = await loop.create_server(self._new_connection, sock=sock, backlog=1024)
+        else:
+            self._server = await loop.create_server(self._new_connection, self.host, self.port, backlog=1024)
         self.port = self._server.sockets[0].getsockname()[1]
         self._idle_sweeper = loop.create_task(self._close_idle_connections())
         log.info("remoting server listening on %s:%d", self.host, self.port)
