@@ -128,3 +128,36 @@ async def test_auto_batching_gathers_concurrent_sends(make_cluster):  # noqa: F8
     assert len({r.msg_id for r in results}) == 100
     assert len({(r.message_queue, r.queue_offset) for r in results}) == 100
     assert len({r.message_queue for r in results}) < 10  # a few batches, not 100 requests
+
+
+async def test_a_trickle_costs_one_pull_per_delivery(make_cluster, monkeypatch):  # noqa: F811
+    """Every pull asks the broker to hold it while the queue is empty (as RocketMQ's consumers do),
+    so messages arriving one by one take one PULL_MESSAGE each, not an empty answer and then a
+    long poll."""
+    from ferrymq.broker.processors.pull import PullProcessor
+
+    pulls = []
+    serve = PullProcessor.pull
+
+    async def counted(self, conn, request):
+        pulls.append(request.ext_fields["queueId"])
+        return await serve(self, conn, request)
+
+    monkeypatch.setattr(PullProcessor, "pull", counted)
+    cluster = await make_cluster()
+    async with Producer("PG", cluster.namesrv_addr) as producer, PullConsumer(
+        "CG", cluster.namesrv_addr, consume_from="first"
+    ) as consumer:
+        await producer.send(Message("Trickle", b"first"))  # the topic and its queues exist
+        await consumer.subscribe("Trickle")
+        got = [m.body for m in await consumer.poll(timeout=5)]
+        queues = len(consumer.positions)
+        before = len(pulls)
+        for i in range(20):
+            await producer.send(Message("Trickle", b"%d" % i))
+            while len(got) < i + 2:  # bounded by poll's own timeout
+                polled = await consumer.poll(timeout=5)
+                assert polled, "a message sent was not delivered within 5 s"
+                got += [m.body for m in polled]
+    assert sorted(got[1:], key=int) == [b"%d" % i for i in range(20)]
+    assert len(pulls) - before <= 20 + queues  # one per delivery, plus the held ones re-sent

@@ -30,7 +30,7 @@ from ferrymq.net import RemotingError
 from ferrymq.protocol.bodies import ConsumerData
 
 CONSUME_FROM = ("last", "first", "timestamp")
-_LONG_POLL_MS = 15_000  # how long the broker holds a pull on an empty queue (RocketMQ's push default)
+_LONG_POLL_MS = 15_000  # how long the broker holds a pull while its queue is empty (RocketMQ's push default)
 
 log = logging.getLogger(__name__)
 
@@ -58,7 +58,6 @@ class PullConsumer:
         self.positions: dict[MessageQueue, int] = {}
         self._committed: dict[MessageQueue, int] = {}
         self._inflight: dict[MessageQueue, asyncio.Future[list[MessageExt]]] = {}
-        self._empty: set[MessageQueue] = set()  # queues whose last pull found nothing: long-poll them
 
     async def start(self) -> None:
         if self._own_instance:
@@ -123,7 +122,6 @@ class PullConsumer:
         for mq, offset in offsets.items():
             if mq in self.positions:
                 self.positions[mq] = self._committed[mq] = offset
-                self._empty.discard(mq)
 
     async def _start_offset(self, mq: MessageQueue) -> int:
         addr = await self._addr(mq)
@@ -139,7 +137,6 @@ class PullConsumer:
         if mq not in self.positions:
             raise ClientError(f"{mq} is not assigned to this consumer")
         self.positions[mq] = offset
-        self._empty.discard(mq)
 
     async def poll(self, timeout: float = 1.0) -> list[MessageExt]:
         """The next messages of the assigned queues, waiting up to `timeout` s if none are there.
@@ -152,9 +149,8 @@ class PullConsumer:
         deadline = time.monotonic() + timeout
         while True:
             for mq in self.positions:
-                if mq not in self._inflight:
-                    suspend = _LONG_POLL_MS if mq in self._empty else 0
-                    self._inflight[mq] = asyncio.ensure_future(self._pull(mq, suspend))
+                if mq not in self._inflight:  # held by the broker only while the queue has nothing
+                    self._inflight[mq] = asyncio.ensure_future(self._pull(mq))
             remaining = deadline - time.monotonic()
             done, _ = await asyncio.wait(
                 self._inflight.values(), timeout=max(remaining, 0), return_when=asyncio.FIRST_COMPLETED
@@ -163,21 +159,16 @@ class PullConsumer:
             for mq, task in list(self._inflight.items()):
                 if task in done:
                     del self._inflight[mq]
-                    found = task.result()  # a failed pull raises here, with its reason
-                    messages += found
-                    if found:
-                        self._empty.discard(mq)
-                    else:
-                        self._empty.add(mq)
+                    messages += task.result()  # a failed pull raises here, with its reason
             if messages or time.monotonic() >= deadline:
                 return messages
 
-    async def _pull(self, mq: MessageQueue, suspend_ms: int) -> list[MessageExt]:
+    async def _pull(self, mq: MessageQueue) -> list[MessageExt]:
         offset = self.positions[mq]
         result = await pull(
             self.instance, await pull_addr(self.instance, mq), mq, self.group, offset,
             selector=self.selectors.get(mq.topic, EVERY_TAG), max_messages=self.pull_batch_size,
-            suspend_ms=suspend_ms,
+            suspend_ms=_LONG_POLL_MS,
         )  # fmt: skip
         if self.positions.get(mq) != offset:  # seek() moved the queue meanwhile: drop this answer
             return []
