@@ -3,9 +3,10 @@
 from __future__ import annotations
 
 import asyncio
+import random
 import socket
 
-from ferrymq.ha.wire import master_handshake
+from ferrymq.ha.wire import master_handshake, transfer_header
 from ferrymq.protocol.bodies import TopicRouteData, decode_body
 from ferrymq.protocol.codes import RequestCode, ResponseCode
 from ferrymq.protocol.remoting import RemotingCommand
@@ -123,7 +124,71 @@ async def test_replica_drops_a_master_that_goes_silent(group):
         ha_housekeeping_interval=500, ha_send_heartbeat_interval=100,
     )  # fmt: skip
     await eventually(lambda: slave.ha_client is not None and slave.ha_client.connected, what="handshake")
-    await eventually(lambda: slave.ha_client.last_error == "TimeoutError", what="the silent master dropped")
+    await eventually(
+        lambda: (slave.ha_client.last_error or "").startswith("nothing from the master"),
+        what="the silent master dropped",
+    )
+    server.close()
+
+
+async def _fake_master(master, cut, *, before_ack: bytes = b""):
+    """An HA server that handshakes as `master` and streams its CommitLog in frames of random sizes,
+    written in pieces cut by `cut` (headers and bodies split anywhere), as a slow network would."""
+
+    async def serve(reader, writer) -> None:
+        store = master.store
+        await reader.readexactly(16)
+        writer.write(master_handshake(store.commitlog.max_offset, master.epochs.entries) + before_ack)
+        await reader.readexactly(12)  # the replica's first ack
+        entry = master.epochs.entries[0]
+        stream, offset = bytearray(), store.commitlog.min_offset
+        while offset < store.commitlog.max_offset:
+            size = cut(1, 3000) if cut(0, 1) else cut(1, 70_000)  # several frames in one read, or one in many
+            chunk = store.read_commitlog(offset, size)
+            stream += transfer_header(offset, len(chunk), entry.epoch, entry.start_offset, offset) + chunk
+            offset += len(chunk)
+        pos = 0
+        while pos < len(stream):
+            n = cut(1, 9000)
+            writer.write(stream[pos : pos + n])
+            pos += n
+            await writer.drain()
+            await asyncio.sleep(0)  # the replica reads every piece on its own
+        while await reader.read(65536):
+            pass
+
+    return await asyncio.start_server(serve, "127.0.0.1", 0)
+
+
+async def test_slave_copies_transfers_however_the_network_cuts_them(group):
+    master = await group.start("m", broker_name="source")  # another group: the slave copies only the fake
+    rng = random.Random(7)
+    for i in range(200):
+        await group.send(
+            master, bytes(rng.randrange(256) for _ in range(rng.randrange(1, 12_000))), queue_id=i % 3
+        )
+    server = await _fake_master(master, rng.randint)
+    port = server.sockets[0].getsockname()[1]
+    slave = await group.start("s", broker_role="SLAVE", broker_id=1, ha_master_address=f"127.0.0.1:{port}")
+    await caught_up(slave, master)
+    assert commitlog_bytes(slave) == commitlog_bytes(master)
+    await asyncio.to_thread(slave.store.wait_dispatched)
+    assert [slave.store.get_max_offset("T", q) for q in range(3)] == [67, 67, 66]
+    assert slave.ha_client.last_error is None
+    server.close()
+
+
+async def test_a_master_that_streams_before_the_replicas_ack_is_refused(group):
+    master = await group.start("m", broker_name="source")
+    await group.send(master)
+    early = transfer_header(0, 0, 1, 0, 0)
+    server = await _fake_master(master, random.Random(1).randint, before_ack=early)
+    port = server.sockets[0].getsockname()[1]
+    slave = await group.start("s", broker_role="SLAVE", broker_id=1, ha_master_address=f"127.0.0.1:{port}")
+    await eventually(
+        lambda: "before the replica's first ack" in (slave.ha_client.last_error or ""), what="the refusal"
+    )
+    assert slave.store.commitlog.max_offset == 0
     server.close()
 
 

@@ -3,6 +3,8 @@
 The handshake compares epoch entries (store/epoch.py): the replica truncates its CommitLog and
 ConsumeQueues to the last offset both logs agree on, then reports its max offset and appends the
 master's bytes verbatim at exactly that offset; its own dispatcher builds ConsumeQueues and index.
+The bytes are read from the socket straight into the mapped CommitLog (_Receiver), so a replica's
+copy costs a system call per transfer, not Python work per byte.
 A master older than the epoch this replica was told about is refused (fencing). Connection losses
 and refusals are retried with a short back-off until the client is stopped.
 """
@@ -15,12 +17,14 @@ import time
 from typing import TYPE_CHECKING
 
 from ferrymq.ha.wire import (
+    TRANSFER_HEADER_SIZE,
     HAFrameError,
     MasterHandshake,
     MasterStreamDecoder,
     ReplicaHandshake,
-    Transfer,
+    TransferHeader,
     ack,
+    read_transfer_header,
     replica_handshake,
 )
 from ferrymq.store import StoreError
@@ -33,6 +37,8 @@ log = logging.getLogger(__name__)
 
 CONNECT_TIMEOUT = 5.0
 _RETRY_MIN, _RETRY_MAX = 0.1, 2.0
+# Headers (and small transfers whole) are read through this; a body's rest goes to the CommitLog.
+_SCRATCH = 4096
 
 
 class HandshakeError(Exception):
@@ -49,7 +55,7 @@ class HAClient:
         self._task: asyncio.Task | None = None
         self._stopped = False
         self.last_error: str | None = None  # why the last session ended
-        self._writer: asyncio.StreamWriter | None = None
+        self._transport: asyncio.Transport | None = None
 
     def start(self) -> None:
         self._task = asyncio.get_running_loop().create_task(self._run())
@@ -57,8 +63,8 @@ class HAClient:
     async def stop(self) -> None:
         """Stop copying. A flag as well as a cancel: Python 3.11's wait_for can lose a cancellation."""
         self._stopped = True
-        if self._writer is not None:
-            self._writer.close()
+        if self._transport is not None:
+            self._transport.close()
         if self._task is not None:
             self._task.cancel()
             await asyncio.wait({self._task}, timeout=5.0)
@@ -79,60 +85,38 @@ class HAClient:
                 )
             finally:
                 self.connected = False
-                if self._writer is not None:
-                    self._writer.close()
-                    self._writer = None
+                if self._transport is not None:
+                    self._transport.close()
+                    self._transport = None
             delay = _RETRY_MIN if time.monotonic() - started > 5 else min(delay * 2, _RETRY_MAX)
             await asyncio.sleep(delay)
 
     async def _session(self) -> None:
         broker = self.broker
-        store, config = broker.store, broker.config
+        config = broker.config
         host, port = self.master_ha_addr.rsplit(":", 1)
-        reader, writer = await asyncio.wait_for(asyncio.open_connection(host, int(port)), CONNECT_TIMEOUT)
-        self._writer = writer
-        writer.write(replica_handshake(ReplicaHandshake(config.broker_id)))
-        decoder = MasterStreamDecoder()
+        loop = asyncio.get_running_loop()
+        transport, receiver = await asyncio.wait_for(
+            loop.create_connection(lambda: _Receiver(self), host, int(port)), CONNECT_TIMEOUT
+        )
+        self._transport = transport
+        transport.write(replica_handshake(ReplicaHandshake(config.broker_id)))
         housekeeping = config.ha_housekeeping_interval / 1000
         heartbeat = config.ha_send_heartbeat_interval / 1000
-        frames: list = []
-        while not frames:
-            data = await asyncio.wait_for(reader.read(65536), housekeeping)
-            if not data:
-                raise ConnectionError("the master closed the connection")
-            frames = decoder.feed(data)
-        hello = frames.pop(0)
-        if not isinstance(hello, MasterHandshake):
-            raise HandshakeError("the master did not start with a handshake")
+        hello = await asyncio.wait_for(asyncio.shield(receiver.hello), housekeeping)
         await self._truncate(hello)
-        writer.write(ack(store.commitlog.max_offset))
+        receiver.start_streaming()
         self.connected = True
-        log.info("replicating from %s at offset %d", self.master_ha_addr, store.commitlog.max_offset)
-        last_ack = heard = time.monotonic()
+        log.info("replicating from %s at offset %d", self.master_ha_addr, broker.store.commitlog.max_offset)
         while True:
-            reported, confirmed = store.commitlog.max_offset, self.confirm_offset
-            for frame in frames:
-                if not isinstance(frame, Transfer):
-                    raise HandshakeError("a second handshake from the master")
-                self._append(frame)
-            if store.commitlog.max_offset != reported or self.confirm_offset != confirmed:
-                broker.written()
+            await asyncio.wait({receiver.closed}, timeout=min(heartbeat, housekeeping))
+            if receiver.closed.done():
+                receiver.closed.result()  # raises why
             now = time.monotonic()
-            if store.commitlog.max_offset != reported or now - last_ack >= heartbeat:
-                writer.write(ack(store.commitlog.max_offset))
-                last_ack = now
-            try:
-                async with asyncio.timeout(min(heartbeat, housekeeping)):  # a timer, not wait_for's task
-                    data = await reader.read(1 << 18)
-            except TimeoutError:
-                if time.monotonic() - heard > housekeeping:  # a live master heartbeats well within this
-                    raise
-                frames = []
-                continue
-            if not data:
-                raise ConnectionError("the master closed the connection")
-            heard = time.monotonic()
-            frames = decoder.feed(data)
+            if now - receiver.heard > housekeeping:  # a live master heartbeats well within this
+                raise TimeoutError(f"nothing from the master for {housekeeping:g} s")
+            if now - receiver.acked_at >= heartbeat:
+                receiver.send_ack()
 
     async def _truncate(self, hello: MasterHandshake) -> None:
         """Cut this replica's log back to where it agrees with the master's (the epoch rule)."""
@@ -150,22 +134,151 @@ class HAClient:
             epochs.truncate_from(point)
             self.broker.written()
 
-    def _append(self, frame: Transfer) -> None:
+    def transfer(self, header: TransferHeader) -> None:
+        """Check a transfer header before its bytes are written (HandshakeError: this master's stream
+        does not continue this log), and take its confirm offset and epoch."""
         store, epochs = self.broker.store, self.broker.epochs
-        self.confirm_offset = frame.confirm_offset
+        self.confirm_offset = header.confirm_offset
         if self.broker.config.enable_controller_mode:  # RocketMQ's readUnCommitted = false
-            store.dispatcher.limit = frame.confirm_offset
-        if not frame.body:
+            store.dispatcher.limit = header.confirm_offset
+        if not header.size:
             return  # a heartbeat
-        if frame.offset != store.commitlog.max_offset:
+        if header.offset != store.commitlog.max_offset:
             raise HandshakeError(
-                f"master sent offset {frame.offset}, replica is at {store.commitlog.max_offset}"
+                f"master sent offset {header.offset}, replica is at {store.commitlog.max_offset}"
             )
-        if frame.epoch < epochs.last_epoch:
-            raise HandshakeError(f"master sent epoch {frame.epoch} after epoch {epochs.last_epoch}")
-        if frame.epoch > epochs.last_epoch:
-            epochs.append(frame.epoch, frame.epoch_start)  # durable before the bytes it covers
-        store.append_replicated(frame.offset, frame.body)
+        if header.epoch < epochs.last_epoch:
+            raise HandshakeError(f"master sent epoch {header.epoch} after epoch {epochs.last_epoch}")
+        if header.epoch > epochs.last_epoch:
+            epochs.append(header.epoch, header.epoch_start)  # durable before the bytes it covers
+
+
+class _Receiver(asyncio.BufferedProtocol):
+    """The replica's end of one HA connection.
+
+    Until the master's handshake, bytes go through a scratch buffer to the frame decoder. Then
+    transfer headers (and whatever of a body comes in the same read) go through the scratch buffer,
+    and the rest of each body is read from the socket straight into the mapped CommitLog at the
+    write position (MessageStore.replica_window). One ack a loop turn reports the new max offset.
+    """
+
+    def __init__(self, client: HAClient) -> None:
+        self.client = client
+        self.store = client.broker.store
+        loop = asyncio.get_running_loop()
+        self.loop = loop
+        self.hello: asyncio.Future[MasterHandshake] = loop.create_future()
+        self.closed: asyncio.Future[None] = loop.create_future()  # fails with why the session ended
+        self.heard = self.acked_at = time.monotonic()
+        self.transport: asyncio.Transport | None = None
+        self._decoder: MasterStreamDecoder | None = MasterStreamDecoder()  # None once streaming
+        self._scratch = memoryview(bytearray(_SCRATCH))
+        self._fill = 0
+        self._body: memoryview | None = None  # the CommitLog bytes the current body still goes to
+        self._end = 0  # the CommitLog offset after the bytes received so far
+        self._reported = (-1, -1)  # (max offset, confirm offset) when the owner last heard
+        self._turn_scheduled = False
+
+    def connection_made(self, transport: asyncio.Transport) -> None:
+        self.transport = transport
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self._body = None
+        self._fail(ConnectionError(f"the master closed the connection{f': {exc}' if exc else ''}"))
+
+    def get_buffer(self, sizehint: int) -> memoryview:
+        return self._body if self._body is not None else self._scratch[self._fill :]
+
+    def buffer_updated(self, nbytes: int) -> None:
+        self.heard = time.monotonic()
+        try:
+            if self._body is not None:
+                self._received(nbytes)
+            else:
+                self._fill += nbytes
+                if self._decoder is None:
+                    self._headers()
+                else:
+                    self._handshake()
+        except (HAFrameError, HandshakeError, StoreError) as e:
+            self._fail(e)
+            return
+        if not self._turn_scheduled and self._decoder is None:
+            self._turn_scheduled = True
+            self.loop.call_soon(self._after_reads)
+
+    def start_streaming(self) -> None:
+        """The log is truncated: report where it ends, and take transfers from here on."""
+        self._decoder = None
+        self.send_ack()
+
+    def send_ack(self) -> None:
+        if self.transport is not None and not self.transport.is_closing():
+            self.transport.write(ack(self.store.commitlog.max_offset))
+            self.acked_at = time.monotonic()
+
+    def _handshake(self) -> None:
+        frames = self._decoder.feed(self._scratch[: self._fill])
+        self._fill = 0
+        if not frames or self.hello.done():
+            if self.hello.done():
+                raise HandshakeError("the master sent more before the replica's first ack")
+            return
+        if not isinstance(frames[0], MasterHandshake):
+            raise HandshakeError("the master did not start with a handshake")
+        if len(frames) > 1 or self._decoder.buffered:
+            raise HandshakeError("the master sent more before the replica's first ack")
+        self.hello.set_result(frames[0])
+
+    def _headers(self) -> None:
+        scratch, fill, pos = self._scratch, self._fill, 0
+        while fill - pos >= TRANSFER_HEADER_SIZE:
+            header = read_transfer_header(scratch, pos)
+            pos += TRANSFER_HEADER_SIZE
+            self.client.transfer(header)
+            if not header.size:
+                continue
+            body = self.store.replica_window(header.offset, header.size)
+            if len(body) < header.size:
+                raise StoreError(f"a transfer at {header.offset} crosses the end of a CommitLog segment")
+            self._body, self._end = body, header.offset
+            here = min(fill - pos, header.size)
+            if here:
+                body[:here] = scratch[pos : pos + here]
+                pos += here
+                self._received(here)
+            if self._body is not None:
+                break  # the rest of the body comes straight from the socket
+        rest = fill - pos
+        if rest and pos:
+            scratch[:rest] = bytes(scratch[pos:fill])  # part of the next header
+        self._fill = rest
+
+    def _received(self, n: int) -> None:
+        self._end += n
+        self.store.replicated(self._end)
+        body = self._body[n:]
+        self._body = body if len(body) else None
+
+    def _after_reads(self) -> None:
+        """Once a loop turn: dispatch what arrived and ack it (the master streams on regardless)."""
+        self._turn_scheduled = False
+        state = (self.store.commitlog.max_offset, self.client.confirm_offset)
+        if state == self._reported:
+            return
+        moved = state[0] != self._reported[0]
+        self._reported = state
+        self.client.broker.written()
+        if moved:
+            self.send_ack()
+
+    def _fail(self, error: Exception) -> None:
+        for future in (self.hello, self.closed):
+            if not future.done():
+                future.set_exception(error)
+                future.exception()  # retrieved here: the session may be waiting on the other one
+        if self.transport is not None:
+            self.transport.abort()
 
 
 def truncation_point(

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import struct
 from dataclasses import dataclass
+from typing import NamedTuple
 
 from ferrymq.protocol.errors import ProtocolError
 from ferrymq.store.epoch import EpochEntry, well_ordered
@@ -104,6 +105,11 @@ class _Decoder:
             del buf[:pos]
         return frames
 
+    @property
+    def buffered(self) -> int:
+        """Bytes fed that no whole frame used yet."""
+        return len(self._buf)
+
     def _frame(self, buf: bytearray, pos: int):
         raise NotImplementedError
 
@@ -171,14 +177,33 @@ class MasterStreamDecoder(_Decoder):
             raise HAFrameError(f"unknown HA frame state {state}")
         if len(buf) - pos < _TRANSFER.size:
             return None, 0
-        _, size, offset, epoch, epoch_start, confirm = _TRANSFER.unpack_from(buf, pos)
-        if not 0 <= size <= MAX_TRANSFER_BODY:
-            raise HAFrameError(f"transfer frame body of {size} bytes (limit {MAX_TRANSFER_BODY})")
-        for name, value in (("offset", offset), ("epoch", epoch), ("epoch start", epoch_start)):
-            _check_offset(name, value)
-        if epoch_start > offset:
-            raise HAFrameError(f"transfer at {offset} of epoch {epoch} starting later, at {epoch_start}")
-        end = pos + _TRANSFER.size + size
+        header = read_transfer_header(buf, pos)
+        end = pos + _TRANSFER.size + header.size
         if len(buf) < end:
             return None, 0
-        return Transfer(offset, epoch, epoch_start, confirm, bytes(buf[end - size : end])), end - pos
+        return Transfer(*header[1:], bytes(buf[end - header.size : end])), end - pos
+
+
+class TransferHeader(NamedTuple):
+    size: int  # of the CommitLog bytes that follow
+    offset: int
+    epoch: int
+    epoch_start: int
+    confirm_offset: int
+
+
+TRANSFER_HEADER_SIZE = _TRANSFER.size
+
+
+def read_transfer_header(buf, pos: int) -> TransferHeader:
+    """The transfer header in the TRANSFER_HEADER_SIZE bytes at `pos`, checked (HAFrameError)."""
+    state, size, offset, epoch, epoch_start, confirm = _TRANSFER.unpack_from(buf, pos)
+    if state != TRANSFER:
+        raise HAFrameError(f"expected a transfer frame (state 2), got state {state}")
+    if not 0 <= size <= MAX_TRANSFER_BODY:
+        raise HAFrameError(f"transfer frame body of {size} bytes (limit {MAX_TRANSFER_BODY})")
+    for name, value in (("offset", offset), ("epoch", epoch), ("epoch start", epoch_start)):
+        _check_offset(name, value)
+    if epoch_start > offset:
+        raise HAFrameError(f"transfer at {offset} of epoch {epoch} starting later, at {epoch_start}")
+    return TransferHeader(size, offset, epoch, epoch_start, confirm)

@@ -74,6 +74,17 @@ class CommitLog:
         not cross a segment's end; the next segment is created when `offset` is where one begins.
         An empty log starts at any segment boundary (the master may have deleted older segments).
         """
+        size = len(data)
+        window = self.raw_window(offset, size)
+        if len(window) < size:
+            raise StoreError(f"replicated bytes at {offset} cross the end of a segment")
+        window[:] = data
+        self.commit_raw(offset + size)
+
+    def raw_window(self, offset: int, size: int) -> memoryview:
+        """The mapped bytes where up to `size` bytes copied from another CommitLog go at `offset`, the
+        write position, cut at the segment's end: a replica reads its socket straight into them.
+        They become part of the log only by `commit_raw`."""
         if not self.segments and offset % self.segment_size == 0:
             self.max_offset = self.flushed_offset = offset
         if offset != self.max_offset:
@@ -85,10 +96,11 @@ class CommitLog:
             seg = MappedFile(self.directory / offset_name(offset), offset, self.segment_size, create=True)
             self.segments = [*self.segments, seg]
         pos = offset - seg.base
-        if pos + len(data) > seg.size:
-            raise StoreError(f"replicated bytes at {offset} cross the end of segment {seg.path.name}")
-        seg.mm[pos : pos + len(data)] = data
-        self.max_offset = end = offset + len(data)
+        return seg.view[pos : min(pos + size, seg.size)]
+
+    def commit_raw(self, end: int) -> None:
+        """The bytes written through `raw_window` up to `end` are now the log's."""
+        self.max_offset = end
         warmer = self.warmer
         if warmer is not None and end > warmer.wake_at:  # a replica's pages are warmed ahead too
             warmer.wake()

@@ -463,15 +463,32 @@ class MessageStore:
     def append_replicated(self, offset: int, data: bytes | memoryview) -> None:
         """Append bytes copied from the master at `offset`, this store's write position (the end of
         `data` may fall inside a record). The owner dispatches afterwards, as after a put."""
+        size = len(data)
+        window = self.replica_window(offset, size)
+        if len(window) < size:
+            raise StoreError(f"replicated bytes at {offset} cross the end of a CommitLog segment")
+        window[:] = data
+        self.replicated(offset + size)
+
+    def replica_window(self, offset: int, size: int) -> memoryview:
+        """The mapped CommitLog bytes where up to `size` bytes copied from the master at `offset` (this
+        store's write position) go, cut at a segment's end; `replicated` then appends them."""
         with self._put_lock:
             empty = not self.commitlog.segments
-            self.commitlog.append_raw(offset, data)
+            window = self.commitlog.raw_window(offset, size)
             if empty:
                 self.dispatcher.offset = offset
+            return window
+
+    def replicated(self, end: int) -> None:
+        """The bytes written into `replica_window`s up to `end` are appended; the owner dispatches
+        afterwards, as after a put."""
+        with self._put_lock:
+            self.commitlog.commit_raw(end)
         if self._dispatch_idle:
             self._dispatch_wake.set()
         if self.indexer is not None:
-            self.indexer.committed(self.commitlog.max_offset)
+            self.indexer.committed(end)
 
     def truncate(self, offset: int) -> None:
         """Cut the CommitLog at `offset` (a record boundary), with the ConsumeQueue entries and index
