@@ -29,6 +29,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ferrymq.client import notices
+from ferrymq.client.dedupe import SeenIds
 from ferrymq.client.hooks import ConsumeHook, hooked_consume
 from ferrymq.client.instance import ClientError, ClientInstance, TopicRoute
 from ferrymq.client.message import MessageExt, MessageQueue
@@ -169,6 +170,7 @@ class PushConsumer:
         offset_store_dir: str | os.PathLike | None = None,
         enable_trace: bool = False,
         trace_topic: str | None = None,
+        dedupe_window: int = 0,
     ) -> None:
         for name, value, allowed in (
             ("message_model", message_model, MESSAGE_MODELS),
@@ -211,6 +213,8 @@ class PushConsumer:
         self._known_brokers: set[str] = set()
         self._started = False
         self.consume_hooks: list[ConsumeHook] = []
+        # Msg ids of recently consumed messages, to drop repeats (0: every delivery is consumed).
+        self.seen = SeenIds(dedupe_window) if dedupe_window else None
         self.trace = None
         if enable_trace:
             from ferrymq.client.trace import trace_consumes  # trace.py writes with a Producer
@@ -636,10 +640,20 @@ class PushConsumer:
         return not again
 
     async def _call_listener(self, messages: list[MessageExt]) -> bool:
-        """True when the listener consumed the batch (consume hooks see it before and after)."""
+        """True when the listener consumed the batch (consume hooks see it before and after); with a
+        dedupe window, messages consumed before count as consumed and are not passed on."""
+        seen = self.seen
+        if seen is not None:
+            messages = seen.claim(messages)
+            if not messages:
+                return True
         if self.consume_hooks:
-            return await hooked_consume(self.consume_hooks, self.group, messages, self._listen(messages))
-        return await self._listen(messages)
+            ok = await hooked_consume(self.consume_hooks, self.group, messages, self._listen(messages))
+        else:
+            ok = await self._listen(messages)
+        if not ok and seen is not None:
+            seen.release(messages)
+        return ok
 
     async def _listen(self, messages: list[MessageExt]) -> bool:
         topic = messages[0].topic
