@@ -4,7 +4,9 @@
     .venv/bin/python bench/spark_bench.py stream --rate 10000 --save bench/results/spark-stream.json
 
 `read`: a batch read of COUNT messages of 1 KB from a throwaway `ferrymq dev` into Spark's noop
-sink, against Spark reading the same rows from a local Parquet file (median of 3 runs each).
+sink, against Spark reading the same rows from a local Parquet file (median of --runs runs each).
+Each message has its own random body (`--bodies same` gives all one body, which Parquet's
+dictionary encoding stores once for the whole column).
 `stream`: a producer process sends at RATE msg/s while a streaming query (default trigger: as soon
 as the last batch ends) reads into the noop sink; micro-batch durations after a warm-up.
 Both run Spark local[2] and record the machine's load average, since the machine is shared.
@@ -36,19 +38,26 @@ def spark_session():
     return session("local[2]", "ferrymq-bench", {**LOCAL_CONF, "spark.driver.memory": "2g"})
 
 
-async def load(namesrv: str, topic: str, queues: int, count: int, body_size: int) -> None:
+async def load(
+    namesrv: str, topic: str, queues: int, count: int, body_size: int, bodies: str = "same"
+) -> None:
+    """COUNT messages of BODY_SIZE bytes: each its own random body, or all one random body."""
     async with Admin(namesrv) as admin:
         await admin.create_topic(topic, queue_nums=queues)
         for _ in range(200):
             if await admin.instance.existing_route(topic) is not None:
                 break
             await asyncio.sleep(0.05)
-    body = os.urandom(body_size)
+    same = os.urandom(body_size)
+
+    def body() -> bytes:
+        return os.urandom(body_size) if bodies == "random" else same
+
     async with Producer("spark-bench", namesrv) as producer:
 
         async def worker(n: int) -> None:
             for start in range(0, n, 64):
-                await producer.send_batch([Message(topic, body) for _ in range(min(64, n - start))])
+                await producer.send_batch([Message(topic, body()) for _ in range(min(64, n - start))])
 
         await asyncio.gather(*(worker(count // 4) for _ in range(4)))
 
@@ -59,20 +68,37 @@ def timed(action) -> float:
     return time.perf_counter() - started
 
 
+# `--sink every-column`: an aggregate that reads every column of every row. The noop sink reads none:
+# Parquet's scan then hands over rows whose values are never decoded into rows, while a Python data
+# source's rows are always copied (Spark's mapInArrow projects each into an UnsafeRow).
+EVERY_COLUMN = [
+    "count(distinct topic, broker_name)",
+    "sum(queue_id + queue_offset + commitlog_offset + reconsume_times)",
+    "sum(length(msg_id) + size(keys) + coalesce(length(tags), 0) + size(properties) + length(body))",
+    "max(born_timestamp)",
+    "max(store_timestamp)",
+]
+
+
+def read_into_sink(df, sink: str) -> None:
+    if sink == "noop":
+        df.write.format("noop").mode("overwrite").save()
+    else:
+        df.selectExpr(*EVERY_COLUMN).collect()
+
+
 def bench_read(args) -> dict:
     with cluster(None) as c:
-        asyncio.run(load(c.namesrv, "SparkBench", args.queues, args.count, args.body_size))
+        asyncio.run(load(c.namesrv, "SparkBench", args.queues, args.count, args.body_size, args.bodies))
         spark = spark_session()
         df = spark.read.format("ferrymq").option("namesrv", c.namesrv).option("topic", "SparkBench").load()
         df.limit(10).collect()  # Python workers started before the clock
         load_before = os.getloadavg()
-        ferry = [timed(lambda: df.write.format("noop").mode("overwrite").save()) for _ in range(3)]
+        ferry = [timed(lambda: read_into_sink(df, args.sink)) for _ in range(args.runs)]
         with tempfile.TemporaryDirectory() as tmp:
             df.write.parquet(f"{tmp}/rows.parquet")
             parquet_df = spark.read.parquet(f"{tmp}/rows.parquet")
-            parquet = [
-                timed(lambda: parquet_df.write.format("noop").mode("overwrite").save()) for _ in range(3)
-            ]
+            parquet = [timed(lambda: read_into_sink(parquet_df, args.sink)) for _ in range(args.runs)]
         load_after = os.getloadavg()
         spark.stop()
     ferry_s, parquet_s = statistics.median(ferry), statistics.median(parquet)
@@ -172,7 +198,21 @@ def main() -> None:
     parser.add_argument("--seconds", type=float, default=60)
     parser.add_argument("--warmup", type=int, default=5, help="micro-batches left out at the start")
     parser.add_argument("--queues", type=int, default=4)
+    parser.add_argument("--runs", type=int, default=5, help="timed reads of each source (the median counts)")
+    parser.add_argument(
+        "--sink",
+        choices=["noop", "every-column"],
+        default="noop",
+        help="Spark's noop sink, or an aggregate over every column of every row (see EVERY_COLUMN)",
+    )
     parser.add_argument("--body-size", type=int, default=1024)
+    parser.add_argument(
+        "--bodies",
+        choices=["random", "same"],
+        default="random",
+        help="each message its own random body (as real topics: Parquet stores every body), or one body for "
+        "all (Parquet's dictionary encoding then stores a single body for the whole column)",
+    )
     parser.add_argument("--save")
     args = parser.parse_args()
     save = args.__dict__.pop("save")

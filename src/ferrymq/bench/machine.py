@@ -28,6 +28,8 @@ def machine_info() -> dict:
         # Machines of the same name differ several-fold in speed between sessions: this says how fast
         # this one runs plain Python, so figures from different days can be compared.
         "python_ns_per_loop": python_speed(),
+        # ... and how fast it enters the kernel, which single sends and small reads pay per request.
+        "syscall_ns": syscall_speed(),
     }
 
 
@@ -40,3 +42,14 @@ def python_speed(loops: int = 2_000_000) -> float:
             total += i
         best = min(best, time.perf_counter() - started)
     return round(best * 1e9 / loops, 1)
+
+
+def syscall_speed(calls: int = 200_000) -> float:
+    """Nanoseconds per getppid() system call (best of three)."""
+    best = float("inf")
+    for _ in range(3):
+        started = time.perf_counter()
+        for _ in range(calls):
+            os.getppid()
+        best = min(best, time.perf_counter() - started)
+    return round(best * 1e9 / calls, 1)
