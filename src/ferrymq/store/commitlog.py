@@ -67,24 +67,15 @@ class CommitLog:
         self.segments = [*self.segments, seg]
         return seg, 0
 
-    def append_raw(self, offset: int, data: bytes | memoryview) -> None:
-        """Write bytes copied from another CommitLog at `offset`, which must be the write position.
-
-        Replication keeps two logs byte-identical this way. `data` may end inside a record but must
-        not cross a segment's end; the next segment is created when `offset` is where one begins.
-        An empty log starts at any segment boundary (the master may have deleted older segments).
-        """
-        size = len(data)
-        window = self.raw_window(offset, size)
-        if len(window) < size:
-            raise StoreError(f"replicated bytes at {offset} cross the end of a segment")
-        window[:] = data
-        self.commit_raw(offset + size)
-
     def raw_window(self, offset: int, size: int) -> memoryview:
         """The mapped bytes where up to `size` bytes copied from another CommitLog go at `offset`, the
         write position, cut at the segment's end: a replica reads its socket straight into them.
-        They become part of the log only by `commit_raw`."""
+        They become part of the log only by `commit_raw`.
+
+        Replication keeps two logs byte-identical this way; the copied bytes may end inside a record.
+        The next segment is created when `offset` is where one begins, and an empty log starts at
+        any segment boundary (the master may have deleted older segments).
+        """
         if not self.segments and offset % self.segment_size == 0:
             self.max_offset = self.flushed_offset = offset
         if offset != self.max_offset:
