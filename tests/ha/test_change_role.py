@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import asyncio
+import os
+import time
 
 from ferrymq.protocol.codes import ResponseCode
 from ferrymq.store.epoch import EpochEntry
@@ -142,3 +144,32 @@ async def test_replicas_let_consumers_read_only_what_the_sync_state_set_confirme
     await caught_up(b, a)
     await make_master(b, 2, epoch=2)  # elected: what it holds is the log now
     await eventually(lambda: b.store.get_max_offset("T", 0) == 8, 10, "b, master, to show all it has")
+
+
+async def test_retention_trims_the_epoch_files_of_master_and_replica(group):
+    a = await group.start("a", broker_id=1, file_reserved_time=1, **CONTROLLER)
+    b = await group.start("b", broker_id=2, file_reserved_time=1, **CONTROLLER)
+    starts = []
+    for epoch in (1, 2, 3):  # a stays master, each epoch writing about a 1 MiB segment
+        await make_master(a, 1, epoch=epoch)
+        await make_slave(b, 2, epoch, a)
+        starts.append(a.store.commitlog.max_offset)
+        for _ in range(10):
+            assert (await group.send(a, b"x" * 100_000)).code == ResponseCode.SUCCESS
+    await caught_up(b, a)
+    written = [EpochEntry(e, s) for e, s in zip((1, 2, 3), starts, strict=True)]
+    assert a.epochs.entries == b.epochs.entries == written
+
+    for broker in (a, b):
+        await asyncio.to_thread(broker.store.wait_dispatched)
+        for seg in broker.store.commitlog.segments:  # expired: older than file_reserved_time (1 h)
+            os.utime(seg.path, (time.time() - 7200, time.time() - 7200))
+        assert await asyncio.to_thread(broker.store.retention.run, manual=True) >= 2
+        ends = [*starts[1:], 1 << 62]
+        kept = [
+            entry
+            for entry, end in zip(written, ends, strict=True)
+            if end >= broker.store.commitlog.min_offset
+        ]
+        await eventually(lambda b=broker, kept=kept: b.epochs.entries == kept, 10, "the epoch file trimmed")
+        assert kept[0].epoch > 1  # the test deleted enough for epoch 1 to go

@@ -52,6 +52,19 @@ def test_truncate_from_drops_epochs_starting_at_or_after_the_cut(tmp_path):
     assert f.entry_at(79) == E(1, 0) and f.entry_at(5000) == E(1, 0)
 
 
+def test_trim_below_forgets_epochs_retention_deleted_and_keeps_the_newest(tmp_path):
+    f = EpochFile(tmp_path / "e")
+    for epoch, start in [(1, 0), (2, 100), (3, 200), (5, 300)]:
+        f.append(epoch, start)
+    f.trim_below(100)  # epoch 1 ends exactly at the new minimum: it stays
+    assert f.entries == [E(1, 0), E(2, 100), E(3, 200), E(5, 300)]
+    f.trim_below(250)
+    assert f.entries == [E(3, 200), E(5, 300)]
+    assert EpochFile(tmp_path / "e").entries == f.entries  # durable
+    f.trim_below(10_000)  # even past the newest start, the newest stays
+    assert f.entries == [E(5, 300)]
+
+
 def test_consistent_offset():
     # The replica wrote epoch 2 the master never saw: cut back to where epoch 1 ended on the master.
     assert consistent_offset([E(1, 0), E(2, 100)], 150, [E(1, 0), E(3, 80)], 200) == 80

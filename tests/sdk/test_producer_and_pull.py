@@ -145,9 +145,10 @@ async def test_a_trickle_costs_one_pull_per_delivery(make_cluster, monkeypatch):
 
     monkeypatch.setattr(PullProcessor, "pull", counted)
     cluster = await make_cluster()
-    async with Producer("PG", cluster.namesrv_addr) as producer, PullConsumer(
-        "CG", cluster.namesrv_addr, consume_from="first"
-    ) as consumer:
+    async with (
+        Producer("PG", cluster.namesrv_addr) as producer,
+        PullConsumer("CG", cluster.namesrv_addr, consume_from="first") as consumer,
+    ):
         await producer.send(Message("Trickle", b"first"))  # the topic and its queues exist
         await consumer.subscribe("Trickle")
         got = [m.body for m in await consumer.poll(timeout=5)]

@@ -115,6 +115,10 @@ class Broker:
         self.groups = SubscriptionGroupManager(config_dir, config.auto_create_subscription_group)
         self.consumption.update_all(self.groups.groups.values())
         self.epochs = EpochFile(config.store.store_path_root_dir / EPOCH_FILE)
+        loop = asyncio.get_running_loop()  # retention runs on the store's thread; epochs change on the loop
+        self.store.retention.listeners.append(
+            lambda low: loop.call_soon_threadsafe(self.epochs.trim_below, low)
+        )
         if config.trace_topic_enable:
             self.topics.ensure(config.msg_trace_topic_name, 1)
         self.transactions = TransactionService(self)
@@ -122,7 +126,7 @@ class Broker:
         self.scheduler = Scheduler(self)
         self.client = RemotingClient()
         self.registrar = NameServerRegistrar(self, self.client)
-        self.hold.attach(asyncio.get_running_loop())
+        self.hold.attach(loop)
         self.store.dispatcher.listener = self._arrived
         self.scheduler.start()
         config.ha_listen_port = await self._start_ha(ephemeral)

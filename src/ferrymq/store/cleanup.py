@@ -11,6 +11,7 @@ from __future__ import annotations
 import logging
 import os
 import time
+from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
@@ -23,6 +24,8 @@ class RetentionService:
     def __init__(self, store: MessageStore) -> None:
         self.store = store
         self.delete_hours = {int(h) for h in store.config.delete_when.split(";") if h.strip()}
+        # told the CommitLog's new min offset after segments are deleted (on the thread that deleted)
+        self.listeners: list[Callable[[int], object]] = []
 
     def check_disk(self) -> float:
         """Update the store's disk-full flag from current usage; return the usage percentage."""
@@ -54,6 +57,8 @@ class RetentionService:
         if deleted:
             self._delete_dependent_files()
             self.check_disk()
+            for listener in self.listeners:
+                listener(self.store.commitlog.min_offset)
         return deleted
 
     def _delete_segments(self, expire_before: float, forced: bool) -> int:

@@ -59,6 +59,17 @@ class EpochFile:
         if len(kept) != len(self.entries):
             self._save(kept)
 
+    def trim_below(self, min_offset: int) -> None:
+        """Forget the oldest epochs that ended before `min_offset` (retention deleted their bytes),
+        always keeping the newest (RocketMQ's truncatePrefixByOffset). An epoch that ends exactly at
+        `min_offset` stays, so a replica that stopped there still finds an epoch in common."""
+        entries = self.entries
+        drop = 0
+        while drop < len(entries) - 1 and entries[drop + 1].start_offset < min_offset:
+            drop += 1
+        if drop:
+            self._save(entries[drop:])
+
     def entry_at(self, offset: int) -> EpochEntry | None:
         """The epoch that wrote `offset` (None before the first entry)."""
         found = None
