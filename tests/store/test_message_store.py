@@ -388,4 +388,5 @@ def test_commitlog_warm_up_runs_ahead_of_the_writer_and_writes_nothing(open_stor
     warmed = warmer._warmed  # read once: the warmer may start another round meanwhile
     assert warmed >= end + 8 * 1024
     assert bytes(seg.view[end - seg.base : warmed - seg.base]) == bytes(warmed - end)
+    assert store.wait_dispatched()  # the background dispatcher may not have reached the puts yet
     assert [m.body for m in read_queue(store, "T", 0)] == [f"T-0-{i}".encode() for i in range(20)]
