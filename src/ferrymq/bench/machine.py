@@ -33,7 +33,7 @@ def machine_info() -> dict:
         "python_ns_per_loop": python_speed(),
         # ... and how fast it enters the kernel, which single sends and small reads pay per request.
         "syscall_ns": syscall_speed(),
-        # ... and what the first write to a page of new page cache costs: ~0.2 us on bare metal, 10-18
+        # ... and what the first write to a page of new page cache costs: ~0.2 us on bare metal, 8-18
         # on some VMs, where it dominates a replica's CPU (every stored byte lands in a fresh page).
         "fresh_page_us": fresh_page_cost(),
     }

@@ -116,9 +116,7 @@ class Broker:
         self.consumption.update_all(self.groups.groups.values())
         self.epochs = EpochFile(config.store.store_path_root_dir / EPOCH_FILE)
         loop = asyncio.get_running_loop()  # retention runs on the store's thread; epochs change on the loop
-        self.store.retention.listeners.append(
-            lambda low: loop.call_soon_threadsafe(self.epochs.trim_below, low)
-        )
+        self.store.retention.listener = lambda low: loop.call_soon_threadsafe(self.epochs.trim_below, low)
         if config.trace_topic_enable:
             self.topics.ensure(config.msg_trace_topic_name, 1)
         self.transactions = TransactionService(self)

@@ -25,7 +25,7 @@ class RetentionService:
         self.store = store
         self.delete_hours = {int(h) for h in store.config.delete_when.split(";") if h.strip()}
         # told the CommitLog's new min offset after segments are deleted (on the thread that deleted)
-        self.listeners: list[Callable[[int], object]] = []
+        self.listener: Callable[[int], object] | None = None
 
     def check_disk(self) -> float:
         """Update the store's disk-full flag from current usage; return the usage percentage."""
@@ -57,8 +57,8 @@ class RetentionService:
         if deleted:
             self._delete_dependent_files()
             self.check_disk()
-            for listener in self.listeners:
-                listener(self.store.commitlog.min_offset)
+            if self.listener is not None:
+                self.listener(self.store.commitlog.min_offset)
         return deleted
 
     def _delete_segments(self, expire_before: float, forced: bool) -> int:
