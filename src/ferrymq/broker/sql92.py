@@ -25,6 +25,10 @@ from __future__ import annotations
 import math
 import re
 from collections.abc import Callable, Mapping
+from typing import Any, NoReturn
+
+# A SQL value (None for unknown, bool, int, float or str): its type is checked as it is evaluated.
+Value = Any
 
 MAX_NESTING = 64  # parentheses and unary operators: bounded, so garbage cannot exhaust the stack
 MAX_LENGTH = 16 * 1024
@@ -57,16 +61,16 @@ _TOKEN = re.compile(
 )
 
 
-def _tokens(text: str) -> list[tuple[str, object, int]]:
+def _tokens(text: str) -> list[tuple[str, Value, int]]:
     """(kind, value, position) for each token; kinds: op, keyword, name, string, number, end."""
-    out: list[tuple[str, object, int]] = []
+    out: list[tuple[str, Value, int]] = []
     pos = 0
     while pos < len(text):
         m = _TOKEN.match(text, pos)
         if m is None:
             what = "unterminated string" if text[pos] == "'" else f"unexpected character {text[pos]!r}"
             raise SqlFilterError(f"{what} at position {pos}")
-        kind, raw = m.lastgroup, m.group()
+        kind, raw = m.lastgroup or "", m.group()
         if kind == "name" and raw.upper() in _KEYWORDS:
             out.append(("keyword", raw.upper(), pos))
         elif kind == "int":
@@ -76,10 +80,10 @@ def _tokens(text: str) -> list[tuple[str, object, int]]:
                 raise SqlFilterError(f"number {raw} at position {pos} is out of the 64-bit range")
             out.append(("number", value, pos))
         elif kind == "float":
-            value = float(raw)
-            if math.isinf(value):
+            real = float(raw)
+            if math.isinf(real):
                 raise SqlFilterError(f"number {raw} at position {pos} is out of range")
-            out.append(("number", value, pos))
+            out.append(("number", real, pos))
         elif kind == "string":
             out.append(("string", raw[1:-1].replace("''", "'"), pos))
         elif kind != "space":
@@ -98,16 +102,16 @@ Props = Mapping[str, str]
 class Node:
     boolean = False  # a node whose value is TRUE/FALSE/unknown (RocketMQ's BooleanExpression)
 
-    def evaluate(self, props: Props) -> object:
+    def evaluate(self, props: Props) -> Value:
         raise NotImplementedError
 
 
 class Constant(Node):
-    def __init__(self, value: object) -> None:
+    def __init__(self, value: Value) -> None:
         self.value = value
         self.boolean = value is None or isinstance(value, bool)
 
-    def evaluate(self, props: Props) -> object:
+    def evaluate(self, props: Props) -> Value:
         return self.value
 
     def __repr__(self) -> str:
@@ -122,7 +126,7 @@ class Property(Node):
     def __init__(self, name: str) -> None:
         self.name = name
 
-    def evaluate(self, props: Props) -> object:
+    def evaluate(self, props: Props) -> Value:
         return props.get(self.name)
 
     def __repr__(self) -> str:
@@ -133,7 +137,7 @@ class Negate(Node):
     def __init__(self, operand: Node) -> None:
         self.operand = operand
 
-    def evaluate(self, props: Props) -> object:
+    def evaluate(self, props: Props) -> Value:
         v = self.operand.evaluate(props)
         return -v if type(v) in (int, float) else None
 
@@ -147,7 +151,7 @@ class Not(Node):
     def __init__(self, operand: Node) -> None:
         self.operand = operand
 
-    def evaluate(self, props: Props) -> object:
+    def evaluate(self, props: Props) -> Value:
         v = self.operand.evaluate(props)
         return None if v is None else not v
 
@@ -163,7 +167,7 @@ class BooleanCast(Node):
     def __init__(self, operand: Node) -> None:
         self.operand = operand
 
-    def evaluate(self, props: Props) -> object:
+    def evaluate(self, props: Props) -> Value:
         v = self.operand.evaluate(props)
         return None if v is None else v is True
 
@@ -177,7 +181,7 @@ class And(Node):
     def __init__(self, operands: list[Node]) -> None:
         self.operands = operands
 
-    def evaluate(self, props: Props) -> object:
+    def evaluate(self, props: Props) -> Value:
         unknown = False
         for operand in self.operands:  # in order, stopping at the first FALSE, as Java's does
             v = operand.evaluate(props)
@@ -196,7 +200,7 @@ class Or(Node):
     def __init__(self, operands: list[Node]) -> None:
         self.operands = operands
 
-    def evaluate(self, props: Props) -> object:
+    def evaluate(self, props: Props) -> Value:
         unknown = False
         for operand in self.operands:
             v = operand.evaluate(props)
@@ -225,7 +229,7 @@ class Compare(Node):
     def __init__(self, op: str, left: Node, right: Node) -> None:
         self.op, self.left, self.right, self._test = op, left, right, _ORDER[op]
 
-    def evaluate(self, props: Props) -> object:
+    def evaluate(self, props: Props) -> Value:
         lv = self.left.evaluate(props)
         if lv is None:
             return None
@@ -248,7 +252,7 @@ class Equal(Node):
     def __init__(self, left: Node, right: Node) -> None:
         self.left, self.right = left, right
 
-    def evaluate(self, props: Props) -> object:
+    def evaluate(self, props: Props) -> Value:
         lv, rv = self.left.evaluate(props), self.right.evaluate(props)
         if lv is None or rv is None:
             if lv is None and rv is None:
@@ -268,7 +272,7 @@ class In(Node):
     def __init__(self, prop: Property, values: frozenset[str], negated: bool) -> None:
         self.prop, self.values, self.negated = prop, values, negated
 
-    def evaluate(self, props: Props) -> object:
+    def evaluate(self, props: Props) -> Value:
         v = self.prop.evaluate(props)
         if type(v) is not str:
             return None
@@ -294,7 +298,7 @@ class StringTest(Node):
         self.kind, self.operand, self.search, self.negated = kind, operand, search, negated
         self._test = _STRING_TESTS[kind]
 
-    def evaluate(self, props: Props) -> object:
+    def evaluate(self, props: Props) -> Value:
         v = self.operand.evaluate(props)
         if not self.search or type(v) is not str:
             return False
@@ -325,7 +329,7 @@ def _to_float(s: str) -> float:
     return float(s.strip().rstrip("dDfF"))
 
 
-def _compare(lv: object, rv: object) -> int:
+def _compare(lv: Value, rv: Value) -> int:
     """-1, 0 or 1, converting a string to the other side's type; values of unrelated types
     order as -1, as in RocketMQ."""
     lt, rt = type(lv), type(rv)
@@ -362,14 +366,14 @@ class _Parser:
         self.depth = 0
         self.names: set[str] = set()  # the properties the expression reads
 
-    def peek(self, ahead: int = 0) -> tuple[str, object, int]:
+    def peek(self, ahead: int = 0) -> tuple[str, Value, int]:
         return self.tokens[min(self.i + ahead, len(self.tokens) - 1)]
 
-    def at(self, value: object, ahead: int = 0) -> bool:
+    def at(self, value: Value, ahead: int = 0) -> bool:
         kind, v, _ = self.peek(ahead)
         return kind in ("keyword", "op") and v == value
 
-    def take(self, value: object) -> bool:
+    def take(self, value: Value) -> bool:
         if self.at(value):
             self.i += 1
             return True
@@ -379,7 +383,7 @@ class _Parser:
         if not self.take(value):
             self.fail(f"expected {value}")
 
-    def fail(self, what: str):
+    def fail(self, what: str) -> NoReturn:
         kind, v, pos = self.peek()
         found = "the end" if kind == "end" else repr(v)
         raise SqlFilterError(f"{what} but found {found} at position {pos}")

@@ -123,10 +123,10 @@ class CommitLog:
         for seg in self.segments[len(keep) :]:
             seg.destroy()
         self.segments = keep
-        seg = self.segment_for(offset)
-        if seg is not None and offset < seg.end:
+        tail = self.segment_for(offset)
+        if tail is not None and offset < tail.end:
             # Stale bytes past the cut could later line up with new records and look valid.
-            zero_range(seg.fd, offset - seg.base, seg.end - offset)
+            zero_range(tail.fd, offset - tail.base, tail.end - offset)
         self.max_offset = offset
         self.flushed_offset = min(self.flushed_offset, offset)
 

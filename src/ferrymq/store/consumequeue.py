@@ -51,14 +51,19 @@ class ConsumeQueue:
             self.files.pop().destroy()  # an empty trailing file: drop it
         return self.min_offset
 
-    def _file_for(self, offset: int, *, create: bool = False) -> MappedFile | None:
+    def _file_for(self, offset: int) -> MappedFile | None:
         files = self.files
         if files:
             index = (offset * ENTRY_SIZE - files[0].base) // self.file_size
             if 0 <= index < len(files):
                 return files[index]
-        if not create:
-            return None
+        return None
+
+    def _writable_file(self, offset: int) -> MappedFile:
+        """The file holding entry `offset`, created if the queue has not reached it yet."""
+        mf = self._file_for(offset)
+        if mf is not None:
+            return mf
         base = offset * ENTRY_SIZE // self.file_size * self.file_size
         self.directory.mkdir(parents=True, exist_ok=True)
         mf = MappedFile(self.directory / offset_name(base), base, self.file_size, create=True)
@@ -82,7 +87,7 @@ class ConsumeQueue:
     def _write(self, queue_offset: int, entries: bytes | bytearray) -> None:
         data = memoryview(entries)
         while data:
-            mf = self._file_for(queue_offset, create=True)
+            mf = self._writable_file(queue_offset)
             start = queue_offset * ENTRY_SIZE - mf.base
             n = min(len(data), mf.size - start)
             mf.mm[start : start + n] = data[:n]
@@ -112,7 +117,7 @@ class ConsumeQueue:
             if last is None or (last[1] != BLANK_ENTRY_SIZE and last[0] + last[1] <= commitlog_end):
                 break
             self.max_offset -= 1
-            mf = self._file_for(self.max_offset)
+            mf = self._writable_file(self.max_offset)  # it exists: last_entry() just read it
             ENTRY.pack_into(mf.mm, self.max_offset * ENTRY_SIZE - mf.base, 0, 0, 0)
             self._flushed_offset = min(self._flushed_offset, self.max_offset)
         while self.files and self.files[-1].base // ENTRY_SIZE >= max(self.max_offset, self.min_offset + 1):
