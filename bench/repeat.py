@@ -23,10 +23,14 @@ from pathlib import Path
 from ferrymq.bench.machine import machine_info
 
 
-def run_once(bench_args: list[str]) -> dict:
+def run_once(bench_args: list[str], env: dict[str, str] | None = None) -> dict:
     load = os.getloadavg()[0]
     out = subprocess.run(
-        [sys.executable, "-m", "ferrymq", "bench", *bench_args], check=True, capture_output=True, text=True
+        [sys.executable, "-m", "ferrymq", "bench", *bench_args],
+        check=True,
+        capture_output=True,
+        text=True,
+        env=env,
     ).stdout
     result = json.loads(out.strip().splitlines()[-1])
     result["load_average_1m_at_start"] = round(load, 2)
