@@ -1,6 +1,6 @@
 """Spark benchmarks for the "ferrymq" data source (results in bench/results/spark-*.json).
 
-    .venv/bin/python bench/spark_bench.py read --count 300000 --save bench/results/spark-read.json
+    .venv/bin/python bench/spark_bench.py read --count 1000000 --runs 7 --save bench/results/spark-read.json
     .venv/bin/python bench/spark_bench.py stream --rate 10000 --save bench/results/spark-stream.json
 
 `read`: a batch read of COUNT messages of 1 KB from a throwaway `ferrymq dev` into Spark's noop

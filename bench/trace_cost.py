@@ -1,5 +1,5 @@
 """What enabling message trace costs a producer: runs with and without `--trace`, alternated so both
-see the same machine, and the median of each (issue 5's target: at most 15 % of the throughput).
+see the same machine, and the median of each (the target: at most 15 % of the throughput).
 
     .venv/bin/python bench/trace_cost.py --pairs 5 --save bench/results/trace-cost-batch32.json -- \\
         produce --count 600000 --batch 32 --inflight 8

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import asyncio
+
 import msgspec
 
 from ferrymq.net import RemotingClient, RemotingServer
@@ -210,3 +212,22 @@ def test_pysyncobj_leaves_socket_inet_ntop_working():
     import ferrymq.controller.raft  # noqa: F401  (pysyncobj patches socket on import)
 
     assert socket.inet_ntop(socket.AF_INET6, bytes(15) + b"\x01") == "::1"
+
+
+async def test_stopping_leaves_none_of_its_tasks_running(controller_group):
+    """Even those its brokers' connections start as they close under it (re-elections)."""
+    before = asyncio.all_tasks()
+    group = await controller_group(size=1)
+    leader = await group.leader()
+    broker = FakeBroker(group.addresses)
+    try:
+        await broker.join()
+        assert (await broker.elect()).code == ResponseCode.SUCCESS
+        assert {task for task in asyncio.all_tasks() if task not in before}, "its scans run until it stops"
+        await group.stop(leader.config.node_id)
+        left = {task for task in asyncio.all_tasks() if task not in before and not task.done()}
+        assert {
+            task for task in left if task.get_coro().cr_frame.f_locals.get("self") is not broker.server
+        } == set()
+    finally:
+        await broker.close()

@@ -550,3 +550,14 @@ def test_the_namesrv_command_rejects_a_bad_listen_address():
     )
     assert result.returncode == 2
     assert "HOST:PORT" in result.stderr
+
+
+async def test_stopping_leaves_none_of_its_tasks_running(brokers):
+    before = asyncio.all_tasks()
+    config = NamesrvConfig(listen_host="127.0.0.1", listen_port=0, scan_not_active_broker_interval=50)
+    namesrv = NameServer(config)
+    await namesrv.start()
+    await brokers().register(namesrv)
+    assert {task for task in asyncio.all_tasks() if task not in before}, "its scanner runs until it stops"
+    await namesrv.stop(grace=1)
+    assert {task for task in asyncio.all_tasks() if task not in before and not task.done()} == set()

@@ -28,7 +28,7 @@ def wait_for(check, what: str, timeout: float = 240.0) -> None:
 
 
 def run_available_now(spark, cluster, topic, tmp_path, **kw) -> int:
-    """One run of the job in this session; returns how many batches it ran."""
+    """One run of the job in this SparkSession; returns how many batches it ran."""
     query = start_query(spark, cluster.namesrv_addr, topic, str(tmp_path / "ck"), str(tmp_path / "out"), **kw)
     assert query.awaitTermination(300), "the availableNow run did not finish"
     assert query.exception() is None

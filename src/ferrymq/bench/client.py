@@ -259,14 +259,14 @@ async def end_to_end(
                         latencies.append((time.time_ns() - int(m.body[2:21])) / 1e6)
                 progress("e2e", len(latencies), total)
 
-        receiver = asyncio.get_running_loop().create_task(receive())
-        started = time.perf_counter()
-        for i in range(total):
-            delay = started + i / rate - time.perf_counter()
-            if delay > 0:
-                await asyncio.sleep(delay)
-            producer.send_async(Message(topic, b"t=%019d" % time.time_ns() + pad), lambda r, e: None)
-        await receiver
+        async with asyncio.TaskGroup() as receiving:  # a failing receiver stops the sends too
+            receiving.create_task(receive(), name="e2e-receiver")
+            started = time.perf_counter()
+            for i in range(total):
+                delay = started + i / rate - time.perf_counter()
+                if delay > 0:
+                    await asyncio.sleep(delay)
+                producer.send_async(Message(topic, b"t=%019d" % time.time_ns() + pad), lambda r, e: None)
     latencies.sort()
 
     def pct(p: float) -> float | None:
@@ -308,9 +308,10 @@ async def idle_polls(namesrv: str, consumers: int, seconds: float, progress: Pro
 
     await asyncio.gather(*(i.route(topic) for i in instances[1:]))
     cpu = cpu_factory()
-    ticker = asyncio.get_running_loop().create_task(_tick(progress, seconds))
-    answers = await asyncio.gather(*(hold(i) for i in instances))
-    ticker.cancel()
+    async with asyncio.TaskGroup() as ticking:
+        ticker = ticking.create_task(_tick(progress, seconds), name="idle-progress")
+        answers = await asyncio.gather(*(hold(i) for i in instances))
+        ticker.cancel()
     for instance in instances:
         await instance.close()
     return {

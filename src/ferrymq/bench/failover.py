@@ -19,6 +19,7 @@ from pathlib import Path
 from ferrymq.bench.processes import GroupState, ProcessCluster
 from ferrymq.client import ClientError, Message, Producer, PullConsumer, SendStatus
 from ferrymq.net import RemotingError
+from ferrymq.net.tasks import BackgroundTasks
 
 log = logging.getLogger(__name__)
 
@@ -46,17 +47,22 @@ class SteadyProducer:
         self.interval = interval
         self.log = AckLog()
         self._stop = asyncio.Event()
-        self._tasks: list[asyncio.Task] = []
+        self._tasks = BackgroundTasks("steady producer")
+        self._senders: list[asyncio.Task] = []
         self._counter = 0
 
     async def start(self) -> None:
         await self.producer.start()
-        loop = asyncio.get_running_loop()
-        self._tasks = [loop.create_task(self._sender()) for _ in range(self.concurrency)]
+        self._senders = [
+            self._tasks.spawn(self._sender(), name=f"sender-{i}") for i in range(self.concurrency)
+        ]
 
     async def stop(self) -> AckLog:
+        """Let every sender finish the send it is in (its ack still counts), then shut down."""
         self._stop.set()
-        await asyncio.gather(*self._tasks, return_exceptions=True)
+        if self._senders:
+            await asyncio.wait(self._senders)
+        await self._tasks.close()
         await self.producer.shutdown()
         return self.log
 

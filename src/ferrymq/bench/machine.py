@@ -28,8 +28,8 @@ def machine_info() -> dict:
         "os": f"{platform.system()} {platform.release()}",
         # Other work on the machine when the result was saved: rates mean little at a high load.
         "load_average_1m": round(os.getloadavg()[0], 2),
-        # Machines of the same name differ several-fold in speed between sessions: this says how fast
-        # this one runs plain Python, so figures from different days can be compared.
+        # Machines of the same name differ several-fold in speed from one day to the next: this says how
+        # fast this one runs plain Python, so figures from different days can be compared.
         "python_ns_per_loop": python_speed(),
         # ... and how fast it enters the kernel, which single sends and small reads pay per request.
         "syscall_ns": syscall_speed(),

@@ -124,7 +124,7 @@ admin.add_command(dlq)
 admin.add_command(elect_master)
 admin.add_command(trace)
 admin.add_command(message)
-admin.add_command(message, "query-msg")  # the (and mqadmin's) name for it
+admin.add_command(message, "query-msg")  # mqadmin's name for it
 admin.add_command(progress, "consumer-progress")
 admin.add_command(query_key)
 admin.add_command(reset_offset)

@@ -17,6 +17,7 @@ from ferrymq.controller.liveness import LivenessTable
 from ferrymq.controller.raft import CommitError, RaftGroup
 from ferrymq.controller.state import Decision
 from ferrymq.net import Connection, RemotingClient, RemotingError, RemotingServer
+from ferrymq.net.tasks import BackgroundTasks
 from ferrymq.protocol.bodies import encode_body
 from ferrymq.protocol.codes import RequestCode, ResponseCode
 from ferrymq.protocol.controller import SyncStateSet
@@ -37,7 +38,7 @@ class Controller:
         self.raft: RaftGroup | None = None
         self._client = RemotingClient()
         self._write_lock = asyncio.Lock()
-        self._tasks: set[asyncio.Task] = set()
+        self._tasks = BackgroundTasks("controller")
         self._loop: asyncio.AbstractEventLoop | None = None
         self._was_leader = False
         self._caught_up = False  # this leader has applied every entry committed before its term
@@ -74,11 +75,8 @@ class Controller:
                  config.peers[config.node_id])  # fmt: skip
 
     async def stop(self) -> None:
-        tasks = list(self._tasks)
-        for task in tasks:
-            task.cancel()
-        await asyncio.gather(*tasks, return_exceptions=True)
-        await self.remoting.stop(grace=1.0)
+        await self.remoting.stop(grace=1.0)  # first: its handlers and closing connections may start tasks
+        await self._tasks.close()
         await self._client.close()
         if self.raft is not None:
             await asyncio.get_running_loop().run_in_executor(None, self.raft.close)
@@ -185,9 +183,10 @@ class Controller:
             log.info("cannot tell broker %s about its new role: %s (it will poll)", address, exc)
 
     def _spawn(self, coroutine) -> None:
-        task = asyncio.get_running_loop().create_task(coroutine)
-        self._tasks.add(task)
-        task.add_done_callback(self._tasks.discard)
+        if self._tasks.closed:  # stopping: a late leadership change or closed connection starts nothing
+            coroutine.close()
+            return
+        self._tasks.spawn(coroutine, name=coroutine.__qualname__)
 
     # --- Watching brokers ---------------------------------------------------------------------
 

@@ -17,6 +17,7 @@ from ferrymq.namesrv.kv_processor import KVConfigProcessor
 from ferrymq.namesrv.route_processor import RouteProcessor
 from ferrymq.namesrv.route_table import RouteTable
 from ferrymq.net import Connection, RemotingServer
+from ferrymq.net.tasks import BackgroundTasks
 
 log = logging.getLogger(__name__)
 
@@ -33,7 +34,7 @@ class NameServer:
         )
         KVConfigProcessor(self.kv).register_with(self.remoting)
         self.remoting.on_connection_closed(self._connection_closed)
-        self._scanner: asyncio.Task[None] | None = None
+        self._tasks = BackgroundTasks("name server")
 
     @property
     def port(self) -> int:
@@ -43,12 +44,10 @@ class NameServer:
     async def start(self) -> None:
         self.kv.load()
         await self.remoting.start()
-        self._scanner = asyncio.get_running_loop().create_task(self._scan_not_active_brokers())
+        self._tasks.spawn(self._scan_not_active_brokers(), name="namesrv-scan-not-active-brokers")
 
     async def stop(self, grace: float = 5.0) -> None:
-        if self._scanner is not None:
-            self._scanner.cancel()
-            self._scanner = None
+        await self._tasks.close()
         await self.remoting.stop(grace)
 
     def _connection_closed(self, connection: Connection) -> None:

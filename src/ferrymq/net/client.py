@@ -11,9 +11,10 @@ import asyncio
 import functools
 import logging
 
-from ferrymq.net.connection import DEFAULT_LIMITS, Connection, ConnectionLimits, close_all
+from ferrymq.net.connection import DEFAULT_LIMITS, Connection, ConnectionLimits, cancel_handlers, close_all
 from ferrymq.net.dispatch import Handler, RequestDispatcher
 from ferrymq.net.errors import RemotingConnectionError
+from ferrymq.net.tasks import BackgroundTasks
 from ferrymq.protocol.remoting import MAX_FRAME_SIZE, RemotingCommand
 
 log = logging.getLogger(__name__)
@@ -40,7 +41,8 @@ class RemotingClient:
         self._limits = limits
         self._dispatcher = RequestDispatcher()
         self._connections: dict[str, Connection] = {}
-        self._connecting: dict[str, asyncio.Task[Connection]] = {}
+        self._connecting: dict[str, asyncio.Task[Connection | RemotingConnectionError]] = {}
+        self._tasks = BackgroundTasks("remoting client")
         self._closed = False
 
     def register(self, code: int, handler: Handler) -> None:
@@ -76,20 +78,36 @@ class RemotingClient:
             return connection
         attempt = self._connecting.get(address)
         if attempt is None:
-            attempt = asyncio.get_running_loop().create_task(self._connect(address))
+            attempt = self._tasks.spawn(self._connect(address), name=f"connect {address}")
             self._connecting[address] = attempt
             attempt.add_done_callback(functools.partial(self._connect_done, address))
-        return await asyncio.shield(attempt)  # one caller giving up must not cancel the others' attempt
+        try:
+            outcome = await asyncio.shield(
+                attempt
+            )  # one caller giving up must not cancel the others' attempt
+        except asyncio.CancelledError:
+            if attempt.cancelled() and self._closed:
+                raise RemotingConnectionError("the remoting client is closed") from None
+            raise
+        if isinstance(outcome, RemotingConnectionError):
+            raise outcome
+        return outcome
 
     async def close(self) -> None:
-        """Close every connection; calls still waiting fail with ``RemotingConnectionError``."""
+        """Close every connection and end the tasks running on them (connection attempts, the
+        servers' requests to us); calls still waiting fail with ``RemotingConnectionError``."""
         self._closed = True
-        for attempt in list(self._connecting.values()):
-            attempt.cancel()
-        await close_all(self._connections.values())
+        await self._tasks.close()
+        connections = list(self._connections.values())
+        await close_all(connections)
+        await cancel_handlers(connections)
 
-    async def _connect(self, address: str) -> Connection:
-        host, port = split_address(address)
+    async def _connect(self, address: str) -> Connection | RemotingConnectionError:
+        """One connection attempt, shared by its callers: a failure is their answer, not the task's."""
+        try:
+            host, port = split_address(address)
+        except RemotingConnectionError as exc:
+            return exc
         loop = asyncio.get_running_loop()
         try:
             async with asyncio.timeout(self.connect_timeout):
@@ -97,14 +115,16 @@ class RemotingClient:
                     functools.partial(self._new_connection, address), host, port
                 )
         except TimeoutError:
-            raise RemotingConnectionError(
+            return RemotingConnectionError(
                 f"connecting to {address} timed out after {self.connect_timeout:g} s"
-            ) from None
+            )
         except OSError as exc:
-            raise RemotingConnectionError(f"cannot connect to {address}: {exc.strerror or exc}") from exc
+            error = RemotingConnectionError(f"cannot connect to {address}: {exc.strerror or exc}")
+            error.__cause__ = exc
+            return error
         if self._closed:
             connection.close()
-            raise RemotingConnectionError("the remoting client is closed")
+            return RemotingConnectionError("the remoting client is closed")
         self._connections[address] = connection
         return connection
 
@@ -120,7 +140,5 @@ class RemotingClient:
         if self._connections.get(address) is connection:
             del self._connections[address]
 
-    def _connect_done(self, address: str, attempt: asyncio.Task[Connection]) -> None:
+    def _connect_done(self, address: str, attempt: asyncio.Task) -> None:
         del self._connecting[address]
-        if not attempt.cancelled():
-            attempt.exception()  # retrieved here too, for when every caller gave up waiting

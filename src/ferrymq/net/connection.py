@@ -378,9 +378,21 @@ async def close_all(connections: Iterable[Connection]) -> None:
         connection.close()
     if not closing:
         return
-    waiters = {asyncio.ensure_future(connection.wait_closed()): connection for connection in closing}
-    _, stuck = await asyncio.wait(waiters, timeout=_CLOSE_GRACE)
+    lost = {connection._lost: connection for connection in closing}  # futures: no task per connection
+    _, stuck = await asyncio.wait(lost, timeout=_CLOSE_GRACE)
     for waiter in stuck:
-        waiters[waiter].abort()
+        lost[waiter].abort()
     if stuck:
         await asyncio.wait(stuck)
+
+
+async def cancel_handlers(connections: Iterable[Connection]) -> None:
+    """Cancel the requests still running on these (closed) connections and wait until they end.
+
+    The caller's own task is spared: a handler may be the one closing its connections."""
+    current = asyncio.current_task()
+    running = {task for connection in connections for task in connection.handler_tasks if task is not current}
+    for task in running:
+        task.cancel()
+    if running:
+        await asyncio.wait(running)

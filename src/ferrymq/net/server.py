@@ -15,6 +15,7 @@ from collections.abc import Callable
 
 from ferrymq.net.connection import DEFAULT_LIMITS, Connection, ConnectionLimits, close_all
 from ferrymq.net.dispatch import Handler, RequestDispatcher
+from ferrymq.net.tasks import BackgroundTasks
 from ferrymq.protocol.remoting import MAX_FRAME_SIZE
 
 log = logging.getLogger(__name__)
@@ -40,9 +41,10 @@ class RemotingServer:
         self._limits = limits
         self._dispatcher = RequestDispatcher()
         self._connections: set[Connection] = set()
+        self._finishing: set[Connection] = set()  # closed, with handlers still running
         self._closed_callbacks: list[Callable[[Connection], None]] = []
         self._server: asyncio.Server | None = None
-        self._idle_sweeper: asyncio.Task[None] | None = None
+        self._tasks = BackgroundTasks("remoting server")
         self._socket: socket.socket | None = None
 
     def register(self, code: int, handler: Handler, *, eager: bool = False, late: bool = False) -> None:
@@ -85,7 +87,7 @@ class RemotingServer:
         else:
             self._server = await loop.create_server(self._new_connection, self.host, self.port, backlog=1024)
         self.port = self._server.sockets[0].getsockname()[1]
-        self._idle_sweeper = loop.create_task(self._close_idle_connections())
+        self._tasks.spawn(self._close_idle_connections(), name="remoting-idle-sweeper")
         log.info("remoting server listening on %s:%d", self.host, self.port)
 
     async def stop(self, grace: float = 5.0) -> None:
@@ -94,8 +96,7 @@ class RemotingServer:
             return
         server, self._server = self._server, None
         server.close()
-        assert self._idle_sweeper is not None
-        self._idle_sweeper.cancel()
+        await self._tasks.close()
         loop = asyncio.get_running_loop()
         deadline = loop.time() + grace
         while handlers := self._running_handlers():
@@ -110,7 +111,11 @@ class RemotingServer:
         await server.wait_closed()
 
     def _running_handlers(self) -> set[asyncio.Task[None]]:
-        return {task for connection in self._connections for task in connection.handler_tasks}
+        """Every handler still running, including those of connections that closed meanwhile."""
+        self._finishing = {connection for connection in self._finishing if connection.handler_tasks}
+        return {
+            task for connection in (*self._connections, *self._finishing) for task in connection.handler_tasks
+        }
 
     def _new_connection(self) -> Connection:
         return Connection(
@@ -125,6 +130,9 @@ class RemotingServer:
 
     def _connection_closed(self, connection: Connection) -> None:
         self._connections.discard(connection)
+        self._finishing = {c for c in self._finishing if c.handler_tasks}
+        if connection.handler_tasks:  # still the server's to wait for when it stops
+            self._finishing.add(connection)
         for callback in self._closed_callbacks:
             try:
                 callback(connection)

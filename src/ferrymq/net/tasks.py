@@ -36,6 +36,11 @@ class BackgroundTasks:
         if not task.cancelled() and (error := task.exception()) is not None:
             log.error("%s: task %s failed", self.owner, task.get_name(), exc_info=error)
 
+    @property
+    def closed(self) -> bool:
+        """Once ``close`` began: ``spawn`` refuses new tasks."""
+        return self._closed
+
     def __len__(self) -> int:
         return len(self._tasks)
 
