@@ -2,6 +2,8 @@
 
 Hooks are plain synchronous calls on the event loop, made after the fact: they must be quick (message
 trace only appends a record to a buffer); one that raises is logged and does not fail the call.
+An extension (message trace) installs a set of hooks and has a life of its own, started and stopped
+with the client: clients know their `Hooks`, never what an extension does with them.
 """
 
 from __future__ import annotations
@@ -9,13 +11,14 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Awaitable, Sequence
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
 if TYPE_CHECKING:
     from ferrymq.client.message import Message, MessageExt, SendResult
     from ferrymq.protocol.trace import TransactionState
 
 log = logging.getLogger(__name__)
+E = TypeVar("E", bound="Extension")
 
 
 class SendHook(Protocol):
@@ -37,6 +40,40 @@ class ConsumeHook(Protocol):
 
     def after(self, context: Any, success: bool) -> None:
         """When the listener has finished with the batch."""
+
+
+class Extension(Protocol):
+    def install(self, hooks: Hooks) -> None:
+        """Add this extension's hooks to a client's."""
+
+    async def start(self) -> None:
+        """When the client starts."""
+
+    async def stop(self) -> None:
+        """When the client stops, after its last send or consume."""
+
+
+class Hooks:
+    """The hooks of one producer or consumer, and the extensions that installed some of them."""
+
+    def __init__(self) -> None:
+        self.send: list[SendHook] = []
+        self.consume: list[ConsumeHook] = []
+        self.end_transaction: list[EndTransactionHook] = []
+        self.extensions: list[Extension] = []
+
+    def add(self, extension: E) -> E:
+        extension.install(self)
+        self.extensions.append(extension)
+        return extension
+
+    async def start(self) -> None:
+        for extension in self.extensions:
+            await extension.start()
+
+    async def stop(self) -> None:
+        for extension in reversed(self.extensions):
+            await extension.stop()
 
 
 async def hooked_send(

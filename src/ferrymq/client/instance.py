@@ -16,7 +16,9 @@ import socket
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from ferrymq.client.aio import outcome
 from ferrymq.net import RemotingClient, RemotingError
+from ferrymq.net.tasks import BackgroundTasks
 from ferrymq.protocol.bodies import (
     ConsumerData,
     HeartbeatData,
@@ -87,19 +89,18 @@ class ClientInstance:
         self.consumers: dict[str, Callable[[], ConsumerData]] = {}  # group -> its current heartbeat data
         self._route_refresh = route_refresh
         self._heartbeat_interval = heartbeat_interval
-        self._tasks: list[asyncio.Task] = []
-        self._refreshing: dict[str, asyncio.Task] = {}
+        self._tasks = BackgroundTasks(f"client instance {self.client_id}")
+        self._refreshing: dict[str, asyncio.Task[TopicRoute | Exception]] = {}
 
     async def start(self) -> None:
-        loop = asyncio.get_running_loop()
-        self._tasks = [
-            loop.create_task(self._every(self._route_refresh, self.refresh_all_routes)),
-            loop.create_task(self._every(self._heartbeat_interval, self.heartbeat_all)),
-        ]
+        self._tasks.spawn(self._every(self._route_refresh, self.refresh_all_routes), name="route refresh")
+        self._tasks.spawn(self._every(self._heartbeat_interval, self.heartbeat_all), name="heartbeats")
 
     async def close(self) -> None:
-        for task in self._tasks:
-            task.cancel()
+        """Stop the periodic work and route lookups, then close the connections; the instance may
+        be started again."""
+        await self._tasks.close()
+        self._tasks = BackgroundTasks(f"client instance {self.client_id}")
         await self.remoting.close()
 
     async def _every(self, period: float, job) -> None:
@@ -127,12 +128,17 @@ class ClientInstance:
         return route
 
     async def refresh_route(self, topic: str) -> TopicRoute:
-        """Ask the NameServers again (concurrent callers share one request)."""
+        """Ask the NameServers again (concurrent callers share one request; one caller cancelled
+        does not cancel it for the others)."""
         task = self._refreshing.get(topic)
         if task is None:
-            task = self._refreshing[topic] = asyncio.get_running_loop().create_task(self._fetch_route(topic))
+            task = self._tasks.spawn(outcome(self._fetch_route(topic)), name=f"route of {topic}")
+            self._refreshing[topic] = task
             task.add_done_callback(lambda _: self._refreshing.pop(topic, None))
-        return await asyncio.shield(task)
+        route = await asyncio.shield(task)
+        if isinstance(route, Exception):
+            raise route
+        return route
 
     async def _fetch_route(self, topic: str) -> TopicRoute:
         data = await self._query_route(topic)

@@ -8,7 +8,9 @@ from dataclasses import dataclass, field
 from ferrymq.protocol.bodies import MessageQueue
 from ferrymq.protocol.message import MessageExt, Prop
 
-__all__ = ["Message", "MessageExt", "MessageQueue", "SendResult", "SendStatus"]
+__all__ = ["RETRY_PREFIX", "Message", "MessageExt", "MessageQueue", "SendResult", "SendStatus"]
+
+RETRY_PREFIX = "%RETRY%"  # `%RETRY%<group>`: where a consumer group's failed messages come back from
 
 
 @dataclass

@@ -8,7 +8,6 @@ few seconds of messages and a clean shutdown none.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 import os
 from collections.abc import Awaitable, Callable, Iterable
@@ -19,6 +18,7 @@ import msgspec
 from ferrymq.client.instance import ClientInstance
 from ferrymq.client.message import MessageQueue
 from ferrymq.client.pull import commit_offset, query_offset
+from ferrymq.net.tasks import BackgroundTasks
 
 log = logging.getLogger(__name__)
 
@@ -30,17 +30,14 @@ class OffsetStore:
 
     def __init__(self) -> None:
         self.offsets: dict[MessageQueue, int] = {}
-        self._task: asyncio.Task | None = None
+        self._tasks = BackgroundTasks(f"offset store {type(self).__name__}")
 
     def start(self) -> None:
-        self._task = asyncio.get_running_loop().create_task(self._persist_periodically())
+        self._tasks.spawn(self._persist_periodically(), name="persist offsets")
 
     async def close(self) -> None:
         """Stop the periodic task and persist one last time."""
-        if self._task is not None:
-            self._task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._task
+        await self._tasks.close()
         await self.persist()
 
     def update(self, mq: MessageQueue, offset: int) -> None:

@@ -19,11 +19,14 @@ from collections.abc import Callable, Sequence
 
 from isal import isal_zlib
 
+from ferrymq.client.aio import finish
 from ferrymq.client.faults import BrokerAvoidance
-from ferrymq.client.hooks import SendHook, hooked_send
+from ferrymq.client.hooks import Hooks, SendHook, hooked_send
 from ferrymq.client.instance import ClientError, ClientInstance, TopicRoute
-from ferrymq.client.message import Message, MessageQueue, SendResult, SendStatus
+from ferrymq.client.message import RETRY_PREFIX, Message, MessageQueue, SendResult, SendStatus
+from ferrymq.client.trace import TraceDispatcher
 from ferrymq.net import RemotingError
+from ferrymq.net.tasks import BackgroundTasks
 from ferrymq.protocol.codes import RequestCode, ResponseCode
 from ferrymq.protocol.message import (
     COMPRESSED_FLAG,
@@ -61,9 +64,6 @@ class SendError(ClientError):
     def __init__(self, message: str, code: int | None = None) -> None:
         super().__init__(message)
         self.code = code
-
-
-RETRY_PREFIX = "%RETRY%"
 
 
 def _find(props: str, key: str) -> str | None:
@@ -108,28 +108,35 @@ class Producer:
         self.avoidance = BrokerAvoidance()
         self._uniq = UniqKeyGenerator()
         self._round_robin = 0
-        self._batcher = _Batcher(self, linger_ms / 1000, max_batch_bytes) if auto_batch else None
+        self._tasks = BackgroundTasks(f"producer {group}")
+        self._async_sends: set[asyncio.Task] = set()  # send_async's in flight, let finish at shutdown
+        self._batcher = _Batcher(self, self._tasks, linger_ms / 1000, max_batch_bytes) if auto_batch else None
         self._started = False
-        self.send_hooks: list[SendHook] = []
-        self.trace = None
-        if enable_trace:
-            from ferrymq.client.trace import trace_sends  # trace.py writes with a Producer of its own
+        self.hooks = Hooks()
+        self.trace = (
+            self.hooks.add(TraceDispatcher(self.instance, group, trace_topic)) if enable_trace else None
+        )
 
-            self.trace = trace_sends(self, trace_topic)
+    @property
+    def send_hooks(self) -> list[SendHook]:
+        return self.hooks.send
 
     async def start(self) -> None:
         self.instance.producer_groups.add(self.group)
         if self._own_instance:
             await self.instance.start()
         self._started = True
-        if self.trace is not None:
-            await self.trace.start()
+        await self.hooks.start()
 
     async def shutdown(self) -> None:
+        """Send what is batched and let `send_async` sends finish (for as long as one send may take,
+        retries included; a callback learns when its send was cut short), then stop the extensions
+        and leave."""
         if self._batcher is not None:
             await self._batcher.flush_all()
-        if self.trace is not None:
-            await self.trace.stop()
+        await finish(self._async_sends, self.send_timeout * (1 + self.retries))
+        await self._tasks.close()
+        await self.hooks.stop()
         self.instance.producer_groups.discard(self.group)
         if self._own_instance:
             await self.instance.close()
@@ -150,8 +157,8 @@ class Producer:
         """Send and wait for the broker's answer. With `selector`, `arg` picks the queue (order)."""
         if self._batcher is not None and selector is None and not message.scheduled:
             return await self._batcher.add(message)
-        if self.send_hooks:
-            return await hooked_send(self.send_hooks, [message], self._send_one(message, selector, arg))
+        if self.hooks.send:
+            return await hooked_send(self.hooks.send, [message], self._send_one(message, selector, arg))
         return await self._send_one(message, selector, arg)
 
     async def _send_one(self, message: Message, selector: QueueSelector | None, arg: object) -> SendResult:
@@ -173,12 +180,22 @@ class Producer:
         self, message: Message, callback: Callable[[SendResult | None, Exception | None], None]
     ) -> None:
         """Fire and forget: `callback(result, None)` or `callback(None, error)` when it is done."""
+        task = self._tasks.spawn(self._send_and_call_back(message, callback), name=f"send_async {self.group}")
+        self._async_sends.add(task)
+        task.add_done_callback(self._async_sends.discard)
 
-        def done(task: asyncio.Task) -> None:
-            error = task.exception()
-            callback(None if error else task.result(), error)
-
-        asyncio.get_running_loop().create_task(self.send(message)).add_done_callback(done)
+    async def _send_and_call_back(
+        self, message: Message, callback: Callable[[SendResult | None, Exception | None], None]
+    ) -> None:
+        try:
+            result = await self.send(message)
+        except asyncio.CancelledError:
+            callback(None, SendError("the producer shut down before the send finished"))
+            raise
+        except Exception as e:
+            callback(None, e)
+        else:
+            callback(result, None)  # a callback that raises is logged by the producer's task group
 
     async def send_oneway(self, message: Message) -> None:
         """Send without waiting for any answer (no delivery guarantee)."""
@@ -190,8 +207,8 @@ class Producer:
 
     async def send_batch(self, messages: Sequence[Message]) -> SendResult:
         """Send messages of one topic as one SEND_BATCH_MESSAGE; they land in one queue, in order."""
-        if self.send_hooks:
-            return await hooked_send(self.send_hooks, messages, self._send_batch(messages))
+        if self.hooks.send:
+            return await hooked_send(self.hooks.send, messages, self._send_batch(messages))
         return await self._send_batch(messages)
 
     async def _send_batch(self, messages: Sequence[Message]) -> SendResult:
@@ -328,8 +345,9 @@ class Producer:
 class _Batcher:
     """Gathers concurrent sends per topic into batches (size- or linger-triggered)."""
 
-    def __init__(self, producer: Producer, linger: float, max_bytes: int) -> None:
+    def __init__(self, producer: Producer, tasks: BackgroundTasks, linger: float, max_bytes: int) -> None:
         self.producer = producer
+        self.tasks = tasks
         self.linger = linger
         self.max_bytes = max_bytes
         self._pending: dict[str, list[tuple[Message, asyncio.Future]]] = {}
@@ -354,7 +372,7 @@ class _Batcher:
         batch = self._pending.pop(topic, [])
         self._sizes.pop(topic, None)
         if batch:
-            asyncio.get_running_loop().create_task(self._send(batch))
+            self.tasks.spawn(self._send(batch), name=f"send batch {topic}")
 
     async def _send(self, batch: list[tuple[Message, asyncio.Future]]) -> None:
         try:

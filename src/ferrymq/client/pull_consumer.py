@@ -12,6 +12,7 @@ import logging
 import time
 
 from ferrymq.client import notices
+from ferrymq.client.aio import outcome
 from ferrymq.client.instance import ClientError, ClientInstance
 from ferrymq.client.message import MessageExt, MessageQueue
 from ferrymq.client.pull import (
@@ -27,6 +28,7 @@ from ferrymq.client.pull import (
 from ferrymq.client.push_consumer import CONSUME_FROM_WHERE
 from ferrymq.client.selector import MessageSelector, check_on_brokers
 from ferrymq.net import RemotingError
+from ferrymq.net.tasks import BackgroundTasks
 from ferrymq.protocol.bodies import ConsumerData
 
 CONSUME_FROM = ("last", "first", "timestamp")
@@ -57,7 +59,9 @@ class PullConsumer:
         self.selectors: dict[str, MessageSelector] = {}  # topic -> what of it to read
         self.positions: dict[MessageQueue, int] = {}
         self._committed: dict[MessageQueue, int] = {}
-        self._inflight: dict[MessageQueue, asyncio.Future[list[MessageExt]]] = {}
+        # One pull in flight per queue; a failed one's error is poll()'s to raise, not the group's to log.
+        self._inflight: dict[MessageQueue, asyncio.Task[list[MessageExt] | Exception]] = {}
+        self._tasks = BackgroundTasks(f"pull consumer {group}")
 
     async def start(self) -> None:
         if self._own_instance:
@@ -66,8 +70,7 @@ class PullConsumer:
         notices.listen(self.instance, self.group, notices.GroupListener(lambda: None, self._reset))
 
     async def shutdown(self) -> None:
-        for task in self._inflight.values():
-            task.cancel()
+        await self._tasks.close()
         self._inflight.clear()
         try:
             await self.commit()
@@ -150,7 +153,7 @@ class PullConsumer:
         while True:
             for mq in self.positions:
                 if mq not in self._inflight:  # held by the broker only while the queue has nothing
-                    self._inflight[mq] = asyncio.ensure_future(self._pull(mq))
+                    self._inflight[mq] = self._tasks.spawn(outcome(self._pull(mq)), name=f"pull {mq}")
             remaining = deadline - time.monotonic()
             done, _ = await asyncio.wait(
                 self._inflight.values(), timeout=max(remaining, 0), return_when=asyncio.FIRST_COMPLETED
@@ -159,7 +162,10 @@ class PullConsumer:
             for mq, task in list(self._inflight.items()):
                 if task in done:
                     del self._inflight[mq]
-                    messages += task.result()  # a failed pull raises here, with its reason
+                    pulled = task.result()
+                    if isinstance(pulled, Exception):
+                        raise pulled  # a failed pull raises here, with its reason
+                    messages += pulled
             if messages or time.monotonic() >= deadline:
                 return messages
 

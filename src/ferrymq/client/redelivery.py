@@ -13,19 +13,18 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from typing import TYPE_CHECKING
+from collections.abc import Awaitable, Callable, Iterable
 
-from ferrymq.client.instance import ClientError
-from ferrymq.client.message import Message, MessageExt, MessageQueue
+from ferrymq.client.aio import wait_event
+from ferrymq.client.instance import ClientError, ClientInstance
+from ferrymq.client.message import RETRY_PREFIX, Message, MessageExt, MessageQueue
+from ferrymq.client.process_queue import ProcessQueue
 from ferrymq.client.producer import Producer
 from ferrymq.net import RemotingError
 from ferrymq.protocol.codes import RequestCode, ResponseCode
 from ferrymq.protocol.headers import ConsumerSendMsgBackRequestHeader
 from ferrymq.protocol.message import Prop
 from ferrymq.protocol.remoting import RemotingCommand
-
-if TYPE_CHECKING:
-    from ferrymq.client.push_consumer import ProcessQueue, PushConsumer
 
 log = logging.getLogger(__name__)
 
@@ -38,10 +37,18 @@ _NOT_RESENT = (CONSUME_START_TIME, Prop.MIN_OFFSET, Prop.MAX_OFFSET, "TRAN_MSG")
 
 
 class Redelivery:
-    def __init__(self, consumer: PushConsumer, consume_timeout_minutes: float) -> None:
+    """Sends one consumer group's messages back for redelivery; knows the group, not the consumer."""
+
+    def __init__(
+        self, instance: ClientInstance, group: str, *, max_reconsume_times: int,
+        addr_of: Callable[[MessageQueue], Awaitable[str]], consume_timeout_minutes: float,
+    ) -> None:  # fmt: skip
         if consume_timeout_minutes <= 0:
             raise ValueError(f"consume_timeout must be positive (minutes), not {consume_timeout_minutes!r}")
-        self.consumer = consumer
+        self.instance = instance
+        self.group = group
+        self.max_reconsume_times = max_reconsume_times
+        self.addr_of = addr_of
         self.timeout_ms = consume_timeout_minutes * 60_000
         self._producer: Producer | None = None
 
@@ -71,52 +78,55 @@ class Redelivery:
 
     async def _ask_broker(self, mq: MessageQueue, m: MessageExt, delay_level: int) -> str | None:
         """CONSUMER_SEND_MSG_BACK; None when the broker took the message, else why not."""
-        consumer = self.consumer
         header = ConsumerSendMsgBackRequestHeader(
-            offset=m.commitlog_offset, group=consumer.group, delay_level=delay_level, origin_msg_id=m.msg_id,
-            origin_topic=m.topic, max_reconsume_times=consumer.max_reconsume_times,
+            offset=m.commitlog_offset, group=self.group, delay_level=delay_level, origin_msg_id=m.msg_id,
+            origin_topic=m.topic, max_reconsume_times=self.max_reconsume_times,
         )  # fmt: skip
         request = RemotingCommand(RequestCode.CONSUMER_SEND_MSG_BACK, ext_fields=header.to_ext_fields())
         try:
-            response = await consumer.instance.invoke(await consumer._addr(mq), request)
+            response = await self.instance.invoke(await self.addr_of(mq), request)
         except _ERRORS as e:
             return str(e)
         return None if response.code == ResponseCode.SUCCESS else response.remark or f"code {response.code}"
 
     async def _resend(self, m: MessageExt, delay_level: int) -> None:
         """The fallback: a new message to %RETRY%<group> carrying the original's provenance."""
-        consumer = self.consumer
         props = {k: v for k, v in m.properties.items() if k not in _NOT_RESENT}
         props.setdefault(Prop.RETRY_TOPIC, m.topic)
         props[Prop.ORIGIN_MESSAGE_ID] = props.get(Prop.ORIGIN_MESSAGE_ID) or m.msg_id
         props[Prop.RECONSUME_TIME] = str(m.reconsume_times + 1)
-        props[Prop.MAX_RECONSUME_TIMES] = str(consumer.max_reconsume_times)
-        retry = Message(consumer.retry_topic, m.body, properties=props, flag=m.flag,
+        props[Prop.MAX_RECONSUME_TIMES] = str(self.max_reconsume_times)
+        retry = Message(RETRY_PREFIX + self.group, m.body, properties=props, flag=m.flag,
                         delay_level=delay_level or 3 + m.reconsume_times)  # fmt: skip
         if self._producer is None:
-            self._producer = Producer(INNER_PRODUCER_GROUP, "", instance=consumer.instance)
+            self._producer = Producer(INNER_PRODUCER_GROUP, "", instance=self.instance)
             await self._producer.start()
         await self._producer.send(retry)
 
     # --- consume timeout ------------------------------------------------------------------------
 
-    async def watch_timeouts(self, queues: dict[MessageQueue, ProcessQueue], stopped: asyncio.Event) -> None:
-        """Every quarter of the timeout (at most a minute), send back messages consumed for too long."""
+    async def watch_timeouts(
+        self, owned: Callable[[], Iterable[ProcessQueue]], settled: Callable[[ProcessQueue], None],
+        stop: asyncio.Event,
+    ) -> None:  # fmt: skip
+        """Every quarter of the timeout (at most a minute) until `stop`, send back the messages of
+        the `owned` queues consumed for too long; `settled(pq)` is told when one left its queue."""
         period = min(self.timeout_ms / 4000, 60.0)
-        while not stopped.is_set():
-            try:
-                async with asyncio.timeout(period):
-                    await stopped.wait()
-            except TimeoutError:
-                pass
-            for pq in list(queues.values()):
+        while True:
+            await wait_event(stop, period)
+            if stop.is_set():
+                return
+            for pq in list(owned()):
                 try:
-                    await self._expire(pq)
+                    if await self._expire(pq):
+                        settled(pq)
                 except Exception:
                     log.exception("consume-timeout check of %s failed", pq.mq)
 
-    async def _expire(self, pq: ProcessQueue) -> None:
+    async def _expire(self, pq: ProcessQueue) -> bool:
+        """Send back the queue's overdue messages; True when any left the queue."""
         now = time.time_ns() // 1_000_000
+        expired = False
         for m in pq.head(EXPIRY_SCAN):
             started = m.properties.get(CONSUME_START_TIME)
             if started is None or now - int(started) <= self.timeout_ms or pq.dropped:
@@ -126,7 +136,8 @@ class Redelivery:
             if await self.send_back(pq.mq, [m], TIMEOUT_DELAY_LEVEL):
                 continue  # not sent back: it stays, and is looked at again next round
             pq.remove([m])
-            self.consumer._track(pq)
+            expired = True
+        return expired
 
     async def close(self) -> None:
         if self._producer is not None:

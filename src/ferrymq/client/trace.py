@@ -19,7 +19,9 @@ from collections.abc import Sequence
 from operator import attrgetter
 from typing import TYPE_CHECKING
 
+from ferrymq.client.aio import finish
 from ferrymq.client.message import Message, MessageExt, SendResult, SendStatus
+from ferrymq.net.tasks import BackgroundTasks
 from ferrymq.protocol.message import Prop, UniqKeyGenerator
 from ferrymq.protocol.trace import (
     KEY_SEPARATOR,
@@ -39,9 +41,8 @@ from ferrymq.protocol.trace import (
 )
 
 if TYPE_CHECKING:
+    from ferrymq.client.hooks import Hooks
     from ferrymq.client.instance import ClientInstance
-    from ferrymq.client.producer import Producer
-    from ferrymq.client.push_consumer import PushConsumer
 
 log = logging.getLogger(__name__)
 
@@ -54,12 +55,15 @@ _Entry = tuple[str, list[str], int]  # records encoded, the index keys of their 
 
 
 class TraceDispatcher:
-    """A bounded buffer of trace records and the task that writes them to the trace topic."""
+    """A bounded buffer of trace records and the task that writes them to the trace topic; as an
+    extension of a client's hooks, it records that client's sends, consumes and transaction ends."""
 
     def __init__(self, instance: ClientInstance, owner_group: str, topic: str | None = None, *,
                  max_pending: int = 20_000, batch_records: int = 500, linger: float = 0.1):  # fmt: skip
         from ferrymq.client.producer import Producer  # the producer module creates dispatchers
 
+        self.instance = instance
+        self.group = owner_group
         self.topic = topic or TRACE_TOPIC
         self.producer = Producer(  # compressed like RocketMQ's, but fast: level 1 shrinks records ~15x
             f"{TRACE_PRODUCER_GROUP_PREFIX}-{owner_group}", ";".join(instance.namesrvs), instance=instance,
@@ -74,10 +78,17 @@ class TraceDispatcher:
         self.pending = 0  # records in the buffer
         self._pending: deque[_Entry] = deque()
         self._wake = asyncio.Event()
-        self._task: asyncio.Task | None = None
+        self._tasks: BackgroundTasks | None = None
+        self._writer: asyncio.Task | None = None
         self._stopping = False
         self._sending = asyncio.Semaphore(MAX_SENDS_IN_FLIGHT)
-        self._in_flight: set[asyncio.Task] = set()
+
+    def install(self, hooks: Hooks) -> None:
+        """Trace what the client of these hooks does: a producer's sends and transaction ends, a
+        push consumer's listener calls (a client only calls the hooks of what it does)."""
+        hooks.send.append(SendTracer(self, self.group, self.instance))
+        hooks.consume.append(ConsumeTracer(self))
+        hooks.end_transaction.append(EndTransactionTracer(self, self.group))
 
     def add(self, record: TraceRecord, index_keys: list[str] | None = None) -> None:
         """Queue a record, its trace message indexed under `index_keys` (default: its msgId and
@@ -103,21 +114,22 @@ class TraceDispatcher:
             self._wake.set()
 
     async def start(self) -> None:
-        if self._task is None:
+        if self._tasks is None:
             await self.producer.start()
-            self._task = asyncio.get_running_loop().create_task(self._run())
+            self._stopping = False
+            self._tasks = BackgroundTasks(f"message trace of {self.group}")
+            self._writer = self._tasks.spawn(self._run(), name=f"trace writer {self.group}")
 
     async def stop(self, timeout: float = 5.0) -> None:
         """Write what is buffered (for at most `timeout` s), then stop."""
-        if self._task is None:
+        if self._tasks is None:
             return
         self._stopping = True
         self._wake.set()
-        try:
-            await asyncio.wait_for(self._task, timeout)
-        except TimeoutError:
+        if not await finish([self._writer], timeout):
             log.warning("trace: %d records not written at shutdown", len(self._pending))
-        self._task = None
+        await self._tasks.close()
+        self._tasks = self._writer = None
         await self.producer.shutdown()
 
     async def _run(self) -> None:
@@ -133,11 +145,11 @@ class TraceDispatcher:
             self.pending -= taken
             for message, count in _trace_messages(self.topic, batch):
                 await self._sending.acquire()  # a few sends in flight keep up with a busy producer
-                task = asyncio.get_running_loop().create_task(self._send(message, count))
-                self._in_flight.add(task)
-                task.add_done_callback(self._in_flight.discard)
-        if self._in_flight:
-            await asyncio.gather(*self._in_flight)
+                self._tasks.spawn(self._send(message, count), name=f"trace send {self.group}")
+        for _ in range(MAX_SENDS_IN_FLIGHT):  # every send in flight has finished once all slots are free
+            await self._sending.acquire()
+        for _ in range(MAX_SENDS_IN_FLIGHT):
+            self._sending.release()
 
     async def _send(self, message: Message, count: int) -> None:
         try:
@@ -236,13 +248,6 @@ class SendTracer:
         ), index)  # fmt: skip
 
 
-def trace_sends(producer: Producer, trace_topic: str | None) -> TraceDispatcher:
-    """Message trace for `producer`: a Pub record per send, written in the background."""
-    dispatcher = TraceDispatcher(producer.instance, producer.group, trace_topic)
-    producer.send_hooks.append(SendTracer(dispatcher, producer.group, producer.instance))
-    return dispatcher
-
-
 class ConsumeTracer:
     """The push consumer's consume hook: SubBefore and SubAfter records around each listener call."""
 
@@ -273,13 +278,6 @@ class ConsumeTracer:
                 request_id=request_id, msg_id=m.msg_id, cost_time=cost, success=success, keys=_keys(m.keys),
                 context_code=code, timestamp=now, group=group,
             ))  # fmt: skip
-
-
-def trace_consumes(consumer: PushConsumer, trace_topic: str | None) -> TraceDispatcher:
-    """Message trace for a push consumer: SubBefore and SubAfter records around every listener call."""
-    dispatcher = TraceDispatcher(consumer.instance, consumer.group, trace_topic)
-    consumer.consume_hooks.append(ConsumeTracer(dispatcher))
-    return dispatcher
 
 
 class EndTransactionTracer:

@@ -24,7 +24,6 @@ from ferrymq.client.hooks import EndTransactionHook, call_hook, hooked_send
 from ferrymq.client.instance import ClientInstance
 from ferrymq.client.message import Message, SendResult, SendStatus
 from ferrymq.client.producer import Producer, SendError
-from ferrymq.client.trace import EndTransactionTracer
 from ferrymq.net import Connection, RemotingError
 from ferrymq.protocol.codes import RequestCode
 from ferrymq.protocol.errors import ProtocolError
@@ -71,9 +70,10 @@ class TransactionProducer(Producer):
         super().__init__(group, namesrv_addr, **options)
         self.checker = checker
         self._heartbeated: set[str] = set()
-        self.end_hooks: list[EndTransactionHook] = []
-        if self.trace is not None:
-            self.end_hooks.append(EndTransactionTracer(self.trace, group))
+
+    @property
+    def end_hooks(self) -> list[EndTransactionHook]:
+        return self.hooks.end_transaction
 
     async def start(self) -> None:
         await super().start()
@@ -99,14 +99,14 @@ class TransactionProducer(Producer):
         half = dataclasses.replace(
             message, properties={**message.properties, Prop.TRAN_MSG: "true", Prop.PGROUP: self.group}
         )
-        result = await hooked_send(self.send_hooks, [half], self._send_half(half))
+        result = await hooked_send(self.hooks.send, [half], self._send_half(half))
         state, remark = TransactionState.ROLLBACK_MESSAGE, None
         if result.status is SendStatus.SEND_OK:
             state, remark = await _run(local_transaction, message, arg)
         addr = (await self.instance.route(message.topic)).masters.get(result.message_queue.broker_name)
         if addr is not None:
             await self._end(addr, result, message.topic, state, remark)
-            for hook in self.end_hooks:
+            for hook in self.hooks.end_transaction:
                 call_hook(hook, message, result.msg_id, addr, result.msg_id, state, False)
         return TransactionSendResult(**vars(result), local_transaction_state=state)
 
@@ -155,7 +155,7 @@ class TransactionProducer(Producer):
             await conn.send_oneway(request)
         except RemotingError as e:
             log.warning("cannot answer the check of %s: %s", header.transaction_id, e)
-        for hook in self.end_hooks:
+        for hook in self.hooks.end_transaction:
             call_hook(hook, msg, end.msg_id, conn.remote_address, header.transaction_id or "", state, True)
 
 

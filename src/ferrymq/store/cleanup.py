@@ -4,6 +4,9 @@ RocketMQ's rules: segments older than `file_reserved_time` hours go at the `dele
 any hour once disk use passes `disk_max_used_space_ratio`; past `disk_space_clean_forcibly_ratio`
 even unexpired segments go (oldest first); past `disk_space_warning_level_ratio` writes are refused
 until space is freed. ConsumeQueue and index files wholly below the new minimum follow.
+
+The service holds the policy only; the store hands it what it acts on as callables, so retention
+can neither reach into the store's other state nor hold on to the objects it replaces.
 """
 
 from __future__ import annotations
@@ -15,38 +18,48 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from ferrymq.store.message_store import MessageStore
+    from ferrymq.store.config import StoreConfig
+    from ferrymq.store.files import MappedFile
 
 log = logging.getLogger(__name__)
 
 
 class RetentionService:
-    def __init__(self, store: MessageStore) -> None:
-        self.store = store
-        self.delete_hours = {int(h) for h in store.config.delete_when.split(";") if h.strip()}
+    def __init__(
+        self,
+        config: StoreConfig,
+        *,
+        disk_usage: Callable[[], float],
+        disk_full: Callable[[float, bool], None],
+        deletable: Callable[[], list[MappedFile]],
+        delete_segment: Callable[[MappedFile], None],
+        min_offset: Callable[[], int],
+        delete_below: Callable[[int], None],
+    ) -> None:
+        """`disk_usage`: percent of the file system used; `disk_full(usage, full)`: whether writes
+        must be refused now; `deletable`: the CommitLog segments that may go, oldest first (wholly
+        dispatched, not the one being written); `delete_segment`: remove one; `min_offset`: the
+        CommitLog's lowest offset; `delete_below(offset)`: drop ConsumeQueue and index files below it."""
+        self.config = config
+        self.disk_usage = disk_usage
+        self.disk_full = disk_full
+        self.deletable = deletable
+        self.delete_segment = delete_segment
+        self.min_offset = min_offset
+        self.delete_below = delete_below
+        self.delete_hours = {int(h) for h in config.delete_when.split(";") if h.strip()}
         # told the CommitLog's new min offset after segments are deleted (on the thread that deleted)
         self.listener: Callable[[int], object] | None = None
 
     def check_disk(self) -> float:
-        """Update the store's disk-full flag from current usage; return the usage percentage."""
-        store = self.store
-        usage = store.disk_usage_ratio()
-        full = usage > store.config.disk_space_warning_level_ratio
-        if full != store.disk_full:
-            if full:
-                log.error(
-                    "disk %.1f%% used, over %d%%: refusing writes",
-                    usage,
-                    store.config.disk_space_warning_level_ratio,
-                )
-            else:
-                log.warning("disk %.1f%% used: accepting writes again", usage)
-        store.disk_full = full
+        """Tell the store whether the disk is too full to write on; return the usage percentage."""
+        usage = self.disk_usage()
+        self.disk_full(usage, usage > self.config.disk_space_warning_level_ratio)
         return usage
 
     def run(self, now: float | None = None, *, manual: bool = False) -> int:
         """One retention pass; returns how many CommitLog segments were deleted."""
-        cfg = self.store.config
+        cfg = self.config
         now = time.time() if now is None else now
         usage = self.check_disk()
         pressure = usage > cfg.disk_max_used_space_ratio
@@ -55,33 +68,21 @@ class RetentionService:
             return 0
         deleted = self._delete_segments(now - cfg.file_reserved_time * 3600, forced)
         if deleted:
-            self._delete_dependent_files()
+            low = self.min_offset()
+            self.delete_below(low)
             self.check_disk()
             if self.listener is not None:
-                self.listener(self.store.commitlog.min_offset)
+                self.listener(low)
         return deleted
 
     def _delete_segments(self, expire_before: float, forced: bool) -> int:
-        store = self.store
         deleted = 0
-        for seg in store.commitlog.segments[:-1]:  # never the segment being written
-            if deleted >= store.config.delete_file_batch_max or seg.end > store.dispatcher.offset:
-                break
+        for seg in self.deletable()[: self.config.delete_file_batch_max]:
             if not forced and os.stat(seg.path).st_mtime > expire_before:
                 break  # segments expire in order: the rest are younger
             log.info(
                 "deleting CommitLog segment %s (%s)", seg.path.name, "disk pressure" if forced else "expired"
             )
-            with store._put_lock:
-                store.commitlog.delete_segment(seg)
+            self.delete_segment(seg)
             deleted += 1
         return deleted
-
-    def _delete_dependent_files(self) -> None:
-        store = self.store
-        min_offset = store.commitlog.min_offset
-        with store.dispatcher.lock:
-            for cq in store.queues.all():
-                cq.delete_files_below(min_offset)
-        if store.indexer is not None:  # it deletes its files below this and unmaps deleted segments
-            store.indexer.min_offset(min_offset)

@@ -5,14 +5,10 @@ from __future__ import annotations
 import logging
 import threading
 import time
+from collections.abc import Callable
 from concurrent.futures import Future
-from typing import TYPE_CHECKING
 
 from ferrymq.store.commitlog import CommitLog
-from ferrymq.store.config import ASYNC_FLUSH
-
-if TYPE_CHECKING:
-    from ferrymq.store.message_store import MessageStore
 
 log = logging.getLogger(__name__)
 
@@ -72,10 +68,13 @@ class GroupCommitService:
 
 
 class FlushService:
-    """One housekeeping thread: async CommitLog flushes, checkpoints, retention and disk checks."""
+    """One housekeeping thread running the store's periodic jobs: async CommitLog flushes,
+    checkpoints, retention and disk checks. It knows only the jobs and their periods, so a job's
+    failure is logged and retried at its next turn without stopping the others."""
 
-    def __init__(self, store: MessageStore) -> None:
-        self.store = store
+    def __init__(self, jobs: dict[str, tuple[float | None, Callable[[], object]]]) -> None:
+        """`jobs`: name -> (period in seconds, or None to skip it; the call)."""
+        self.jobs = {name: job for name, job in jobs.items() if job[0]}
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, name="ferrymq-flush", daemon=True)
 
@@ -87,28 +86,14 @@ class FlushService:
         self._thread.join()
 
     def _run(self) -> None:
-        cfg = self.store.config
-        periods = {
-            "commitlog": cfg.flush_interval_commit_log / 1000 if cfg.flush_disk_type == ASYNC_FLUSH else None,
-            "checkpoint": cfg.flush_interval_consume_queue / 1000,
-            "retention": cfg.clean_resource_interval / 1000,
-        }
         now = time.monotonic()
-        due = {name: now + period for name, period in periods.items() if period}
-        while not self._stop.wait(max(0.0, min(due.values()) - time.monotonic())):
+        due = {name: now + period for name, (period, _) in self.jobs.items()}
+        while due and not self._stop.wait(max(0.0, min(due.values()) - time.monotonic())):
             now = time.monotonic()
             for name in [n for n, t in due.items() if t <= now]:
-                due[name] = now + periods[name]
+                period, job = self.jobs[name]
+                due[name] = now + period
                 try:
-                    self._do(name)
+                    job()
                 except Exception:
                     log.exception("store %s task failed; will retry", name)
-
-    def _do(self, name: str) -> None:
-        if name == "commitlog":
-            self.store.commitlog.flush()
-        elif name == "checkpoint":
-            self.store._checkpoint()
-            self.store.check_indexer()
-        else:
-            self.store.retention.run()

@@ -9,6 +9,7 @@ retention. Recovery after a crash replays the CommitLog from the checkpoint thro
 from __future__ import annotations
 
 import fcntl
+import itertools
 import logging
 import os
 import shutil
@@ -41,10 +42,11 @@ from ferrymq.protocol.message import (
 from ferrymq.store.checkpoint import Checkpoint
 from ferrymq.store.cleanup import RetentionService
 from ferrymq.store.commitlog import CommitLog
-from ferrymq.store.config import SYNC_FLUSH, StoreConfig
+from ferrymq.store.config import ASYNC_FLUSH, SYNC_FLUSH, StoreConfig
 from ferrymq.store.consumequeue import BLANK_ENTRY_SIZE, ENTRY, ConsumeQueueTable
 from ferrymq.store.dispatch import Dispatcher, Prepared
 from ferrymq.store.errors import DiskFullError, StoreError
+from ferrymq.store.files import MappedFile
 from ferrymq.store.flush import FlushService, GroupCommitService
 from ferrymq.store.index import IndexService
 from ferrymq.store.indexer import IndexerProcess
@@ -120,11 +122,19 @@ class MessageStore:
         self.recovered_bytes = self._recover(checkpoint, clean)
         self.recovery_seconds = time.monotonic() - started
         abort.touch()
-        self.flush_service = FlushService(self)
-        self.group_commit = (
-            GroupCommitService(self.commitlog) if self.config.flush_disk_type == SYNC_FLUSH else None
-        )
-        self.retention = RetentionService(self)
+        self.retention = RetentionService(
+            self.config, disk_usage=self.disk_usage_ratio, disk_full=self._set_disk_full,
+            deletable=self._retired_segments, delete_segment=self._delete_segment,
+            min_offset=lambda: self.commitlog.min_offset, delete_below=self._delete_files_below,
+        )  # fmt: skip
+        cfg = self.config
+        flush_period = cfg.flush_interval_commit_log / 1000 if cfg.flush_disk_type == ASYNC_FLUSH else None
+        self.flush_service = FlushService({
+            "commitlog": (flush_period, self.commitlog.flush),
+            "checkpoint": (cfg.flush_interval_consume_queue / 1000, self._periodic_checkpoint),
+            "retention": (cfg.clean_resource_interval / 1000, self.retention.run),
+        })  # fmt: skip
+        self.group_commit = GroupCommitService(self.commitlog) if cfg.flush_disk_type == SYNC_FLUSH else None
         self._start_dispatch_thread()
         self.flush_service.start()
         if self.group_commit:
@@ -697,6 +707,38 @@ class MessageStore:
                 self.queues.remove_topic(topic)
 
     # ---------------------------------------------------------------- maintenance
+
+    def _periodic_checkpoint(self) -> None:
+        self._checkpoint()
+        self.check_indexer()
+
+    def _set_disk_full(self, usage: float, full: bool) -> None:
+        """Retention's disk check: refuse writes past the warning level, take them again below it."""
+        if full != self.disk_full:
+            if full:
+                log.error("disk %.1f%% used, over %d%%: refusing writes", usage,
+                          self.config.disk_space_warning_level_ratio)  # fmt: skip
+            else:
+                log.warning("disk %.1f%% used: accepting writes again", usage)
+        self.disk_full = full
+
+    def _retired_segments(self) -> list[MappedFile]:
+        """CommitLog segments retention may delete, oldest first: wholly dispatched, and never the
+        segment being written."""
+        dispatched = self.dispatcher.offset
+        return list(itertools.takewhile(lambda seg: seg.end <= dispatched, self.commitlog.segments[:-1]))
+
+    def _delete_segment(self, seg: MappedFile) -> None:
+        with self._put_lock:
+            self.commitlog.delete_segment(seg)
+
+    def _delete_files_below(self, min_offset: int) -> None:
+        """ConsumeQueue and index files wholly below the CommitLog's new minimum follow its segments."""
+        with self.dispatcher.lock:
+            for cq in self.queues.all():
+                cq.delete_files_below(min_offset)
+        if self.indexer is not None:  # it deletes its files below this and unmaps deleted segments
+            self.indexer.min_offset(min_offset)
 
     def disk_usage_ratio(self) -> float:
         """Percentage of the store's file system in use."""
