@@ -8,7 +8,7 @@ import time
 from ferrymq.broker.transactions import CHECK_MAX_TIME_TOPIC, HALF_TOPIC
 from ferrymq.client import LocalTransactionState, Message, TransactionProducer
 from ferrymq.protocol.codes import RequestCode, ResponseCode
-from ferrymq.protocol.message import parse_offset_msg_id
+from ferrymq.protocol.message_id import parse_offset_msg_id
 
 from .conftest import make_cluster, read_all, wait_for  # noqa: F401  (fixture)
 

@@ -11,8 +11,10 @@ from ferrymq.client.message import MessageExt
 from ferrymq.net import RemotingError
 from ferrymq.protocol.codes import RequestCode, ResponseCode
 from ferrymq.protocol.errors import ProtocolError
-from ferrymq.protocol.message import COMPRESSED_FLAG, decode_records, parse_offset_msg_id
+from ferrymq.protocol.message_ext import decode_records
+from ferrymq.protocol.message_id import parse_offset_msg_id
 from ferrymq.protocol.remoting import RemotingCommand
+from ferrymq.protocol.sys_flag import COMPRESSED_FLAG
 
 
 class MessageLookups:

@@ -23,19 +23,14 @@ from ferrymq.client.faults import BrokerAvoidance
 from ferrymq.client.hooks import SendHook, hooked_send
 from ferrymq.client.instance import ClientError, ClientInstance, TopicRoute
 from ferrymq.client.message import Message, MessageQueue, SendResult, SendStatus
+from ferrymq.client.uniq_key import UniqKeyGenerator
 from ferrymq.net import RemotingError
+from ferrymq.protocol.batch import encode_batch
 from ferrymq.protocol.codes import RequestCode, ResponseCode
-from ferrymq.protocol.message import (
-    COMPRESSED_FLAG,
-    MAX_PROPERTIES_SIZE,
-    Prop,
-    UniqKeyGenerator,
-    encode_batch,
-    encode_properties,
-    find_property,
-    java_hash,
-)
+from ferrymq.protocol.hashes import java_hash
+from ferrymq.protocol.properties import MAX_PROPERTIES_SIZE, Prop, encode_properties, find_property
 from ferrymq.protocol.remoting import RemotingCommand
+from ferrymq.protocol.sys_flag import COMPRESSED_FLAG
 
 log = logging.getLogger(__name__)
 

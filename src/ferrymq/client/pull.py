@@ -12,8 +12,9 @@ from ferrymq.client.message import MessageExt, MessageQueue
 from ferrymq.client.selector import MessageSelector
 from ferrymq.net import RemotingError
 from ferrymq.protocol.codes import RequestCode, ResponseCode
-from ferrymq.protocol.message import COMPRESSED_FLAG, decode_records
+from ferrymq.protocol.message_ext import decode_records
 from ferrymq.protocol.remoting import RemotingCommand
+from ferrymq.protocol.sys_flag import COMPRESSED_FLAG
 
 FLAG_COMMIT_OFFSET, FLAG_SUSPEND, FLAG_SUBSCRIPTION = 0x1, 0x2, 0x4
 

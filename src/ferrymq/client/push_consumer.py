@@ -51,7 +51,7 @@ from ferrymq.protocol.bodies import (
 )
 from ferrymq.protocol.codes import RequestCode, ResponseCode
 from ferrymq.protocol.headers import UnregisterClientRequestHeader
-from ferrymq.protocol.message import Prop
+from ferrymq.protocol.properties import Prop
 from ferrymq.protocol.remoting import RemotingCommand
 
 log = logging.getLogger(__name__)

@@ -20,7 +20,8 @@ from operator import attrgetter
 from typing import TYPE_CHECKING
 
 from ferrymq.client.message import Message, MessageExt, SendResult, SendStatus
-from ferrymq.protocol.message import Prop, UniqKeyGenerator
+from ferrymq.client.uniq_key import UniqKeyGenerator
+from ferrymq.protocol.properties import Prop
 from ferrymq.protocol.trace import (
     KEY_SEPARATOR,
     MAX_TRACE_BODY,

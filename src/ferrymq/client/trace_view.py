@@ -15,7 +15,9 @@ from ferrymq.client.instance import ClientError, ClientInstance
 from ferrymq.net import RemotingError
 from ferrymq.protocol.codes import RequestCode, ResponseCode
 from ferrymq.protocol.errors import ProtocolError
-from ferrymq.protocol.message import MessageExt, Prop, decode_record, decode_records, parse_offset_msg_id
+from ferrymq.protocol.message_ext import MessageExt, decode_record, decode_records
+from ferrymq.protocol.message_id import parse_offset_msg_id
+from ferrymq.protocol.properties import Prop
 from ferrymq.protocol.remoting import RemotingCommand
 from ferrymq.protocol.trace import (
     TRACE_TOPIC,

@@ -29,17 +29,16 @@ from ferrymq.net import Connection, RemotingError
 from ferrymq.protocol.codes import RequestCode
 from ferrymq.protocol.errors import ProtocolError
 from ferrymq.protocol.headers import CheckTransactionStateRequestHeader, EndTransactionRequestHeader
-from ferrymq.protocol.message import (
+from ferrymq.protocol.message_ext import MessageExt, decode_record
+from ferrymq.protocol.message_id import parse_offset_msg_id
+from ferrymq.protocol.properties import Prop
+from ferrymq.protocol.remoting import RemotingCommand
+from ferrymq.protocol.sys_flag import (
     TRANSACTION_COMMIT_TYPE,
     TRANSACTION_NOT_TYPE,
     TRANSACTION_PREPARED_TYPE,
     TRANSACTION_ROLLBACK_TYPE,
-    MessageExt,
-    Prop,
-    decode_record,
-    parse_offset_msg_id,
 )
-from ferrymq.protocol.remoting import RemotingCommand
 from ferrymq.protocol.trace import TransactionState
 
 log = logging.getLogger(__name__)

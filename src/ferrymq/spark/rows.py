@@ -24,16 +24,10 @@ from pyspark.sql.types import (
 
 from ferrymq._native import load
 from ferrymq.protocol.errors import MessageDecodeError
-from ferrymq.protocol.message import (
-    COMPRESSED_FLAG,
-    MAGIC_V1,
-    MAGIC_V2,
-    POS_SYSFLAG,
-    Prop,
-    decode_properties,
-    offset_msg_id,
-)
-from ferrymq.protocol.message import _fixed_struct as fixed_struct  # the record layouts by host width
+from ferrymq.protocol.message_id import offset_msg_id
+from ferrymq.protocol.properties import Prop, decode_properties
+from ferrymq.protocol.record import MAGIC_V1, MAGIC_V2, POS_SYSFLAG, fixed_struct
+from ferrymq.protocol.sys_flag import COMPRESSED_FLAG
 
 SCHEMA = StructType(
     [
