@@ -12,7 +12,8 @@ import struct
 from isal.isal_zlib import crc32
 
 from ferrymq._native import load
-from ferrymq.protocol.errors import MessageDecodeError
+from ferrymq.protocol.compression import decompress
+from ferrymq.protocol.errors import MessageDecodeError, ProtocolError
 from ferrymq.protocol.message_id import offset_msg_id
 from ferrymq.protocol.properties import Prop, decode_properties, encode_properties
 from ferrymq.protocol.record import (
@@ -28,7 +29,7 @@ from ferrymq.protocol.record import (
     unpack_host,
     write_record,
 )
-from ferrymq.protocol.sys_flag import BORNHOST_V6_FLAG, STOREHOST_V6_FLAG
+from ferrymq.protocol.sys_flag import BORNHOST_V6_FLAG, COMPRESSED_FLAG, STOREHOST_V6_FLAG
 
 _SHORT = struct.Struct(">h")
 _USHORT = struct.Struct(">H")
@@ -145,6 +146,30 @@ class MessageExt:
             self.prepared_transaction_offset, self.body, props,
         )  # fmt: skip
         return bytes(buf)
+
+
+class CompressedBodyError(MessageDecodeError):
+    """A stored message whose compressed body does not decompress; `message` holds it as stored."""
+
+    def __init__(self, message: MessageExt, reason: str) -> None:
+        super().__init__(
+            f"message {message.msg_id} ({message.topic} queue {message.queue_id} offset "
+            f"{message.queue_offset}) has a body that does not decompress: {reason}"
+        )
+        self.message = message
+
+
+def decompress_body(msg: MessageExt) -> MessageExt:
+    """Give a message its body's content if the producer compressed it, and clear the COMPRESSED bit
+    (the body is no longer compressed), as RocketMQ's client decoder does. CompressedBodyError if
+    the body does not decompress; the message is then left as it was."""
+    if msg.sys_flag & COMPRESSED_FLAG:
+        try:
+            msg.body = decompress(msg.body, msg.sys_flag)
+        except ProtocolError as e:
+            raise CompressedBodyError(msg, str(e)) from None
+        msg.sys_flag &= ~COMPRESSED_FLAG
+    return msg
 
 
 def decode_record(buf, pos: int = 0, *, verify_crc: bool = False) -> MessageExt:
