@@ -13,6 +13,7 @@ import pytest
 
 from ferrymq.client import Admin, Message, MessageQueue, Producer, PullConsumer
 from ferrymq.client.pull import pull_raw
+from ferrymq.client.trace_view import query_by_key as trace_lookup
 from ferrymq.protocol.codes import RequestCode, ResponseCode
 from ferrymq.protocol.errors import MessageDecodeError, ProtocolError
 from ferrymq.protocol.message_ext import CompressedBodyError
@@ -92,6 +93,8 @@ async def test_compressed_bodies_read_back_as_their_content_everywhere(cluster, 
             assert (await admin.view_message(offset_id)).body == CONTENT
             [found] = await admin.query_by_key("Zipped", f"k-{name}")
             assert found.body == CONTENT and found.msg_id == f"ID-{name}"
+            [traced] = await trace_lookup(admin.instance, cluster.broker_addr, "Zipped", f"k-{name}")
+            assert traced.body == CONTENT
         batch = rows.records_to_batch([await pull_answer(cluster, admin, "Zipped", 0)], "broker-a")
     assert batch.column("body").to_pylist() == [CONTENT] * expected
     assert batch.column("msg_id").to_pylist()[:4] == [f"ID-{name}" for name in JAVA_SENDS]
@@ -148,6 +151,8 @@ async def test_a_body_that_does_not_decompress_is_named_and_stops_nothing_else(
     async with Admin(cluster.namesrv_addr) as admin:
         with pytest.raises(ProtocolError, match=r"message ID-bad .*corrupt ZSTD body"):
             await admin.view_message(bad_id)
+        [traced] = await trace_lookup(admin.instance, cluster.broker_addr, "Broken", "k-bad")
+        assert (traced.body, traced.sys_flag) == (lz4_body, 0x201)  # found, left as stored
         answer = await pull_answer(cluster, admin, "Broken", 0)
     with pytest.raises(MessageDecodeError, match=r"message ID-bad \(Broken queue 0 offset 1\).*corrupt ZSTD"):
         rows.records_to_batch([answer], "broker-a")
