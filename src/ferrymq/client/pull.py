@@ -13,6 +13,7 @@ from ferrymq.net import RemotingError
 from ferrymq.protocol.codes import RequestCode, ResponseCode
 from ferrymq.protocol.message_ext import CompressedBodyError, decode_records, decompress_body
 from ferrymq.protocol.remoting import RemotingCommand
+from ferrymq.protocol.sys_flag import COMPRESSED_FLAG
 
 FLAG_COMMIT_OFFSET, FLAG_SUSPEND, FLAG_SUBSCRIPTION = 0x1, 0x2, 0x4
 
@@ -81,12 +82,13 @@ async def pull(
     if tags is not None:
         messages = [m for m in messages if m.tags in tags]
     for i, m in enumerate(messages):
-        try:
-            decompress_body(m)
-        except CompressedBodyError:
-            if i == 0:
-                raise
-            return PullResult(raw.status, m.queue_offset, raw.min_offset, raw.max_offset, messages[:i])
+        if m.sys_flag & COMPRESSED_FLAG:  # checked here: a call per message would cost more than the rest
+            try:
+                decompress_body(m)
+            except CompressedBodyError:
+                if i == 0:
+                    raise
+                return PullResult(raw.status, m.queue_offset, raw.min_offset, raw.max_offset, messages[:i])
     return PullResult(raw.status, raw.next_begin_offset, raw.min_offset, raw.max_offset, messages)
 
 
