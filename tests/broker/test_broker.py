@@ -8,6 +8,7 @@ import time
 import pytest
 
 from ferrymq.net import RemotingClient
+from ferrymq.protocol.batch import encode_batch
 from ferrymq.protocol.bodies import (
     ConsumerData,
     GetConsumerListByGroupResponseBody,
@@ -27,13 +28,9 @@ from ferrymq.protocol.bodies import (
 )
 from ferrymq.protocol.codes import RequestCode as Req
 from ferrymq.protocol.codes import ResponseCode as Res
-from ferrymq.protocol.message import (
-    decode_record,
-    decode_records,
-    encode_batch,
-    encode_properties,
-    parse_offset_msg_id,
-)
+from ferrymq.protocol.message_ext import decode_record, decode_records
+from ferrymq.protocol.message_id import parse_offset_msg_id
+from ferrymq.protocol.properties import encode_properties
 from ferrymq.protocol.remoting import RemotingCommand
 
 SUSPEND_AND_SUBSCRIPTION = 0x2 | 0x4

@@ -14,7 +14,7 @@ import time
 
 from ferrymq.net import RemotingClient, RemotingError
 from ferrymq.protocol.codes import RequestCode
-from ferrymq.protocol.message import encode_properties
+from ferrymq.protocol.properties import encode_properties
 from ferrymq.protocol.remoting import RemotingCommand
 
 

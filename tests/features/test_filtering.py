@@ -6,7 +6,8 @@ import pytest
 
 from ferrymq.client import ClientError, Message, MessageSelector, Producer, PullConsumer, PushConsumer
 from ferrymq.protocol.codes import RequestCode, ResponseCode
-from ferrymq.protocol.message import decode_records, java_hash
+from ferrymq.protocol.hashes import java_hash
+from ferrymq.protocol.message_ext import decode_records
 
 from .conftest import eventually
 

@@ -8,27 +8,20 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from ferrymq.protocol.batch import encode_batch, iter_batch, scan_batch
 from ferrymq.protocol.errors import MessageDecodeError, ProtocolError
-from ferrymq.protocol.message import (
+from ferrymq.protocol.hashes import java_hash
+from ferrymq.protocol.message_ext import MessageExt, decode_record, decode_records
+from ferrymq.protocol.message_id import offset_msg_id, offset_msg_ids, parse_offset_msg_id
+from ferrymq.protocol.properties import decode_properties, encode_properties, find_property
+from ferrymq.protocol.record import (
     BLANK,
+    CQ_ENTRY,
     MAGIC_V1,
     MAGIC_V2,
-    MessageExt,
-    UniqKeyGenerator,
     body_crc,
-    decode_properties,
-    decode_record,
-    decode_records,
-    encode_batch,
-    encode_properties,
-    find_property,
-    iter_batch,
-    java_hash,
-    offset_msg_id,
     pack_host,
-    parse_offset_msg_id,
     read_record_meta,
-    scan_batch,
     unpack_host,
     write_blank,
 )
@@ -240,29 +233,10 @@ def test_offset_msg_id_round_trip():
             parse_offset_msg_id(bad)
 
 
-def test_uniq_keys_are_unique_and_shaped_like_javas():
-    gen = UniqKeyGenerator("10.1.2.3")
-    keys = [gen.next() for _ in range(5000)]
-    assert len(set(keys)) == len(keys)
-    assert all(len(k) == 32 and k == k.upper() for k in keys)
-    assert keys[0].startswith("0A010203")
-
-
 @given(
     st.sampled_from([("10.1.2.3", 10911), ("::1", 8080)]), st.lists(st.integers(0, 2**63 - 1), max_size=40)
 )
 def test_offset_msg_ids_in_bulk_match_one_by_one(host, offsets):
-    from ferrymq.protocol.message import CQ_ENTRY, offset_msg_ids
-
     packed = pack_host(*host)
     entries = b"".join(CQ_ENTRY.pack(o, 100, -1) for o in offsets)
     assert offset_msg_ids(packed, entries) == ",".join(offset_msg_id(packed, o) for o in offsets)
-
-
-def test_uniq_keys_in_bulk_continue_one_counter():
-    gen = UniqKeyGenerator()
-    keys = [gen.next(), *gen.next_many(1000), gen.next()]
-    assert len(set(keys)) == len(keys)
-    assert all(len(k) == 32 and k[:20] == keys[0][:20] for k in keys)
-    counters = [int(k[-4:], 16) for k in keys]
-    assert counters == [(counters[0] + i) & 0xFFFF for i in range(len(keys))]

@@ -8,8 +8,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from ferrymq.protocol.errors import MessageDecodeError
-from ferrymq.protocol.message import (
+from ferrymq.protocol.batch import (
     _c_scan_batch,
     _c_write_batch_records,
     batch_records_size,
@@ -17,8 +16,9 @@ from ferrymq.protocol.message import (
     py_encode_batch,
     py_scan_batch,
     py_write_batch_records,
-    topic_block,
 )
+from ferrymq.protocol.errors import MessageDecodeError
+from ferrymq.protocol.record import topic_block
 
 importlib.import_module("ferrymq._native.batch")  # built at install; a missing build fails here
 

@@ -8,7 +8,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from ferrymq.protocol.errors import MessageDecodeError
-from ferrymq.protocol.message import MessageExt, _records_c, py_decode_records
+from ferrymq.protocol.message_ext import MessageExt, _records_c, py_decode_records
 
 importlib.import_module("ferrymq._native.records")  # built at install; a missing build fails here
 assert _records_c is not None

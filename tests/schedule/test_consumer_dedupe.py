@@ -9,7 +9,8 @@ import pytest
 
 from ferrymq.client import Message
 from ferrymq.client.dedupe import SeenIds
-from ferrymq.protocol.message import MessageExt, Prop
+from ferrymq.protocol.message_ext import MessageExt
+from ferrymq.protocol.properties import Prop
 
 from .conftest import eventually
 from .test_consumer_retry import Flaky

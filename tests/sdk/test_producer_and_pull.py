@@ -9,7 +9,7 @@ import pytest
 
 from ferrymq.broker.server import Broker
 from ferrymq.client import Message, Producer, PullConsumer, SendError, SendStatus
-from ferrymq.protocol.message import parse_offset_msg_id
+from ferrymq.protocol.message_id import parse_offset_msg_id
 
 from ..broker.conftest import broker_config, make_cluster  # noqa: F401  (fixture)
 

@@ -7,7 +7,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from ferrymq.protocol.errors import MessageDecodeError
-from ferrymq.protocol.message import COMPRESSED_FLAG, MessageExt
+from ferrymq.protocol.message_ext import MessageExt
+from ferrymq.protocol.sys_flag import COMPRESSED_FLAG
 from ferrymq.spark import rows
 
 pytestmark = pytest.mark.skipif(rows._c is None, reason="ferrymq._native.rows is not built")

@@ -1,6 +1,7 @@
 import pytest
 
-from ferrymq.protocol.message import decode_records, encode_properties
+from ferrymq.protocol.message_ext import decode_records
+from ferrymq.protocol.properties import encode_properties
 from ferrymq.store import MessageStore, StoreConfig
 
 

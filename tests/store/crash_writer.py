@@ -9,7 +9,8 @@ import sys
 import time
 from pathlib import Path
 
-from ferrymq.protocol.message import encode_batch, encode_properties
+from ferrymq.protocol.batch import encode_batch
+from ferrymq.protocol.properties import encode_properties
 from ferrymq.store import SYNC_FLUSH, MessageStore, PutStatus, StoreConfig
 
 MAX_MESSAGES = 50_000

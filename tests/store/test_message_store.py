@@ -7,14 +7,11 @@ import time
 
 import pytest
 
-from ferrymq.protocol.message import (
-    TRANSACTION_PREPARED_TYPE,
-    decode_record,
-    encode_batch,
-    java_hash,
-    offset_msg_id,
-    parse_offset_msg_id,
-)
+from ferrymq.protocol.batch import encode_batch
+from ferrymq.protocol.hashes import java_hash
+from ferrymq.protocol.message_ext import decode_record
+from ferrymq.protocol.message_id import offset_msg_id, parse_offset_msg_id
+from ferrymq.protocol.sys_flag import TRANSACTION_PREPARED_TYPE
 from ferrymq.store import SYNC_FLUSH, GetStatus, PutStatus
 from ferrymq.store.files import list_offset_files
 
@@ -84,7 +81,7 @@ def test_tag_filter_uses_the_consume_queue_hash(open_store):
 
 
 def decode_records_all(result):
-    from ferrymq.protocol.message import decode_records
+    from ferrymq.protocol.message_ext import decode_records
 
     return decode_records(b"".join(result.buffers), verify_crc=True)
 

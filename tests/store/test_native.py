@@ -14,16 +14,14 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from ferrymq.protocol.message import (
+from ferrymq.protocol.hashes import tag_hash
+from ferrymq.protocol.record import topic_block, write_blank, write_record
+from ferrymq.protocol.sys_flag import (
     BORNHOST_V6_FLAG,
     STOREHOST_V6_FLAG,
     TRANSACTION_COMMIT_TYPE,
     TRANSACTION_PREPARED_TYPE,
     TRANSACTION_ROLLBACK_TYPE,
-    tag_hash,
-    topic_block,
-    write_blank,
-    write_record,
 )
 from ferrymq.store.dispatch import SCAN_BLANK, SCAN_INVALID, dispatch_scan
 from ferrymq.store.index import HEADER_SIZE, put_index_entries

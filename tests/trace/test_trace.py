@@ -268,6 +268,25 @@ async def test_admin_trace_finds_a_message_sent_in_a_batch(make_cluster):  # noq
     assert trace.stored.body == b"m1"
 
 
+async def test_admin_trace_reads_trace_messages_the_trace_producer_compressed(make_cluster):  # noqa: F811
+    cluster = await make_cluster()
+    async with Producer("PG", cluster.namesrv_addr, enable_trace=True) as producer:
+        sent = await producer.send_batch([Message("TracedBig", f"m{i}".encode()) for i in range(200)])
+    ids = sent.msg_id.split(",")  # 200 ids in one Pub record: a trace body over 4 KiB
+    await cluster.settled()
+    [stored] = await read_all(cluster.namesrv_addr, TRACE_TOPIC, "C1", expect=1)
+    assert stored.sys_flag & 0x300 == 0x300 and ids[150] in stored.body.decode()  # it was zlib-compressed
+    from ferrymq.client.instance import ClientInstance
+
+    instance = ClientInstance(cluster.namesrv_addr)
+    try:
+        await wait_for(lambda: _sent_traced(instance, ids[150]), 30, "the batch's trace in the index")
+        trace = await message_trace(instance, ids[150])
+    finally:
+        await instance.close()
+    assert [pub.msg_id for pub in trace.sends] == [ids[150]]
+
+
 async def _sent_traced(instance, msg_id: str) -> bool:
     return bool((await message_trace(instance, msg_id)).sends)
 

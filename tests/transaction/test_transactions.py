@@ -8,7 +8,7 @@ import time
 from ferrymq.broker.transactions import CHECK_MAX_TIME_TOPIC, HALF_TOPIC
 from ferrymq.client import LocalTransactionState, Message, TransactionProducer
 from ferrymq.protocol.codes import RequestCode, ResponseCode
-from ferrymq.protocol.message import parse_offset_msg_id
+from ferrymq.protocol.message_id import parse_offset_msg_id
 
 from .conftest import make_cluster, read_all, wait_for  # noqa: F401  (fixture)
 
@@ -93,6 +93,22 @@ async def test_check_back_commits_rolls_back_and_discards(make_cluster, fast_che
     got = await read_all(cluster.namesrv_addr, "Tx3", "C1", expect=1)
     assert [m.body for m in got] == [b"later-commit"]
     assert broker.store.get_max_offset(HALF_TOPIC, 0) > 3  # the checked copies
+
+
+async def test_a_compressed_half_is_checked_with_its_content(make_cluster, fast_checks):  # noqa: F811
+    cluster = await make_cluster(**fast_checks)
+    body = b"order 42 awaits payment; " * 400  # over 4 KiB: sent zstd-compressed
+    checked: list[bytes] = []
+
+    def checker(msg):
+        checked.append(msg.body)
+        return COMMIT
+
+    async with TransactionProducer("TXZ", cluster.namesrv_addr, checker=checker, compression="zstd") as tx:
+        await tx.send_message_in_transaction(Message("TxZ", body), lambda m, a: UNKNOW)
+        got = await read_all(cluster.namesrv_addr, "TxZ", "C1", expect=1)
+    assert checked == [body]
+    assert [(m.body, m.sys_flag & 0x301) for m in got] == [(body, 0x200)]  # decompressed; stored as zstd
 
 
 async def test_check_back_waits_for_a_producer_of_the_group(make_cluster, fast_checks):  # noqa: F811

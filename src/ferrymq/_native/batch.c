@@ -1,9 +1,9 @@
 /* SEND_BATCH_MESSAGE bodies into CommitLog records, in C: the per-message loops of
- * protocol/message.py's scan_batch and write_batch_records (the references, same contracts).
+ * protocol/batch.py's scan_batch and write_batch_records (the references, same contracts).
  *
  * A batch body is, per message: TOTALSIZE, MAGICCODE, BODYCRC, FLAG, BODYLEN (int32 each), the
  * body, PROPLEN (int16), the properties. Each becomes a stored record (RocketMQ's layout, see
- * protocol/message.py) written straight into the CommitLog mapping, and its 20-byte ConsumeQueue
+ * protocol/record.py) written straight into the CommitLog mapping, and its 20-byte ConsumeQueue
  * entry (CommitLog offset, size, tag hash) is built on the way. Body CRCs are computed by the
  * crc32 callable the caller passes (isal's, which beats any table-driven loop here).
  */

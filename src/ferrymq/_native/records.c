@@ -1,4 +1,4 @@
-/* Consumer-side record decoding in C: protocol/message.py's decode_records / _decode_at (the
+/* Consumer-side record decoding in C: protocol/message_ext.py's decode_records / _decode_at (the
  * reference, same checks, same errors) building MessageExt objects directly.
  *
  * MessageExt is a slotted class; `bind` is given the class and its slot names once, checks each is a

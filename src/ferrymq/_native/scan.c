@@ -1,6 +1,6 @@
 /* CommitLog record scans in C: the per-record loops of the dispatcher and of the indexer.
  *
- * Both walk RocketMQ's stored-message records (layout: protocol/message.py, whose
+ * Both walk RocketMQ's stored-message records (layout: protocol/record.py, whose
  * read_record_meta is the reference these mirror check for check) and hand Python one object per
  * run of records instead of one per record:
  *

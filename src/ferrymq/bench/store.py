@@ -18,7 +18,9 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
-from ferrymq.protocol.message import UniqKeyGenerator, encode_batch, encode_properties
+from ferrymq.client.uniq_key import UniqKeyGenerator
+from ferrymq.protocol.batch import encode_batch
+from ferrymq.protocol.properties import encode_properties
 from ferrymq.store import ASYNC_FLUSH, SYNC_FLUSH, MessageStore, StoreConfig
 
 Progress = Callable[[str, int, int], None]  # (task, done, total)
@@ -133,7 +135,7 @@ def bench_read(root: Path, count: int, body_size: int, max_count: int, progress:
 _RECOVERY_WRITER = """
 import os, sys
 from pathlib import Path
-from ferrymq.protocol.message import encode_batch
+from ferrymq.protocol.batch import encode_batch
 from ferrymq.store import MessageStore, StoreConfig
 root, target = Path(sys.argv[1]), int(sys.argv[2])
 store = MessageStore(StoreConfig(store_path_root_dir=root)).open()

@@ -7,7 +7,9 @@ from __future__ import annotations
 
 from ferrymq.broker.sql92 import SqlFilter, SqlFilterError
 from ferrymq.protocol.codes import ResponseCode
-from ferrymq.protocol.message import find_property, java_hash, read_record_meta
+from ferrymq.protocol.hashes import java_hash
+from ferrymq.protocol.properties import find_property
+from ferrymq.protocol.record import read_record_meta
 from ferrymq.store import GetResult, GetStatus
 
 TAG_TYPE, SQL92_TYPE = "TAG", "SQL92"

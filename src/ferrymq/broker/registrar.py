@@ -15,7 +15,7 @@ from ferrymq.protocol.headers import (
     RegisterBrokerRequestHeader,
     RegisterBrokerResponseHeader,
 )
-from ferrymq.protocol.message import body_crc
+from ferrymq.protocol.record import body_crc
 from ferrymq.protocol.remoting import RemotingCommand
 
 if TYPE_CHECKING:

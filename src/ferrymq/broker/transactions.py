@@ -26,19 +26,12 @@ from ferrymq.broker.schedule.divert import ScheduleError
 from ferrymq.net.errors import RemotingError
 from ferrymq.protocol.codes import RequestCode
 from ferrymq.protocol.headers import CheckTransactionStateRequestHeader
-from ferrymq.protocol.message import (
-    TRANSACTION_COMMIT_TYPE,
-    TRANSACTION_TYPE_MASK,
-    MessageExt,
-    Prop,
-    decode_record,
-    decode_records,
-    encode_properties,
-    find_property,
-    offset_msg_id,
-    pack_host,
-)
+from ferrymq.protocol.message_ext import MessageExt, decode_record, decode_records
+from ferrymq.protocol.message_id import offset_msg_id
+from ferrymq.protocol.properties import Prop, encode_properties, find_property
+from ferrymq.protocol.record import pack_host
 from ferrymq.protocol.remoting import RemotingCommand
+from ferrymq.protocol.sys_flag import TRANSACTION_COMMIT_TYPE, TRANSACTION_TYPE_MASK
 from ferrymq.store import PutStatus
 
 if TYPE_CHECKING:

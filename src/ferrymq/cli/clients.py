@@ -10,6 +10,7 @@ import click
 
 from ferrymq.client import ClientError, Message, Producer, PullConsumer
 from ferrymq.net import install_uvloop
+from ferrymq.protocol.errors import ProtocolError
 
 
 @click.command()
@@ -74,11 +75,12 @@ def consume(namesrv, topic, group, expression, consume_from, count, timeout) -> 
 
 
 def run_client(coro) -> None:
-    """Run a client coroutine on uvloop; Ctrl-C stops quietly, client errors become CLI errors."""
+    """Run a client coroutine on uvloop; Ctrl-C stops quietly, client errors and undecodable messages
+    become CLI errors."""
     install_uvloop()
     try:
         asyncio.run(coro)
     except KeyboardInterrupt:
         pass
-    except ClientError as e:
+    except (ClientError, ProtocolError) as e:
         raise click.ClickException(str(e)) from None

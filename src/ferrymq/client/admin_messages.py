@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import time
-import zlib
 from collections.abc import Awaitable, Callable
 
 from ferrymq.client.instance import ClientError, ClientInstance
@@ -11,7 +10,8 @@ from ferrymq.client.message import MessageExt
 from ferrymq.net import RemotingError
 from ferrymq.protocol.codes import RequestCode, ResponseCode
 from ferrymq.protocol.errors import ProtocolError
-from ferrymq.protocol.message import COMPRESSED_FLAG, decode_records, parse_offset_msg_id
+from ferrymq.protocol.message_ext import decode_records, decompress_body
+from ferrymq.protocol.message_id import parse_offset_msg_id
 from ferrymq.protocol.remoting import RemotingCommand
 
 
@@ -67,8 +67,5 @@ class MessageLookups:
 
 
 def _decoded(body: bytes) -> list[MessageExt]:
-    messages = decode_records(body)
-    for m in messages:
-        if m.sys_flag & COMPRESSED_FLAG:
-            m.body = zlib.decompress(m.body)
-    return messages
+    """The messages of an answer, bodies decompressed; CompressedBodyError names one that does not."""
+    return [decompress_body(m) for m in decode_records(body)]

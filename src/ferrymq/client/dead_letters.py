@@ -16,7 +16,7 @@ from ferrymq.client.message import Message, MessageExt, SendResult
 from ferrymq.client.producer import Producer
 from ferrymq.client.pull import PullStatus, pull, queue_offset
 from ferrymq.protocol.codes import RequestCode
-from ferrymq.protocol.message import Prop
+from ferrymq.protocol.properties import Prop
 
 DLQ_PREFIX = "%DLQ%"
 TOOLS_GROUP = "TOOLS_CONSUMER"  # RocketMQ's MixAll.TOOLS_CONSUMER_GROUP

@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections import OrderedDict
 from collections.abc import Iterable
 
-from ferrymq.protocol.message import MessageExt
+from ferrymq.protocol.message_ext import MessageExt
 
 
 class SeenIds:

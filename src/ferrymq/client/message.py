@@ -6,7 +6,8 @@ import enum
 from dataclasses import dataclass, field
 
 from ferrymq.protocol.bodies import MessageQueue
-from ferrymq.protocol.message import MessageExt, Prop
+from ferrymq.protocol.message_ext import MessageExt
+from ferrymq.protocol.properties import Prop
 
 __all__ = ["RETRY_PREFIX", "Message", "MessageExt", "MessageQueue", "SendResult", "SendStatus"]
 

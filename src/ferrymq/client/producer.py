@@ -2,8 +2,9 @@
 
 Like RocketMQ's DefaultMQProducer: queues are chosen round-robin (or by a sharding key for order),
 a failed send is retried on another broker (`retry_times_when_send_failed`, default 2) after the
-route is fetched again, and a broker that fails is avoided for a back-off period. Bodies over
-4 KiB are zlib-compressed. With `auto_batch`, concurrent sends are gathered into
+route is fetched again, and a broker that fails is avoided for a back-off period. Bodies of 4 KiB
+or more are compressed, with zlib unless `compression` says lz4 or zstd (RocketMQ 5's compressType;
+consumers older than RocketMQ 5 read zlib only). With `auto_batch`, concurrent sends are gathered into
 SEND_BATCH_MESSAGE requests (up to `max_batch_bytes`, waiting at most `linger_ms`), as Kafka
 producers do.
 """
@@ -14,10 +15,7 @@ import asyncio
 import dataclasses
 import logging
 import time
-import zlib
 from collections.abc import Callable, Sequence
-
-from isal import isal_zlib
 
 from ferrymq.client.aio import finish
 from ferrymq.client.faults import BrokerAvoidance
@@ -25,19 +23,14 @@ from ferrymq.client.hooks import Hooks, SendHook, hooked_send
 from ferrymq.client.instance import ClientError, ClientInstance, TopicRoute
 from ferrymq.client.message import RETRY_PREFIX, Message, MessageQueue, SendResult, SendStatus
 from ferrymq.client.trace import TraceDispatcher
+from ferrymq.client.uniq_key import UniqKeyGenerator
 from ferrymq.net import RemotingError
 from ferrymq.net.tasks import BackgroundTasks
+from ferrymq.protocol.batch import encode_batch
 from ferrymq.protocol.codes import RequestCode, ResponseCode
-from ferrymq.protocol.message import (
-    COMPRESSED_FLAG,
-    MAX_PROPERTIES_SIZE,
-    Prop,
-    UniqKeyGenerator,
-    encode_batch,
-    encode_properties,
-    find_property,
-    java_hash,
-)
+from ferrymq.protocol.compression import Compression, compress
+from ferrymq.protocol.hashes import java_hash
+from ferrymq.protocol.properties import MAX_PROPERTIES_SIZE, Prop, encode_properties, find_property
 from ferrymq.protocol.remoting import RemotingCommand
 
 log = logging.getLogger(__name__)
@@ -89,6 +82,7 @@ class Producer:
         retry_times_when_send_failed: int = 2,
         compress_msg_body_over_howmuch: int = 4096,
         compress_level: int = 5,
+        compression: str = "zlib",
         max_message_size: int = 4 * 1024 * 1024,
         auto_batch: bool = False,
         linger_ms: float = 5.0,
@@ -103,7 +97,8 @@ class Producer:
         self.send_timeout = send_timeout
         self.retries = retry_times_when_send_failed
         self.compress_over = compress_msg_body_over_howmuch
-        self.compress_level = compress_level  # zlib's 0-9; RocketMQ's default compressLevel is 5
+        self.compress_level = compress_level  # zlib's 0-9 or zstd's 1-22 (LZ4 takes none); RocketMQ's is 5
+        self.compression = Compression.named(compression)
         self.max_message_size = max_message_size
         self.avoidance = BrokerAvoidance()
         self._uniq = UniqKeyGenerator()
@@ -244,8 +239,8 @@ class Producer:
         props = message.system_properties()
         uniq = props.setdefault(Prop.UNIQ_KEY, self._uniq.next())
         body, sys_flag = message.body, 0
-        if len(body) > self.compress_over:
-            body, sys_flag = _compress(body, self.compress_level), COMPRESSED_FLAG
+        if len(body) >= self.compress_over:
+            body, sys_flag = compress(body, self.compression, self.compress_level), self.compression.sys_flag
         encoded = encode_properties(props)
         self._check(message, encoded.encode(), body)
         return body, encoded, sys_flag, uniq
@@ -400,9 +395,3 @@ class _Batcher:
             self._flush(topic)
         if futures:
             await asyncio.gather(*futures, return_exceptions=True)
-
-
-def _compress(body: bytes, level: int) -> bytes:
-    """zlib's format, as RocketMQ reads it; levels 1-3 through ISA-L, several times faster than zlib
-    at a like ratio (the trace producer compresses every trace message at level 1)."""
-    return isal_zlib.compress(body, level) if 1 <= level <= 3 else zlib.compress(body, level)

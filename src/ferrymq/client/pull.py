@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import contextlib
 import enum
-import zlib
 from dataclasses import dataclass
 
 from ferrymq.client.instance import ClientError, ClientInstance
@@ -12,8 +11,9 @@ from ferrymq.client.message import MessageExt, MessageQueue
 from ferrymq.client.selector import MessageSelector
 from ferrymq.net import RemotingError
 from ferrymq.protocol.codes import RequestCode, ResponseCode
-from ferrymq.protocol.message import COMPRESSED_FLAG, decode_records
+from ferrymq.protocol.message_ext import CompressedBodyError, decode_records, decompress_body
 from ferrymq.protocol.remoting import RemotingCommand
+from ferrymq.protocol.sys_flag import COMPRESSED_FLAG
 
 FLAG_COMMIT_OFFSET, FLAG_SUSPEND, FLAG_SUBSCRIPTION = 0x1, 0x2, 0x4
 
@@ -71,15 +71,24 @@ async def pull(
 
     Tags are checked here too: the broker filters by tag hash, and hashes collide. (SQL92
     selectors are evaluated by the broker alone.)
+
+    Compressed bodies are decompressed. One that does not decompress ends the answer before it, so
+    the next pull starts at that message and raises its CompressedBodyError: the consumer gets
+    everything before it, and the error names it, rather than skipping it or raising garbage.
     """
     raw = await pull_raw(instance, addr, mq, group, offset, selector=selector, **options)
     messages = decode_records(raw.body) if raw.status is PullStatus.FOUND else []
     tags = selector.tags()
     if tags is not None:
         messages = [m for m in messages if m.tags in tags]
-    for m in messages:
-        if m.sys_flag & COMPRESSED_FLAG:
-            m.body = zlib.decompress(m.body)
+    for i, m in enumerate(messages):
+        if m.sys_flag & COMPRESSED_FLAG:  # checked here: a call per message would cost more than the rest
+            try:
+                decompress_body(m)
+            except CompressedBodyError:
+                if i == 0:
+                    raise
+                return PullResult(raw.status, m.queue_offset, raw.min_offset, raw.max_offset, messages[:i])
     return PullResult(raw.status, raw.next_begin_offset, raw.min_offset, raw.max_offset, messages)
 
 

@@ -158,14 +158,19 @@ class PullConsumer:
             done, _ = await asyncio.wait(
                 self._inflight.values(), timeout=max(remaining, 0), return_when=asyncio.FIRST_COMPLETED
             )
-            messages = []
+            messages, failure = [], None
             for mq, task in list(self._inflight.items()):
                 if task in done:
                     del self._inflight[mq]
                     pulled = task.result()
-                    if isinstance(pulled, Exception):
-                        raise pulled  # a failed pull raises here, with its reason
-                    messages += pulled
+                    if isinstance(
+                        pulled, Exception
+                    ):  # the other queues' messages first; the next poll pulls it again
+                        failure = failure or pulled
+                    else:
+                        messages += pulled
+            if failure is not None and not messages:
+                raise failure  # a failed pull, with its reason
             if messages or time.monotonic() >= deadline:
                 return messages
 

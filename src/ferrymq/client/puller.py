@@ -20,7 +20,7 @@ from ferrymq.client.process_queue import ProcessQueue
 from ferrymq.client.pull import PullResult, PullStatus, initial_offset, master_addr, pull, pull_addr
 from ferrymq.client.queue_locks import CALL_ERRORS, QueueLocks
 from ferrymq.client.selector import MessageSelector
-from ferrymq.protocol.message import Prop
+from ferrymq.protocol.properties import Prop
 
 log = logging.getLogger(__name__)
 

@@ -23,7 +23,7 @@ from ferrymq.client.producer import Producer
 from ferrymq.net import RemotingError
 from ferrymq.protocol.codes import RequestCode, ResponseCode
 from ferrymq.protocol.headers import ConsumerSendMsgBackRequestHeader
-from ferrymq.protocol.message import Prop
+from ferrymq.protocol.properties import Prop
 from ferrymq.protocol.remoting import RemotingCommand
 
 log = logging.getLogger(__name__)

@@ -8,7 +8,7 @@ from ferrymq.client.instance import ClientError, ClientInstance
 from ferrymq.net import RemotingError
 from ferrymq.protocol.bodies import CheckClientRequestBody, SubscriptionData, encode_body
 from ferrymq.protocol.codes import RequestCode, ResponseCode
-from ferrymq.protocol.message import java_hash
+from ferrymq.protocol.hashes import java_hash
 from ferrymq.protocol.remoting import RemotingCommand
 
 TAG, SQL92 = "TAG", "SQL92"

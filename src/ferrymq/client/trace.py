@@ -21,8 +21,9 @@ from typing import TYPE_CHECKING
 
 from ferrymq.client.aio import finish
 from ferrymq.client.message import Message, MessageExt, SendResult, SendStatus
+from ferrymq.client.uniq_key import UniqKeyGenerator
 from ferrymq.net.tasks import BackgroundTasks
-from ferrymq.protocol.message import Prop, UniqKeyGenerator
+from ferrymq.protocol.properties import Prop
 from ferrymq.protocol.trace import (
     KEY_SEPARATOR,
     MAX_TRACE_BODY,

@@ -8,6 +8,7 @@ of the msgId in `%DLQ%<group>` of each group that consumed it.
 
 from __future__ import annotations
 
+import contextlib
 import time
 from dataclasses import dataclass, field
 
@@ -15,7 +16,15 @@ from ferrymq.client.instance import ClientError, ClientInstance
 from ferrymq.net import RemotingError
 from ferrymq.protocol.codes import RequestCode, ResponseCode
 from ferrymq.protocol.errors import ProtocolError
-from ferrymq.protocol.message import MessageExt, Prop, decode_record, decode_records, parse_offset_msg_id
+from ferrymq.protocol.message_ext import (
+    CompressedBodyError,
+    MessageExt,
+    decode_record,
+    decode_records,
+    decompress_body,
+)
+from ferrymq.protocol.message_id import parse_offset_msg_id
+from ferrymq.protocol.properties import Prop
 from ferrymq.protocol.remoting import RemotingCommand
 from ferrymq.protocol.trace import (
     TRACE_TOPIC,
@@ -147,7 +156,7 @@ async def _locate(instance: ClientInstance, trace: MessageTrace) -> None:
         response = await instance.invoke(addr, request)
         if response.code != ResponseCode.SUCCESS:
             return
-        trace.stored, trace.stored_at = decode_record(response.body), addr
+        trace.stored, trace.stored_at = _readable(decode_record(response.body)), addr
         real_topic = trace.stored.properties.get(Prop.REAL_TOPIC)
         if trace.stored.topic == HALF_TOPIC and real_topic:  # a transaction's half: find its commit
             committed = [
@@ -171,6 +180,14 @@ async def query_by_key(instance: ClientInstance, addr: str, topic: str, key: str
     if response.code != ResponseCode.SUCCESS:
         return []
     try:
-        return decode_records(response.body)
+        return [_readable(m) for m in decode_records(response.body)]
     except ProtocolError:
         return []
+
+
+def _readable(m: MessageExt) -> MessageExt:
+    """The message with its body decompressed, or as stored when it does not decompress: a trace
+    message then fails to decode and is skipped, and a found message still counts as found."""
+    with contextlib.suppress(CompressedBodyError):
+        decompress_body(m)
+    return m

@@ -28,17 +28,16 @@ from ferrymq.net import Connection, RemotingError
 from ferrymq.protocol.codes import RequestCode
 from ferrymq.protocol.errors import ProtocolError
 from ferrymq.protocol.headers import CheckTransactionStateRequestHeader, EndTransactionRequestHeader
-from ferrymq.protocol.message import (
+from ferrymq.protocol.message_ext import MessageExt, decode_record, decompress_body
+from ferrymq.protocol.message_id import parse_offset_msg_id
+from ferrymq.protocol.properties import Prop
+from ferrymq.protocol.remoting import RemotingCommand
+from ferrymq.protocol.sys_flag import (
     TRANSACTION_COMMIT_TYPE,
     TRANSACTION_NOT_TYPE,
     TRANSACTION_PREPARED_TYPE,
     TRANSACTION_ROLLBACK_TYPE,
-    MessageExt,
-    Prop,
-    decode_record,
-    parse_offset_msg_id,
 )
-from ferrymq.protocol.remoting import RemotingCommand
 from ferrymq.protocol.trace import TransactionState
 
 log = logging.getLogger(__name__)
@@ -163,7 +162,7 @@ def _checker_for(instance: ClientInstance):
     async def on_check(conn: Connection, request: RemotingCommand) -> None:
         try:
             header = CheckTransactionStateRequestHeader.from_ext_fields(request.ext_fields)
-            msg = decode_record(request.body)
+            msg = decompress_body(decode_record(request.body))
         except ProtocolError as e:
             log.warning("bad CHECK_TRANSACTION_STATE from %s: %s", conn.remote_address, e)
             return

@@ -20,7 +20,7 @@ from ferrymq.client.instance import ClientInstance
 from ferrymq.client.message import MessageQueue
 from ferrymq.client.pull import PullStatus, master_addr, pull_raw, queue_offset
 from ferrymq.protocol.codes import RequestCode
-from ferrymq.protocol.message import POS_QUEUEOFFSET
+from ferrymq.protocol.record import POS_QUEUEOFFSET
 from ferrymq.spark.errors import DataLossError, SparkSourceError
 from ferrymq.spark.options import EARLIEST, LATEST, OffsetSpec
 

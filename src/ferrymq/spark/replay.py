@@ -11,7 +11,7 @@ from __future__ import annotations
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
-from ferrymq.protocol.message import Prop
+from ferrymq.protocol.properties import Prop
 
 # Properties that describe the stored copy or its delivery state, not the message.
 BROKER_PROPERTIES = (

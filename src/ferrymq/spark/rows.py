@@ -6,7 +6,6 @@ Rows go to Spark as Arrow record batches built column by column from the stored 
 from __future__ import annotations
 
 import struct
-import zlib
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -23,17 +22,12 @@ from pyspark.sql.types import (
 )
 
 from ferrymq._native import load
-from ferrymq.protocol.errors import MessageDecodeError
-from ferrymq.protocol.message import (
-    COMPRESSED_FLAG,
-    MAGIC_V1,
-    MAGIC_V2,
-    POS_SYSFLAG,
-    Prop,
-    decode_properties,
-    offset_msg_id,
-)
-from ferrymq.protocol.message import _fixed_struct as fixed_struct  # the record layouts by host width
+from ferrymq.protocol.compression import decompress
+from ferrymq.protocol.errors import MessageDecodeError, ProtocolError
+from ferrymq.protocol.message_id import offset_msg_id
+from ferrymq.protocol.properties import Prop, decode_properties
+from ferrymq.protocol.record import MAGIC_V1, MAGIC_V2, POS_SYSFLAG, fixed_struct
+from ferrymq.protocol.sys_flag import COMPRESSED_FLAG
 
 SCHEMA = StructType(
     [
@@ -133,12 +127,13 @@ def _python_batch(buffers: list[bytes], broker_name: str) -> pa.RecordBatch:
         while pos < end:
             f, topic, body_start, body_end, props_start, size = _parse(buf, pos, end)
             body = buf[body_start:body_end]
-            if f[7] & COMPRESSED_FLAG:
-                body = _decompress(body, pos)
             props = decode_properties(buf[props_start : pos + size])
+            msg_id = props.get(Prop.UNIQ_KEY) or offset_msg_id(f[11], f[6])
+            if f[7] & COMPRESSED_FLAG:
+                body = _decompressed(body, f, topic, msg_id)
             fixed.append(f)
             topics.append(topic)
-            msg_ids.append(props.get(Prop.UNIQ_KEY) or offset_msg_id(f[11], f[6]))
+            msg_ids.append(msg_id)
             tags.append(props.get(Prop.TAGS))
             bodies.append(body)
             keys += props.get(Prop.KEYS, "").split()
@@ -202,11 +197,14 @@ def _parse(buf: bytes, pos: int, end: int) -> tuple[tuple, str, int, int, int, i
     return f, topic, body_start, body_end, props_start, size
 
 
-def _decompress(body: bytes, pos: int) -> bytes:
+def _decompressed(body: bytes, f: tuple, topic: str, msg_id: str) -> bytes:
+    """The content of a compressed body; a body that does not decompress fails the read, naming it."""
     try:
-        return zlib.decompress(body)
-    except zlib.error as e:
-        raise MessageDecodeError(f"the compressed body of the record at {pos} of an answer: {e}") from None
+        return decompress(body, f[7])
+    except ProtocolError as e:
+        raise MessageDecodeError(
+            f"message {msg_id} ({topic} queue {f[3]} offset {f[5]}) has a body that does not decompress: {e}"
+        ) from None
 
 
 def _millis(values: list[int]) -> pa.Array:

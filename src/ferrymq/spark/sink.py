@@ -23,7 +23,7 @@ from pyspark.sql.types import ArrayType, BinaryType, MapType, StringType, Struct
 
 from ferrymq.client.message import Message
 from ferrymq.client.producer import Producer
-from ferrymq.protocol.message import Prop
+from ferrymq.protocol.properties import Prop
 from ferrymq.spark.errors import SparkSourceError
 from ferrymq.spark.options import WriteOptions
 

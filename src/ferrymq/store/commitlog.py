@@ -11,7 +11,7 @@ import logging
 import threading
 from pathlib import Path
 
-from ferrymq.protocol.message import BLANK_MIN_SIZE, write_blank
+from ferrymq.protocol.record import BLANK_MIN_SIZE, write_blank
 from ferrymq.store.errors import StoreError
 from ferrymq.store.files import MappedFile, list_offset_files, offset_name, zero_range
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 import contextlib
 from pathlib import Path
 
-from ferrymq.protocol.message import CQ_ENTRY as ENTRY
+from ferrymq.protocol.record import CQ_ENTRY as ENTRY
 from ferrymq.store.errors import StoreError
 from ferrymq.store.files import MappedFile, list_offset_files, offset_name
 

@@ -18,15 +18,13 @@ from collections.abc import Callable
 from typing import NamedTuple
 
 from ferrymq._native import load
-from ferrymq.protocol.message import (
-    BLANK,
+from ferrymq.protocol.hashes import tag_hash
+from ferrymq.protocol.properties import find_property
+from ferrymq.protocol.record import BLANK, body_crc, read_record_meta
+from ferrymq.protocol.sys_flag import (
     TRANSACTION_PREPARED_TYPE,
     TRANSACTION_ROLLBACK_TYPE,
     TRANSACTION_TYPE_MASK,
-    body_crc,
-    find_property,
-    read_record_meta,
-    tag_hash,
 )
 from ferrymq.store.commitlog import CommitLog
 from ferrymq.store.consumequeue import ENTRY, ENTRY_SIZE, ConsumeQueueTable

@@ -24,13 +24,9 @@ import time
 from pathlib import Path
 
 from ferrymq._native import load
-from ferrymq.protocol.message import (
-    BLANK,
-    TRANSACTION_ROLLBACK_TYPE,
-    TRANSACTION_TYPE_MASK,
-    find_property,
-    read_record_meta,
-)
+from ferrymq.protocol.properties import find_property
+from ferrymq.protocol.record import BLANK, read_record_meta
+from ferrymq.protocol.sys_flag import TRANSACTION_ROLLBACK_TYPE, TRANSACTION_TYPE_MASK
 from ferrymq.store.dispatch import SCAN_BLANK, SCAN_MALFORMED, SCAN_STOPPED
 from ferrymq.store.files import offset_name
 from ferrymq.store.index import IndexService, key_hash_bytes

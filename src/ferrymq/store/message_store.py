@@ -17,27 +17,26 @@ import struct
 import threading
 import time
 
+from ferrymq.protocol.batch import batch_records_size, scan_batch, write_batch_records
 from ferrymq.protocol.errors import MessageDecodeError
-from ferrymq.protocol.message import (
+from ferrymq.protocol.hashes import tag_hash
+from ferrymq.protocol.properties import MAX_PROPERTIES_SIZE, find_property
+from ferrymq.protocol.record import (
     BLANK,
     BLANK_MIN_SIZE,
-    MAX_PROPERTIES_SIZE,
     POS_SYSFLAG,
-    TRANSACTION_PREPARED_TYPE,
-    TRANSACTION_ROLLBACK_TYPE,
-    TRANSACTION_TYPE_MASK,
-    batch_records_size,
-    find_property,
     host_sys_flags,
     pack_host,
     read_record_meta,
     record_size,
-    scan_batch,
     store_timestamp_pos,
-    tag_hash,
     topic_block,
-    write_batch_records,
     write_record,
+)
+from ferrymq.protocol.sys_flag import (
+    TRANSACTION_PREPARED_TYPE,
+    TRANSACTION_ROLLBACK_TYPE,
+    TRANSACTION_TYPE_MASK,
 )
 from ferrymq.store.checkpoint import Checkpoint
 from ferrymq.store.cleanup import RetentionService

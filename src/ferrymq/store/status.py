@@ -7,7 +7,7 @@ import enum
 from concurrent.futures import Future
 from concurrent.futures import TimeoutError as FutureTimeout
 
-from ferrymq.protocol.message import CQ_ENTRY
+from ferrymq.protocol.record import CQ_ENTRY
 
 
 class PutStatus(enum.Enum):

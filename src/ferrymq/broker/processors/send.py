@@ -13,14 +13,11 @@ from ferrymq.broker.transactions import HALF_TOPIC
 from ferrymq.net.connection import Connection
 from ferrymq.protocol.codes import RequestCode, ResponseCode
 from ferrymq.protocol.headers import SendMessageRequestHeader
-from ferrymq.protocol.message import (
-    TRANSACTION_TYPE_MASK,
-    find_property,
-    offset_msg_id,
-    offset_msg_ids,
-    pack_host,
-)
+from ferrymq.protocol.message_id import offset_msg_id, offset_msg_ids
+from ferrymq.protocol.properties import find_property
+from ferrymq.protocol.record import pack_host
 from ferrymq.protocol.remoting import RemotingCommand, ext_str
+from ferrymq.protocol.sys_flag import TRANSACTION_TYPE_MASK
 from ferrymq.store import PutStatus
 
 if TYPE_CHECKING:

@@ -15,7 +15,9 @@ from ferrymq.protocol.bodies import encode_body
 from ferrymq.protocol.codes import RequestCode, ResponseCode
 from ferrymq.protocol.errors import MessageDecodeError
 from ferrymq.protocol.headers import ConsumerSendMsgBackRequestHeader, SendMessageRequestHeader
-from ferrymq.protocol.message import Prop, decode_properties, decode_record, encode_properties, pack_host
+from ferrymq.protocol.message_ext import decode_record
+from ferrymq.protocol.properties import Prop, decode_properties, encode_properties
+from ferrymq.protocol.record import pack_host
 from ferrymq.protocol.remoting import RemotingCommand
 from ferrymq.store import PutStatus
 

@@ -10,8 +10,8 @@ from ferrymq.broker.transactions import EndError
 from ferrymq.net.connection import Connection
 from ferrymq.protocol.codes import RequestCode, ResponseCode
 from ferrymq.protocol.headers import EndTransactionRequestHeader
-from ferrymq.protocol.message import TRANSACTION_COMMIT_TYPE, TRANSACTION_NOT_TYPE, TRANSACTION_ROLLBACK_TYPE
 from ferrymq.protocol.remoting import RemotingCommand
+from ferrymq.protocol.sys_flag import TRANSACTION_COMMIT_TYPE, TRANSACTION_NOT_TYPE, TRANSACTION_ROLLBACK_TYPE
 
 if TYPE_CHECKING:
     from ferrymq.broker.server import Broker

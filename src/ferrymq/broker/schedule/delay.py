@@ -18,7 +18,8 @@ from ferrymq.broker.schedule.divert import SCHEDULE_TOPIC
 from ferrymq.broker.schedule.redeliver import prop_keys, redeliver
 from ferrymq.broker.schedule.service import DueService, now_ms
 from ferrymq.protocol.bodies import Body, DataVersion
-from ferrymq.protocol.message import BLANK, Prop, read_record_meta
+from ferrymq.protocol.properties import Prop
+from ferrymq.protocol.record import BLANK, read_record_meta
 from ferrymq.store import MessageStore, PutStatus
 from ferrymq.store.consumequeue import BLANK_ENTRY_SIZE, ENTRY
 from ferrymq.store.delay_levels import parse_delay_levels

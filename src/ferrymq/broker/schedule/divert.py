@@ -4,14 +4,8 @@ HookUtils.handleScheduleMessage): the rules, as a pure function of its propertie
 from __future__ import annotations
 
 from ferrymq.protocol.errors import MessageDecodeError
-from ferrymq.protocol.message import (
-    TRANSACTION_COMMIT_TYPE,
-    TRANSACTION_NOT_TYPE,
-    TRANSACTION_TYPE_MASK,
-    Prop,
-    decode_properties,
-    encode_properties,
-)
+from ferrymq.protocol.properties import Prop, decode_properties, encode_properties
+from ferrymq.protocol.sys_flag import TRANSACTION_COMMIT_TYPE, TRANSACTION_NOT_TYPE, TRANSACTION_TYPE_MASK
 
 SCHEDULE_TOPIC = "SCHEDULE_TOPIC_XXXX"  # one queue per delay level: queue id = level - 1
 TIMER_TOPIC = "rmq_sys_wheel_timer"  # every delivery-time message, queue 0

@@ -5,16 +5,9 @@ from __future__ import annotations
 import struct
 from collections.abc import Iterable
 
-from ferrymq.protocol.message import (
-    BLANK,
-    BORNHOST_V6_FLAG,
-    POS_BORNHOST,
-    POS_BORNTIMESTAMP,
-    POS_FLAG,
-    STOREHOST_V6_FLAG,
-    find_property,
-    read_record_meta,
-)
+from ferrymq.protocol.properties import find_property
+from ferrymq.protocol.record import BLANK, POS_BORNHOST, POS_BORNTIMESTAMP, POS_FLAG, read_record_meta
+from ferrymq.protocol.sys_flag import BORNHOST_V6_FLAG, STOREHOST_V6_FLAG
 from ferrymq.store import MessageStore, PutResult, PutStatus
 
 _INT = struct.Struct(">i")

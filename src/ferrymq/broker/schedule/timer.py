@@ -26,7 +26,8 @@ from ferrymq.broker.schedule.divert import TIMER_DEQUEUE_MS, TIMER_OUT_MS, TIMER
 from ferrymq.broker.schedule.redeliver import prop_keys, redeliver
 from ferrymq.broker.schedule.service import DueService, now_ms
 from ferrymq.protocol.bodies import Body
-from ferrymq.protocol.message import BLANK, Prop, find_property, read_record_meta
+from ferrymq.protocol.properties import Prop, find_property
+from ferrymq.protocol.record import BLANK, read_record_meta
 from ferrymq.store import MessageStore, PutStatus
 from ferrymq.store.consumequeue import BLANK_ENTRY_SIZE, ENTRY
 
