@@ -63,7 +63,6 @@ class Broker:
         self.role = "slave" if config.broker_role == "SLAVE" or config.enable_controller_mode else "master"
         self.epoch = 0  # the master epoch this broker last heard of
         self.ha_client: HAClient | None = None
-        self.slave_sync = SlaveSynchronizer(self)
         self._role_lock = asyncio.Lock()
         self.server.on_connection_closed(self._connection_closed)
 
@@ -118,13 +117,24 @@ class Broker:
         self.store.retention.listener = lambda low: loop.call_soon_threadsafe(self.epochs.trim_below, low)
         if config.trace_topic_enable:
             self.topics.ensure(config.msg_trace_topic_name, 1)
-        self.transactions = TransactionService(self)
+        self.scheduler = Scheduler(
+            config.store, self.store, self.topics, written=self.written, active=lambda: self.is_master
+        )
+        self.transactions = TransactionService(
+            config, self.store, self.topics, self.offsets, self.clients, divert=self.scheduler.divert,
+            written=self.written, topics_changed=self.schedule_registration,
+        )  # fmt: skip
         self.transactions.load()
-        self.scheduler = Scheduler(self)
         self.ha = HAService(config, self.store, self.epochs, lambda: self.waits_for_replicas)
         self._serve()
         self.client = RemotingClient()
-        self.registrar = NameServerRegistrar(self, self.client)
+        self.registrar = NameServerRegistrar(
+            config, self.topics, self, self.client, self.master_ha_addr_learned
+        )
+        self.slave_sync = SlaveSynchronizer(
+            self.store, self.topics, self.offsets, self.groups, self.consumption, self.scheduler, self.client,
+            is_master=lambda: self.is_master, learned_master=lambda: self.registrar.master_addr,
+        )  # fmt: skip
         self.hold.attach(loop)
         self.store.dispatcher.listener = self._arrived
         self.scheduler.start()
