@@ -152,8 +152,10 @@ class Broker:
                 self.master_ha_addr_learned(config.ha_master_address)
         await self.server.start()
         if config.enable_controller_mode and config.controller_addr:  # without: roles come by change_role
-            self.replicas = ReplicasManager(self)
-            await self.replicas.start()
+            self.replicas = ReplicasManager(
+                config, self.store, self.ha, self.client, self, every=self._every, spawn=self._spawn
+            )
+            await self.replicas.start(self.server)
         await self.registrar.register_all()
         self._every(config.register_name_server_period / 1000, self.registrar.register_all)
         self._every(config.flush_consumer_offset_interval / 1000, self._persist_offsets)
