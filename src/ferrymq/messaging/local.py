@@ -96,3 +96,5 @@ class LocalMessageService:
         return [
             QueueData(self.broker_name, tc.read_queue_nums, tc.write_queue_nums, tc.perm, tc.topic_sys_flag)
         ]
+
+    # pop / ack / change_invisible_time (see api.MessageService): over the broker's pop service

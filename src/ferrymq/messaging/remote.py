@@ -205,6 +205,9 @@ class RemoteMessageService:
             raise MessagingError(str(e)) from e
         return None if route is None else list(route.data.queue_datas)
 
+    # pop / ack / change_invisible_time (see api.MessageService): POP_MESSAGE, ACK_MESSAGE and
+    # CHANGE_MESSAGE_INVISIBLETIME to the queue's master
+
     async def _invoke(
         self, addr: str, request: RemotingCommand, timeout: float | None = None
     ) -> RemotingCommand:

@@ -49,7 +49,7 @@ class SendOutcome:
 
     def __repr__(self) -> str:
         return (
-            f"SendOutcome({ResponseCode(self.code).name}, {self.remark!r}, {self.broker_name}/{self.queue_id}"
+            f"SendOutcome({_name(self.code)}, {self.remark!r}, {self.broker_name}/{self.queue_id}"
             f"@{self.queue_offset}, {self.msg_id})"
         )
 
@@ -94,6 +94,13 @@ class ReadOutcome:
 
     def __repr__(self) -> str:
         return (
-            f"ReadOutcome({ResponseCode(self.code).name}, {self.remark!r}, next={self.next_begin_offset}, "
+            f"ReadOutcome({_name(self.code)}, {self.remark!r}, next={self.next_begin_offset}, "
             f"min={self.min_offset}, max={self.max_offset}, {len(self.buffers)} buffers)"
         )
+
+
+def _name(code: int) -> str:
+    try:
+        return ResponseCode(code).name
+    except ValueError:
+        return str(code)
