@@ -48,7 +48,7 @@ async def pull_bench(messages: int, body_size: int, rounds: int, progress: Progr
             await _load(f"127.0.0.1:{namesrv.port}", broker, messages, body_size, progress)
             broker.groups.put(SubscriptionGroupConfig("limited", attributes={RATE_LIMIT: "1e12"}))
             broker.consumption.update(broker.groups.get("limited"))
-            processor = PullProcessor(broker)
+            processor = PullProcessor(broker.reads)
             return [
                 await _measure(processor, broker, name, group, kind, expression, rounds, progress)
                 for name, group, kind, expression in SCENARIOS

@@ -21,7 +21,6 @@ import time
 from collections.abc import Iterable
 
 from ferrymq.broker.clients import ClientRegistry
-from ferrymq.net.connection import Connection
 from ferrymq.protocol.bodies import PAUSED, PAUSED_CLIENTS, RATE_LIMIT, SubscriptionGroupConfig
 from ferrymq.store import GetResult, GetStatus, MessageStore
 
@@ -104,9 +103,10 @@ class ConsumptionControl:
         if old is not None:
             old.changed.set()
 
-    async def admit(self, group: str, conn: Connection, wanted: int, hold: float) -> int:
+    async def admit(self, group: str, conn: object, wanted: int, hold: float) -> int:
         """How many messages this pull may take now (0: none), waiting up to `hold` s for the group
-        to be resumed or for its next token."""
+        to be resumed or for its next token. `conn` is the consumer's registered connection, by
+        which pausing single clients matches (anything else matches no client)."""
         deadline = time.monotonic() + hold
         while (gate := self._gates.get(group)) is not None:
             if self._paused(gate, conn):
@@ -132,7 +132,7 @@ class ConsumptionControl:
         for gate in self._gates.values():
             gate.changed.set()
 
-    def _paused(self, gate: GroupGate, conn: Connection) -> bool:
+    def _paused(self, gate: GroupGate, conn: object) -> bool:
         if gate.paused:
             return True
         if not gate.paused_clients:

@@ -5,8 +5,11 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from typing import TYPE_CHECKING
+from collections.abc import Callable
+from typing import Protocol
 
+from ferrymq.broker.config import BrokerConfig
+from ferrymq.broker.topics import TopicConfigManager
 from ferrymq.net import RemotingClient, RemotingError
 from ferrymq.protocol.bodies import RegisterBrokerBody, encode_body
 from ferrymq.protocol.codes import RequestCode, ResponseCode
@@ -18,29 +21,43 @@ from ferrymq.protocol.headers import (
 from ferrymq.protocol.record import body_crc
 from ferrymq.protocol.remoting import RemotingCommand
 
-if TYPE_CHECKING:
-    from ferrymq.broker.server import Broker
-
 log = logging.getLogger(__name__)
 
 
+class RegisteredRole(Protocol):
+    """The broker's role as NameServers list it (it changes while the broker runs)."""
+
+    @property
+    def epoch(self) -> int: ...
+
+    @property
+    def registered_id(self) -> int: ...
+
+
 class NameServerRegistrar:
-    def __init__(self, broker: Broker, client: RemotingClient) -> None:
-        self.broker = broker
+    def __init__(
+        self, config: BrokerConfig, topics: TopicConfigManager, role: RegisteredRole, client: RemotingClient,
+        master_ha_addr_learned: Callable[[str], None],
+    ) -> None:  # fmt: skip
+        """`master_ha_addr_learned(addr)`: a NameServer named the group master's HA address."""
+        self.config = config
+        self.topics = topics
+        self.role = role
         self.client = client
+        self._master_ha_addr_learned = master_ha_addr_learned
         self.master_addr: str | None = None
         self._failing: set[str] = set()
 
     async def register_all(self) -> None:
-        config = self.broker.config
-        if config.enable_controller_mode and not self.broker.epoch:
+        config = self.config
+        if config.enable_controller_mode and not self.role.epoch:
             return  # no role from the controller yet: not a master, not a slave of anyone
-        body = encode_body(RegisterBrokerBody(topic_config_serialize_wrapper=self.broker.topics.wrapper()))
+        body = encode_body(RegisterBrokerBody(topic_config_serialize_wrapper=self.topics.wrapper()))
         header = RegisterBrokerRequestHeader(
             broker_name=config.broker_name,
             broker_addr=config.broker_addr,
             cluster_name=config.broker_cluster_name,
-            broker_id=self.broker.registered_id,
+            broker_id=self.role.registered_id,
             ha_server_addr=config.ha_addr,
             body_crc32=body_crc(body),
         )
@@ -66,15 +83,15 @@ class NameServerRegistrar:
         if answer.master_addr:
             self.master_addr = answer.master_addr
         if answer.ha_server_addr:
-            self.broker.master_ha_addr_learned(answer.ha_server_addr)
+            self._master_ha_addr_learned(answer.ha_server_addr)
 
     async def unregister_all(self) -> None:
-        config = self.broker.config
+        config = self.config
         ext = BrokerRequestHeader(
             broker_name=config.broker_name,
             broker_addr=config.broker_addr,
             cluster_name=config.broker_cluster_name,
-            broker_id=self.broker.registered_id,
+            broker_id=self.role.registered_id,
         ).to_ext_fields()
         for addr in config.namesrv_addrs:
             try:

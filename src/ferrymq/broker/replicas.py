@@ -20,12 +20,15 @@ import asyncio
 import logging
 import time
 import uuid
+from collections.abc import Awaitable, Callable, Coroutine
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import Any, Protocol
 
 import msgspec
 
-from ferrymq.net import Connection, RemotingError
+from ferrymq.broker.config import BrokerConfig
+from ferrymq.ha.master import HAService
+from ferrymq.net import Connection, RemotingClient, RemotingError, RemotingServer
 from ferrymq.net.controllers import ControllerClient, parse_controller_addrs
 from ferrymq.protocol.bodies import decode_body, encode_body
 from ferrymq.protocol.codes import RequestCode, ResponseCode
@@ -37,10 +40,8 @@ from ferrymq.protocol.controller import (
 )
 from ferrymq.protocol.headers import BrokerHeartbeatRequestHeader
 from ferrymq.protocol.remoting import RemotingCommand, RemotingProtocolError
+from ferrymq.store import MessageStore
 from ferrymq.store.files import atomic_write, durable_copies
-
-if TYPE_CHECKING:
-    from ferrymq.broker.server import Broker
 
 log = logging.getLogger(__name__)
 
@@ -67,11 +68,34 @@ class MasterView:
     sync_state_set_epoch: int
 
 
+class RoleHost(Protocol):
+    """The broker whose role the controllers decide."""
+
+    @property
+    def is_master(self) -> bool: ...
+
+    async def change_role(
+        self, role: str, *, broker_id: int, epoch: int, master_addr: str | None, master_ha_addr: str | None
+    ) -> None: ...
+
+    def schedule_registration(self) -> None: ...
+
+
 class ReplicasManager:
-    def __init__(self, broker: Broker) -> None:
-        self.broker = broker
-        config = broker.config
-        self.controllers = ControllerClient(parse_controller_addrs(config.controller_addr), broker.client)
+    def __init__(
+        self, config: BrokerConfig, store: MessageStore, ha: HAService, client: RemotingClient,
+        host: RoleHost, *, every: Callable[[float, Callable[[], Awaitable[None]]], None],
+        spawn: Callable[[Coroutine[Any, Any, Any], str], object],
+    ) -> None:  # fmt: skip
+        """`every(period, job)` and `spawn(coroutine, name)` run tasks that belong to the broker."""
+        self.config = config
+        self.store = store
+        self.ha = ha
+        self.client = client
+        self.host = host
+        self._every = every
+        self._spawn = spawn
+        self.controllers = ControllerClient(parse_controller_addrs(config.controller_addr), client)
         self.broker_id: int | None = None
         self.role: str | None = None  # "master" or "slave" once the controllers have said
         self.view = MasterView(None, None, 0, frozenset(), 0)
@@ -84,21 +108,21 @@ class ReplicasManager:
 
     def write_refusal(self) -> str | None:
         """Why this broker must not acknowledge a write now; None when it may."""
-        if self.role != "master" or not self.broker.is_master:
-            return f"broker is not the master of {self.broker.config.broker_name} (controller mode)"
+        if self.role != "master" or not self.host.is_master:
+            return f"broker is not the master of {self.config.broker_name} (controller mode)"
         if time.monotonic() >= self._lease_until:
             return "the master's lease from the controllers lapsed: it may have been replaced"
         return None
 
     # --- Start-up ---------------------------------------------------------------------------
 
-    async def start(self) -> None:
+    async def start(self, server: RemotingServer) -> None:
         """Take an id and a role before the broker registers with the NameServers."""
-        self.broker.server.register(RequestCode.NOTIFY_BROKER_ROLE_CHANGED, self._notified)
+        server.register(RequestCode.NOTIFY_BROKER_ROLE_CHANGED, self._notified)
         await self._until_done("take a broker id", self._take_broker_id)
         await self._until_done("register with the controllers", self._register)
-        self.broker._every(self.broker.config.broker_heartbeat_interval / 1000, self.tick)
-        self.broker.ha.on_sync_state_set_proposal(self._proposed)
+        self._every(self.config.broker_heartbeat_interval / 1000, self.tick)
+        self.ha.on_sync_state_set_proposal(self._proposed)
 
     async def _until_done(self, what: str, step) -> None:
         """Retry ``step`` until it works: a broker in controller mode cannot serve without its controllers."""
@@ -113,7 +137,7 @@ class ReplicasManager:
             delay = min(delay * 2, 3.0)
 
     async def _take_broker_id(self) -> None:
-        config = self.broker.config
+        config = self.config
         path = config.store.store_path_root_dir / META_FILE
         meta = _read_meta(path)
         ext = {"clusterName": config.broker_cluster_name, "brokerName": config.broker_name}
@@ -133,7 +157,7 @@ class ReplicasManager:
         log.info("broker %s has id %d in its set", config.broker_addr, meta.broker_id)
 
     async def _register(self) -> None:
-        config = self.broker.config
+        config = self.config
         await self._heartbeat()
         answer = await self._call(
             RequestCode.CONTROLLER_REGISTER_BROKER,
@@ -152,7 +176,7 @@ class ReplicasManager:
 
     async def elect_self(self) -> None:
         """Ask to become master (the set has none); whatever the answer, act on the result."""
-        config = self.broker.config
+        config = self.config
         response = await self.controllers.invoke(
             RequestCode.CONTROLLER_ELECT_MASTER,
             {"clusterName": config.broker_cluster_name, "brokerName": config.broker_name,
@@ -171,7 +195,7 @@ class ReplicasManager:
         heard_by = await self._heartbeat()
         try:
             answer = await self._call(
-                RequestCode.CONTROLLER_GET_REPLICA_INFO, {"brokerName": self.broker.config.broker_name}
+                RequestCode.CONTROLLER_GET_REPLICA_INFO, {"brokerName": self.config.broker_name}
             )
         except (RemotingError, ControllerRefused) as exc:
             log.debug("no replica info this time: %s", exc)
@@ -186,13 +210,13 @@ class ReplicasManager:
             and view.master_id == self.broker_id
             and view.master_epoch == self.view.master_epoch
         ):
-            lease = self.broker.config.controller_heart_beat_timeout_mills / 2000
+            lease = self.config.controller_heart_beat_timeout_mills / 2000
             self._lease_until = max(self._lease_until, started + lease)
 
     async def _heartbeat(self) -> set[str]:
         """BROKER_HEARTBEAT to every controller; the ones that took it."""
-        config = self.broker.config
-        store = self.broker.store
+        config = self.config
+        store = self.store
         max_offset = store.commitlog.max_offset
         header = BrokerHeartbeatRequestHeader(
             cluster_name=config.broker_cluster_name,
@@ -214,55 +238,53 @@ class ReplicasManager:
         async with self._role_lock:
             if view.master_epoch < self.view.master_epoch:
                 return
-            broker = self.broker
+            host = self.host
             if view.master_id == self.broker_id:
                 if self.role != "master" or view.master_epoch != self.view.master_epoch:
-                    log.info(
-                        "becoming master of %s at epoch %d", broker.config.broker_name, view.master_epoch
-                    )
+                    log.info("becoming master of %s at epoch %d", self.config.broker_name, view.master_epoch)
                     self._lease_until = (
-                        time.monotonic() + broker.config.controller_heart_beat_timeout_mills / 2000
+                        time.monotonic() + self.config.controller_heart_beat_timeout_mills / 2000
                     )
-                    await broker.change_role(
+                    await host.change_role(
                         "master", broker_id=self.broker_id, epoch=view.master_epoch, master_addr=None,
                         master_ha_addr=None,
                     )  # fmt: skip
                     self.role = "master"
-                    broker.schedule_registration()
+                    host.schedule_registration()
                 self._adopt_sync_state_set(view)
             elif view.master_id is not None and (
                 self.role != "slave"
                 or (view.master_id, view.master_epoch) != (self.view.master_id, self.view.master_epoch)
                 or self._master_ha_addr is None  # the master did not answer last time: ask again
             ):
-                name = broker.config.broker_name
+                name = self.config.broker_name
                 log.info(
                     "following master %s of %s at epoch %d", view.master_address, name, view.master_epoch
                 )
                 self._lease_until = 0.0
                 self.role = "slave"
                 self._master_ha_addr = await self._ha_address_of(view.master_address)
-                await broker.change_role(
+                await host.change_role(
                     "slave",
                     broker_id=self.broker_id,
                     epoch=view.master_epoch,
                     master_addr=view.master_address,
                     master_ha_addr=self._master_ha_addr,
                 )
-                broker.schedule_registration()
+                host.schedule_registration()
             self.view = view
 
     def _adopt_sync_state_set(self, view: MasterView) -> None:
         ours = (self.view.master_epoch, self.view.sync_state_set_epoch)
         if (view.master_epoch, view.sync_state_set_epoch) != ours:
-            self.broker.ha.set_sync_state_set(set(view.sync_state_set), view.sync_state_set_epoch)
+            self.ha.set_sync_state_set(set(view.sync_state_set), view.sync_state_set_epoch)
 
     async def _ha_address_of(self, master_address: str | None) -> str | None:
         """The master's HA address, as it publishes it in its runtime info."""
         if master_address is None:
             return None
         try:
-            response = await self.broker.client.invoke(
+            response = await self.client.invoke(
                 master_address, RemotingCommand(RequestCode.GET_BROKER_RUNTIME_INFO), 3.0
             )
             table = msgspec.json.decode(response.body).get("table", {})
@@ -275,15 +297,20 @@ class ReplicasManager:
         """The HA service wants a new SyncStateSet: ask the controllers, then install their answer."""
         if self.role == "master" and not self._proposing:
             self._proposing = True
-            task = asyncio.get_running_loop().create_task(self._alter(set(proposed)))
-            task.add_done_callback(lambda _: setattr(self, "_proposing", False))
+            self._spawn(self._alter(set(proposed)), "propose a SyncStateSet")
 
     async def _alter(self, proposed: set[int]) -> None:
+        try:
+            await self._propose(proposed)
+        finally:
+            self._proposing = False
+
+    async def _propose(self, proposed: set[int]) -> None:
         view = self.view
         try:
             response = await self.controllers.invoke(
                 RequestCode.CONTROLLER_ALTER_SYNC_STATE_SET,
-                {"brokerName": self.broker.config.broker_name, "masterBrokerId": str(self.broker_id),
+                {"brokerName": self.config.broker_name, "masterBrokerId": str(self.broker_id),
                  "masterEpoch": str(view.master_epoch)},
                 encode_body(SyncStateSet(proposed, view.sync_state_set_epoch)),
             )  # fmt: skip
@@ -300,17 +327,15 @@ class ReplicasManager:
             self.view = MasterView(
                 view.master_id, view.master_address, view.master_epoch, frozenset(proposed), epoch
             )
-            self.broker.ha.set_sync_state_set(set(proposed), epoch)
-        log.info(
-            "SyncStateSet of %s is now %s (epoch %d)", self.broker.config.broker_name, sorted(proposed), epoch
-        )
+            self.ha.set_sync_state_set(set(proposed), epoch)
+        log.info("SyncStateSet of %s is now %s (epoch %d)", self.config.broker_name, sorted(proposed), epoch)
 
     async def _notified(self, connection: Connection, request: RemotingCommand) -> None:
         header = MasterInfoHeader.from_ext_fields(request.ext_fields)
         view = _view(header, request.body)
-        log.info("controller says: master of %s is %s at epoch %s", self.broker.config.broker_name,
+        log.info("controller says: master of %s is %s at epoch %s", self.config.broker_name,
                  view.master_id, view.master_epoch)  # fmt: skip
-        asyncio.get_running_loop().create_task(self.apply(view))
+        self._spawn(self.apply(view), f"take the role of master epoch {view.master_epoch}")
         return None
 
     async def _call(self, code: int, ext: dict[str, str]) -> RemotingCommand:

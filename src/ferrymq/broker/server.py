@@ -26,12 +26,15 @@ from ferrymq.broker.processors.transaction import EndTransactionProcessor
 from ferrymq.broker.registrar import NameServerRegistrar
 from ferrymq.broker.replicas import ReplicasManager
 from ferrymq.broker.schedule.scheduler import Scheduler
+from ferrymq.broker.services.put import PutService
+from ferrymq.broker.services.read import ReadService
 from ferrymq.broker.slave_sync import SlaveSynchronizer
 from ferrymq.broker.topics import TopicConfigManager
 from ferrymq.broker.transactions import TransactionService
 from ferrymq.ha.client import HAClient
 from ferrymq.ha.master import HAService
 from ferrymq.net import Connection, RemotingClient, RemotingServer
+from ferrymq.net.tasks import BackgroundTasks
 from ferrymq.store import MessageStore, StoreError
 from ferrymq.store.epoch import FILE_NAME as EPOCH_FILE
 from ferrymq.store.epoch import EpochFile
@@ -48,7 +51,7 @@ class Broker:
         self.filters = FilterCache(config.enable_property_filter)
         self.consumption = ConsumptionControl(self.clients)
         self.server = RemotingServer(config.listen_host, config.listen_port)
-        self._tasks: list[asyncio.Task] = []
+        self.tasks = BackgroundTasks(f"broker {config.broker_name}")
         self._registration: asyncio.Task | None = None
         self._register_again = False  # a change came while a registration was already on its way
         self.started_at = time.time()
@@ -59,13 +62,8 @@ class Broker:
         # In controller mode a broker waits as a slave until the controller gives it a role.
         self.role = "slave" if config.broker_role == "SLAVE" or config.enable_controller_mode else "master"
         self.epoch = 0  # the master epoch this broker last heard of
-        self.ha = HAService(self)
         self.ha_client: HAClient | None = None
-        self.slave_sync = SlaveSynchronizer(self)
         self._role_lock = asyncio.Lock()
-        for processor in (SendProcessor, PullProcessor, OffsetProcessor, ClientProcessor, AdminProcessor,
-                          ConsumerAdminProcessor, SendBackProcessor, EndTransactionProcessor):  # fmt: skip
-            processor(self).register(self.server)
         self.server.on_connection_closed(self._connection_closed)
 
     @property
@@ -119,11 +117,24 @@ class Broker:
         self.store.retention.listener = lambda low: loop.call_soon_threadsafe(self.epochs.trim_below, low)
         if config.trace_topic_enable:
             self.topics.ensure(config.msg_trace_topic_name, 1)
-        self.transactions = TransactionService(self)
+        self.scheduler = Scheduler(
+            config.store, self.store, self.topics, written=self.written, active=lambda: self.is_master
+        )
+        self.transactions = TransactionService(
+            config, self.store, self.topics, self.offsets, self.clients, divert=self.scheduler.divert,
+            written=self.written, topics_changed=self.schedule_registration,
+        )  # fmt: skip
         self.transactions.load()
-        self.scheduler = Scheduler(self)
+        self.ha = HAService(config, self.store, self.epochs, lambda: self.waits_for_replicas)
+        self._serve()
         self.client = RemotingClient()
-        self.registrar = NameServerRegistrar(self, self.client)
+        self.registrar = NameServerRegistrar(
+            config, self.topics, self, self.client, self.master_ha_addr_learned
+        )
+        self.slave_sync = SlaveSynchronizer(
+            self.store, self.topics, self.offsets, self.groups, self.consumption, self.scheduler, self.client,
+            is_master=lambda: self.is_master, learned_master=lambda: self.registrar.master_addr,
+        )  # fmt: skip
         self.hold.attach(loop)
         self.store.dispatcher.listener = self._arrived
         self.scheduler.start()
@@ -141,8 +152,10 @@ class Broker:
                 self.master_ha_addr_learned(config.ha_master_address)
         await self.server.start()
         if config.enable_controller_mode and config.controller_addr:  # without: roles come by change_role
-            self.replicas = ReplicasManager(self)
-            await self.replicas.start()
+            self.replicas = ReplicasManager(
+                config, self.store, self.ha, self.client, self, every=self._every, spawn=self._spawn
+            )
+            await self.replicas.start(self.server)
         await self.registrar.register_all()
         self._every(config.register_name_server_period / 1000, self.registrar.register_all)
         self._every(config.flush_consumer_offset_interval / 1000, self._persist_offsets)
@@ -155,6 +168,33 @@ class Broker:
             config.broker_addr,
             config.store.store_path_root_dir,
         )
+
+    def _serve(self) -> None:
+        """The messaging services, and the remoting processors over them and the managers."""
+        config, store, topics, groups = self.config, self.store, self.topics, self.groups
+        changed = self.schedule_registration
+        self.puts = PutService(
+            config, store, topics, groups, self, divert=self.scheduler.divert, half=self.transactions.half,
+            replicated=self.ha.wait_replicated, written=self.written, topics_changed=changed,
+        )  # fmt: skip
+        self.reads = ReadService(
+            config, store, topics, groups, self.offsets, self.clients, self.filters, self.consumption,
+            self.hold, self,
+        )  # fmt: skip
+        processors = (
+            SendProcessor(self.puts, config.region_id, config.trace_on),
+            PullProcessor(self.reads),
+            OffsetProcessor(self.reads, self.offsets, store),
+            ClientProcessor(topics, groups, self.clients, self.filters, self.locks, topics_changed=changed,
+                            members_changed=self.notify_consumer_ids_changed),
+            AdminProcessor(config.broker_cluster_name, topics, groups, self.offsets, store, self.consumption,
+                           topics_changed=changed, runtime_info=self.runtime_info),
+            ConsumerAdminProcessor(config.broker_name, topics, self.offsets, store, self.clients),
+            SendBackProcessor(self.puts, self.scheduler),
+            EndTransactionProcessor(self.transactions, self),
+        )  # fmt: skip
+        for processor in processors:
+            processor.register(self.server)
 
     async def _start_ha(self, ephemeral: bool) -> int:
         """Listen for replicas on ha_listen_port; by default on the listen port + 1 (RocketMQ), or on
@@ -174,8 +214,7 @@ class Broker:
         """Stop cleanly: unregister, answer held pulls, close connections, flush and checkpoint."""
         self.stopped = True
         await self.scheduler.stop()
-        for task in self._tasks:
-            task.cancel()
+        await self.tasks.close()
         if self.ha_client is not None:
             await self.ha_client.stop()
         await self.ha.stop()
@@ -190,15 +229,24 @@ class Broker:
         log.info("broker %s stopped", self.config.broker_name)
 
     def _every(self, period: float, job) -> None:
+        name = getattr(job, "__name__", repr(job))
+
         async def loop() -> None:
             while True:
                 await asyncio.sleep(period)
                 try:
                     await job()
                 except Exception:
-                    log.exception("periodic task %s failed", getattr(job, "__name__", job))
+                    log.exception("periodic task %s failed", name)
 
-        self._tasks.append(asyncio.get_running_loop().create_task(loop()))
+        self.tasks.spawn(loop(), f"every {period:g} s: {name}")
+
+    def _spawn(self, coro, name: str) -> asyncio.Task | None:
+        """Run `coro` as a task of the broker; once it is stopping, nothing new starts."""
+        if self.stopped:
+            coro.close()
+            return None
+        return self.tasks.spawn(coro, name)
 
     def written(self) -> None:
         """After a put: dispatch once this loop turn is done (one pass serves every put before it)."""
@@ -257,14 +305,21 @@ class Broker:
                 if client is None or client.master_ha_addr != master_ha_addr or client.min_epoch != epoch:
                     await self._stop_replicating()
                     if master_ha_addr:
-                        self.ha_client = HAClient(self, master_ha_addr, min_epoch=epoch)
+                        self.ha_client = HAClient(
+                            self.config,
+                            self.store,
+                            self.epochs,
+                            self.written,
+                            master_ha_addr,
+                            min_epoch=epoch,
+                        )
                         self.ha_client.start()
                 log.info(
                     "broker %s is a slave of %s (epoch %d)", self.config.broker_name, master_ha_addr, epoch
                 )
         self.schedule_registration()
         if role == "slave":
-            asyncio.get_running_loop().create_task(self.slave_sync.sync())
+            self._spawn(self.slave_sync.sync(), "copy the master's metadata")
 
     async def _stop_replicating(self) -> None:
         if self.ha_client is not None:
@@ -277,9 +332,10 @@ class Broker:
             return
         client = self.ha_client
         if client is None or client.master_ha_addr != addr:
-            asyncio.get_running_loop().create_task(
+            self._spawn(
                 self.change_role("slave", broker_id=self.config.broker_id, epoch=self.epoch,
-                                 master_addr=None, master_ha_addr=addr)
+                                 master_addr=None, master_ha_addr=addr),
+                f"replicate from {addr}",
             )  # fmt: skip
 
     def _arrived(self, queues: list[tuple[str, int]]) -> None:
@@ -295,7 +351,7 @@ class Broker:
         if self._registration is not None and not self._registration.done():
             self._register_again = True
             return
-        self._registration = asyncio.get_running_loop().create_task(self._register_changes())
+        self._registration = self._spawn(self._register_changes(), "register topic changes")
 
     async def _register_changes(self) -> None:
         self._register_again = True
@@ -324,7 +380,7 @@ class Broker:
         consumers = self.clients.consumers.get(group)
         if consumers and consumers.members:
             connections = [m.connection for m in consumers.members.values()]
-            asyncio.get_running_loop().create_task(notify_ids_changed(connections, group))
+            self._spawn(notify_ids_changed(connections, group), f"notify group {group}")
 
     def runtime_info(self) -> dict[str, str]:
         store = self.store

@@ -11,11 +11,16 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from typing import TYPE_CHECKING
+from collections.abc import Callable
 
+from ferrymq.broker.consumption import ConsumptionControl
+from ferrymq.broker.groups import SubscriptionGroupManager
+from ferrymq.broker.offsets import ConsumerOffsetManager
 from ferrymq.broker.schedule.delay import DelayOffsetSerializeWrapper
+from ferrymq.broker.schedule.scheduler import Scheduler
 from ferrymq.broker.schedule.timer import TimerCheckpoint
-from ferrymq.net import RemotingError
+from ferrymq.broker.topics import TopicConfigManager
+from ferrymq.net import RemotingClient, RemotingError
 from ferrymq.protocol.bodies import (
     ConsumerOffsetSerializeWrapper,
     KVTable,
@@ -26,9 +31,7 @@ from ferrymq.protocol.bodies import (
 from ferrymq.protocol.codes import RequestCode, ResponseCode
 from ferrymq.protocol.errors import ProtocolError
 from ferrymq.protocol.remoting import RemotingCommand
-
-if TYPE_CHECKING:
-    from ferrymq.broker.server import Broker
+from ferrymq.store import MessageStore
 
 log = logging.getLogger(__name__)
 
@@ -38,14 +41,26 @@ scheduled-message progress before taking it (a slave normally trails by millisec
 
 
 class SlaveSynchronizer:
-    def __init__(self, broker: Broker) -> None:
-        self.broker = broker
+    def __init__(
+        self, store: MessageStore, topics: TopicConfigManager, offsets: ConsumerOffsetManager,
+        groups: SubscriptionGroupManager, consumption: ConsumptionControl, scheduler: Scheduler,
+        client: RemotingClient, *, is_master: Callable[[], bool], learned_master: Callable[[], str | None],
+    ) -> None:  # fmt: skip
+        """`learned_master()`: the master's address as NameServers last named it."""
+        self.store = store
+        self.topics = topics
+        self.offsets = offsets
+        self.groups = groups
+        self.consumption = consumption
+        self.scheduler = scheduler
+        self.client = client
+        self.is_master = is_master
+        self._learned_master = learned_master
         self.master_addr: str | None = None  # given by the controller; else learned from NameServers
 
     async def sync(self) -> None:
-        broker = self.broker
-        addr = self.master_addr or broker.registrar.master_addr
-        if broker.is_master or not addr:
+        addr = self.master_addr or self._learned_master()
+        if self.is_master() or not addr:
             return
         try:
             topics = await self._fetch(addr, RequestCode.GET_ALL_TOPIC_CONFIG, TopicConfigSerializeWrapper)
@@ -62,29 +77,29 @@ class SlaveSynchronizer:
         except (RemotingError, ProtocolError, ValueError) as e:
             log.info("cannot copy metadata from master %s: %s", addr, e)
             return
-        if broker.is_master:  # promoted meanwhile: its own tables are the truth now
+        if self.is_master():  # promoted meanwhile: its own tables are the truth now
             return
-        broker.topics.adopt(topics)
-        broker.offsets.adopt(offsets)
-        if broker.groups.adopt(groups):  # pauses and rate limits hold on the slave's reads too
-            broker.consumption.update_all(broker.groups.groups.values())
+        self.topics.adopt(topics)
+        self.offsets.adopt(offsets)
+        if self.groups.adopt(groups):  # pauses and rate limits hold on the slave's reads too
+            self.consumption.update_all(self.groups.groups.values())
         if await self._replicated(covered):
-            broker.scheduler.delays.adopt(delays)
-            broker.scheduler.timer.adopt(timer)
+            self.scheduler.delays.adopt(delays)
+            self.scheduler.timer.adopt(timer)
         else:  # promoted now, it must deliver again what it does not have rather than lose it
             log.info("scheduled-message progress not copied: this slave is behind its master's log")
 
     async def _replicated(self, offset: int) -> bool:
         """Wait (bounded) until this slave's log reaches `offset` of its master's."""
         deadline = time.monotonic() + CATCH_UP_TIMEOUT
-        while self.broker.store.commitlog.max_offset < offset:
-            if time.monotonic() > deadline or self.broker.is_master:
+        while self.store.commitlog.max_offset < offset:
+            if time.monotonic() > deadline or self.is_master():
                 return False
             await asyncio.sleep(0.05)
         return True
 
     async def _fetch(self, addr: str, code: int, body_type):
-        response = await self.broker.client.invoke(addr, RemotingCommand(code), 5.0)
+        response = await self.client.invoke(addr, RemotingCommand(code), 5.0)
         if response.code != ResponseCode.SUCCESS:
             raise RemotingError(f"request {code} refused: {response.remark}")
         return decode_body(body_type, response.body)

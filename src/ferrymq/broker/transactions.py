@@ -20,9 +20,13 @@ from __future__ import annotations
 import functools
 import logging
 import time
-from typing import TYPE_CHECKING
+from collections.abc import Callable
 
+from ferrymq.broker.clients import ClientRegistry
+from ferrymq.broker.config import BrokerConfig
+from ferrymq.broker.offsets import ConsumerOffsetManager
 from ferrymq.broker.schedule.divert import ScheduleError
+from ferrymq.broker.topics import TopicConfigManager
 from ferrymq.net.errors import RemotingError
 from ferrymq.protocol.codes import RequestCode
 from ferrymq.protocol.headers import CheckTransactionStateRequestHeader
@@ -32,10 +36,7 @@ from ferrymq.protocol.properties import Prop, encode_properties, find_property
 from ferrymq.protocol.record import pack_host
 from ferrymq.protocol.remoting import RemotingCommand
 from ferrymq.protocol.sys_flag import TRANSACTION_COMMIT_TYPE, TRANSACTION_TYPE_MASK
-from ferrymq.store import PutStatus
-
-if TYPE_CHECKING:
-    from ferrymq.broker.server import Broker
+from ferrymq.store import MessageStore, PutStatus
 
 log = logging.getLogger(__name__)
 
@@ -55,10 +56,21 @@ class EndError(Exception):
 
 
 class TransactionService:
-    def __init__(self, broker: Broker) -> None:
-        self.broker = broker
-        self.store = broker.store
-        config = broker.config
+    def __init__(
+        self, config: BrokerConfig, store: MessageStore, topics: TopicConfigManager,
+        offsets: ConsumerOffsetManager, clients: ClientRegistry, *,
+        divert: Callable[[bytes, str, int, int], tuple[str, int, bytes] | None], written: Callable[[], None],
+        topics_changed: Callable[[], None],
+    ) -> None:  # fmt: skip
+        """`divert`: the scheduler's (a committed message with a delay waits); `written`: after every
+        put; `topics_changed`: after the system topics were created (tell the NameServers)."""
+        self.store = store
+        self.topics = topics
+        self.offsets = offsets
+        self.clients = clients
+        self._divert = divert
+        self._after_put = written
+        self._topics_changed = topics_changed
         self.timeout_ms = config.transaction_timeout
         self.check_max = config.transaction_check_max
         self.half_cursor = 0  # every half message below it is ended, re-appended or discarded
@@ -70,7 +82,7 @@ class TransactionService:
 
     def load(self) -> None:
         """Rebuild the in-memory state from the cursors, the op queue and the pending half messages."""
-        offsets, store = self.broker.offsets, self.store
+        offsets, store = self.offsets, self.store
         self.half_cursor = max(
             offsets.query(CHECK_GROUP, HALF_TOPIC, 0) or 0, store.get_min_offset(HALF_TOPIC, 0)
         )
@@ -112,9 +124,9 @@ class TransactionService:
     def _ensure_topics(self) -> None:
         created = False
         for topic in (HALF_TOPIC, OP_TOPIC, CHECK_MAX_TIME_TOPIC):
-            created |= self.broker.topics.ensure(topic, 1)
+            created |= self.topics.ensure(topic, 1)
         if created:
-            self.broker.schedule_registration()
+            self._topics_changed()
 
     # --- END_TRANSACTION --------------------------------------------------------------------------
 
@@ -149,7 +161,7 @@ class TransactionService:
         sys_flag = (half.sys_flag & ~TRANSACTION_TYPE_MASK) | TRANSACTION_COMMIT_TYPE
         encoded = encode_properties(props).encode()
         try:  # a committed message with a delay or delivery time is held back like any other
-            diverted = self.broker.scheduler.divert(encoded, topic, queue_id, sys_flag)
+            diverted = self._divert(encoded, topic, queue_id, sys_flag)
         except ScheduleError as e:
             raise EndError(str(e)) from None
         if diverted is not None:
@@ -182,7 +194,7 @@ class TransactionService:
     def _written(self, result, topic: str):
         if result.status is not PutStatus.PUT_OK:
             raise EndError(f"cannot write to {topic}: {result.remark or result.status.name}")
-        self.broker.written()
+        self._after_put()
         return result
 
     # --- the check-back service -------------------------------------------------------------------
@@ -190,8 +202,8 @@ class TransactionService:
     async def check(self) -> None:
         """One pass over the half queue: skip ended, check timed-out, discard over-checked ones."""
         checks = self._scan(time.time_ns() // 1_000_000)
-        self.broker.offsets.commit(CHECK_GROUP, HALF_TOPIC, 0, self.half_cursor)
-        self.broker.offsets.commit(CHECK_GROUP, OP_TOPIC, 0, min(self.ended.values(), default=self._op_max()))
+        self.offsets.commit(CHECK_GROUP, HALF_TOPIC, 0, self.half_cursor)
+        self.offsets.commit(CHECK_GROUP, OP_TOPIC, 0, min(self.ended.values(), default=self._op_max()))
         for copy in checks:
             await self._ask_producer(copy)
 
@@ -247,7 +259,7 @@ class TransactionService:
 
     async def _ask_producer(self, msg: MessageExt) -> None:
         group = msg.properties.get(Prop.PGROUP, "")
-        members = list(self.broker.clients.producers.get(group, {}).values())
+        members = list(self.clients.producers.get(group, {}).values())
         if not members:
             log.info(
                 "no producer of group %s online to check transaction %s",

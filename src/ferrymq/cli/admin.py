@@ -6,13 +6,9 @@ Each area adds its sub-commands here with `admin.add_command(...)`; they take th
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable
-
 import click
-from rich.console import Console
-from rich.table import Table
 
-from ferrymq.cli.clients import run_client
+from ferrymq.cli.admin_common import print_table, with_admin
 from ferrymq.client import Admin
 
 
@@ -22,25 +18,6 @@ from ferrymq.client import Admin
 def admin(ctx: click.Context, namesrv: str) -> None:
     """Administer a cluster: topics, consumer groups, brokers."""
     ctx.obj = namesrv
-
-
-def with_admin(ctx: click.Context, action: Callable[[Admin], Awaitable[None]]) -> None:
-    """Run `action` with an Admin connected to the group's NameServers, then close it."""
-
-    async def run() -> None:
-        async with Admin(ctx.obj) as client:
-            await action(client)
-
-    run_client(run())
-
-
-def print_table(title: str, columns: list[str], rows: list[list[object]]) -> None:
-    table = Table(title=title)
-    for name in columns:
-        table.add_column(name)
-    for row in rows:
-        table.add_row(*(str(cell) for cell in row))
-    Console().print(table)
 
 
 @admin.command()
@@ -106,7 +83,7 @@ def progress(ctx: click.Context, group: str, topic: str) -> None:
     with_admin(ctx, action)
 
 
-from ferrymq.cli.admin_dlq import dlq  # noqa: E402 - they use the helpers above
+from ferrymq.cli.admin_dlq import dlq  # noqa: E402 - after the group they join
 from ferrymq.cli.admin_groups import (  # noqa: E402
     consumers,
     message,

@@ -20,7 +20,7 @@ def dlq() -> None:
 @click.pass_context
 def list_(ctx: click.Context, group: str, limit: int) -> None:
     """List GROUP's dead letters."""
-    from ferrymq.cli.admin import print_table, with_admin
+    from ferrymq.cli.admin_common import print_table, with_admin
 
     async def action(client: Admin) -> None:
         letters = await client.dead_letters(group, limit)
@@ -48,7 +48,7 @@ def list_(ctx: click.Context, group: str, limit: int) -> None:
 @click.pass_context
 def resend(ctx: click.Context, group: str, msg_ids: tuple[str, ...], everything: bool, limit: int) -> None:
     """Send GROUP's dead letters back to the topics they failed on, to be consumed again."""
-    from ferrymq.cli.admin import with_admin
+    from ferrymq.cli.admin_common import with_admin
 
     if bool(msg_ids) == everything:
         raise click.UsageError("give --msg-id (one or more) or --all")

@@ -7,7 +7,7 @@ import datetime
 
 import click
 
-from ferrymq.cli.admin import print_table, with_admin
+from ferrymq.cli.admin_common import print_table, with_admin
 from ferrymq.client import Admin, MessageExt
 
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import click
 
-from ferrymq.cli.admin import print_table, with_admin
+from ferrymq.cli.admin_common import print_table, with_admin
 from ferrymq.client import Admin
 
 _CONTROLLER = click.option(

@@ -8,7 +8,7 @@ import click
 from rich.console import Console
 from rich.table import Table
 
-from ferrymq.cli.admin import with_admin
+from ferrymq.cli.admin_common import with_admin
 from ferrymq.client import Admin
 from ferrymq.client.trace_view import MessageTrace, message_trace
 from ferrymq.protocol.trace import TRACE_TOPIC

@@ -14,8 +14,9 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from typing import TYPE_CHECKING
+from collections.abc import Callable
 
+from ferrymq.ha.host import HAConfig
 from ferrymq.ha.wire import (
     TRANSFER_HEADER_SIZE,
     HAFrameError,
@@ -27,11 +28,9 @@ from ferrymq.ha.wire import (
     read_transfer_header,
     replica_handshake,
 )
-from ferrymq.store import StoreError
+from ferrymq.net.tasks import BackgroundTasks
+from ferrymq.store import MessageStore, StoreError
 from ferrymq.store.epoch import EpochFile, consistent_offset
-
-if TYPE_CHECKING:
-    from ferrymq.broker.server import Broker
 
 log = logging.getLogger(__name__)
 
@@ -46,28 +45,33 @@ class HandshakeError(Exception):
 
 
 class HAClient:
-    def __init__(self, broker: Broker, master_ha_addr: str, min_epoch: int = 0) -> None:
-        self.broker = broker
+    def __init__(
+        self, config: HAConfig, store: MessageStore, epochs: EpochFile, written: Callable[[], None],
+        master_ha_addr: str, min_epoch: int = 0,
+    ) -> None:  # fmt: skip
+        """`written()`: after bytes were appended (the broker dispatches them)."""
+        self.config = config
+        self.store = store
+        self.epochs = epochs
+        self.written = written
         self.master_ha_addr = master_ha_addr
         self.min_epoch = min_epoch  # masters of older epochs are fenced off
         self.connected = False
         self.confirm_offset = 0
-        self._task: asyncio.Task | None = None
+        self._tasks = BackgroundTasks(f"HA client of {master_ha_addr}")
         self._stopped = False
         self.last_error: str | None = None  # why the last session ended
         self._transport: asyncio.Transport | None = None
 
     def start(self) -> None:
-        self._task = asyncio.get_running_loop().create_task(self._run())
+        self._tasks.spawn(self._run(), "replication")
 
     async def stop(self) -> None:
         """Stop copying. A flag as well as a cancel: Python 3.11's wait_for can lose a cancellation."""
         self._stopped = True
         if self._transport is not None:
             self._transport.close()
-        if self._task is not None:
-            self._task.cancel()
-            await asyncio.wait({self._task}, timeout=5.0)
+        await self._tasks.close()
         self.connected = False
 
     async def _run(self) -> None:
@@ -92,8 +96,7 @@ class HAClient:
             await asyncio.sleep(delay)
 
     async def _session(self) -> None:
-        broker = self.broker
-        config = broker.config
+        config = self.config
         host, port = self.master_ha_addr.rsplit(":", 1)
         loop = asyncio.get_running_loop()
         transport, receiver = await asyncio.wait_for(
@@ -107,7 +110,7 @@ class HAClient:
         await self._truncate(hello)
         receiver.start_streaming()
         self.connected = True
-        log.info("replicating from %s at offset %d", self.master_ha_addr, broker.store.commitlog.max_offset)
+        log.info("replicating from %s at offset %d", self.master_ha_addr, self.store.commitlog.max_offset)
         while True:
             await asyncio.wait({receiver.closed}, timeout=min(heartbeat, housekeeping))
             if receiver.closed.done():
@@ -120,7 +123,7 @@ class HAClient:
 
     async def _truncate(self, hello: MasterHandshake) -> None:
         """Cut this replica's log back to where it agrees with the master's (the epoch rule)."""
-        store, epochs = self.broker.store, self.broker.epochs
+        store, epochs = self.store, self.epochs
         point = truncation_point(
             epochs, store.commitlog.min_offset, store.commitlog.max_offset, hello, self.min_epoch
         )
@@ -132,14 +135,14 @@ class HAClient:
             )
             await asyncio.to_thread(store.truncate, point)
             epochs.truncate_from(point)
-            self.broker.written()
+            self.written()
 
     def transfer(self, header: TransferHeader) -> None:
         """Check a transfer header before its bytes are written (HandshakeError: this master's stream
         does not continue this log), and take its confirm offset and epoch."""
-        store, epochs = self.broker.store, self.broker.epochs
+        store, epochs = self.store, self.epochs
         self.confirm_offset = header.confirm_offset
-        if self.broker.config.enable_controller_mode:  # RocketMQ's readUnCommitted = false
+        if self.config.enable_controller_mode:  # RocketMQ's readUnCommitted = false
             store.dispatcher.limit = header.confirm_offset
         if not header.size:
             return  # a heartbeat
@@ -164,7 +167,7 @@ class _Receiver(asyncio.BufferedProtocol):
 
     def __init__(self, client: HAClient) -> None:
         self.client = client
-        self.store = client.broker.store
+        self.store = client.store
         loop = asyncio.get_running_loop()
         self.loop = loop
         self.hello: asyncio.Future[MasterHandshake] = loop.create_future()
@@ -268,7 +271,7 @@ class _Receiver(asyncio.BufferedProtocol):
             return
         moved = state[0] != self._reported[0]
         self._reported = state
-        self.client.broker.written()
+        self.client.written()
         if moved:
             self.send_ack()
 

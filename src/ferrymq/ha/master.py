@@ -14,8 +14,8 @@ import logging
 import time
 from collections import deque
 from collections.abc import Callable
-from typing import TYPE_CHECKING
 
+from ferrymq.ha.host import HAConfig
 from ferrymq.ha.sync_state import SyncStateTracker
 from ferrymq.ha.wire import (
     Ack,
@@ -25,10 +25,9 @@ from ferrymq.ha.wire import (
     master_handshake,
     transfer_header,
 )
-from ferrymq.store import PutStatus
-
-if TYPE_CHECKING:
-    from ferrymq.broker.server import Broker
+from ferrymq.net.tasks import BackgroundTasks
+from ferrymq.store import MessageStore, PutStatus
+from ferrymq.store.epoch import EpochFile
 
 log = logging.getLogger(__name__)
 
@@ -37,9 +36,14 @@ _PROPOSAL_REPEAT = 5.0  # seconds before an unanswered proposal is made again
 
 
 class HAService:
-    def __init__(self, broker: Broker) -> None:
-        self.broker = broker
-        config = broker.config
+    def __init__(
+        self, config: HAConfig, store: MessageStore, epochs: EpochFile, waits_for_replicas: Callable[[], bool]
+    ) -> None:
+        """`waits_for_replicas()`: whether sends wait for replicas now (then streams never linger)."""
+        self.config = config
+        self.store = store
+        self.epochs = epochs
+        self.waits_for_replicas = waits_for_replicas
         self.max_not_catchup = config.ha_max_time_slave_not_catchup / 1000
         self.tracker = SyncStateTracker(config.broker_id, self.max_not_catchup, time.monotonic())
         self.serving = False  # True while this broker is the master
@@ -48,7 +52,7 @@ class HAService:
         self._callbacks: list[Callable[[set[int]], object]] = []
         self._last_proposal: tuple[frozenset[int], float] | None = None
         self._server: asyncio.Server | None = None
-        self._checker: asyncio.Task | None = None
+        self._tasks = BackgroundTasks("HA service")
         self.port = 0
 
     # ------------------------------------------------------------------ life cycle
@@ -57,13 +61,12 @@ class HAService:
         """Listen on the HA port (0: any free port); return the port bound."""
         self._server = await asyncio.start_server(self._accept, host, port)
         self.port = self._server.sockets[0].getsockname()[1]
-        self._checker = asyncio.get_running_loop().create_task(self._check_loop())
+        self._tasks.spawn(self._check_loop(), "SyncStateSet check")
         return self.port
 
     async def stop(self) -> None:
         self.step_down()
-        if self._checker is not None:
-            self._checker.cancel()
+        await self._tasks.close()
         if self._server is not None:
             self._server.close()
             with contextlib.suppress(TimeoutError):
@@ -95,7 +98,7 @@ class HAService:
     @property
     def confirm_offset(self) -> int:
         """The offset every SyncStateSet member has (a master's view; for a BROKER_HEARTBEAT)."""
-        return self.tracker.confirm_offset(self.broker.store.commitlog.max_offset)
+        return self.tracker.confirm_offset(self.store.commitlog.max_offset)
 
     @property
     def sync_state_set_epoch(self) -> int:
@@ -121,7 +124,7 @@ class HAService:
 
     def check_sync_state_set(self) -> None:
         now = time.monotonic()
-        proposal = self.tracker.proposal(self.broker.store.commitlog.max_offset, now)
+        proposal = self.tracker.proposal(self.store.commitlog.max_offset, now)
         if proposal is None:
             return
         key = frozenset(proposal)
@@ -135,9 +138,9 @@ class HAService:
         log.info("proposing SyncStateSet %s (was %s)", sorted(proposal), sorted(self.tracker.sync_state_set))
         for callback in self._callbacks:
             result = callback(set(proposal))
-            if inspect.isawaitable(result):
-                asyncio.get_running_loop().create_task(result)
-        if not self.broker.config.enable_controller_mode:
+            if inspect.iscoroutine(result):
+                self._tasks.spawn(result, "SyncStateSet proposal")
+        if not self.config.enable_controller_mode:
             self.set_sync_state_set(proposal, self.tracker.epoch + 1)
 
     # ------------------------------------------------------------------ acknowledgements
@@ -148,7 +151,7 @@ class HAService:
             conn.wake.set()
 
     def _acked(self, broker_id: int, offset: int) -> None:
-        confirmed = self.frame_confirm_offset() if self.broker.config.enable_controller_mode else None
+        confirmed = self.frame_confirm_offset() if self.config.enable_controller_mode else None
         self.tracker.acked(broker_id, offset, time.monotonic())
         self._release()
         if confirmed is not None and self.frame_confirm_offset() > confirmed:
@@ -157,15 +160,15 @@ class HAService:
     def frame_confirm_offset(self) -> int:
         """The confirm offset replicas are sent: how far the whole SyncStateSet has the log when every
         member must ack, else the master's end (RocketMQ's getConfirmOffset)."""
-        master_max = self.broker.store.commitlog.max_offset
-        if len(self.tracker.sync_state_set) <= 1 or not self.broker.config.all_ack_in_sync_state_set:
+        master_max = self.store.commitlog.max_offset
+        if len(self.tracker.sync_state_set) <= 1 or not self.config.all_ack_in_sync_state_set:
             return master_max
         return self.tracker.confirm_offset(master_max)
 
     def replicated_offset(self) -> int:
         """How far the log is on enough replicas for a send to be acknowledged."""
-        config = self.broker.config
-        master_max = self.broker.store.commitlog.max_offset
+        config = self.config
+        master_max = self.store.commitlog.max_offset
         if not config.enable_controller_mode:  # classic SYNC_MASTER: one replica has it
             return max((self.tracker.acked_offset(i) for i in self.connections), default=-1)
         if config.all_ack_in_sync_state_set:
@@ -178,14 +181,14 @@ class HAService:
 
     def _refusal(self) -> PutStatus | None:
         """Why a send cannot wait for replicas at all (RocketMQ answers at once then)."""
-        config = self.broker.config
+        config = self.config
         if not self.serving:
             return PutStatus.FLUSH_SLAVE_TIMEOUT
         if config.enable_controller_mode:
             if len(self.tracker.sync_state_set) < config.min_in_sync_replicas:
                 return PutStatus.IN_SYNC_REPLICAS_NOT_ENOUGH
             return None
-        master_max = self.broker.store.commitlog.max_offset
+        master_max = self.store.commitlog.max_offset
         if not any(
             master_max - self.tracker.acked_offset(i) < config.ha_max_gap_not_in_sync
             for i in self.connections
@@ -266,13 +269,12 @@ class ReplicaConnection:
 
     async def run(self) -> None:
         service = self.service
-        broker = service.broker
-        store = broker.store
+        store = service.store
         hello = await self._next_frame(HANDSHAKE_TIMEOUT)
         assert isinstance(hello, ReplicaHandshake)  # the decoder allows nothing else first
         if not service.serving:
             raise ConnectionError(f"replica {hello.broker_id} came, but this broker is not a master")
-        self.writer.write(master_handshake(store.commitlog.max_offset, broker.epochs.entries))
+        self.writer.write(master_handshake(store.commitlog.max_offset, service.epochs.entries))
         first = await self._next_frame(HANDSHAKE_TIMEOUT)  # where the replica stands after truncating
         offset = max(first.max_offset, store.commitlog.min_offset if first.max_offset == 0 else 0)
         if store.read_commitlog(offset, 0) is None:
@@ -295,7 +297,7 @@ class ReplicaConnection:
             acks.cancel()
 
     async def _read_acks(self) -> None:
-        housekeeping = self.service.broker.config.ha_housekeeping_interval / 1000
+        housekeeping = self.service.config.ha_housekeeping_interval / 1000
         try:
             while True:
                 frame = await self._next_frame(housekeeping)
@@ -307,8 +309,7 @@ class ReplicaConnection:
 
     async def _stream(self, offset: int, acks: asyncio.Task) -> None:
         service = self.service
-        broker = service.broker
-        store, epochs, config = broker.store, broker.epochs, broker.config
+        store, epochs, config = service.store, service.epochs, service.config
         batch = config.ha_transfer_batch_size
         heartbeat = config.ha_send_heartbeat_interval / 1000
         coalesce = config.ha_async_coalesce_ms / 1000
@@ -330,7 +331,7 @@ class ReplicaConnection:
             offset += len(chunk)
             tracker.transferred(self.broker_id, master_max, time.monotonic())
             await self.writer.drain()
-            if 0 < len(chunk) < batch and coalesce and not broker.waits_for_replicas:
+            if 0 < len(chunk) < batch and coalesce and not service.waits_for_replicas():
                 await asyncio.sleep(coalesce)
             if offset >= store.commitlog.max_offset:
                 self.wake.clear()

@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from collections.abc import Callable
 
+from ferrymq.broker.consumption import ConsumptionControl
+from ferrymq.broker.groups import SubscriptionGroupManager
+from ferrymq.broker.offsets import ConsumerOffsetManager
 from ferrymq.broker.processors.common import error, ok
-from ferrymq.broker.topics import topic_problem
+from ferrymq.broker.topics import TopicConfigManager, topic_problem
 from ferrymq.net.connection import Connection
 from ferrymq.protocol.bodies import KVTable, SubscriptionGroupConfig, TopicConfig, decode_body, encode_body
 from ferrymq.protocol.codes import RequestCode, ResponseCode
@@ -18,14 +21,24 @@ from ferrymq.protocol.headers import (
     ViewMessageRequestHeader,
 )
 from ferrymq.protocol.remoting import RemotingCommand
-
-if TYPE_CHECKING:
-    from ferrymq.broker.server import Broker
+from ferrymq.store import MessageStore
 
 
 class AdminProcessor:
-    def __init__(self, broker: Broker) -> None:
-        self.broker = broker
+    def __init__(
+        self, cluster_name: str, topics: TopicConfigManager, groups: SubscriptionGroupManager,
+        offsets: ConsumerOffsetManager, store: MessageStore, consumption: ConsumptionControl, *,
+        topics_changed: Callable[[], None], runtime_info: Callable[[], dict[str, str]],
+    ) -> None:  # fmt: skip
+        """`topics_changed`: tell the NameServers soon; `runtime_info`: the broker's figures."""
+        self.cluster_name = cluster_name
+        self.topics = topics
+        self.groups = groups
+        self.offsets = offsets
+        self.store = store
+        self.consumption = consumption
+        self._topics_changed = topics_changed
+        self._runtime_info = runtime_info
 
     def register(self, server) -> None:
         server.register(RequestCode.UPDATE_AND_CREATE_TOPIC, self.create_topic)
@@ -43,60 +56,59 @@ class AdminProcessor:
         problem = topic_problem(h.topic)
         if problem:
             return error(request, ResponseCode.INVALID_PARAMETER, problem)
-        if h.topic == h.default_topic or h.topic == self.broker.config.broker_cluster_name:
+        if h.topic == h.default_topic or h.topic == self.cluster_name:
             return error(request, ResponseCode.INVALID_PARAMETER, f"topic {h.topic} is reserved")
         if not (0 < h.read_queue_nums <= 1024 and 0 < h.write_queue_nums <= 1024):
             return error(request, ResponseCode.INVALID_PARAMETER, "queue numbers must be between 1 and 1024")
-        self.broker.topics.put(
+        self.topics.put(
             TopicConfig(
                 h.topic, h.read_queue_nums, h.write_queue_nums, h.perm, h.topic_filter_type,
                 h.topic_sys_flag or 0, h.order,
             )
         )  # fmt: skip
-        self.broker.schedule_registration()
+        self._topics_changed()
         return ok(request)
 
     async def delete_topic(self, conn: Connection, request: RemotingCommand) -> RemotingCommand:
         h = TopicRequestHeader.from_ext_fields(request.ext_fields)
-        broker = self.broker
-        broker.topics.delete(h.topic)
-        broker.store.delete_topic(h.topic)
-        broker.offsets.remove_topic(h.topic)
-        broker.schedule_registration()
+        self.topics.delete(h.topic)
+        self.store.delete_topic(h.topic)
+        self.offsets.remove_topic(h.topic)
+        self._topics_changed()
         return ok(request)
 
     async def all_topics(self, conn: Connection, request: RemotingCommand) -> RemotingCommand:
-        return ok(request, body=encode_body(self.broker.topics.wrapper()))
+        return ok(request, body=encode_body(self.topics.wrapper()))
 
     async def create_group(self, conn: Connection, request: RemotingCommand) -> RemotingCommand:
         config = decode_body(SubscriptionGroupConfig, request.body)
         if not config.group_name:
             return error(request, ResponseCode.INVALID_PARAMETER, "groupName is empty")
-        self.broker.groups.put(config)
-        self.broker.consumption.update(config)
+        self.groups.put(config)
+        self.consumption.update(config)
         return ok(request)
 
     async def all_groups(self, conn: Connection, request: RemotingCommand) -> RemotingCommand:
-        return ok(request, body=encode_body(self.broker.groups.wrapper()))
+        return ok(request, body=encode_body(self.groups.wrapper()))
 
     async def delete_group(self, conn: Connection, request: RemotingCommand) -> RemotingCommand:
         h = DeleteSubscriptionGroupRequestHeader.from_ext_fields(request.ext_fields)
-        self.broker.groups.delete(h.group_name)
-        self.broker.consumption.remove(h.group_name)
+        self.groups.delete(h.group_name)
+        self.consumption.remove(h.group_name)
         if h.clean_offset:
-            self.broker.offsets.remove_group(h.group_name)
+            self.offsets.remove_group(h.group_name)
         return ok(request)
 
     async def view_message(self, conn: Connection, request: RemotingCommand) -> RemotingCommand:
         h = ViewMessageRequestHeader.from_ext_fields(request.ext_fields)
-        record = self.broker.store.look_message_by_offset(h.offset)
+        record = self.store.look_message_by_offset(h.offset)
         if record is None:
             return error(request, ResponseCode.SYSTEM_ERROR, f"no message at CommitLog offset {h.offset}")
         return ok(request, body=bytes(record))
 
     async def query_message(self, conn: Connection, request: RemotingCommand) -> RemotingCommand:
         h = QueryMessageRequestHeader.from_ext_fields(request.ext_fields)
-        store = self.broker.store
+        store = self.store
         records = store.query_message(h.topic, h.key, h.max_num, h.begin_timestamp, h.end_timestamp)
         if not records:
             return error(request, ResponseCode.QUERY_NOT_FOUND, f"no message with key {h.key} in {h.topic}")
@@ -107,4 +119,4 @@ class AdminProcessor:
         return ok(request, header, b"".join(records))
 
     async def runtime_info(self, conn: Connection, request: RemotingCommand) -> RemotingCommand:
-        return ok(request, body=encode_body(KVTable(table=self.broker.runtime_info())))
+        return ok(request, body=encode_body(KVTable(table=self._runtime_info())))

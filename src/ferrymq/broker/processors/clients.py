@@ -3,11 +3,14 @@
 from __future__ import annotations
 
 import logging
-from typing import TYPE_CHECKING
+from collections.abc import Callable
 
-from ferrymq.broker.filters import TAG_TYPE, FilterError
+from ferrymq.broker.clients import ClientRegistry
+from ferrymq.broker.filters import TAG_TYPE, FilterCache, FilterError
+from ferrymq.broker.groups import SubscriptionGroupManager
+from ferrymq.broker.locks import RebalanceLockManager
 from ferrymq.broker.processors.common import error, ok
-from ferrymq.broker.topics import PERM_READ, PERM_WRITE, RETRY_GROUP_PREFIX
+from ferrymq.broker.topics import PERM_READ, PERM_WRITE, RETRY_GROUP_PREFIX, TopicConfigManager
 from ferrymq.net.connection import Connection
 from ferrymq.net.errors import RemotingError
 from ferrymq.protocol.bodies import (
@@ -25,15 +28,24 @@ from ferrymq.protocol.codes import RequestCode, ResponseCode
 from ferrymq.protocol.headers import ConsumerGroupRequestHeader, UnregisterClientRequestHeader
 from ferrymq.protocol.remoting import RemotingCommand
 
-if TYPE_CHECKING:
-    from ferrymq.broker.server import Broker
-
 log = logging.getLogger(__name__)
 
 
 class ClientProcessor:
-    def __init__(self, broker: Broker) -> None:
-        self.broker = broker
+    def __init__(
+        self, topics: TopicConfigManager, groups: SubscriptionGroupManager, clients: ClientRegistry,
+        filters: FilterCache, locks: RebalanceLockManager, *, topics_changed: Callable[[], None],
+        members_changed: Callable[[str], None],
+    ) -> None:  # fmt: skip
+        """`topics_changed`: tell the NameServers soon; `members_changed(group)`: tell the group's
+        consumers to rebalance."""
+        self.topics = topics
+        self.groups = groups
+        self.clients = clients
+        self.filters = filters
+        self.locks = locks
+        self._topics_changed = topics_changed
+        self._members_changed = members_changed
 
     def register(self, server) -> None:
         server.register(RequestCode.HEART_BEAT, self.heartbeat)
@@ -45,22 +57,21 @@ class ClientProcessor:
 
     async def heartbeat(self, conn: Connection, request: RemotingCommand) -> RemotingCommand:
         data = decode_body(HeartbeatData, request.body)
-        broker = self.broker
         for consumer in data.consumer_data_set:
-            group = broker.groups.get(consumer.group_name)
+            group = self.groups.get(consumer.group_name)
             retry_topic = RETRY_GROUP_PREFIX + consumer.group_name
             if (
                 group is not None
                 and group.retry_queue_nums > 0
-                and broker.topics.ensure(retry_topic, group.retry_queue_nums, PERM_READ | PERM_WRITE)
+                and self.topics.ensure(retry_topic, group.retry_queue_nums, PERM_READ | PERM_WRITE)
             ):
-                broker.schedule_registration()  # consumers find the retry topic's route at once
+                self._topics_changed()  # consumers find the retry topic's route at once
             self._compile_filters(data.client_id, consumer)
-            if broker.clients.heartbeat_consumer(data.client_id, conn, consumer, request.language):
+            if self.clients.heartbeat_consumer(data.client_id, conn, consumer, request.language):
                 log.info("consumer %s joined group %s", data.client_id, consumer.group_name)
-                broker.notify_consumer_ids_changed(consumer.group_name)
+                self._members_changed(consumer.group_name)
         for producer in data.producer_data_set:
-            broker.clients.heartbeat_producer(data.client_id, conn, producer.group_name)
+            self.clients.heartbeat_producer(data.client_id, conn, producer.group_name)
         return ok(request)
 
     def _compile_filters(self, client_id: str, consumer: ConsumerData) -> None:
@@ -68,21 +79,21 @@ class ClientProcessor:
         for sub in consumer.subscription_data_set:
             if sub.expression_type and sub.expression_type.upper() != TAG_TYPE:
                 try:
-                    self.broker.filters.get(sub.sub_string, sub.expression_type)
+                    self.filters.get(sub.sub_string, sub.expression_type)
                 except FilterError as e:
                     log.warning("%s of group %s subscribes to %s with a filter this broker cannot use: %s",
                                 client_id, consumer.group_name, sub.topic, e)  # fmt: skip
 
     async def unregister(self, conn: Connection, request: RemotingCommand) -> RemotingCommand:
         h = UnregisterClientRequestHeader.from_ext_fields(request.ext_fields)
-        if self.broker.clients.unregister(h.client_id, h.producer_group, h.consumer_group):
+        if self.clients.unregister(h.client_id, h.producer_group, h.consumer_group):
             log.info("consumer %s left group %s", h.client_id, h.consumer_group)
-            self.broker.notify_consumer_ids_changed(h.consumer_group)
+            self._members_changed(h.consumer_group)
         return ok(request)
 
     async def consumer_list(self, conn: Connection, request: RemotingCommand) -> RemotingCommand:
         h = ConsumerGroupRequestHeader.from_ext_fields(request.ext_fields)
-        ids = self.broker.clients.consumer_ids(h.consumer_group)
+        ids = self.clients.consumer_ids(h.consumer_group)
         if not ids:
             return error(
                 request, ResponseCode.SYSTEM_ERROR, f"no consumer for this group, {h.consumer_group}"
@@ -91,19 +102,19 @@ class ClientProcessor:
 
     async def lock(self, conn: Connection, request: RemotingCommand) -> RemotingCommand:
         body = decode_body(LockBatchRequestBody, request.body)
-        granted = self.broker.locks.lock(body.consumer_group, body.client_id, body.mq_set)
+        granted = self.locks.lock(body.consumer_group, body.client_id, body.mq_set)
         return ok(request, body=encode_body(LockBatchResponseBody(lock_ok_mq_set=granted)))
 
     async def unlock(self, conn: Connection, request: RemotingCommand) -> RemotingCommand:
         body = decode_body(UnlockBatchRequestBody, request.body)
-        self.broker.locks.unlock(body.consumer_group, body.client_id, body.mq_set)
+        self.locks.unlock(body.consumer_group, body.client_id, body.mq_set)
         return ok(request)
 
     async def check_client_config(self, conn: Connection, request: RemotingCommand) -> RemotingCommand:
         """Can this broker evaluate the subscription? Clients ask before they subscribe."""
         sub = decode_body(CheckClientRequestBody, request.body).subscription_data
         try:
-            self.broker.filters.get(sub.sub_string, sub.expression_type)
+            self.filters.get(sub.sub_string, sub.expression_type)
         except FilterError as e:
             return error(request, e.code, str(e))
         return ok(request)

@@ -8,33 +8,39 @@ from there at once — as RocketMQ's Broker2Client.resetOffset does.
 from __future__ import annotations
 
 import logging
-from typing import TYPE_CHECKING
 
+from ferrymq.broker.clients import ClientRegistry
+from ferrymq.broker.offsets import ConsumerOffsetManager
 from ferrymq.broker.processors.common import error, ok
+from ferrymq.broker.topics import TopicConfigManager
 from ferrymq.net.connection import Connection
 from ferrymq.net.errors import RemotingError
 from ferrymq.protocol.bodies import MessageQueue, encode_reset_offset_body, encode_reset_offset_body_for_c
 from ferrymq.protocol.codes import LanguageCode, RequestCode, ResponseCode
 from ferrymq.protocol.headers import ResetOffsetRequestHeader
 from ferrymq.protocol.remoting import RemotingCommand
-
-if TYPE_CHECKING:
-    from ferrymq.broker.server import Broker
+from ferrymq.store import MessageStore
 
 log = logging.getLogger(__name__)
 
 
 class ConsumerAdminProcessor:
-    def __init__(self, broker: Broker) -> None:
-        self.broker = broker
+    def __init__(
+        self, broker_name: str, topics: TopicConfigManager, offsets: ConsumerOffsetManager,
+        store: MessageStore, clients: ClientRegistry,
+    ) -> None:  # fmt: skip
+        self.broker_name = broker_name
+        self.topics = topics
+        self.offsets = offsets
+        self.store = store
+        self.clients = clients
 
     def register(self, server) -> None:
         server.register(RequestCode.INVOKE_BROKER_TO_RESET_OFFSET, self.reset_offset)
 
     async def reset_offset(self, conn: Connection, request: RemotingCommand) -> RemotingCommand:
         h = ResetOffsetRequestHeader.from_ext_fields(request.ext_fields)
-        broker = self.broker
-        tc = broker.topics.get(h.topic)
+        tc = self.topics.get(h.topic)
         if tc is None:
             return error(request, ResponseCode.TOPIC_NOT_EXIST, f"topic {h.topic} does not exist")
         offsets = {}
@@ -42,12 +48,12 @@ class ConsumerAdminProcessor:
             if h.queue_id >= 0 and queue_id != h.queue_id:
                 continue
             offset = self._offset_for(h, queue_id)
-            broker.offsets.commit(h.group, h.topic, queue_id, offset)
-            offsets[MessageQueue(h.topic, broker.config.broker_name, queue_id)] = offset
-        broker.offsets.persist()
+            self.offsets.commit(h.group, h.topic, queue_id, offset)
+            offsets[MessageQueue(h.topic, self.broker_name, queue_id)] = offset
+        self.offsets.persist()
         body = encode_reset_offset_body(offsets)
         body_for_c = encode_reset_offset_body_for_c(offsets)
-        consumers = broker.clients.consumers.get(h.group)
+        consumers = self.clients.consumers.get(h.group)
         members = list(consumers.members.values()) if consumers else []
         notice = ResetOffsetRequestHeader(
             group=h.group, topic=h.topic, timestamp=h.timestamp, is_force=h.is_force
@@ -69,14 +75,14 @@ class ConsumerAdminProcessor:
     def _offset_for(self, h: ResetOffsetRequestHeader, queue_id: int) -> int:
         """The queue's offset for the timestamp (-1: its end, or `offset` if given); unless forced,
         a group that has not got that far yet keeps its offset."""
-        store = self.broker.store
+        store = self.store
         if h.offset is not None and h.offset >= 0:
             target = h.offset
         elif h.timestamp < 0:
             target = store.get_max_offset(h.topic, queue_id)
         else:
             target = store.get_offset_in_queue_by_time(h.topic, queue_id, h.timestamp)
-        current = self.broker.offsets.query(h.group, h.topic, queue_id)
+        current = self.offsets.query(h.group, h.topic, queue_id)
         if h.is_force or current is None or target < current:
             return target
         return current

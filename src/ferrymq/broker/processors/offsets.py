@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
+from ferrymq.broker.offsets import ConsumerOffsetManager
 from ferrymq.broker.processors.common import error, ok
+from ferrymq.broker.services.read import ReadService
 from ferrymq.net.connection import Connection
 from ferrymq.protocol.bodies import encode_body
 from ferrymq.protocol.codes import RequestCode, ResponseCode
@@ -18,14 +18,14 @@ from ferrymq.protocol.headers import (
     UpdateConsumerOffsetRequestHeader,
 )
 from ferrymq.protocol.remoting import RemotingCommand
-
-if TYPE_CHECKING:
-    from ferrymq.broker.server import Broker
+from ferrymq.store import MessageStore
 
 
 class OffsetProcessor:
-    def __init__(self, broker: Broker) -> None:
-        self.broker = broker
+    def __init__(self, reads: ReadService, offsets: ConsumerOffsetManager, store: MessageStore) -> None:
+        self.reads = reads
+        self.offsets = offsets
+        self.store = store
 
     def register(self, server) -> None:
         server.register(RequestCode.QUERY_CONSUMER_OFFSET, self.query_consumer_offset)
@@ -38,15 +38,8 @@ class OffsetProcessor:
 
     async def query_consumer_offset(self, conn: Connection, request: RemotingCommand) -> RemotingCommand:
         h = QueryConsumerOffsetRequestHeader.from_ext_fields(request.ext_fields)
-        offset = self.broker.offsets.query(h.consumer_group, h.topic, h.queue_id)
-        # A group that never committed starts at 0 while the queue still holds its first message
-        # (RocketMQ's rule), so CONSUME_FROM_LAST_OFFSET misses nothing on a new topic.
-        if (
-            offset is None
-            and h.set_zero_if_not_found is not False
-            and self.broker.store.get_min_offset(h.topic, h.queue_id) == 0
-        ):
-            offset = 0
+        zero_if_new = h.set_zero_if_not_found is not False
+        offset = self.reads.committed_offset(h.consumer_group, h.topic, h.queue_id, zero_if_new)
         if offset is None:
             return error(
                 request, ResponseCode.QUERY_NOT_FOUND, f"no offset stored for group {h.consumer_group}"
@@ -55,16 +48,16 @@ class OffsetProcessor:
 
     async def update_consumer_offset(self, conn: Connection, request: RemotingCommand) -> RemotingCommand:
         h = UpdateConsumerOffsetRequestHeader.from_ext_fields(request.ext_fields)
-        self.broker.offsets.commit(h.consumer_group, h.topic, h.queue_id, h.commit_offset)
+        self.reads.commit_offset(h.consumer_group, h.topic, h.queue_id, h.commit_offset)
         return ok(request)
 
     async def get_max_offset(self, conn: Connection, request: RemotingCommand) -> RemotingCommand:
         h = GetMaxOffsetRequestHeader.from_ext_fields(request.ext_fields)
-        return ok(request, OffsetResponseHeader(self.broker.store.get_max_offset(h.topic, h.queue_id)))
+        return ok(request, OffsetResponseHeader(self.store.get_max_offset(h.topic, h.queue_id)))
 
     async def get_min_offset(self, conn: Connection, request: RemotingCommand) -> RemotingCommand:
         h = TopicQueueRequestHeader.from_ext_fields(request.ext_fields)
-        return ok(request, OffsetResponseHeader(self.broker.store.get_min_offset(h.topic, h.queue_id)))
+        return ok(request, OffsetResponseHeader(self.store.get_min_offset(h.topic, h.queue_id)))
 
     async def search_offset(self, conn: Connection, request: RemotingCommand) -> RemotingCommand:
         h = SearchOffsetRequestHeader.from_ext_fields(request.ext_fields)
@@ -75,16 +68,16 @@ class OffsetProcessor:
                 ResponseCode.INVALID_PARAMETER,
                 f"boundaryType must be lower or upper, not {boundary}",
             )
-        offset = self.broker.store.get_offset_in_queue_by_time(h.topic, h.queue_id, h.timestamp, boundary)
+        offset = self.store.get_offset_in_queue_by_time(h.topic, h.queue_id, h.timestamp, boundary)
         return ok(request, OffsetResponseHeader(offset))
 
     async def earliest_store_time(self, conn: Connection, request: RemotingCommand) -> RemotingCommand:
         h = TopicQueueRequestHeader.from_ext_fields(request.ext_fields)
-        timestamp = self.broker.store.get_earliest_message_time(h.topic, h.queue_id)
+        timestamp = self.store.get_earliest_message_time(h.topic, h.queue_id)
         if timestamp < 0:
             return error(request, ResponseCode.SYSTEM_ERROR, f"no message in {h.topic} queue {h.queue_id}")
         return ok(request, GetEarliestMsgStoretimeResponseHeader(timestamp))
 
     async def all_consumer_offsets(self, conn: Connection, request: RemotingCommand) -> RemotingCommand:
         """Every committed offset (slaves copy them from their master)."""
-        return ok(request, body=encode_body(self.broker.offsets.wrapper()))
+        return ok(request, body=encode_body(self.offsets.wrapper()))

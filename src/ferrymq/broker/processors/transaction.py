@@ -3,25 +3,28 @@
 from __future__ import annotations
 
 import logging
-from typing import TYPE_CHECKING
+from typing import Protocol
 
 from ferrymq.broker.processors.common import error, ok
-from ferrymq.broker.transactions import EndError
+from ferrymq.broker.transactions import EndError, TransactionService
 from ferrymq.net.connection import Connection
 from ferrymq.protocol.codes import RequestCode, ResponseCode
 from ferrymq.protocol.headers import EndTransactionRequestHeader
 from ferrymq.protocol.remoting import RemotingCommand
 from ferrymq.protocol.sys_flag import TRANSACTION_COMMIT_TYPE, TRANSACTION_NOT_TYPE, TRANSACTION_ROLLBACK_TYPE
 
-if TYPE_CHECKING:
-    from ferrymq.broker.server import Broker
-
 log = logging.getLogger(__name__)
 
 
+class MasterRole(Protocol):
+    @property
+    def is_master(self) -> bool: ...
+
+
 class EndTransactionProcessor:
-    def __init__(self, broker: Broker) -> None:
-        self.broker = broker
+    def __init__(self, transactions: TransactionService, role: MasterRole) -> None:
+        self.transactions = transactions
+        self.role = role
 
     def register(self, server) -> None:
         # Never waits, and producers send it oneway: no task, and after the answers read with it.
@@ -29,8 +32,7 @@ class EndTransactionProcessor:
 
     async def end_transaction(self, conn: Connection, request: RemotingCommand) -> RemotingCommand | None:
         header = EndTransactionRequestHeader.from_ext_fields(request.ext_fields)
-        broker = self.broker
-        if not broker.is_master:
+        if not self.role.is_master:
             return error(request, ResponseCode.SLAVE_NOT_AVAILABLE, "a slave cannot end transactions")
         state = header.commit_or_rollback
         if state == TRANSACTION_NOT_TYPE:  # the producer does not know yet: the check-back will ask
@@ -38,7 +40,7 @@ class EndTransactionProcessor:
         if state not in (TRANSACTION_COMMIT_TYPE, TRANSACTION_ROLLBACK_TYPE):
             return error(request, ResponseCode.SYSTEM_ERROR, f"commitOrRollback {state} is not 0, 8 or 12")
         try:
-            outcome = broker.transactions.end(
+            outcome = self.transactions.end(
                 header.producer_group, header.commit_log_offset, header.tran_state_table_offset, state
             )
         except EndError as e:

@@ -5,16 +5,14 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from typing import TYPE_CHECKING
+from collections.abc import Callable
 
 from ferrymq.broker.schedule.delay import DelayLevelService
 from ferrymq.broker.schedule.divert import SCHEDULE_TOPIC, TIMER_TOPIC, ScheduleError, divert
 from ferrymq.broker.schedule.service import now_ms
 from ferrymq.broker.schedule.timer import TimerService
-from ferrymq.broker.topics import PERM_READ, PERM_WRITE
-
-if TYPE_CHECKING:
-    from ferrymq.broker.server import Broker
+from ferrymq.broker.topics import PERM_READ, PERM_WRITE, TopicConfigManager
+from ferrymq.store import MessageStore, StoreConfig
 
 log = logging.getLogger(__name__)
 
@@ -23,21 +21,23 @@ STOP_GRACE = 5.0  # s a stopping service may take to finish the round it is in
 
 
 class Scheduler:
-    def __init__(self, broker: Broker) -> None:
-        store_config = broker.config.store
-        self.store = broker.store
+    def __init__(
+        self, store_config: StoreConfig, store: MessageStore, topics: TopicConfigManager, *,
+        written: Callable[[], None], active: Callable[[], bool],
+    ) -> None:  # fmt: skip
+        """`written`: after every redelivery put; `active()`: whether this broker delivers due
+        messages now (the master; a slave's log is its master's copy)."""
+        self.store = store
         config_dir = store_config.config_dir
-        self.delays = DelayLevelService(
-            self.store, config_dir, store_config.message_delay_level, broker.written
-        )
-        self.timer = TimerService(self.store, config_dir, store_config.timer_precision_ms, broker.written)
+        self.delays = DelayLevelService(self.store, config_dir, store_config.message_delay_level, written)
+        self.timer = TimerService(self.store, config_dir, store_config.timer_precision_ms, written)
         for service in (self.delays, self.timer):
-            service.active = lambda: broker.is_master  # a slave's log is its master's copy
+            service.active = active
         self._timer_enabled = store_config.timer_wheel_enable
         self._max_delay_sec = store_config.timer_max_delay_sec
         self._precision = store_config.timer_precision_ms
-        broker.topics.ensure(SCHEDULE_TOPIC, self.delays.max_level, PERM_READ | PERM_WRITE)
-        broker.topics.ensure(TIMER_TOPIC, 1, PERM_READ | PERM_WRITE)
+        topics.ensure(SCHEDULE_TOPIC, self.delays.max_level, PERM_READ | PERM_WRITE)
+        topics.ensure(TIMER_TOPIC, 1, PERM_READ | PERM_WRITE)
         self._loop: asyncio.AbstractEventLoop | None = None
         self._tasks: list[asyncio.Task] = []
 

@@ -1,0 +1,110 @@
+"""The interface every protocol front (gRPC proxy, AMQP gateway) uses to move messages, whether the
+broker runs in the same process (`local.LocalMessageService`) or elsewhere in a cluster
+(`remote.RemoteMessageService`) — RocketMQ 5 proxy's MessageService, in local and cluster mode.
+
+Rule refusals come back as outcomes carrying RocketMQ's response code (NO_PERMISSION,
+TOPIC_NOT_EXIST, MESSAGE_ILLEGAL, ...), the same from both implementations, since the broker's
+services decide them; a broker that cannot be reached raises MessagingError.
+"""
+
+from __future__ import annotations
+
+from typing import Protocol
+
+from ferrymq.broker.services.outcomes import STORED_CODES, ReadOutcome, SendOutcome
+from ferrymq.protocol.bodies import MessageQueue, QueueData
+
+__all__ = [
+    "STORED_CODES",
+    "MessageQueue",
+    "MessageService",
+    "MessagingError",
+    "QueueData",
+    "ReadOutcome",
+    "SendOutcome",
+]
+
+
+class MessagingError(Exception):
+    """A call that got no answer from the rules: the broker or NameServer is unreachable, or refused
+    a call that has no outcome object (offsets). `code` is the response code when there was one."""
+
+    def __init__(self, message: str, code: int | None = None) -> None:
+        super().__init__(message)
+        self.code = code
+
+
+class MessageService(Protocol):
+    # --- producing ------------------------------------------------------------------------------
+
+    async def send(
+        self,
+        topic: str,
+        body: bytes | memoryview,
+        properties: str = "",
+        *,
+        queue: MessageQueue | None = None,
+        flag: int = 0,
+        sys_flag: int = 0,
+        born_timestamp: int = 0,
+        born_host: bytes | None = None,
+        reconsume_times: int = 0,
+        producer_group: str = "",
+    ) -> SendOutcome:
+        """Store one message: `properties` in RocketMQ's encoding (protocol.message.encode_properties);
+        `queue` None lets the service choose. `born_host` (packed) is the producer's address where the
+        front knows it (local; a remote broker sees the service's own address)."""
+        ...
+
+    async def send_batch(
+        self,
+        topic: str,
+        batch_body: bytes | memoryview,
+        *,
+        queue: MessageQueue | None = None,
+        sys_flag: int = 0,
+        born_timestamp: int = 0,
+        born_host: bytes | None = None,
+        producer_group: str = "",
+    ) -> SendOutcome:
+        """Store messages encoded by protocol.message.encode_batch, in one queue, in order; the
+        outcome's msg_id lists their ids comma-separated."""
+        ...
+
+    # --- consuming by queue and offset --------------------------------------------------------
+
+    async def read(
+        self,
+        group: str,
+        queue: MessageQueue,
+        offset: int,
+        max_count: int = 32,
+        *,
+        expression: str = "*",
+        expression_type: str = "TAG",
+        suspend_ms: int = 0,
+        commit_offset: int = -1,
+    ) -> ReadOutcome:
+        """Up to `max_count` messages of `queue` from `offset` that match the expression (TAG or
+        SQL92); an empty read waits up to `suspend_ms` for one (long polling). `commit_offset` >= 0
+        is committed for the group on the way. Records come back as stored (decode them with
+        protocol.message.decode_records)."""
+        ...
+
+    async def query_offset(self, group: str, queue: MessageQueue) -> int | None:
+        """The group's committed offset (0 for a new group while the queue holds its first message),
+        or None if it has none."""
+        ...
+
+    async def commit_offset(self, group: str, queue: MessageQueue, offset: int) -> None: ...
+
+    # --- routes -----------------------------------------------------------------------------------
+
+    async def route(self, topic: str) -> list[QueueData] | None:
+        """The topic's queues per broker (read/write queue counts, permission), None if it has none."""
+        ...
+
+    # --- pop-style consumption ------------------------------------------------------------------
+    # pop(group, topic, max_count, invisible_ms, ...), ack(receipt_handle, ...) and
+    # change_invisible_time(receipt_handle, invisible_ms, ...) join here, over the broker's pop
+    # service (RocketMQ 5's popMessage / ackMessage / changeInvisibleTime).

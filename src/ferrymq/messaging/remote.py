@@ -1,0 +1,217 @@
+"""The message service of a cluster, over remoting (RocketMQ 5 proxy's cluster mode): routes from the
+NameServers (the SDK's route cache), then SEND_MESSAGE_V2 / SEND_BATCH_MESSAGE to a master,
+PULL_MESSAGE to the broker the last read suggested, and the offset requests to the queue's master.
+
+The brokers apply every rule; this side only picks where a request goes and turns answers into the
+same outcomes the local service gives.
+"""
+
+from __future__ import annotations
+
+import random
+
+from ferrymq.client.instance import ClientError, ClientInstance
+from ferrymq.client.pull import master_addr, pull_addr, query_offset
+from ferrymq.messaging.api import MessageQueue, MessagingError, QueueData, ReadOutcome, SendOutcome
+from ferrymq.net import RemotingError
+from ferrymq.protocol.codes import RequestCode, ResponseCode
+from ferrymq.protocol.headers import (
+    PullMessageRequestHeader,
+    SendMessageRequestHeader,
+    UpdateConsumerOffsetRequestHeader,
+)
+from ferrymq.protocol.remoting import RemotingCommand
+
+AUTO_CREATE_TOPIC, AUTO_CREATE_QUEUE_NUMS = "TBW102", 4
+FLAG_COMMIT_OFFSET, FLAG_SUSPEND, FLAG_SUBSCRIPTION = 0x1, 0x2, 0x4
+_PULL_CODES = frozenset(
+    (ResponseCode.SUCCESS, ResponseCode.PULL_NOT_FOUND, ResponseCode.PULL_RETRY_IMMEDIATELY,
+     ResponseCode.PULL_OFFSET_MOVED)
+)  # fmt: skip
+
+
+class RemoteMessageService:
+    def __init__(self, namesrv_addr: str, *, request_timeout: float = 3.0) -> None:
+        self.instance = ClientInstance(namesrv_addr, request_timeout=request_timeout)
+
+    async def start(self) -> RemoteMessageService:
+        await self.instance.start()
+        return self
+
+    async def close(self) -> None:
+        await self.instance.close()
+
+    async def __aenter__(self) -> RemoteMessageService:
+        return await self.start()
+
+    async def __aexit__(self, *exc) -> None:
+        await self.close()
+
+    # --- producing --------------------------------------------------------------------------------
+
+    async def _target(self, topic: str, queue: MessageQueue | None) -> tuple[str, MessageQueue]:
+        """The master address and queue a send goes to. A topic without a writable queue still goes
+        to one of its brokers, which answers why not (NO_PERMISSION)."""
+        route = await self.instance.route(topic)
+        if queue is None:
+            candidates = route.write_queues or [
+                MessageQueue(topic=topic, broker_name=q.broker_name, queue_id=i)
+                for q in route.data.queue_datas
+                if q.broker_name in route.masters
+                for i in range(max(q.write_queue_nums, 1))
+            ]
+            if not candidates:
+                raise ClientError(f"no broker of topic {topic} has a master now")
+            queue = random.choice(candidates)
+        return await master_addr(self.instance, queue), queue
+
+    async def _send(
+        self, code: int, topic: str, body: bytes | memoryview, properties: str, queue: MessageQueue | None,
+        flag: int, sys_flag: int, born_timestamp: int, reconsume_times: int, producer_group: str, batch: bool,
+    ) -> SendOutcome:  # fmt: skip
+        try:
+            addr, queue = await self._target(topic, queue)
+        except ClientError as e:
+            return SendOutcome(ResponseCode.TOPIC_NOT_EXIST, str(e))
+        header = SendMessageRequestHeader(
+            producer_group=producer_group or "ferrymq-messaging",
+            topic=topic,
+            default_topic=AUTO_CREATE_TOPIC,
+            default_topic_queue_nums=AUTO_CREATE_QUEUE_NUMS,
+            queue_id=queue.queue_id,
+            sys_flag=sys_flag,
+            born_timestamp=born_timestamp,
+            flag=flag,
+            properties=properties or None,
+            reconsume_times=reconsume_times,
+            batch=batch,
+        )
+        request = RemotingCommand(code, ext_fields=header.to_ext_fields_v2(), body=bytes(body))
+        response = await self._invoke(addr, request)
+        ext = response.ext_fields or {}
+        if "msgId" not in ext:
+            return SendOutcome(response.code, response.remark)
+        return SendOutcome(
+            response.code, response.remark, queue.broker_name, int(ext["queueId"]), int(ext["queueOffset"]),
+            ext["msgId"], ext.get("transactionId"),
+        )  # fmt: skip
+
+    async def send(
+        self,
+        topic: str,
+        body: bytes | memoryview,
+        properties: str = "",
+        *,
+        queue: MessageQueue | None = None,
+        flag: int = 0,
+        sys_flag: int = 0,
+        born_timestamp: int = 0,
+        born_host: bytes | None = None,
+        reconsume_times: int = 0,
+        producer_group: str = "",
+    ) -> SendOutcome:
+        return await self._send(
+            RequestCode.SEND_MESSAGE_V2, topic, body, properties, queue, flag, sys_flag, born_timestamp,
+            reconsume_times, producer_group, False,
+        )  # fmt: skip
+
+    async def send_batch(
+        self,
+        topic: str,
+        batch_body: bytes | memoryview,
+        *,
+        queue: MessageQueue | None = None,
+        sys_flag: int = 0,
+        born_timestamp: int = 0,
+        born_host: bytes | None = None,
+        producer_group: str = "",
+    ) -> SendOutcome:
+        return await self._send(
+            RequestCode.SEND_BATCH_MESSAGE, topic, batch_body, "", queue, 0, sys_flag, born_timestamp, 0,
+            producer_group, True,
+        )  # fmt: skip
+
+    # --- consuming by queue and offset ----------------------------------------------------------
+
+    async def read(
+        self,
+        group: str,
+        queue: MessageQueue,
+        offset: int,
+        max_count: int = 32,
+        *,
+        expression: str = "*",
+        expression_type: str = "TAG",
+        suspend_ms: int = 0,
+        commit_offset: int = -1,
+    ) -> ReadOutcome:
+        instance = self.instance
+        try:
+            addr = await pull_addr(instance, queue)
+        except ClientError as e:
+            return ReadOutcome(ResponseCode.TOPIC_NOT_EXIST, str(e))
+        flags = FLAG_SUBSCRIPTION | (FLAG_SUSPEND if suspend_ms > 0 else 0)
+        flags |= FLAG_COMMIT_OFFSET if commit_offset >= 0 else 0
+        header = PullMessageRequestHeader(
+            consumer_group=group,
+            topic=queue.topic,
+            queue_id=queue.queue_id,
+            queue_offset=offset,
+            max_msg_nums=max_count,
+            sys_flag=flags,
+            commit_offset=commit_offset,
+            suspend_timeout_millis=suspend_ms,
+            sub_version=0,
+            subscription=expression,
+            expression_type=expression_type,
+        )
+        request = RemotingCommand(RequestCode.PULL_MESSAGE, ext_fields=header.to_ext_fields())
+        response = await self._invoke(addr, request, instance.request_timeout + suspend_ms / 1000)
+        if response.code not in _PULL_CODES:
+            return ReadOutcome(response.code, response.remark)
+        ext = response.ext_fields
+        suggested = int(ext.get("suggestWhichBrokerId") or 0)
+        instance.suggested_broker_ids[queue] = suggested
+        return ReadOutcome(
+            response.code, response.remark, int(ext["nextBeginOffset"]), int(ext["minOffset"]),
+            int(ext["maxOffset"]), suggested, [response.body] if response.body else [],
+        )  # fmt: skip
+
+    async def query_offset(self, group: str, queue: MessageQueue) -> int | None:
+        try:
+            return await query_offset(self.instance, await master_addr(self.instance, queue), queue, group)
+        except (ClientError, RemotingError) as e:
+            raise MessagingError(f"query offset of {group} on {queue}: {e}") from e
+
+    async def commit_offset(self, group: str, queue: MessageQueue, offset: int) -> None:
+        try:
+            addr = await master_addr(self.instance, queue)
+        except ClientError as e:
+            raise MessagingError(str(e), ResponseCode.TOPIC_NOT_EXIST) from e
+        header = UpdateConsumerOffsetRequestHeader(
+            consumer_group=group, topic=queue.topic, queue_id=queue.queue_id, commit_offset=offset
+        )
+        command = RemotingCommand(RequestCode.UPDATE_CONSUMER_OFFSET, ext_fields=header.to_ext_fields())
+        response = await self._invoke(addr, command)
+        if response.code != ResponseCode.SUCCESS:
+            raise MessagingError(f"commit offset of {group} on {queue}: {response.remark}", response.code)
+
+    # --- routes -------------------------------------------------------------------------------------
+
+    async def route(self, topic: str) -> list[QueueData] | None:
+        try:
+            route = await self.instance.existing_route(topic)
+        except ClientError as e:
+            raise MessagingError(str(e)) from e
+        return None if route is None else list(route.data.queue_datas)
+
+    # pop / ack / change_invisible_time (see api.MessageService): POP_MESSAGE, ACK_MESSAGE and
+    # CHANGE_MESSAGE_INVISIBLETIME to the queue's master
+
+    async def _invoke(
+        self, addr: str, request: RemotingCommand, timeout: float | None = None
+    ) -> RemotingCommand:
+        try:
+            return await self.instance.invoke(addr, request, timeout)
+        except RemotingError as e:
+            raise MessagingError(f"{addr}: {e}") from e

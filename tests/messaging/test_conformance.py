@@ -1,0 +1,185 @@
+"""One behaviour for both message services: the local one inside a broker started in this process,
+and the remote one over remoting to a NameServer and broker on loopback ports. Every test runs
+against both, so a front built on either sees the same rules."""
+
+from __future__ import annotations
+
+import asyncio
+import inspect
+import time
+
+import pytest
+
+from ferrymq.messaging.api import MessageQueue, MessageService, MessagingError, ReadOutcome
+from ferrymq.messaging.local import LocalMessageService
+from ferrymq.messaging.remote import RemoteMessageService
+from ferrymq.protocol.batch import encode_batch
+from ferrymq.protocol.bodies import SubscriptionGroupConfig, TopicConfig
+from ferrymq.protocol.codes import ResponseCode
+from ferrymq.protocol.message_ext import decode_records
+from ferrymq.protocol.properties import Prop, encode_properties
+
+from ..broker.conftest import Cluster, make_cluster  # noqa: F401  (fixture)
+
+PERM_READ, PERM_WRITE = 4, 2
+
+
+@pytest.fixture(params=["local", "remote"])
+async def served(request, make_cluster):  # noqa: F811
+    """(cluster, service) for one implementation of the message service."""
+    cluster: Cluster = await make_cluster()
+    broker = cluster.broker
+    if request.param == "local":
+        name = broker.config.broker_name
+        yield cluster, LocalMessageService(broker.puts, broker.reads, broker.topics, name)
+    else:
+        async with RemoteMessageService(cluster.namesrv_addr) as remote:
+            yield cluster, remote
+
+
+async def make_topic(cluster: Cluster, topic: str, queues: int = 2, perm: int = PERM_READ | PERM_WRITE):
+    """A topic on the broker, known to the NameServer before the test goes on."""
+    cluster.broker.topics.put(TopicConfig(topic, queues, queues, perm))
+    await cluster.broker.registrar.register_all()
+
+
+def queue(cluster: Cluster, topic: str, queue_id: int = 0) -> MessageQueue:
+    return MessageQueue(topic=topic, broker_name=cluster.broker.config.broker_name, queue_id=queue_id)
+
+
+def tagged(tag: str, **more: str) -> str:
+    return encode_properties({Prop.TAGS: tag, **more})
+
+
+def bodies(outcome: ReadOutcome) -> list[bytes]:
+    assert outcome.code == ResponseCode.SUCCESS, outcome
+    return [m.body for m in decode_records(outcome.body())]
+
+
+async def test_send_one_and_read_it_back(served):
+    cluster, service = served
+    await make_topic(cluster, "Orders")
+    mq = queue(cluster, "Orders", 1)
+    sent = await service.send("Orders", b"hello", tagged("new", KEYS="o-1"), queue=mq)
+    assert sent.stored and sent.code == ResponseCode.SUCCESS, sent
+    assert (sent.broker_name, sent.queue_id, sent.queue_offset) == (mq.broker_name, 1, 0)
+    assert len(sent.msg_id) == 32
+    await cluster.settled()
+    got = await service.read("G", mq, 0)
+    assert bodies(got) == [b"hello"]
+    assert (got.next_begin_offset, got.min_offset, got.max_offset) == (1, 0, 1)
+    assert (await service.read("G", mq, 1)).code == ResponseCode.PULL_NOT_FOUND
+
+
+async def test_a_batch_is_stored_in_order_in_one_queue(served):
+    cluster, service = served
+    await make_topic(cluster, "Batches")
+    mq = queue(cluster, "Batches", 0)
+    body = encode_batch([(b"m%d" % i, tagged("b").encode(), 0) for i in range(3)])
+    sent = await service.send_batch("Batches", body, queue=mq)
+    assert sent.code == ResponseCode.SUCCESS and sent.queue_offset == 0, sent
+    assert len(sent.msg_id.split(",")) == 3
+    await cluster.settled()
+    assert bodies(await service.read("G", mq, 0)) == [b"m0", b"m1", b"m2"]
+
+
+async def test_a_new_topic_is_created_by_its_first_send(served):
+    cluster, service = served
+    sent = await service.send("Fresh", b"first")
+    assert sent.code == ResponseCode.SUCCESS, sent
+    assert cluster.broker.topics.get("Fresh") is not None
+    await cluster.broker.registrar.register_all()
+    route = await service.route("Fresh")
+    assert route is not None and [q.broker_name for q in route] == [cluster.broker.config.broker_name]
+    assert await service.route("NeverSent") is None
+
+
+async def test_read_filters_by_tag_and_by_sql92(served):
+    cluster, service = served
+    cluster.broker.filters.enable_property_filter = True
+    await make_topic(cluster, "Tagged", 1)
+    mq = queue(cluster, "Tagged")
+    for i, tag in enumerate("ABAB"):
+        sent = await service.send("Tagged", b"%s%d" % (tag.encode(), i), tagged(tag, n=str(i)), queue=mq)
+        assert sent.stored
+    await cluster.settled()
+    assert bodies(await service.read("G", mq, 0, expression="A")) == [b"A0", b"A2"]
+    assert bodies(await service.read("G", mq, 0, expression="A || B")) == [b"A0", b"B1", b"A2", b"B3"]
+    sql = await service.read("G", mq, 0, expression="n > 1", expression_type="SQL92")
+    assert bodies(sql) == [b"A2", b"B3"]
+    bad = await service.read("G", mq, 0, expression="n >", expression_type="SQL92")
+    assert bad.code == ResponseCode.SUBSCRIPTION_PARSE_FAILED and "SQL92" in bad.remark
+
+
+async def test_a_held_read_wakes_up_when_a_message_arrives(served):
+    cluster, service = served
+    await make_topic(cluster, "Waiting", 1)
+    mq = queue(cluster, "Waiting")
+    started = time.monotonic()
+    held = asyncio.create_task(service.read("G", mq, 0, suspend_ms=20_000))
+    async with asyncio.timeout(10):
+        while cluster.broker.hold.waiting() == 0:  # the broker holds it (and nothing answered it)
+            assert not held.done(), held.result()
+            await asyncio.sleep(0.01)
+        assert (await service.send("Waiting", b"late", queue=mq)).stored
+        got = await held
+    assert bodies(got) == [b"late"]
+    assert time.monotonic() - started < 10  # woken by the message, not by the 20 s hold running out
+
+
+async def test_offsets_are_committed_queried_and_carried_by_reads(served):
+    cluster, service = served
+    await make_topic(cluster, "Progress", 1)
+    mq = queue(cluster, "Progress")
+    assert await service.query_offset("G", mq) == 0  # a new group starts at a queue's first message
+    for i in range(3):
+        assert (await service.send("Progress", b"%d" % i, queue=mq)).stored
+    await service.commit_offset("G", mq, 2)
+    assert await service.query_offset("G", mq) == 2
+    assert await service.query_offset("Other", mq) == 0
+    await cluster.settled()
+    await service.read("G", mq, 2, commit_offset=3)
+    assert await service.query_offset("G", mq) == 3
+
+
+async def test_unknown_topics_and_bad_requests_get_their_codes(served):
+    cluster, service = served
+    await make_topic(cluster, "Known", 2)
+    unknown = await service.read("G", queue(cluster, "Unknown"), 0)
+    assert unknown.code == ResponseCode.TOPIC_NOT_EXIST, unknown
+    beyond = await service.read("G", queue(cluster, "Known", 7), 0)
+    assert beyond.code == ResponseCode.SYSTEM_ERROR and "queueId 7" in beyond.remark
+    named = await service.send("no spaces allowed", b"x")
+    assert named.code == ResponseCode.MESSAGE_ILLEGAL and not named.stored, named
+    wrong_queue = await service.send("Known", b"x", queue=queue(cluster, "Known", 9))
+    assert wrong_queue.code == ResponseCode.SYSTEM_ERROR and "queueId 9" in wrong_queue.remark
+    system = await service.send("SCHEDULE_TOPIC_XXXX", b"x")
+    assert system.code == ResponseCode.NO_PERMISSION, system
+    with pytest.raises(MessagingError):
+        await service.query_offset("G", MessageQueue(topic="Known", broker_name="nowhere", queue_id=0))
+
+
+async def test_permissions_are_enforced(served):
+    cluster, service = served
+    await make_topic(cluster, "ReadOnly", 1, perm=PERM_READ)
+    await make_topic(cluster, "WriteOnly", 1, perm=PERM_WRITE)
+    refused = await service.send("ReadOnly", b"x")
+    assert refused.code == ResponseCode.NO_PERMISSION and "not writable" in refused.remark, refused
+    unread = await service.read("G", queue(cluster, "WriteOnly"), 0)
+    assert unread.code == ResponseCode.NO_PERMISSION and "not readable" in unread.remark
+    cluster.broker.groups.put(SubscriptionGroupConfig("Banned", consume_enable=False))
+    banned = await service.read("Banned", queue(cluster, "ReadOnly"), 0)
+    assert banned.code == ResponseCode.NO_PERMISSION and "may not consume" in banned.remark
+
+
+@pytest.mark.parametrize("implementation", [LocalMessageService, RemoteMessageService])
+def test_each_implementation_has_the_interface_s_signatures(implementation):
+    """Fronts call either through the MessageService Protocol: same methods, same parameters."""
+    wanted = {
+        name: inspect.signature(member)
+        for name, member in vars(MessageService).items()
+        if inspect.iscoroutinefunction(member)
+    }
+    assert {"send", "send_batch", "read", "query_offset", "commit_offset", "route"} <= set(wanted)
+    for name, signature in wanted.items():
+        assert inspect.signature(getattr(implementation, name)) == signature, name
