@@ -51,7 +51,7 @@ class MessageService(Protocol):
         reconsume_times: int = 0,
         producer_group: str = "",
     ) -> SendOutcome:
-        """Store one message: `properties` in RocketMQ's encoding (protocol.message.encode_properties);
+        """Store one message: `properties` in RocketMQ's encoding (protocol.properties.encode_properties);
         `queue` None lets the service choose. `born_host` (packed) is the producer's address where the
         front knows it (local; a remote broker sees the service's own address)."""
         ...
@@ -67,7 +67,7 @@ class MessageService(Protocol):
         born_host: bytes | None = None,
         producer_group: str = "",
     ) -> SendOutcome:
-        """Store messages encoded by protocol.message.encode_batch, in one queue, in order; the
+        """Store messages encoded by protocol.batch.encode_batch, in one queue, in order; the
         outcome's msg_id lists their ids comma-separated."""
         ...
 
@@ -88,7 +88,7 @@ class MessageService(Protocol):
         """Up to `max_count` messages of `queue` from `offset` that match the expression (TAG or
         SQL92); an empty read waits up to `suspend_ms` for one (long polling). `commit_offset` >= 0
         is committed for the group on the way. Records come back as stored (decode them with
-        protocol.message.decode_records)."""
+        protocol.message_ext.decode_records)."""
         ...
 
     async def query_offset(self, group: str, queue: MessageQueue) -> int | None:
