@@ -290,7 +290,7 @@ class ReplicaConnection:
         service.tracker.connected(hello.broker_id, time.monotonic())
         service._acked(hello.broker_id, first.max_offset)
         log.info("replica %d attached at offset %d", hello.broker_id, offset)
-        acks = asyncio.get_running_loop().create_task(self._read_acks())
+        acks = service._tasks.spawn(self._read_acks(), f"acks of replica {hello.broker_id}")
         try:
             await self._stream(offset, acks)
         finally:

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 from collections.abc import Callable
 
@@ -12,6 +11,7 @@ from ferrymq.broker.schedule.divert import SCHEDULE_TOPIC, TIMER_TOPIC, Schedule
 from ferrymq.broker.schedule.service import now_ms
 from ferrymq.broker.schedule.timer import TimerService
 from ferrymq.broker.topics import PERM_READ, PERM_WRITE, TopicConfigManager
+from ferrymq.net.tasks import BackgroundTasks
 from ferrymq.store import MessageStore, StoreConfig
 
 log = logging.getLogger(__name__)
@@ -39,7 +39,8 @@ class Scheduler:
         topics.ensure(SCHEDULE_TOPIC, self.delays.max_level, PERM_READ | PERM_WRITE)
         topics.ensure(TIMER_TOPIC, 1, PERM_READ | PERM_WRITE)
         self._loop: asyncio.AbstractEventLoop | None = None
-        self._tasks: list[asyncio.Task] = []
+        self._tasks = BackgroundTasks("scheduler")
+        self._runs: list[asyncio.Task] = []
 
     def divert(self, props: bytes, topic: str, queue_id: int, sys_flag: int) -> tuple[str, int, bytes] | None:
         """Where a message is stored until due (see divert.divert); raises ScheduleError."""
@@ -61,8 +62,11 @@ class Scheduler:
 
     def start(self) -> None:
         self._loop = asyncio.get_running_loop()
-        self._tasks = [self._loop.create_task(service.run()) for service in (self.delays, self.timer)]
-        self._tasks.append(self._loop.create_task(self._persist_loop()))
+        self._runs = [
+            self._tasks.spawn(service.run(), name)
+            for name, service in (("delay levels", self.delays), ("timer", self.timer))
+        ]
+        self._tasks.spawn(self._persist_loop(), "scheduled-message progress")
 
     def arrived(self, queues: list[tuple[str, int]]) -> None:
         """Thread-safe: the dispatcher's report of queues with new entries."""
@@ -89,14 +93,9 @@ class Scheduler:
         for service in (self.delays, self.timer):
             service.stopping = True
             service.arrived()
-        runs, persist = self._tasks[:2], self._tasks[2:]
-        if runs:
-            _, pending = await asyncio.wait(runs, timeout=STOP_GRACE)
-            for task in [*pending, *persist]:
-                task.cancel()
-            for task in [*runs, *persist]:
-                with contextlib.suppress(asyncio.CancelledError, Exception):
-                    await task
+        if self._runs:
+            await asyncio.wait(self._runs, timeout=STOP_GRACE)
+        await self._tasks.close()
 
     def save(self) -> None:
         """After the store flushed and closed: record where both services got to."""
