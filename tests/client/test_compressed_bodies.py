@@ -16,7 +16,7 @@ from ferrymq.client.pull import pull_raw
 from ferrymq.client.trace_view import query_by_key as trace_lookup
 from ferrymq.protocol.codes import RequestCode, ResponseCode
 from ferrymq.protocol.errors import MessageDecodeError, ProtocolError
-from ferrymq.protocol.message_ext import CompressedBodyError
+from ferrymq.protocol.message_ext import CompressedBodyError, decode_records
 from ferrymq.protocol.properties import encode_properties
 from ferrymq.protocol.sys_flag import COMPRESSED_FLAG
 from tests.protocol.test_compression import CONTENT, java_lz4, java_zstd
@@ -141,12 +141,19 @@ async def test_a_body_that_does_not_decompress_is_named_and_stops_nothing_else(
         pushed.extend(m.uniq_key for m in messages)
         return True
 
-    caplog.set_level(logging.WARNING, logger="ferrymq.client.push_consumer")
-    push = await start_consumer("push-broken", "Broken", listener, consume_from="first")
-    await eventually(lambda: {"ID-before", "ID-other-queue"} <= set(pushed), what="the readable messages")
+    caplog.set_level(logging.WARNING, logger="ferrymq.client.puller")
+    await start_consumer("push-broken", "Broken", listener, consume_from="first")
+    readable = {"ID-before", "ID-after", "ID-other-queue"}
+    await eventually(lambda: readable <= set(pushed), what="the readable messages, past the unreadable")
+    assert sorted(pushed) == sorted(readable)  # nothing undecodable handed to the listener
     await eventually(lambda: "ID-bad" in caplog.text and "ID-unknown-type" in caplog.text, what="warnings")
-    assert sorted(pushed) == ["ID-before", "ID-other-queue"]  # nothing undecodable, nothing skipped
-    assert all(not pq.tasks[0].done() for pq in push._rebalancer.queues.values())  # the pull loops go on
+    assert "dead-letter queue of group push-broken" in caplog.text
+    async with Admin(cluster.namesrv_addr) as admin:  # the unreadable ones wait in the DLQ, as stored
+        dead = decode_records(await pull_answer(cluster, admin, "%DLQ%push-broken", 0))
+    assert sorted((m.uniq_key, m.sys_flag, m.body) for m in dead) == [
+        ("ID-bad", 0x201, lz4_body),
+        ("ID-unknown-type", 0x501, lz4_body),
+    ]
 
     async with Admin(cluster.namesrv_addr) as admin:
         with pytest.raises(ProtocolError, match=r"message ID-bad .*corrupt ZSTD body"):

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 
 from ferrymq.client.aio import wait_event
@@ -20,6 +20,7 @@ from ferrymq.client.process_queue import ProcessQueue
 from ferrymq.client.pull import PullResult, PullStatus, initial_offset, master_addr, pull, pull_addr
 from ferrymq.client.queue_locks import CALL_ERRORS, QueueLocks
 from ferrymq.client.selector import MessageSelector
+from ferrymq.protocol.message_ext import CompressedBodyError
 from ferrymq.protocol.properties import Prop
 
 log = logging.getLogger(__name__)
@@ -46,9 +47,11 @@ class Puller:
         self, instance: ClientInstance, group: str, settings: PullSettings, *, offsets: OffsetStore,
         locks: QueueLocks | None, selector_of: Callable[[str], MessageSelector],
         pulled: Callable[[ProcessQueue, list[MessageExt]], None],
+        dead_letter: Callable[[MessageQueue, MessageExt], Awaitable[bool]],
     ) -> None:  # fmt: skip
         """`selector_of(topic)`: what of a topic to pull; `pulled(pq, fresh)`: messages new to the
-        queue's ProcessQueue (already added to it) are there to consume."""
+        queue's ProcessQueue (already added to it) are there to consume; `dead_letter(mq, m)`: move a
+        message no listener could ever read to the group's DLQ, True once the broker has it."""
         self.instance = instance
         self.group = group
         self.settings = settings
@@ -56,6 +59,7 @@ class Puller:
         self.locks = locks
         self.selector_of = selector_of
         self.pulled = pulled
+        self.dead_letter = dead_letter
 
     async def run(self, pq: ProcessQueue) -> None:
         """Long-poll one queue while it is ours (until cancelled)."""
@@ -78,12 +82,30 @@ class Puller:
                     selector=selector, max_messages=settings.batch_size, suspend_ms=SUSPEND_MS,
                     commit_offset=self.offsets.get(mq) if settings.commit_in_pull else None,
                 )  # fmt: skip
+            except CompressedBodyError as e:  # it would stop the queue for good: to the DLQ, then on
+                await self._skip_unreadable(pq, e)
+                continue
             except Exception as e:  # whatever it was, the queue must not stop for good
                 log.warning("pulling %s queue %d for group %s failed: %s", mq.topic, mq.queue_id, self.group,
                             e, exc_info=not isinstance(e, CALL_ERRORS))  # fmt: skip
                 await asyncio.sleep(PULL_RETRY_DELAY)
                 continue
             self._take(pq, result)
+
+    async def _skip_unreadable(self, pq: ProcessQueue, error: CompressedBodyError) -> None:
+        """Move a message whose body does not decompress to the group's DLQ, where it can be looked
+        at and resent, and pull on after it; if the broker does not take it, try again later."""
+        m = error.message
+        try:
+            moved = await self.dead_letter(pq.mq, m)
+        except CALL_ERRORS:
+            moved = False
+        if moved:
+            log.warning("%s; it is in the dead-letter queue of group %s now", error, self.group)
+            pq.next_offset = m.queue_offset + 1
+        else:
+            log.warning("%s; moving it to the dead-letter queue failed, trying again", error)
+            await asyncio.sleep(PULL_RETRY_DELAY)
 
     def _take(self, pq: ProcessQueue, result: PullResult) -> None:
         if result.status is PullStatus.OFFSET_ILLEGAL:

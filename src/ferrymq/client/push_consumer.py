@@ -149,6 +149,7 @@ class PushConsumer:
         self._puller = Puller(
             self.instance, group, settings, offsets=self.offsets, locks=self._locks,
             selector_of=lambda topic: self._subs[topic].selector, pulled=self._pulled,
+            dead_letter=self._redelivery.dead_letter,
         )  # fmt: skip
         self._rebalancer = Rebalancer(
             self.instance, group, allocation=allocation if self.clustering else None,

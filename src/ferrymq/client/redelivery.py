@@ -76,6 +76,11 @@ class Redelivery:
                 kept.append(m)
         return kept
 
+    async def dead_letter(self, mq: MessageQueue, m: MessageExt) -> bool:
+        """Straight to the group's DLQ (delay level -1, as RocketMQ), for a message no listener could
+        ever consume; True once the broker has it."""
+        return await self._ask_broker(mq, m, -1) is None
+
     async def _ask_broker(self, mq: MessageQueue, m: MessageExt, delay_level: int) -> str | None:
         """CONSUMER_SEND_MSG_BACK; None when the broker took the message, else why not."""
         header = ConsumerSendMsgBackRequestHeader(
