@@ -35,7 +35,7 @@ from ferrymq.protocol.remoting import RemotingCommand
 
 log = logging.getLogger(__name__)
 
-_STATUS = {
+_STATUS: dict[int, SendStatus] = {
     ResponseCode.SUCCESS: SendStatus.SEND_OK,
     ResponseCode.FLUSH_DISK_TIMEOUT: SendStatus.FLUSH_DISK_TIMEOUT,
     ResponseCode.FLUSH_SLAVE_TIMEOUT: SendStatus.FLUSH_SLAVE_TIMEOUT,
