@@ -6,7 +6,7 @@ Each area adds its sub-commands here with `admin.add_command(...)`; they take th
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
 
 import click
 from rich.console import Console
@@ -34,7 +34,7 @@ def with_admin(ctx: click.Context, action: Callable[[Admin], Awaitable[None]]) -
     run_client(run())
 
 
-def print_table(title: str, columns: list[str], rows: list[list[object]]) -> None:
+def print_table(title: str, columns: list[str], rows: Sequence[Sequence[object]]) -> None:
     table = Table(title=title)
     for name in columns:
         table.add_column(name)
@@ -93,12 +93,13 @@ def progress(ctx: click.Context, group: str, topic: str) -> None:
     """Show GROUP's progress on TOPIC: offsets and lag per queue."""
 
     async def action(client: Admin) -> None:
+        progress = await client.consumer_progress(group, topic)
         rows = [
             [p.queue.broker_name, p.queue.queue_id, p.broker_offset, p.consumer_offset, p.lag]
-            for p in await client.consumer_progress(group, topic)
+            for p in progress
         ]
         print_table(
-            f"{group} on {topic} (total lag {sum(r[-1] for r in rows)})",
+            f"{group} on {topic} (total lag {sum(p.lag for p in progress)})",
             ["broker", "queue", "broker offset", "consumer offset", "lag"],
             rows,
         )

@@ -16,6 +16,7 @@ import dataclasses
 import logging
 import time
 from collections.abc import Callable, Sequence
+from typing import Self
 
 from ferrymq.client.aio import finish
 from ferrymq.client.faults import BrokerAvoidance
@@ -137,7 +138,7 @@ class Producer:
             await self.instance.close()
         self._started = False
 
-    async def __aenter__(self) -> Producer:
+    async def __aenter__(self) -> Self:
         await self.start()
         return self
 
