@@ -53,6 +53,7 @@ def cluster(namesrv: str | None) -> Iterator[Cluster]:
         stderr=subprocess.DEVNULL,
         text=True,
     )
+    assert proc.stdout is not None  # a pipe, as asked
     try:
         banner = ""
         deadline = time.monotonic() + 60
@@ -61,7 +62,10 @@ def cluster(namesrv: str | None) -> Iterator[Cluster]:
             if not line:
                 raise RuntimeError("ferrymq dev did not start")
             banner += line
-        yield Cluster(re.search(r"NameServer\s+(\S+)", banner).group(1), proc.pid)
+        listening = re.search(r"NameServer\s+(\S+)", banner)
+        if listening is None:
+            raise RuntimeError(f"ferrymq dev did not say where its NameServer listens: {banner!r}")
+        yield Cluster(listening.group(1), proc.pid)
     finally:
         proc.terminate()
         try:
@@ -83,7 +87,7 @@ class CpuMeter:
         self._t0 = time.monotonic()
 
     def _sample(self) -> dict[str, int]:
-        ticks = {}
+        ticks: dict[str, int] = {}
         for name, pids in self.pids.items():
             for pid in pids:
                 try:
@@ -101,7 +105,7 @@ class CpuMeter:
         end = self._sample()
         hz = os.sysconf("SC_CLK_TCK")
         used = {n: (end[n] - self._start.get(n, 0)) / hz for n in end}
-        cpu = {f"{n}_cpu_pct": round(100 * used[n] / elapsed, 1) for n in used}
+        cpu: dict[str, float | str] = {f"{n}_cpu_pct": round(100 * used[n] / elapsed, 1) for n in used}
         if messages:
             cpu.update({f"{n}_us_per_msg": round(1e6 * used[n] / messages, 2) for n in used})
         if len(used) == 2:

@@ -395,6 +395,7 @@ class ProcessCluster:
     async def master(self) -> tuple[str, GroupState]:
         """The master's process name, once there is one."""
         state = await self.wait_group(lambda s: s.master_id is not None, 60, "a master")
+        assert state.master_id is not None  # what was waited for
         return self.broker_name_of(state.addresses[state.master_id]), state
 
     async def controller_leader(self) -> str:

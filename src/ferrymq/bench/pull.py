@@ -46,8 +46,9 @@ async def pull_bench(messages: int, body_size: int, rounds: int, progress: Progr
         await broker.start()
         try:
             await _load(f"127.0.0.1:{namesrv.port}", broker, messages, body_size, progress)
-            broker.groups.put(SubscriptionGroupConfig("limited", attributes={RATE_LIMIT: "1e12"}))
-            broker.consumption.update(broker.groups.get("limited"))
+            limited = SubscriptionGroupConfig("limited", attributes={RATE_LIMIT: "1e12"})
+            broker.groups.put(limited)
+            broker.consumption.update(limited)
             processor = PullProcessor(broker.reads)
             return [
                 await _measure(processor, broker, name, group, kind, expression, rounds, progress)

@@ -37,6 +37,7 @@ def _start(args: list[str], pattern: str) -> tuple[subprocess.Popen, str]:
     proc = subprocess.Popen(
         [sys.executable, "-m", "ferrymq", *args], stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True
     )
+    assert proc.stdout is not None  # a pipe, as asked
     line = proc.stdout.readline()
     match = re.search(pattern, line)
     if match is None:

@@ -102,7 +102,8 @@ def _pct(values: list[int], p: float) -> int | None:
 async def _receive(
     namesrv: str, topic: str, count: int, last_due: int, progress
 ) -> tuple[list[int], list[int]]:
-    lateness, receive_lateness = [], []
+    lateness: list[int] = []
+    receive_lateness: list[int] = []
     deadline = last_due / 1000 + 120
     async with PullConsumer(f"bench-timer-{time.time_ns()}", namesrv, consume_from="first") as consumer:
         await consumer.subscribe(topic)

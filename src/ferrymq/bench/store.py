@@ -160,6 +160,7 @@ def bench_recovery(root: Path, gib: float, progress: Progress) -> list[dict]:
         stdin=subprocess.PIPE,
         stdout=subprocess.PIPE,
     )
+    assert proc.stdout is not None  # a pipe, as asked
     line = proc.stdout.readline()
     if line.strip() != b"ready":
         proc.kill()

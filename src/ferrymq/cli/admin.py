@@ -70,12 +70,13 @@ def progress(ctx: click.Context, group: str, topic: str) -> None:
     """Show GROUP's progress on TOPIC: offsets and lag per queue."""
 
     async def action(client: Admin) -> None:
+        progress = await client.consumer_progress(group, topic)
         rows = [
             [p.queue.broker_name, p.queue.queue_id, p.broker_offset, p.consumer_offset, p.lag]
-            for p in await client.consumer_progress(group, topic)
+            for p in progress
         ]
         print_table(
-            f"{group} on {topic} (total lag {sum(r[-1] for r in rows)})",
+            f"{group} on {topic} (total lag {sum(p.lag for p in progress)})",
             ["broker", "queue", "broker offset", "consumer offset", "lag"],
             rows,
         )

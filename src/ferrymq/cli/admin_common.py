@@ -3,7 +3,7 @@ tables. Apart from admin.py, which imports the sub-commands, so they need not im
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
 
 import click
 from rich.console import Console
@@ -23,7 +23,7 @@ def with_admin(ctx: click.Context, action: Callable[[Admin], Awaitable[None]]) -
     run_client(run())
 
 
-def print_table(title: str, columns: list[str], rows: list[list[object]]) -> None:
+def print_table(title: str, columns: list[str], rows: Sequence[Sequence[object]]) -> None:
     table = Table(title=title)
     for name in columns:
         table.add_column(name)

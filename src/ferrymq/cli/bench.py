@@ -10,7 +10,14 @@ from pathlib import Path
 
 import click
 from rich.console import Console
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+from rich.progress import (
+    BarColumn,
+    MofNCompleteColumn,
+    Progress,
+    TaskID,
+    TextColumn,
+    TimeElapsedColumn,
+)
 from rich.table import Table
 
 from ferrymq.bench.machine import machine_info
@@ -55,7 +62,7 @@ def _progress_bar() -> Iterator[Callable[[str, int, int], None]]:
         TimeElapsedColumn(),
         console=Console(stderr=True),
     ) as bar:
-        tasks: dict[str, int] = {}
+        tasks: dict[str, TaskID] = {}
 
         def progress(name: str, done: int, total: int) -> None:
             if name not in tasks:

@@ -185,14 +185,21 @@ class Admin(ConsumerControl, MessageLookups):
             )
             controlled = decode_body(BrokerReplicasInfo, response.body).replicas_info_table
         groups = []
+        master_id: int | None
+        master_epoch: int | None
+        sync_epoch: int | None
         for name in sorted(set(cluster_of) | set(controlled)):
             known = controlled.get(name)
             if known is not None:
-                master_id, epochs = known.master_broker_id, (known.master_epoch, known.sync_state_set_epoch)
+                master_id, master_epoch, sync_epoch = (
+                    known.master_broker_id,
+                    known.master_epoch,
+                    known.sync_state_set_epoch,
+                )
                 replicas = _controlled_replicas(known)
             else:
                 addrs = info.broker_addr_table[name].broker_addrs
-                master_id, epochs = (0 if 0 in addrs else None), (None, None)
+                master_id, master_epoch, sync_epoch = (0 if 0 in addrs else None), None, None
                 replicas = [(i, a, "master" if i == 0 else "slave", None) for i, a in addrs.items()]
             views = [
                 ReplicaView(
@@ -200,7 +207,9 @@ class Admin(ConsumerControl, MessageLookups):
                 )
                 for i, address, role, in_sync in sorted(replicas)
             ]
-            groups.append(BrokerGroupView(cluster_of.get(name, ""), name, master_id, *epochs, views))
+            groups.append(
+                BrokerGroupView(cluster_of.get(name, ""), name, master_id, master_epoch, sync_epoch, views)
+            )
         return groups
 
     async def elect_master(
@@ -234,9 +243,9 @@ class Admin(ConsumerControl, MessageLookups):
             return None
 
 
-def _controlled_replicas(known: ReplicasInfo) -> list[tuple[int, str, str, bool]]:
+def _controlled_replicas(known: ReplicasInfo) -> list[tuple[int, str, str, bool | None]]:
     """(id, address, role, in sync) of each replica the controllers know."""
-    replicas = []
+    replicas: list[tuple[int, str, str, bool | None]] = []
     for in_sync, members in ((True, known.in_sync_replicas), (False, known.not_in_sync_replicas)):
         for r in members:
             role = "master" if r.broker_id == known.master_broker_id else "slave"

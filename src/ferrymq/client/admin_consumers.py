@@ -101,7 +101,7 @@ class ConsumerControl:
             attributes = (await self._group_config(addr, group)).attributes
             limit = float(attributes[RATE_LIMIT]) if attributes.get(RATE_LIMIT) else None
             controls[name] = ConsumptionControls(
-                attributes.get(PAUSED) == "true", _clients(attributes), limit
+                attributes.get(PAUSED) == "true", frozenset(_clients(attributes)), limit
             )
         return controls
 

@@ -66,6 +66,6 @@ class MessageLookups:
             raise ClientError(f"broker {name} ({addr}) did not answer: {e}") from e
 
 
-def _decoded(body: bytes) -> list[MessageExt]:
+def _decoded(body: bytes | memoryview) -> list[MessageExt]:
     """The messages of an answer, bodies decompressed; CompressedBodyError names one that does not."""
     return [decompress_body(m) for m in decode_records(body)]

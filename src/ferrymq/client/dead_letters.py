@@ -32,7 +32,9 @@ async def list_dead_letters(instance: ClientInstance, group: str, limit: int = 1
     """Up to `limit` of `group`'s dead letters, oldest first; none if the group never had one."""
     route = await instance.existing_route(DLQ_PREFIX + group)
     letters: list[MessageExt] = []
-    for mq in route.read_queues if route else ():
+    if route is None:
+        return letters
+    for mq in route.read_queues:
         addr = route.masters[mq.broker_name]
         offset = await queue_offset(instance, addr, mq, RequestCode.GET_MIN_OFFSET)
         while len(letters) < limit:

@@ -16,6 +16,7 @@ import dataclasses
 import logging
 import time
 from collections.abc import Callable, Sequence
+from typing import Self
 
 from ferrymq.client.aio import finish
 from ferrymq.client.faults import BrokerAvoidance
@@ -35,7 +36,7 @@ from ferrymq.protocol.remoting import RemotingCommand
 
 log = logging.getLogger(__name__)
 
-_STATUS = {
+_STATUS: dict[int, SendStatus] = {
     ResponseCode.SUCCESS: SendStatus.SEND_OK,
     ResponseCode.FLUSH_DISK_TIMEOUT: SendStatus.FLUSH_DISK_TIMEOUT,
     ResponseCode.FLUSH_SLAVE_TIMEOUT: SendStatus.FLUSH_SLAVE_TIMEOUT,
@@ -137,7 +138,7 @@ class Producer:
             await self.instance.close()
         self._started = False
 
-    async def __aenter__(self) -> Producer:
+    async def __aenter__(self) -> Self:
         await self.start()
         return self
 

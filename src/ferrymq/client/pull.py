@@ -5,6 +5,7 @@ from __future__ import annotations
 import contextlib
 import enum
 from dataclasses import dataclass
+from typing import TypedDict, Unpack
 
 from ferrymq.client.instance import ClientError, ClientInstance
 from ferrymq.client.message import MessageExt, MessageQueue
@@ -28,7 +29,7 @@ class PullStatus(enum.Enum):
     OFFSET_ILLEGAL = "OFFSET_ILLEGAL"
 
 
-_STATUS = {
+_STATUS: dict[int, PullStatus] = {
     ResponseCode.SUCCESS: PullStatus.FOUND,
     ResponseCode.PULL_NOT_FOUND: PullStatus.NO_NEW_MSG,
     ResponseCode.PULL_RETRY_IMMEDIATELY: PullStatus.NO_MATCHED_MSG,
@@ -53,7 +54,15 @@ class RawPullResult:
     next_begin_offset: int
     min_offset: int
     max_offset: int
-    body: bytes
+    body: bytes | memoryview
+
+
+class PullOptions(TypedDict, total=False):
+    """pull_raw's options, which pull passes on."""
+
+    max_messages: int
+    suspend_ms: int
+    commit_offset: int | None
 
 
 async def pull(
@@ -64,7 +73,7 @@ async def pull(
     offset: int,
     *,
     selector: MessageSelector = EVERY_TAG,
-    **options: int | None,
+    **options: Unpack[PullOptions],
 ) -> PullResult:
     """Pull from one queue and decode the messages; `options` are pull_raw's (max_messages,
     suspend_ms: how long the broker holds an empty pull, commit_offset).

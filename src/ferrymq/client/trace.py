@@ -17,7 +17,7 @@ import time
 from collections import deque
 from collections.abc import Sequence
 from operator import attrgetter
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, TypedDict
 
 from ferrymq.client.aio import finish
 from ferrymq.client.message import Message, MessageExt, SendResult, SendStatus
@@ -119,21 +119,22 @@ class TraceDispatcher:
             await self.producer.start()
             self._stopping = False
             self._tasks = BackgroundTasks(f"message trace of {self.group}")
-            self._writer = self._tasks.spawn(self._run(), name=f"trace writer {self.group}")
+            self._writer = self._tasks.spawn(self._run(self._tasks), name=f"trace writer {self.group}")
 
     async def stop(self, timeout: float = 5.0) -> None:
         """Write what is buffered (for at most `timeout` s), then stop."""
-        if self._tasks is None:
+        tasks, writer = self._tasks, self._writer
+        if tasks is None or writer is None:
             return
         self._stopping = True
         self._wake.set()
-        if not await finish([self._writer], timeout):
+        if not await finish([writer], timeout):
             log.warning("trace: %d records not written at shutdown", len(self._pending))
-        await self._tasks.close()
+        await tasks.close()
         self._tasks = self._writer = None
         await self.producer.shutdown()
 
-    async def _run(self) -> None:
+    async def _run(self, tasks: BackgroundTasks) -> None:
         while self._pending or not self._stopping:
             if self.pending < self.batch_records and not self._stopping:
                 with contextlib.suppress(TimeoutError):
@@ -146,7 +147,7 @@ class TraceDispatcher:
             self.pending -= taken
             for message, count in _trace_messages(self.topic, batch):
                 await self._sending.acquire()  # a few sends in flight keep up with a busy producer
-                self._tasks.spawn(self._send(message, count), name=f"trace send {self.group}")
+                tasks.spawn(self._send(message, count), name=f"trace send {self.group}")
         for _ in range(MAX_SENDS_IN_FLIGHT):  # every send in flight has finished once all slots are free
             await self._sending.acquire()
         for _ in range(MAX_SENDS_IN_FLIGHT):
@@ -197,6 +198,18 @@ def _msg_type(message: Message) -> MessageType:
     return MessageType.DELAY if message.delay_level else MessageType.NORMAL
 
 
+class _SharedPubFields(TypedDict):
+    """The PubRecord fields that every record of one send shares."""
+
+    timestamp: int
+    region_id: str
+    group: str
+    topic: str
+    store_host: str
+    cost_time: int
+    success: bool
+
+
 class SendTracer:
     """The producer's send hook: one Pub record per send, as RocketMQ's clients write it (failed
     sends are not traced). A batch's record holds its messages' ids joined by commas; its trace
@@ -213,7 +226,7 @@ class SendTracer:
             return
         topic = messages[0].topic
         route = self.instance.routes.get(topic)
-        send = {  # what the send's records share
+        send: _SharedPubFields = {  # what the send's records share
             "timestamp": started_ms, "region_id": result.region_id, "group": self.group, "topic": topic,
             "store_host": route.masters.get(result.message_queue.broker_name, "") if route else "",
             "cost_time": cost_ms, "success": result.status is SendStatus.SEND_OK,
@@ -227,7 +240,9 @@ class SendTracer:
         else:
             self._add_batch(send, messages, result.msg_id, result.offset_msg_id)
 
-    def _add_batch(self, send: dict, messages: Sequence[Message], msg_ids: str, offset_msg_ids: str):
+    def _add_batch(
+        self, send: _SharedPubFields, messages: Sequence[Message], msg_ids: str, offset_msg_ids: str
+    ):
         """One record for the batch, indexed under its batch keys and its messages' keys; halved
         until the keys of each part fit a trace message. Runs once per send: kept to C-level loops."""
         n = len(messages)

@@ -108,12 +108,11 @@ async def message_trace(
 
 def _about(records: list[TraceRecord], msg_id: str) -> list[TraceRecord]:
     """The records about message `msg_id` (a batch's Pub record narrowed to it)."""
-    about = []
+    about: list[TraceRecord] = []
     for r in records:
-        if isinstance(r, PubRecord):
-            r = pub_for(r, msg_id)
-        if r is not None and r.msg_id == msg_id:
-            about.append(r)
+        found = pub_for(r, msg_id) if isinstance(r, PubRecord) else r
+        if found is not None and found.msg_id == msg_id:
+            about.append(found)
     return about
 
 
@@ -133,11 +132,11 @@ def _assemble(msg_id: str, records: list[TraceRecord]) -> MessageTrace:
         else:
             afters.append(r)
     for r in afters:
-        attempt = attempts.get((r.group, r.request_id)) or next(
+        attempted = attempts.get((r.group, r.request_id)) or next(
             (a for (_, rid), a in attempts.items() if rid == r.request_id), None
         )
-        if attempt is not None:
-            attempt.cost_ms, attempt.success = r.cost_time, r.success
+        if attempted is not None:
+            attempted.cost_ms, attempted.success = r.cost_time, r.success
     return trace
 
 

@@ -20,7 +20,7 @@ from ferrymq.net import Connection, RemotingClient, RemotingError, RemotingServe
 from ferrymq.net.tasks import BackgroundTasks
 from ferrymq.protocol.bodies import encode_body
 from ferrymq.protocol.codes import RequestCode, ResponseCode
-from ferrymq.protocol.controller import SyncStateSet
+from ferrymq.protocol.controller import MasterInfoHeader, SyncStateSet
 from ferrymq.protocol.remoting import RemotingCommand
 
 log = logging.getLogger(__name__)
@@ -153,6 +153,7 @@ class Controller:
             lambda state: state.elect_master(name, broker_id, designate, self.alive, self.standing, unclean)
         )
         if result.ok:
+            assert isinstance(result.header, MasterInfoHeader)  # what an election answers with
             log.info("broker set %s: broker %s elected master", name, result.header.master_broker_id)
             if self.config.notify_broker_role_changed:
                 self.notify_role_changed(name)

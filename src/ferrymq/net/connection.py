@@ -16,7 +16,7 @@ import asyncio
 import logging
 import sys
 from collections import deque
-from collections.abc import Awaitable, Callable, Iterable
+from collections.abc import Callable, Coroutine, Iterable
 from dataclasses import dataclass
 from typing import Any, cast
 
@@ -44,7 +44,7 @@ class ConnectionLimits:
 
 DEFAULT_LIMITS = ConnectionLimits()
 
-RequestRunner = Callable[["Connection", RemotingCommand], Awaitable[None]]
+RequestRunner = Callable[["Connection", RemotingCommand], Coroutine[Any, Any, None]]
 """Runs one request of the peer and sends its answer (``RequestDispatcher.handle``)."""
 
 
@@ -236,8 +236,9 @@ class Connection(asyncio.Protocol):
             self._outgoing.append(body)  # not joined: uvloop passes the buffers to writev as they are
 
     def _flush(self) -> None:
-        if self._outgoing and not self._transport.is_closing():
-            self._transport.writelines(self._outgoing)
+        transport = self._transport
+        if self._outgoing and transport is not None and not transport.is_closing():
+            transport.writelines(self._outgoing)
             self.last_activity = self._loop.time()
         self._outgoing = []
 
@@ -256,10 +257,11 @@ class Connection(asyncio.Protocol):
         that does wait becomes a task (Python 3.12's eager tasks; done by hand before 3.12).
         """
         coro = self._runner(self, request)
+        task: asyncio.Task[None]
         if self._eager is None or not self._eager(request.code):
             task = self._loop.create_task(coro)
         elif _EAGER_TASKS:
-            task = asyncio.Task(coro, loop=self._loop, eager_start=True)
+            task = asyncio.Task(coro, loop=self._loop, eager_start=True)  # type: ignore[call-arg]  # 3.12+ only
             if task.done():
                 return
         else:

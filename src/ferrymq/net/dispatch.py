@@ -57,6 +57,7 @@ class RequestDispatcher:
     async def handle(self, connection: Connection, request: RemotingCommand) -> None:
         """Run the request's handler and send its answer (none for a oneway request)."""
         handler = self._handlers.get(request.code, self._default)
+        response: RemotingCommand | None
         if handler is None:
             log.warning("request code %d from %s is not supported", request.code, connection.remote_address)
             response = request.make_response(

@@ -26,7 +26,7 @@ BATCH_OVERHEAD = _BATCH_HEAD.size + 2
 def py_encode_batch(entries: list[tuple[bytes, bytes, int]]) -> bytes:
     """Encode (body, encoded properties, flag) triples as a SEND_BATCH_MESSAGE body (the reference for
     the C version that `encode_batch` is when it is built)."""
-    parts = []
+    parts: list[bytes] = []
     for body, props, flag in entries:
         size = BATCH_OVERHEAD + len(body) + len(props)
         parts += (_BATCH_HEAD.pack(size, 0, 0, flag, len(body)), body, _SHORT.pack(len(props)), props)
@@ -145,10 +145,12 @@ def py_write_batch_records(
 
 _TAGS_KEY = b"TAGS\x01"
 _batch_c = load("batch")
+if _batch_c is not None:  # the wrappers below are installed only then
+    _c_scan, _c_write = _batch_c.scan_batch, _batch_c.write_batch_records
 
 
 def _c_scan_batch(data: bytes | memoryview) -> tuple[int, int, int]:
-    found = _batch_c.scan_batch(data)
+    found = _c_scan(data)
     if found.__class__ is str:
         raise MessageDecodeError(found)
     return found
@@ -156,7 +158,7 @@ def _c_scan_batch(data: bytes | memoryview) -> tuple[int, int, int]:
 
 def _c_write_batch_records(*args) -> bytearray:
     """write_batch_records's arguments, with isal's CRC-32 and the tag hash for the C loop to call."""
-    return _batch_c.write_batch_records(*args, crc32, tag_hash)
+    return _c_write(*args, crc32, tag_hash)
 
 
 encode_batch = py_encode_batch if _batch_c is None else _batch_c.encode_batch

@@ -69,7 +69,7 @@ def _quote_bare_int_keys(data: bytes) -> bytes:
 
 def _enum_name(value: str | int | None, names: tuple[str, ...]) -> str | None:
     """Java enums arrive as names (fastjson) or as ordinals (the C++ client)."""
-    if type(value) is not int:
+    if not isinstance(value, int):
         return value
     if 0 <= value < len(names):
         return names[value]
@@ -176,7 +176,7 @@ class HeartbeatData(Body):
     without_sub: bool = False
 
 
-class MessageQueue(Body, frozen=True):
+class MessageQueue(Body, frozen=True):  # type: ignore[misc]  # msgspec allows a frozen subclass
     """Hashable, so that lock tables can be sets of queues."""
 
     topic: str

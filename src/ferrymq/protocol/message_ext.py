@@ -73,7 +73,8 @@ class MessageExt:
     ) -> None:
         self.topic = topic
         self.body = body
-        self._properties = {} if properties is None else properties
+        # None until first read when a decoder leaves the properties as their text
+        self._properties: dict[str, str] | None = {} if properties is None else properties
         self._properties_text = ""
         self.queue_id = queue_id
         self.flag = flag
@@ -105,7 +106,7 @@ class MessageExt:
             return NotImplemented
         return all(getattr(self, f) == getattr(other, f) for f in _FIELDS)
 
-    __hash__ = None  # mutable, like the dataclass it replaces
+    __hash__ = None  # type: ignore[assignment]  # mutable, so unhashable like the dataclass it replaces
 
     def __repr__(self) -> str:
         fields = ", ".join(f"{f}={getattr(self, f)!r}" for f in _FIELDS)

@@ -12,8 +12,10 @@ job can ship it to Spark executors as one file.
 """
 
 import re
+from collections.abc import Callable
 from enum import IntEnum, StrEnum
 from operator import itemgetter
+from typing import Any
 
 import msgspec
 
@@ -147,7 +149,7 @@ def _end_transaction_text(r: EndTransactionRecord) -> str:
 
 
 # record type -> (its writer, how many separators a well-formed record has)
-_WRITERS = {
+_WRITERS: dict[type, tuple[Callable[[Any], str], int]] = {
     PubRecord: (_pub_text, 14),
     SubBeforeRecord: (_sub_before_text, 8),
     SubAfterRecord: (_sub_after_text, 9),
@@ -274,7 +276,7 @@ def _end_transaction(f: list[str]) -> EndTransactionRecord:
 
 
 # type name -> (fewest fields RocketMQ's decoder accepts, parser)
-_PARSERS = {
+_PARSERS: dict[str, tuple[int, Callable[[list[str]], TraceRecord]]] = {
     "Pub": (13, _pub),
     "SubBefore": (8, _sub_before),
     "SubAfter": (6, _sub_after),

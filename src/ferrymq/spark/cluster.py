@@ -12,7 +12,7 @@ import asyncio
 import queue
 import struct
 import threading
-from collections.abc import AsyncIterator, Callable, Coroutine, Iterator
+from collections.abc import AsyncGenerator, AsyncIterator, Callable, Coroutine, Iterator
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
@@ -71,7 +71,7 @@ class Blocking:
 
 
 def prefetched(
-    namesrv: str, items: Callable[[ClientInstance], AsyncIterator[T]], depth: int = 4
+    namesrv: str, items: Callable[[ClientInstance], AsyncGenerator[T, None]], depth: int = 4
 ) -> Iterator[T]:
     """The items of `items(instance)`, made on a thread of their own up to `depth` ahead of the caller.
 
@@ -137,7 +137,7 @@ async def topic_queues(
     instance: ClientInstance, topics: tuple[str, ...], wanted: frozenset[str] | None
 ) -> list[MessageQueue]:
     """The readable queues of `topics` (only those named in `wanted`, if given)."""
-    queues = []
+    queues: list[MessageQueue] = []
     for topic in topics:
         route = await instance.existing_route(topic)
         if route is None:
@@ -187,7 +187,10 @@ async def resolve_offsets(
     return result
 
 
-def json_offset(spec: dict[str, dict[str, int]], mq: MessageQueue, default: int | None) -> int | None:
+_Default = TypeVar("_Default", int, None)
+
+
+def json_offset(spec: dict[str, dict[str, int]], mq: MessageQueue, default: _Default) -> int | _Default:
     """The offset per-queue JSON gives `mq` (named "brokerName:queueId" or "queueId"), or `default`."""
     queues = spec.get(mq.topic, {})
     return queues.get(queue_key(mq), queues.get(str(mq.queue_id), default))
@@ -216,7 +219,9 @@ class QueueRange:
     fail_on_data_loss: bool = True
 
 
-async def read_range(instance: ClientInstance, group: str, r: QueueRange) -> AsyncIterator[list[bytes]]:
+async def read_range(
+    instance: ClientInstance, group: str, r: QueueRange
+) -> AsyncGenerator[list[bytes | memoryview], None]:
     """The stored records of `r` in offset order (PULL_MESSAGE bodies), a window of pulls at a time."""
     addr = await master_addr(instance, r.mq)
     offset = r.start
@@ -231,13 +236,13 @@ async def read_range(instance: ClientInstance, group: str, r: QueueRange) -> Asy
 
 async def _read_slice(
     instance: ClientInstance, addr: str, group: str, r: QueueRange, start: int, end: int
-) -> list[bytes]:
+) -> list[bytes | memoryview]:
     """Offsets [start, end) of one queue: one pull, more if the broker answered with fewer.
 
     With no tag filter every offset up to nextBeginOffset is in the answer, so the records need no
     decoding here; only the first one's offset is read, to notice messages retention deleted.
     """
-    out: list[bytes] = []
+    out: list[bytes | memoryview] = []
     offset = start
     for _ in range(end - start + 3):  # each round advances by one message at least, or fails
         if offset >= end:

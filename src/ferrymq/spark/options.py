@@ -13,6 +13,7 @@ import json
 from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import datetime
+from typing import Literal, TypeVar
 
 from ferrymq.spark.errors import SparkSourceError
 
@@ -20,7 +21,9 @@ EARLIEST, LATEST = -2, -1
 DEFAULT_GROUP = "ferrymq-spark"
 
 # An offsets option: "earliest", "latest", ("timestamp", ms) or {topic: {queue key: offset}}.
-OffsetSpec = str | tuple[str, int] | dict[str, dict[str, int]]
+NamedOffset = Literal["earliest", "latest"]
+OffsetSpec = NamedOffset | tuple[str, int] | dict[str, dict[str, int]]
+_NAMED_OFFSETS: dict[str, NamedOffset] = {"earliest": "earliest", "latest": "latest"}
 
 
 @dataclass(frozen=True)
@@ -55,7 +58,10 @@ def namesrv_of(options: Mapping[str, str]) -> str:
     return value
 
 
-def _positive_int(options: Mapping[str, str], name: str, default: int | None) -> int | None:
+_Default = TypeVar("_Default", int, None)
+
+
+def _positive_int(options: Mapping[str, str], name: str, default: _Default) -> int | _Default:
     value = _get(options, name)
     if value is None:
         return default
@@ -90,8 +96,9 @@ def parse_timestamp(value: str, name: str) -> int:
 
 def parse_offsets(value: str, name: str, topics: tuple[str, ...]) -> OffsetSpec:
     """ "earliest", "latest" or per-queue JSON, checked for shape (queues are checked later)."""
-    if value.lower() in ("earliest", "latest"):
-        return value.lower()
+    named = _NAMED_OFFSETS.get(value.lower())
+    if named is not None:
+        return named
     try:
         spec = json.loads(value)
     except ValueError as e:

@@ -6,6 +6,7 @@ Rows go to Spark as Arrow record batches built column by column from the stored 
 from __future__ import annotations
 
 import struct
+from collections.abc import Sequence
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -50,26 +51,25 @@ SCHEMA = StructType(
 # Spark checks the yielded batches against exactly these Arrow types (microsecond UTC timestamps,
 # list items named "element").
 _TIMESTAMP = pa.timestamp("us", tz="UTC")
-ARROW_SCHEMA = pa.schema(
-    [
-        ("topic", pa.string()),
-        ("broker_name", pa.string()),
-        ("queue_id", pa.int32()),
-        ("queue_offset", pa.int64()),
-        ("commitlog_offset", pa.int64()),
-        ("msg_id", pa.string()),
-        ("keys", pa.list_(pa.field("element", pa.string()))),
-        ("tags", pa.string()),
-        ("properties", pa.map_(pa.string(), pa.string())),
-        ("body", pa.binary()),
-        ("born_timestamp", _TIMESTAMP),
-        ("store_timestamp", _TIMESTAMP),
-        ("reconsume_times", pa.int32()),
-    ]
-)
+_ARROW_FIELDS: list[tuple[str, pa.DataType]] = [
+    ("topic", pa.string()),
+    ("broker_name", pa.string()),
+    ("queue_id", pa.int32()),
+    ("queue_offset", pa.int64()),
+    ("commitlog_offset", pa.int64()),
+    ("msg_id", pa.string()),
+    ("keys", pa.list_(pa.field("element", pa.string()))),
+    ("tags", pa.string()),
+    ("properties", pa.map_(pa.string(), pa.string())),
+    ("body", pa.binary()),
+    ("born_timestamp", _TIMESTAMP),
+    ("store_timestamp", _TIMESTAMP),
+    ("reconsume_times", pa.int32()),
+]
+ARROW_SCHEMA = pa.schema(_ARROW_FIELDS)
 
 
-def records_to_batch(buffers: list[bytes], broker_name: str) -> pa.RecordBatch:
+def records_to_batch(buffers: Sequence[bytes | memoryview], broker_name: str) -> pa.RecordBatch:
     """One Arrow batch of the stored records in `buffers` (PULL_MESSAGE bodies of one queue).
 
     The read's hot path: the C scan (ferrymq._native.rows) fills the column buffers when it can, and
@@ -118,11 +118,14 @@ def _scanned_batch(scanned: tuple, broker_name: str) -> pa.RecordBatch:
     return pa.RecordBatch.from_arrays(columns, schema=ARROW_SCHEMA)
 
 
-def _python_batch(buffers: list[bytes], broker_name: str) -> pa.RecordBatch:
+def _python_batch(buffers: Sequence[bytes | memoryview], broker_name: str) -> pa.RecordBatch:
     fixed, topics, msg_ids, tags, bodies = [], [], [], [], []
-    keys, key_offsets, prop_names, prop_values, prop_offsets = [], [0], [], [], [0]
-    for buf in buffers:
-        buf = bytes(buf)  # one copy of the answer, so that every slice below is bytes
+    keys: list[str] = []
+    prop_names: list[str] = []
+    prop_values: list[str] = []
+    key_offsets, prop_offsets = [0], [0]
+    for answer in buffers:
+        buf = bytes(answer)  # one copy of the answer, so that every slice below is bytes
         pos, end = 0, len(buf)
         while pos < end:
             f, topic, body_start, body_end, props_start, size = _parse(buf, pos, end)
@@ -144,24 +147,25 @@ def _python_batch(buffers: list[bytes], broker_name: str) -> pa.RecordBatch:
             pos += size
     # TOTALSIZE, MAGIC, CRC, QUEUEID, FLAG, QUEUEOFFSET, PHYSICALOFFSET, SYSFLAG, BORNTIMESTAMP,
     # BORNHOST, STORETIMESTAMP, STOREHOST, RECONSUMETIMES, PreparedTransactionOffset, BODYLEN
-    f = list(zip(*fixed, strict=True)) if fixed else [()] * 15
+    cols = list(zip(*fixed, strict=True)) if fixed else [()] * 15
     string = pa.string()
     columns = [
         pa.array(topics, string),
         pa.array([broker_name] * len(topics), string),
-        pa.array(f[3], pa.int32()),
-        pa.array(f[5], pa.int64()),
-        pa.array(f[6], pa.int64()),
+        pa.array(cols[3], pa.int32()),
+        pa.array(cols[5], pa.int64()),
+        pa.array(cols[6], pa.int64()),
         pa.array(msg_ids, string),
         pa.ListArray.from_arrays(pa.array(key_offsets, pa.int32()), pa.array(keys, string),
                                  type=ARROW_SCHEMA.field("keys").type),
         pa.array(tags, string),
-        pa.MapArray.from_arrays(pa.array(prop_offsets, pa.int32()), pa.array(prop_names, string),
+        # pyarrow-stubs know neither maps' int32 offsets nor keys and items given with their type
+        pa.MapArray.from_arrays(pa.array(prop_offsets, pa.int32()), pa.array(prop_names, string),  # type: ignore[call-overload]
                                 pa.array(prop_values, string), type=ARROW_SCHEMA.field("properties").type),
         pa.array(bodies, pa.binary()),
-        _millis(f[8]),
-        _millis(f[10]),
-        pa.array(f[12], pa.int32()),
+        _millis(cols[8]),
+        _millis(cols[10]),
+        pa.array(cols[12], pa.int32()),
     ]  # fmt: skip
     return pa.RecordBatch.from_arrays(columns, schema=ARROW_SCHEMA)
 
@@ -207,5 +211,5 @@ def _decompressed(body: bytes, f: tuple, topic: str, msg_id: str) -> bytes:
         ) from None
 
 
-def _millis(values: list[int]) -> pa.Array:
+def _millis(values: Sequence[int]) -> pa.Array:
     return pc.multiply(pa.array(values, pa.int64()), 1000).cast(_TIMESTAMP)

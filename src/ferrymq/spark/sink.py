@@ -93,8 +93,16 @@ async def send_all(opts: WriteOptions, rows, prefix: str) -> int:
     return count + len(pending)
 
 
+def _task_context() -> TaskContext:
+    """The context of the Spark task running a writer (there is none on the driver)."""
+    context = TaskContext.get()
+    if context is None:
+        raise RuntimeError("ferrymq writers run inside Spark tasks only")
+    return context
+
+
 def write_partition(opts: WriteOptions, rows, prefix: str) -> Sent:
-    partition = TaskContext.get().partitionId()
+    partition = _task_context().partitionId()
     count = asyncio.run(send_all(opts, rows, f"{prefix}/{partition}"))
     return Sent(partition, count)
 
@@ -114,10 +122,10 @@ class StreamWriter(DataSourceStreamWriter):
 
     def write(self, iterator) -> Sent:
         # Spark sets both for every task of a micro-batch; the query id survives restarts.
-        context = TaskContext.get()
+        context = _task_context()
         query = context.getLocalProperty("sql.streaming.queryId")
         batch = context.getLocalProperty("streaming.sql.batchId")
         return write_partition(self.opts, iterator, f"{query}/{batch}")
 
-    def commit(self, messages: list[Sent], batchId: int) -> None:
+    def commit(self, messages: list[WriterCommitMessage | None], batchId: int) -> None:
         """The messages are on the broker already; nothing is left to make visible."""

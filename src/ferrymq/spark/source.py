@@ -85,13 +85,13 @@ class FerryMQDataSource(DataSource):
         return StreamWriter(write_options(self.options))
 
 
-def read_partition(partition: QueuePartition, ahead: bool):
+def read_partition(partition: InputPartition, ahead: bool):
     """Executor side: the partition's messages as Arrow record batches of about 4,096 rows, pulled on
     a thread of their own when `ahead` (batch reads) or else inline (micro-batches: see prefetched)."""
     if not isinstance(partition, QueuePartition):  # Spark's stand-in when planning found nothing
         return
     r = partition.range
-    pending: list[bytes] = []
+    pending: list[bytes | memoryview] = []
     for buffers in pulls(partition, ahead):
         pending += buffers
         if len(pending) * PULL_SIZE >= 4096:
@@ -133,7 +133,7 @@ class BatchReader(DataSourceReader):
             _check_kept(cluster, opts, queues)
         return [p for mq in queues for p in split(opts, mq, starts[mq], ends[mq])]
 
-    def read(self, partition: QueuePartition):
+    def read(self, partition: InputPartition):
         return read_partition(partition, ahead=True)
 
 
@@ -206,7 +206,7 @@ class StreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
                     out += split(self.opts, parse_queue(topic, key), first, stop)
         return out
 
-    def read(self, partition: QueuePartition):
+    def read(self, partition: InputPartition):
         return read_partition(partition, ahead=False)
 
     def stop(self) -> None:

@@ -47,9 +47,11 @@ def trace_records(spark: SparkSession, namesrv: str, topic: str = TRACE_TOPIC, *
 
 def bucket_seconds(records: DataFrame) -> int:
     """A bucket width that gives about 60 points over the traced span (1 s at least)."""
-    span = records.agg(
+    row = records.agg(
         (F.max("timestamp").cast("long") - F.min("timestamp").cast("long")).alias("span")
-    ).first()["span"]
+    ).first()
+    assert row is not None  # an aggregate without grouping has one row, even over no records
+    span = row["span"]
     return max(1, int((span or 0) // 60) or 1)
 
 

@@ -27,7 +27,7 @@ from ferrymq.protocol.sys_flag import (
     TRANSACTION_TYPE_MASK,
 )
 from ferrymq.store.commitlog import CommitLog
-from ferrymq.store.consumequeue import ENTRY, ENTRY_SIZE, ConsumeQueueTable
+from ferrymq.store.consumequeue import ENTRY, ENTRY_SIZE, ConsumeQueue, ConsumeQueueTable
 from ferrymq.store.errors import StoreError
 
 _TAGS = b"TAGS\x01"
@@ -102,7 +102,8 @@ class Dispatcher:
         offset = self.offset
         queues = self.queues
         prepared = self.prepared
-        queue_cache = {}  # (topic, queue id) -> ConsumeQueue for this pass; the table may change between
+        # (topic, queue id) -> ConsumeQueue for this pass; the table may change between passes
+        queue_cache: dict[tuple[str, int], ConsumeQueue] = {}
         last_store_timestamp = 0
         valid = True
         while offset < limit and offset < pause_at:
@@ -172,7 +173,8 @@ def dispatch_scan(
     runs: list[tuple[str, int, int, bytes]] = []
     count = last_store_timestamp = 0
     status = SCAN_STOPPED
-    run_key, run_start, run = None, 0, bytearray()
+    # an empty run is never flushed, so its starting key is a placeholder that needs no None
+    run_key, run_start, run = ("", 0), 0, bytearray()
     while pos < end and pos < stop:
         meta = read_record_meta(buf, pos, end)
         if meta is BLANK:

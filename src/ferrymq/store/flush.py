@@ -74,7 +74,7 @@ class FlushService:
 
     def __init__(self, jobs: dict[str, tuple[float | None, Callable[[], object]]]) -> None:
         """`jobs`: name -> (period in seconds, or None to skip it; the call)."""
-        self.jobs = {name: job for name, job in jobs.items() if job[0]}
+        self.jobs = {name: (period, call) for name, (period, call) in jobs.items() if period}
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, name="ferrymq-flush", daemon=True)
 

@@ -16,6 +16,7 @@ import shutil
 import struct
 import threading
 import time
+from typing import cast
 
 from ferrymq.protocol.batch import batch_records_size, scan_batch, write_batch_records
 from ferrymq.protocol.errors import MessageDecodeError
@@ -561,7 +562,7 @@ class MessageStore:
 
         cl = self.commitlog
         cl_min = cl.min_offset
-        buffers: list[memoryview] = []
+        buffers: list[memoryview | None] = []
         count = total = 0
         run_start = run_end = -1
         removed = filtered = False
@@ -608,7 +609,8 @@ class MessageStore:
             status = GetStatus.NO_MATCHED_MESSAGE
         else:
             status = GetStatus.OFFSET_FOUND_NULL
-        return GetResult(status, next_offset, min_offset, max_offset, buffers, count, total)
+        found = cast(list[memoryview], buffers)  # no None left: checked above when there are any
+        return GetResult(status, next_offset, min_offset, max_offset, found, count, total)
 
     def get_max_offset(self, topic: str, queue_id: int) -> int:
         """The next logical offset of a queue (its entry count), as GET_MAX_OFFSET answers."""
