@@ -25,9 +25,9 @@ class Member:
 @dataclass
 class ConsumerGroup:
     name: str
-    consume_type: str | None = None
-    message_model: str | None = None
-    consume_from_where: str | None = None
+    consume_type: str | int | None = None  # names once decoded; ordinals as a client may send them
+    message_model: str | int | None = None
+    consume_from_where: str | int | None = None
     subscriptions: dict[str, SubscriptionData] = field(default_factory=dict)
     members: dict[str, Member] = field(default_factory=dict)  # client id -> member
 

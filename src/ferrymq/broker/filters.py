@@ -39,7 +39,8 @@ class SubscriptionFilter:
 
     def narrow(self, result: GetResult) -> GetResult:
         """Keep the found messages whose properties match the SQL92 filter (zero-copy slices)."""
-        if self.sql is None or result.status is not GetStatus.FOUND:
+        sql = self.sql
+        if sql is None or result.status is not GetStatus.FOUND:
             return result
         kept: list[memoryview] = []
         total = 0
@@ -49,7 +50,7 @@ class SubscriptionFilter:
                 meta = read_record_meta(run, pos, end)
                 if not isinstance(meta, tuple):
                     break  # cannot happen for dispatched records; never loop on garbage
-                if self._matches(run[meta.props_start : meta.props_end]):
+                if self._matches(sql, run[meta.props_start : meta.props_end]):
                     kept.append(run[pos : pos + meta.size])
                     total += meta.size
                 pos += meta.size
@@ -57,7 +58,7 @@ class SubscriptionFilter:
         return GetResult(status, result.next_begin_offset, result.min_offset, result.max_offset, kept,
                          len(kept), total)  # fmt: skip
 
-    def _matches(self, raw_properties: memoryview) -> bool:
+    def _matches(self, sql: SqlFilter, raw_properties: memoryview) -> bool:
         """Evaluate against the properties the expression reads, found without decoding the rest."""
         raw = bytes(raw_properties)
         values = {}
@@ -68,7 +69,7 @@ class SubscriptionFilter:
                     values[name] = value.decode()
                 except UnicodeDecodeError:  # not UTF-8: matches no expression
                     return False
-        return self.sql.matches(values)
+        return sql.matches(values)
 
 
 EVERY_MESSAGE = SubscriptionFilter(None)

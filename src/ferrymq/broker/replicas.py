@@ -236,17 +236,18 @@ class ReplicasManager:
     async def apply(self, view: MasterView) -> None:
         """Take the role ``view`` gives this broker, unless it is older than what we know."""
         async with self._role_lock:
-            if view.master_epoch < self.view.master_epoch:
-                return
+            broker_id = self.broker_id
+            if broker_id is None or view.master_epoch < self.view.master_epoch:
+                return  # no id taken yet (a notice came first): the registration applies the view
             host = self.host
-            if view.master_id == self.broker_id:
+            if view.master_id == broker_id:
                 if self.role != "master" or view.master_epoch != self.view.master_epoch:
                     log.info("becoming master of %s at epoch %d", self.config.broker_name, view.master_epoch)
                     self._lease_until = (
                         time.monotonic() + self.config.controller_heart_beat_timeout_mills / 2000
                     )
                     await host.change_role(
-                        "master", broker_id=self.broker_id, epoch=view.master_epoch, master_addr=None,
+                        "master", broker_id=broker_id, epoch=view.master_epoch, master_addr=None,
                         master_ha_addr=None,
                     )  # fmt: skip
                     self.role = "master"
@@ -266,7 +267,7 @@ class ReplicasManager:
                 self._master_ha_addr = await self._ha_address_of(view.master_address)
                 await host.change_role(
                     "slave",
-                    broker_id=self.broker_id,
+                    broker_id=broker_id,
                     epoch=view.master_epoch,
                     master_addr=view.master_address,
                     master_ha_addr=self._master_ha_addr,
@@ -349,7 +350,7 @@ class ControllerRefused(Exception):
     """The controller leader answered a request with an error code."""
 
 
-def _view(header: MasterInfoHeader, body: bytes) -> MasterView:
+def _view(header: MasterInfoHeader, body: bytes | memoryview) -> MasterView:
     sss = SyncStateSet()
     if body:
         try:

@@ -182,7 +182,7 @@ class TransactionService:
     def _put(self, msg: MessageExt, topic: str, queue_id: int, props: dict | bytes, *,
              sys_flag: int | None = None, prepared_transaction_offset: int = 0):  # fmt: skip
         """Write `msg` with `props` (a dict, or already encoded) to topic/queue."""
-        encoded = props if props.__class__ is bytes else encode_properties(props)
+        encoded = props if isinstance(props, bytes) else encode_properties(props)
         result = self.store.put_message(
             topic, queue_id, msg.body, encoded, flag=msg.flag,
             sys_flag=msg.sys_flag if sys_flag is None else sys_flag, born_timestamp=msg.born_timestamp,

@@ -15,6 +15,7 @@ import asyncio
 import logging
 import time
 from collections.abc import Callable
+from typing import cast
 
 from ferrymq.ha.host import HAConfig
 from ferrymq.ha.wire import (
@@ -182,8 +183,8 @@ class _Receiver(asyncio.BufferedProtocol):
         self._reported = (-1, -1)  # (max offset, confirm offset) when the owner last heard
         self._turn_scheduled = False
 
-    def connection_made(self, transport: asyncio.Transport) -> None:
-        self.transport = transport
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        self.transport = cast(asyncio.Transport, transport)  # a TCP connection's
 
     def connection_lost(self, exc: Exception | None) -> None:
         self._body = None
@@ -196,13 +197,13 @@ class _Receiver(asyncio.BufferedProtocol):
         self.heard = time.monotonic()
         try:
             if self._body is not None:
-                self._received(nbytes)
+                self._received(self._body, nbytes)
             else:
                 self._fill += nbytes
                 if self._decoder is None:
                     self._headers()
                 else:
-                    self._handshake()
+                    self._handshake(self._decoder)
         except (HAFrameError, HandshakeError, StoreError) as e:
             self._fail(e)
             return
@@ -220,8 +221,8 @@ class _Receiver(asyncio.BufferedProtocol):
             self.transport.write(ack(self.store.commitlog.max_offset))
             self.acked_at = time.monotonic()
 
-    def _handshake(self) -> None:
-        frames = self._decoder.feed(self._scratch[: self._fill])
+    def _handshake(self, decoder: MasterStreamDecoder) -> None:
+        frames = decoder.feed(self._scratch[: self._fill])
         self._fill = 0
         if not frames or self.hello.done():
             if self.hello.done():
@@ -229,7 +230,7 @@ class _Receiver(asyncio.BufferedProtocol):
             return
         if not isinstance(frames[0], MasterHandshake):
             raise HandshakeError("the master did not start with a handshake")
-        if len(frames) > 1 or self._decoder.buffered:
+        if len(frames) > 1 or decoder.buffered:
             raise HandshakeError("the master sent more before the replica's first ack")
         self.hello.set_result(frames[0])
 
@@ -249,7 +250,7 @@ class _Receiver(asyncio.BufferedProtocol):
             if here:
                 body[:here] = scratch[pos : pos + here]
                 pos += here
-                self._received(here)
+                self._received(body, here)
             if self._body is not None:
                 break  # the rest of the body comes straight from the socket
         rest = fill - pos
@@ -257,11 +258,12 @@ class _Receiver(asyncio.BufferedProtocol):
             scratch[:rest] = bytes(scratch[pos:fill])  # part of the next header
         self._fill = rest
 
-    def _received(self, n: int) -> None:
+    def _received(self, body: memoryview, n: int) -> None:
+        """`n` more bytes of `body` (the transfer being received) are in place."""
         self._end += n
         self.store.replicated(self._end)
-        body = self._body[n:]
-        self._body = body if len(body) else None
+        rest = body[n:]
+        self._body = rest if len(rest) else None
 
     def _after_reads(self) -> None:
         """Once a loop turn: dispatch what arrived and ack it (the master streams on regardless)."""

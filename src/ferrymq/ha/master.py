@@ -290,24 +290,24 @@ class ReplicaConnection:
         service.tracker.connected(hello.broker_id, time.monotonic())
         service._acked(hello.broker_id, first.max_offset)
         log.info("replica %d attached at offset %d", hello.broker_id, offset)
-        acks = service._tasks.spawn(self._read_acks(), f"acks of replica {hello.broker_id}")
+        acks = service._tasks.spawn(self._read_acks(hello.broker_id), f"acks of replica {hello.broker_id}")
         try:
-            await self._stream(offset, acks)
+            await self._stream(hello.broker_id, offset, acks)
         finally:
             acks.cancel()
 
-    async def _read_acks(self) -> None:
+    async def _read_acks(self, broker_id: int) -> None:
         housekeeping = self.service.config.ha_housekeeping_interval / 1000
         try:
             while True:
                 frame = await self._next_frame(housekeeping)
                 if isinstance(frame, Ack):
-                    self.service._acked(self.broker_id, frame.max_offset)
+                    self.service._acked(broker_id, frame.max_offset)
         except (HAFrameError, ConnectionError, TimeoutError, OSError) as e:
-            log.info("replica %s: %s", self.broker_id, e or type(e).__name__)
+            log.info("replica %s: %s", broker_id, e or type(e).__name__)
             self.close()
 
-    async def _stream(self, offset: int, acks: asyncio.Task) -> None:
+    async def _stream(self, broker_id: int, offset: int, acks: asyncio.Task) -> None:
         service = self.service
         store, epochs, config = service.store, service.epochs, service.config
         batch = config.ha_transfer_batch_size
@@ -319,9 +319,10 @@ class ReplicaConnection:
             if offset < master_max:
                 entry = epochs.entry_at(offset) or epochs.entries[0]
                 limit = epochs.next_start(entry) or master_max  # a frame never spans two epochs
-                chunk = store.read_commitlog(offset, min(batch, limit - offset))
-                if chunk is None:
+                stored = store.read_commitlog(offset, min(batch, limit - offset))
+                if stored is None:
                     raise ConnectionError(f"offset {offset} is no longer stored (retention)")
+                chunk: bytes | memoryview = stored
             else:
                 entry = epochs.entry_at(offset) or epochs.entries[0]
                 chunk = b""
@@ -329,7 +330,7 @@ class ReplicaConnection:
             header = transfer_header(offset, len(chunk), entry.epoch, entry.start_offset, confirm)
             self.writer.writelines((header, chunk))  # one send for both
             offset += len(chunk)
-            tracker.transferred(self.broker_id, master_max, time.monotonic())
+            tracker.transferred(broker_id, master_max, time.monotonic())
             await self.writer.drain()
             if 0 < len(chunk) < batch and coalesce and not service.waits_for_replicas():
                 await asyncio.sleep(coalesce)

@@ -90,7 +90,7 @@ class _Decoder:
     def __init__(self) -> None:
         self._buf = bytearray()
 
-    def feed(self, data: bytes) -> list:
+    def feed(self, data: bytes | memoryview) -> list:
         """Append `data`; return the frames it completes (HAFrameError if the stream is not HA)."""
         buf = self._buf
         buf += data

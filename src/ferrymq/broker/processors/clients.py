@@ -86,7 +86,7 @@ class ClientProcessor:
 
     async def unregister(self, conn: Connection, request: RemotingCommand) -> RemotingCommand:
         h = UnregisterClientRequestHeader.from_ext_fields(request.ext_fields)
-        if self.clients.unregister(h.client_id, h.producer_group, h.consumer_group):
+        if self.clients.unregister(h.client_id, h.producer_group, h.consumer_group) and h.consumer_group:
             log.info("consumer %s left group %s", h.client_id, h.consumer_group)
             self._members_changed(h.consumer_group)
         return ok(request)

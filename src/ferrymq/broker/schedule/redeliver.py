@@ -21,12 +21,16 @@ def prop_keys(*names: str) -> tuple[bytes, ...]:
     return tuple(f"{name}\x01".encode() for name in names)
 
 
-def redeliver(store: MessageStore, record: memoryview, drop: Iterable[bytes], add: bytes = b"") -> PutResult:
+def redeliver(
+    store: MessageStore, record: memoryview | None, drop: Iterable[bytes], add: bytes = b""
+) -> PutResult:
     """Put the stored `record` (None: it is gone) to its REAL_TOPIC / REAL_QID with the properties
     named in `drop` (b"KEY\x01") left out and `add` (encoded properties) appended; body, flag, born
     time and host and reconsume times stay as they were. Bytes are sliced, never decoded: this runs
     per message."""
-    meta = read_record_meta(record, 0, len(record)) if record is not None else None
+    if record is None:
+        return PutResult(PutStatus.MESSAGE_ILLEGAL, "held-back message is no longer stored")
+    meta = read_record_meta(record, 0, len(record))
     if meta is None or meta is BLANK:
         return PutResult(PutStatus.MESSAGE_ILLEGAL, "held-back message is not a whole record")
     props = bytes(record[meta.props_start : meta.props_end])

@@ -21,13 +21,11 @@ class DueService:
         self.stopping = False
         self._written = written  # tells the broker a put happened (dispatch, wake pulls)
         self._wake = asyncio.Event()
+        # Whether redeliveries may be written now: the owner sets its own test (a slave writes none).
+        self.active: Callable[[], bool] = lambda: True
 
     async def step(self) -> int | None:
         raise NotImplementedError
-
-    def active(self) -> bool:
-        """Whether redeliveries may be written now (the owner replaces this: a slave writes none)."""
-        return True
 
     def _save(self, snapshot) -> None:
         raise NotImplementedError

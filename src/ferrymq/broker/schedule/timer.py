@@ -54,6 +54,7 @@ class TimerService(DueService):
         self._heap: list[int] = []  # the slots that hold messages
         self._retry_at = 0
         self._adopted: TimerCheckpoint | None = None  # a master's progress, put into the wheel when active
+        self.enqueue_offset = 0  # the next timer-queue entry to take in (set by _reload)
         self._reload(load_json(self.path, TimerCheckpoint))
 
     @property
@@ -104,7 +105,9 @@ class TimerService(DueService):
 
     def _out_ms(self, phys: int, size: int) -> int | None:
         record = self.store.commitlog.read(phys, size)
-        meta = read_record_meta(record, 0, size) if record is not None else None
+        if record is None:
+            return None
+        meta = read_record_meta(record, 0, size)
         if meta is None or meta is BLANK:
             return None
         raw = find_property(bytes(record[meta.props_start : meta.props_end]), _OUT_KEY)

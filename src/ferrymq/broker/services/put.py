@@ -175,9 +175,9 @@ class PutService:
             else:  # retries past their limit go to the DLQ, delayed and timed messages wait
                 destination = self._destination(topic, queue_id, properties, sys_flag, reconsume_times,
                                                 max_reconsume_times)  # fmt: skip
-                if destination.__class__ is SendOutcome:
-                    return destination  # type: ignore[return-value]
-                store_topic, store_queue, store_props = destination  # type: ignore[misc]
+                if isinstance(destination, SendOutcome):
+                    return destination
+                store_topic, store_queue, store_props = destination
             result = store.put_message(
                 store_topic, store_queue, body, store_props, flag=flag, sys_flag=sys_flag,
                 born_timestamp=born_timestamp, born_host=born_host, reconsume_times=reconsume_times,
