@@ -34,15 +34,15 @@ async def test_pop_then_ack_and_nothing_comes_back(cluster):
 
 async def test_unacked_message_comes_back_with_attempt_raised(cluster):
     await create_topic(cluster, "T")
-    await send(cluster, "T", b"again", KEYS="k1")
+    await send(cluster, "T", b"again", KEYS="k1", UNIQ_KEY="U1")
     await cluster.settled()
     _, [first] = await pop(cluster, "G", "T", invisible_ms=200)
-    uniq = first.properties["UNIQ_KEY"] if "UNIQ_KEY" in first.properties else None
+    assert first.properties["UNIQ_KEY"] == "U1"
     response, messages = await pop(cluster, "G", "T", invisible_ms=200, poll_ms=3000)
     assert response.code == Res.SUCCESS, response.remark
     [again] = messages
     assert again.body == b"again" and again.topic == "T" and again.reconsume_times == 1
-    assert again.properties.get("KEYS") == "k1" and again.properties.get("UNIQ_KEY") == uniq
+    assert again.properties.get("KEYS") == "k1" and again.properties["UNIQ_KEY"] == "U1"
     assert handle(again).split(" ")[4] == "1"  # from the pop retry topic
     assert (await ack(cluster, "G", "T", again)).code == Res.SUCCESS
     assert (await ack(cluster, "G", "T", first)).code == Res.NO_MESSAGE  # its checkpoint was revived
@@ -53,7 +53,7 @@ async def test_batch_ack_by_bitset(cluster):
     for i in range(5):
         await send(cluster, "T", f"m{i}".encode())
     await cluster.settled()
-    response, messages = await pop(cluster, "G", "T", invisible_ms=300)
+    _, messages = await pop(cluster, "G", "T", invisible_ms=300)
     parts = handle(messages[0]).split(" ")
     start = int(parts[0])
     bits = sum(1 << (m.queue_offset - start) for m in messages[:4])
@@ -70,7 +70,7 @@ async def test_batch_ack_by_bitset(cluster):
     )
     body = encode_batch_ack_body(BatchAckMessageRequestBody(broker_name=parts[5], acks=[entry]))
     assert (await cluster.call(Req.BATCH_ACK_MESSAGE, body=body)).code == Res.SUCCESS
-    response, messages = await pop(cluster, "G", "T", poll_ms=3000)
+    _, messages = await pop(cluster, "G", "T", poll_ms=3000)
     assert [m.body for m in messages] == [b"m4"]
 
 
@@ -153,7 +153,7 @@ async def test_handles_survive_a_restart(make_cluster):
     second = await make_cluster(first.namesrv, listen_port=int(first.broker_addr.rsplit(":", 1)[1]))
     assert (await ack(second, "G", "T", messages[0])).code == Res.NO_MESSAGE  # acked before: stays acked
     assert (await ack(second, "G", "T", messages[1])).code == Res.SUCCESS
-    response, again = await pop(second, "G", "T", invisible_ms=60_000, poll_ms=5000)
+    _, again = await pop(second, "G", "T", invisible_ms=60_000, poll_ms=5000)
     assert [(m.body, m.reconsume_times) for m in again] == [(b"m2", 1)]
 
 
@@ -187,7 +187,7 @@ async def test_long_poll_is_woken_by_a_send(cluster):
     await asyncio.sleep(0.3)
     assert not waiting.done()
     await send(cluster, "T", b"wake", queue_id=3)
-    response, messages = await asyncio.wait_for(waiting, 5)
+    _, messages = await asyncio.wait_for(waiting, 5)
     assert [m.body for m in messages] == [b"wake"]
     assert time.monotonic() - started < 5
 
