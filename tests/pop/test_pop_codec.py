@@ -132,7 +132,7 @@ def _record(topic="T", props="TAGS\x01A\x02", body=b"payload") -> bytes:
 @pytest.mark.parametrize("topic", ["%RETRY%G_T", "x" * 200])
 def test_stamp_adds_the_handle_and_can_show_another_topic(topic):
     raw = _record(topic)
-    stamped = stamp_record(raw, record_layout(raw), "1 2 3 4 1 b 1 7", topic=b"T", reconsume_times=3)
+    stamped = stamp_record(raw, "1 2 3 4 1 b 1 7", topic=b"T", reconsume_times=3)
     m = decode_record(stamped, verify_crc=True)
     assert (m.topic, m.body, m.queue_offset, m.reconsume_times) == ("T", b"payload", 7, 3)
     assert m.properties == {"TAGS": "A", POP_CK: "1 2 3 4 1 b 1 7"}
@@ -142,6 +142,21 @@ def test_stamp_adds_the_handle_and_can_show_another_topic(topic):
 def test_record_layout_raises_only_protocol_error(data):
     with contextlib.suppress(ProtocolError):
         record_layout(data)
+
+
+@given(st.binary(max_size=200), st.integers(0, 199), st.binary(max_size=3))
+def test_stamp_raises_only_protocol_error(data, at, patch):
+    raw = bytearray(_record())
+    raw[at : at + len(patch)] = patch
+    for garbage in (data, bytes(raw)):
+        with contextlib.suppress(ProtocolError):
+            stamp_record(garbage, "h", topic=b"T", reconsume_times=1)
+
+
+def test_stamp_keeps_everything_else():
+    raw = _record()
+    m = decode_record(stamp_record(raw, "1 2 3 4 0 b 1 7"), verify_crc=True)
+    assert (m.topic, m.reconsume_times, m.properties) == ("T", 0, {"TAGS": "A", POP_CK: "1 2 3 4 0 b 1 7"})
 
 
 def test_retry_policies():

@@ -263,6 +263,12 @@ def encode_batch_ack_body(body: BatchAckMessageRequestBody) -> bytes:
 
 _SIZE = struct.Struct(">i")
 _SIZE_MAGIC = struct.Struct(">ii")
+_SIZE_MAGIC_FLAG = struct.Struct(">ii28xi")  # total size, magic, sys flag (at 36)
+# where reconsume times lie, by the born/store host IPv6 flags (0x10, 0x20) of the sys flag
+_RECONSUME_AT = {
+    f: POS_BORNHOST + (20 if f & BORNHOST_V6_FLAG else 8) + 8 + (20 if f & STOREHOST_V6_FLAG else 8)
+    for f in (0, 0x10, 0x20, 0x30)
+}
 _LONG = struct.Struct(">q")
 _SHORT = struct.Struct(">h")
 _USHORT = struct.Struct(">H")
@@ -311,16 +317,30 @@ def queue_offset_of(record: bytes | memoryview) -> int:
 
 def stamp_record(
     record: bytes | memoryview,
-    layout: RecordLayout,
     handle: str,
     *,
     topic: bytes | None = None,
     reconsume_times: int | None = None,
 ) -> bytes:
-    """The record as a pop hands it out: POP_CK = `handle` appended to its properties, and
-    optionally its topic replaced (a retry message shows its original topic, as RocketMQ) and its
-    reconsume times set. The body CRC covers the body only, so it stays valid."""
-    props_len_at = layout.props_len_at
+    """The stored `record` as a pop hands it out: POP_CK = `handle` appended to its properties, and
+    optionally its topic replaced (a retry message shows its original topic, as RocketMQ's broker
+    does) and its reconsume times set. The body CRC covers the body only, so it stays valid.
+    Runs once per popped message: positions are found with as few steps as the layout allows."""
+    end = len(record)
+    if end < 64:
+        raise ProtocolError("a stored record is at least 64 bytes")
+    size, magic, sys_flag = _SIZE_MAGIC_FLAG.unpack_from(record, 0)
+    reconsume_at = _RECONSUME_AT[sys_flag & 0x30]
+    body_len = _SIZE.unpack_from(record, reconsume_at + 12)[0]
+    topic_at = reconsume_at + 16 + body_len
+    if size != end or body_len < 0 or topic_at + 3 > end:
+        raise ProtocolError("not a whole stored record")
+    v1 = magic == MAGIC_V1
+    props_len_at = (
+        topic_at + 1 + record[topic_at] if v1 else topic_at + 2 + _USHORT.unpack_from(record, topic_at)[0]
+    )
+    if props_len_at + 2 > end:
+        raise ProtocolError("record properties do not end the record")
     props = record[props_len_at + 2 :]
     added = f"{POP_CK}\x01{handle}\x02".encode()
     if props and props[-1] != 2:
@@ -328,16 +348,18 @@ def stamp_record(
     new_props_len = len(props) + len(added)
     if new_props_len > 32767:
         raise ProtocolError("properties too long to add a receipt handle")
-    head = bytearray(record[: layout.topic_at])
-    if reconsume_times is not None:
-        _SIZE.pack_into(head, layout.reconsume_at, reconsume_times)
     if topic is None:
-        block = record[layout.topic_at : props_len_at]
-    elif layout.v1 and len(topic) < 128:
+        block = record[topic_at:props_len_at]
+    elif v1 and len(topic) < 128:
         block = bytes((len(topic),)) + topic
-    elif not layout.v1 and len(topic) < 65536:
+    elif not v1 and len(topic) < 65536:
         block = _USHORT.pack(len(topic)) + topic
     else:
         raise ProtocolError("topic name does not fit the record's format")
-    _SIZE.pack_into(head, 0, len(head) + len(block) + 2 + new_props_len)
-    return b"".join((head, block, _SHORT.pack(new_props_len), props, added))
+    new_size = topic_at + len(block) + 2 + new_props_len
+    if reconsume_times is None:
+        head = (_SIZE.pack(new_size), record[4:topic_at])
+    else:
+        head = (_SIZE.pack(new_size), record[4:reconsume_at], _SIZE.pack(reconsume_times),
+                record[reconsume_at + 4 : topic_at])  # fmt: skip
+    return b"".join((*head, block, _SHORT.pack(new_props_len), props, added))

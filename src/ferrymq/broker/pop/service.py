@@ -58,7 +58,6 @@ from ferrymq.protocol.pop import (
     pop_retry_topic,
     queue_offset_of,
     real_topic,
-    record_layout,
     stamp_record,
     start_offset_info,
     topic_type,
@@ -358,7 +357,7 @@ class PopService:
         for record, offset in zip(records, offsets, strict=True):
             handle = prefix + str(offset)
             messages.append(
-                stamp_record(record, record_layout(record), handle, topic=shown, reconsume_times=times)
+                stamp_record(record, handle, topic=shown, reconsume_times=times)
             )
             handles.append(handle)
         result.start_offsets.append((topic, queue_id, start))
@@ -514,19 +513,56 @@ class PopService:
             previous = bits.get(key)
             bits[key] = (ck, (previous[1] if previous else 0) | 1 << index)
             errors.append(None)
+        try:
+            await self._settle_acks(list(bits.values()))
+        except PopError as failure:
+            return [e or failure for e in errors]
+        return errors
+
+    async def ack_offsets(
+        self,
+        group: str,
+        topic: str,
+        kind: str,
+        queue_id: int,
+        start_offset: int,
+        pop_time: int,
+        offsets: Iterable[int],
+    ) -> list[int]:
+        """Acknowledge offsets of one checkpoint (BATCH_ACK_MESSAGE's form: what the handles of one
+        pop share, and the offsets); returns the offsets refused as not current."""
+        self._check(group, topic, queue_id, own=False)
+        try:
+            actual = real_topic(kind, topic, group)
+        except ProtocolError as e:
+            raise PopError(ResponseCode.INVALID_PARAMETER, str(e)) from None
+        ck = self.table.get((group, actual, queue_id, start_offset, pop_time))
+        if ck is None:
+            return list(offsets)
+        index, pending = ck.index(), ck.pending
+        bits = 0
+        refused = []
+        for offset in offsets:
+            i = index.get(offset - start_offset)
+            if i is None or not pending >> i & 1:
+                refused.append(offset)
+            else:
+                bits |= 1 << i
+        if bits:
+            await self._settle_acks([(ck, bits)])
+        return refused
+
+    async def _settle_acks(self, acks: list[tuple[OpenCheckpoint, int]]) -> None:
         puts = []
-        for ck, ck_bits in bits.values():
+        for ck, ck_bits in acks:
             put = self._settle(ck, ck_bits)
             if put.status is not PutStatus.PUT_OK:
                 self.table.reopen(ck, ck_bits)
-                failure = PopError(ResponseCode.SYSTEM_ERROR, f"ack not stored: {put.status.name}")
-                return [e or failure for e in errors]
+                raise PopError(ResponseCode.SYSTEM_ERROR, f"ack not stored: {put.status.name}")
             puts.append(put)
         for put in puts:
             if await put.durable() is not PutStatus.PUT_OK:
-                failure = PopError(ResponseCode.FLUSH_DISK_TIMEOUT, "ack stored, but not flushed in time")
-                return [e or failure for e in errors]
-        return errors
+                raise PopError(ResponseCode.FLUSH_DISK_TIMEOUT, "ack stored, but not flushed in time")
 
     async def change_invisible(
         self, group: str, topic: str, handle: str | ReceiptHandle, invisible_ms: int

@@ -17,7 +17,7 @@ QueueKey = tuple[str, str, int]  # group, topic, queue id
 
 
 class OpenCheckpoint:
-    __slots__ = ("deadline", "pending", "record", "revive_offset", "revive_queue")
+    __slots__ = ("_index", "deadline", "pending", "record", "revive_offset", "revive_queue")
 
     def __init__(self, record: CheckpointRecord, revive_queue: int, revive_offset: int) -> None:
         self.record = record
@@ -25,17 +25,21 @@ class OpenCheckpoint:
         self.deadline = record.pop_time + record.invisible_time
         self.revive_queue = revive_queue  # where its records are in the revive topic
         self.revive_offset = revive_offset  # the queue offset of the checkpoint record there
+        self._index: dict[int, int] | None = None
 
     def offsets(self, bits: int) -> list[int]:
         """The queue offsets of the bits set in `bits`."""
         start, diffs = self.record.start_offset, self.record.offsets
         return [start + d for i, d in enumerate(diffs) if bits >> i & 1]
 
+    def index(self) -> dict[int, int]:
+        """Offset relative to the start -> bit index (made on first use: most acks come once per batch)."""
+        if self._index is None:
+            self._index = {d: i for i, d in enumerate(self.record.offsets)}
+        return self._index
+
     def index_of(self, offset: int) -> int:
-        try:
-            return self.record.offsets.index(offset - self.record.start_offset)
-        except ValueError:
-            return -1
+        return self.index().get(offset - self.record.start_offset, -1)
 
 
 class CheckpointTable:

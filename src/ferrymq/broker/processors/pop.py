@@ -90,33 +90,37 @@ class PopProcessor:
             return error(request, ResponseCode.INVALID_PARAMETER, str(e))
         if not body.acks:
             return error(request, ResponseCode.NO_MESSAGE, "no acks in the request")
-        broker = body.broker_name or self.pop.broker_name
-        failures = []
+        if body.broker_name and body.broker_name != self.pop.broker_name:
+            return error(
+                request,
+                ResponseCode.INVALID_PARAMETER,
+                f"acks for broker {body.broker_name}, this is {self.pop.broker_name}",
+            )
+        refused = 0
         for entry in body.acks:
             try:
-                offsets = bits_of(java_bitset_decode(entry.bit_set))
+                offsets = [entry.start_offset + i for i in bits_of(java_bitset_decode(entry.bit_set))]
+                refused += len(
+                    await self.pop.ack_offsets(
+                        entry.consumer_group,
+                        entry.topic,
+                        entry.retry,
+                        entry.queue_id,
+                        entry.start_offset,
+                        entry.pop_time,
+                        offsets,
+                    )
+                )
             except ProtocolError as e:
                 return error(request, ResponseCode.INVALID_PARAMETER, str(e))
-            handles = [
-                ReceiptHandle(
-                    entry.start_offset,
-                    entry.pop_time,
-                    entry.invisible_time,
-                    entry.revive_queue_id,
-                    entry.retry,
-                    broker,
-                    entry.queue_id,
-                    entry.start_offset + i,
-                )
-                for i in offsets
-            ]
-            try:
-                errors = await self.pop.ack_batch(entry.consumer_group, entry.topic, handles)
             except PopError as e:
                 return error(request, e.code, str(e))
-            failures += [str(e) for e in errors if e is not None]
-        if failures:
-            return error(request, ResponseCode.NO_MESSAGE, f"{len(failures)} acks refused: {failures[0]}")
+        if refused:
+            return error(
+                request,
+                ResponseCode.NO_MESSAGE,
+                f"{refused} acks refused: handles not current (acked, changed or redelivered)",
+            )
         return ok(request)
 
     async def change_invisible_time(self, conn: Connection, request: RemotingCommand) -> RemotingCommand:
