@@ -8,6 +8,7 @@ import time
 
 from ferrymq.protocol.codes import RequestCode as Req
 from ferrymq.protocol.codes import ResponseCode as Res
+from ferrymq.protocol.message import decode_records
 from ferrymq.protocol.pop import BatchAck, BatchAckMessageRequestBody, encode_batch_ack_body
 from tests.pop.conftest import ack, change_invisible, create_group, create_topic, handle, pop, send
 
@@ -201,3 +202,29 @@ async def test_notification_says_when_there_is_something(cluster):
     await cluster.settled()
     response = await cluster.call(Req.NOTIFICATION, ext)
     assert response.ext_fields["hasMsg"] == "true"
+
+
+async def test_nack_follows_the_groups_retry_policy(cluster):
+    """The service API the gRPC and AMQP fronts use: nack = invisible for the policy's delay."""
+    from ferrymq.protocol.bodies import ExponentialRetryPolicy, GroupRetryPolicy
+
+    await create_topic(cluster, "T")
+    policy = GroupRetryPolicy(
+        type="EXPONENTIAL", exponential_retry_policy=ExponentialRetryPolicy(300, 5000, 2)
+    )
+    await create_group(cluster, "G", group_retry_policy=policy)
+    await send(cluster, "T", b"nacked")
+    await cluster.settled()
+    service = cluster.broker.pop
+    first = await service.pop("G", "T", -1, 1, 60_000)
+    nacked_at = time.time() * 1000
+    new = await service.nack("G", "T", first.handles[0])
+    assert 300 <= new.visible_at - nacked_at < 1000  # attempt 1: the initial 300 ms
+    again = await service.pop("G", "T", -1, 1, 60_000, poll_ms=5000)
+    assert again.found and time.time() * 1000 >= new.visible_at
+    [message] = decode_records(b"".join(again.messages))
+    assert message.reconsume_times == 1 and message.topic == "T"
+    nacked_at = time.time() * 1000
+    second = await service.nack("G", "T", again.handles[0])
+    assert 600 <= second.visible_at - nacked_at < 1300  # attempt 2: doubled
+    await service.ack("G", "T", second)
