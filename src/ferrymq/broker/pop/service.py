@@ -444,9 +444,12 @@ class PopService:
         return queue
 
     def _watched(self, group: str, topic: str, queues: list[int], fifo: bool) -> list[tuple[str, int]]:
+        """The queues whose new messages end a long poll: the topic's, and (not FIFO) the pop retry
+        topic's; before the revive service creates that one, its queue 0 is watched all the same."""
         watched = [(topic, q) for q in queues]
-        if not fifo and (tc := self.topics.get(retry := pop_retry_topic(group, topic))) is not None:
-            watched += [(retry, q) for q in range(tc.read_queue_nums)]
+        if not fifo:
+            tc = self.topics.get(retry := pop_retry_topic(group, topic))
+            watched += [(retry, q) for q in range(tc.read_queue_nums if tc is not None else 1)]
         return watched
 
     def has_backlog(self, group: str, topic: str, queue_id: int, fifo: bool) -> bool:
