@@ -331,6 +331,8 @@ def stamp_record(
         raise ProtocolError("a stored record is at least 64 bytes")
     size, magic, sys_flag = _SIZE_MAGIC_FLAG.unpack_from(record, 0)
     reconsume_at = _RECONSUME_AT[sys_flag & 0x30]
+    if reconsume_at + 19 > end:
+        raise ProtocolError("record too short for its header")
     body_len = _SIZE.unpack_from(record, reconsume_at + 12)[0]
     topic_at = reconsume_at + 16 + body_len
     if size != end or body_len < 0 or topic_at + 3 > end:

@@ -303,10 +303,10 @@ class PopService:
             return
         records = _split(found)
         offsets = [queue_offset_of(r) for r in records]
-        self._hand_out(
+        if self._hand_out(
             result, group, topic, queue_id, records, offsets, original, order=order, reconsume=reconsume
-        )
-        self.offsets.commit(group, topic, queue_id, found.next_begin_offset)
+        ):
+            self.offsets.commit(group, topic, queue_id, found.next_begin_offset)
 
     def _hand_out(
         self,
@@ -321,8 +321,9 @@ class PopService:
         order: bool,
         reconsume: int,
         stamp_reconsume: bool = False,
-    ) -> None:
-        """Write the checkpoint of `records` (popped from one queue) and add them to the result."""
+    ) -> bool:
+        """Write the checkpoint of `records` (popped from one queue) and add them to the result;
+        False if the checkpoint could not be stored (then nothing is handed out)."""
         start = offsets[0]
         revive_queue = (
             _fifo_revive_queue(group, topic, queue_id, self.log.queue_num) if order else (result.revive_qid)
@@ -344,7 +345,7 @@ class PopService:
         if put.status is not PutStatus.PUT_OK:
             if not result.messages:
                 raise PopError(ResponseCode.SYSTEM_ERROR, f"pop checkpoint not stored: {put.status.name}")
-            return  # what was found so far goes out; these stay where they are
+            return False  # what was found so far goes out; these stay where they are
         result._puts.append(put)
         self.table.add(OpenCheckpoint(ck, revive_queue, put.queue_offset))
         prefix = (
@@ -356,14 +357,13 @@ class PopService:
         messages, handles = result.messages, result.handles
         for record, offset in zip(records, offsets, strict=True):
             handle = prefix + str(offset)
-            messages.append(
-                stamp_record(record, handle, topic=shown, reconsume_times=times)
-            )
+            messages.append(stamp_record(record, handle, topic=shown, reconsume_times=times))
             handles.append(handle)
         result.start_offsets.append((topic, queue_id, start))
         result.msg_offsets.append((topic, queue_id, offsets))
         if result.order_counts is not None:
             result.order_counts.append((topic, queue_id, reconsume))
+        return True
 
     def _pop_fifo_queue(
         self,
@@ -383,28 +383,27 @@ class PopService:
                 return  # the previous batch is still being consumed
             times = max(ck.record.reconsume for ck in open_cks) + 1
             offsets = sorted(o for ck in open_cks for o in ck.offsets(ck.pending))
-            for ck in open_cks:
-                self._settle(ck, ck.pending, revived=True)
             records = [
                 r for r in (read_message(self.store, topic, queue_id, o) for o in offsets) if r is not None
             ]
+            # the new delivery (or the dead letters) is stored before the old checkpoints close
             if records and times <= config.retry_max_times:
                 offsets = [queue_offset_of(r) for r in records]
-                self._hand_out(
-                    result,
-                    group,
-                    topic,
-                    queue_id,
-                    records,
-                    offsets,
-                    topic,
-                    order=True,
-                    reconsume=times,
+                delivered = self._hand_out(
+                    result, group, topic, queue_id, records, offsets, topic, order=True, reconsume=times,
                     stamp_reconsume=True,
-                )
+                )  # fmt: skip
+                if delivered:
+                    for ck in open_cks:
+                        self._settle(ck, ck.pending, revived=True)
                 return
             for record in records:  # attempts used up: dead letters, and the queue goes on
-                result._puts.append(self._dead_letter(group, record, times))
+                put = self._dead_letter(group, record, times)
+                if put.status is not PutStatus.PUT_OK:
+                    return  # the checkpoints stay: the next pop tries again
+                result._puts.append(put)
+            for ck in open_cks:
+                self._settle(ck, ck.pending, revived=True)
         self._pop_queue(result, group, topic, queue_id, wanted, flt, init_mode, topic, order=True)
 
     def _dead_letter(self, group: str, record: memoryview, times: int) -> PutResult:
@@ -427,8 +426,8 @@ class PopService:
             # "last" does), else at the end, unless it asks for the first (init mode MIN)
             if init_mode == INIT_MODE_MIN or low == 0 or topic.startswith(RETRY_PREFIX):
                 offset = low
-            else:
-                offset = store.get_max_offset(topic, queue_id)
+            else:  # RocketMQ hands out the last message
+                offset = max(0, store.get_max_offset(topic, queue_id) - 1)
             self.offsets.commit(group, topic, queue_id, offset)
         return offset
 
