@@ -228,3 +228,20 @@ async def test_nack_follows_the_groups_retry_policy(cluster):
     second = await service.nack("G", "T", again.handles[0])
     assert 600 <= second.visible_at - nacked_at < 1300  # attempt 2: doubled
     await service.ack("G", "T", second)
+
+
+async def test_fifo_dead_letters_after_max_attempts_and_the_queue_goes_on(cluster):
+    await create_topic(cluster, "T")
+    await create_group(cluster, "F", consume_message_orderly=True, retry_max_times=1)
+    for body in (b"poison", b"next"):
+        await send(cluster, "T", body)
+    await cluster.settled()
+    seen = []
+    for _ in range(2):  # delivered twice (attempts 1 and 2), never acked
+        _, messages = await pop(cluster, "F", "T", n=1, invisible_ms=150, poll_ms=3000)
+        seen += [(m.body, m.reconsume_times) for m in messages]
+    assert seen == [(b"poison", 0), (b"poison", 1)]
+    _, messages = await pop(cluster, "F", "T", n=1, invisible_ms=60_000, poll_ms=3000)
+    assert [m.body for m in messages] == [b"next"]  # poison went to the DLQ, order goes on
+    _, dead = await pop(cluster, "reader", "%DLQ%F", invisible_ms=60_000)
+    assert [(m.body, m.reconsume_times) for m in dead] == [(b"poison", 2)]

@@ -163,8 +163,15 @@ class ReviveService:
     # ------------------------------------------------------------ the loop
 
     async def run(self) -> None:
+        replica = self.store.replica
         while True:
-            if not self.store.replica:
+            if self.store.replica:
+                replica = True
+            elif replica:  # promoted: the pop state is what the replicated revive topic says
+                replica = False
+                self.table.clear()
+                log.info("pop state rebuilt on promotion: %d revive records", self.recover())
+            else:
                 await self.revive_due()
             next_deadline = self.table.next_deadline()
             wait = _TICK if next_deadline is None else min(_TICK, max(0.0, (next_deadline - now_ms()) / 1000))

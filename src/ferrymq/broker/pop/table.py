@@ -51,6 +51,11 @@ class CheckpointTable:
     def __len__(self) -> int:
         return len(self._open)
 
+    def clear(self) -> None:
+        self._open.clear()
+        self._fifo.clear()
+        self._deadlines.clear()
+
     def get(self, key: Key) -> OpenCheckpoint | None:
         return self._open.get(key)
 
