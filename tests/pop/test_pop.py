@@ -222,7 +222,7 @@ async def test_nack_follows_the_groups_retry_policy(cluster):
     assert 300 <= new.visible_at - nacked_at < 1000  # attempt 1: the initial 300 ms
     again = await service.pop("G", "T", -1, 1, 60_000, poll_ms=5000)
     assert again.found and time.time() * 1000 >= new.visible_at
-    [message] = decode_records(b"".join(again.messages))
+    [message] = decode_records(again.body)
     assert message.reconsume_times == 1 and message.topic == "T"
     nacked_at = time.time_ns() // 1_000_000
     second = await service.nack("G", "T", again.handles[0])

@@ -193,3 +193,35 @@ def test_checkpoint_table_settles_and_expires():
     assert table.due(1499) == [] and table.due(1500) == [ck]
     assert table.settle(ck.record.key, 0b110) == 0b110 and table.get(ck.record.key) is None
     assert table.low_water(0) is None
+
+
+def _batch_impls():
+    from ferrymq.protocol import pop
+
+    impls = [pop.py_stamp_batch]
+    if pop.stamp_batch is not pop.py_stamp_batch:
+        impls.append(pop.stamp_batch)
+    return impls
+
+
+@pytest.mark.parametrize("stamp_batch", _batch_impls())
+@pytest.mark.parametrize(("topic", "times"), [(None, None), (b"Orig", 5)])
+def test_stamp_batch_stamps_every_record_of_every_run(stamp_batch, topic, times):
+    records = [_record(topic="%RETRY%G_T" if topic else "T", body=b"b%d" % i) for i in range(5)]
+    runs = [memoryview(records[0] + records[1]), memoryview(records[2]), memoryview(b"".join(records[3:]))]
+    body, offsets = stamp_batch(runs, b"9 8 7 6 1 b 1 ", topic, times)
+    assert offsets == [7] * 5  # _record's queue offset
+    expected = b"".join(
+        stamp_record(r, "9 8 7 6 1 b 1 7", topic=topic, reconsume_times=times) for r in records
+    )
+    assert body == expected
+
+
+@pytest.mark.parametrize("stamp_batch", _batch_impls())
+@given(st.binary(max_size=300), st.integers(0, 250), st.binary(max_size=4))
+def test_stamp_batch_raises_only_protocol_error(stamp_batch, data, at, patch):
+    raw = bytearray(_record() + _record())
+    raw[at : at + len(patch)] = patch
+    for garbage in (data, bytes(raw)):
+        with contextlib.suppress(ProtocolError):
+            stamp_batch([memoryview(garbage)], b"p ", b"T", 1)

@@ -16,6 +16,7 @@ from typing import NamedTuple
 
 import msgspec
 
+from ferrymq._native import load
 from ferrymq.protocol.errors import ProtocolError
 from ferrymq.protocol.headers import CustomHeader, Int, Long
 from ferrymq.protocol.message import (
@@ -362,6 +363,43 @@ def stamp_record(
     if reconsume_times is None:
         head = (_SIZE.pack(new_size), record[4:topic_at])
     else:
-        head = (_SIZE.pack(new_size), record[4:reconsume_at], _SIZE.pack(reconsume_times),
-                record[reconsume_at + 4 : topic_at])  # fmt: skip
+        head = (
+            _SIZE.pack(new_size),
+            record[4:reconsume_at],
+            _SIZE.pack(reconsume_times),
+            record[reconsume_at + 4 : topic_at],
+        )
     return b"".join((*head, block, _SHORT.pack(new_props_len), props, added))
+
+
+def py_stamp_batch(
+    buffers: list, prefix: bytes, topic: bytes | None = None, reconsume_times: int | None = None
+) -> tuple[bytes, list[int]]:
+    """Every record of `buffers` (runs of whole stored records) stamped as `stamp_record` does,
+    with POP_CK = `prefix` + its queue offset: the stamped records joined, and their queue offsets.
+    The reference for the C version (ferrymq/_native/pop.c) that `stamp_batch` is when built."""
+    handle_prefix = prefix.decode()
+    parts = []
+    offsets = []
+    for run in buffers:
+        pos, end = 0, len(run)
+        while pos < end:
+            if end - pos < 64:
+                raise ProtocolError("a stored record is at least 64 bytes")
+            size = _SIZE.unpack_from(run, pos)[0]
+            if size < 64 or size > end - pos:
+                raise ProtocolError(f"record size {size} does not fit its buffer")
+            record = run[pos : pos + size]
+            offset = _LONG.unpack_from(record, POS_QUEUEOFFSET)[0]
+            parts.append(
+                stamp_record(
+                    record, handle_prefix + str(offset), topic=topic, reconsume_times=reconsume_times
+                )
+            )
+            offsets.append(offset)
+            pos += size
+    return b"".join(parts), offsets
+
+
+_pop_c = load("pop")
+stamp_batch = py_stamp_batch if _pop_c is None else _pop_c.stamp_batch

@@ -58,11 +58,11 @@ from ferrymq.protocol.pop import (
     pop_retry_topic,
     queue_offset_of,
     real_topic,
-    stamp_record,
+    stamp_batch,
     start_offset_info,
     topic_type,
 )
-from ferrymq.store import GetResult, GetStatus, MessageStore, PutResult, PutStatus
+from ferrymq.store import GetStatus, MessageStore, PutResult, PutStatus
 
 log = logging.getLogger(__name__)
 
@@ -89,17 +89,41 @@ class PopResult:
     pop_time: int
     invisible_time: int
     revive_qid: int
-    messages: list[bytes] = field(default_factory=list)
-    handles: list[str] = field(default_factory=list)
+    chunks: list[bytes] = field(default_factory=list)  # stamped records, one chunk per checkpoint
+    count: int = 0
     rest_num: int = 0
     start_offsets: list[tuple[str, int, int]] = field(default_factory=list)
     msg_offsets: list[tuple[str, int, list[int]]] = field(default_factory=list)
     order_counts: list[tuple[str, int, int]] | None = None
+    _prefixes: list[str] = field(default_factory=list, repr=False)  # a handle = prefix + offset
     _puts: list[PutResult] = field(default_factory=list, repr=False)
 
     @property
     def found(self) -> bool:
-        return bool(self.messages)
+        return self.count > 0
+
+    @property
+    def body(self) -> bytes:
+        """The records as a PULL/POP answer carries them."""
+        return b"".join(self.chunks)
+
+    @property
+    def messages(self) -> list[memoryview]:
+        """One stamped record each."""
+        out = []
+        for chunk in self.chunks:
+            view, pos = memoryview(chunk), 0
+            while pos < len(chunk):
+                size = _SIZE.unpack_from(chunk, pos)[0]
+                out.append(view[pos : pos + size])
+                pos += size
+        return out
+
+    @property
+    def handles(self) -> list[str]:
+        """The receipt handle of each message, in order."""
+        pairs = zip(self._prefixes, self.msg_offsets, strict=True)
+        return [prefix + str(o) for prefix, (_, _, offsets) in pairs for o in offsets]
 
     @property
     def start_offset_info(self) -> str:
@@ -226,11 +250,11 @@ class PopService:
         while True:
             result = self._pop_now(group, config, topic, queues, wanted, invisible_ms, flt, fifo, init_mode)
             remaining = deadline - time.monotonic()
-            if result.messages or not wanted or remaining <= 0:
+            if result.count or not wanted or remaining <= 0:
                 break
             await self._wait(group, self._watched(group, topic, queues, fifo), remaining, fifo)
-        if result.messages:
-            control.took(group, len(result.messages))
+        if result.count:
+            control.took(group, result.count)
             for put in result._puts:  # SYNC_FLUSH: the checkpoints are on disk before the messages go
                 if await put.durable() is not PutStatus.PUT_OK:
                     log.warning("pop checkpoint of group %s not flushed in time", group)
@@ -253,7 +277,7 @@ class PopService:
         if fifo:
             result.order_counts = []
             for queue_id in queues:
-                if len(result.messages) >= wanted:
+                if result.count >= wanted:
                     break
                 self._pop_fifo_queue(result, group, config, topic, queue_id, wanted, flt, init_mode)
             return result
@@ -266,7 +290,7 @@ class PopService:
             else ((topic, queues), (retry, retry_queues))
         ):
             for queue_id in source_queues:
-                if len(result.messages) >= wanted:
+                if result.count >= wanted:
                     return result
                 self._pop_queue(result, group, source, queue_id, wanted, flt, init_mode, topic, order=False)
         return result
@@ -288,7 +312,7 @@ class PopService:
         """Pop from one queue at the group's offset: one checkpoint for what is found."""
         store = self.store
         offset = self._offset(group, topic, queue_id, init_mode)
-        count = wanted - len(result.messages)
+        count = wanted - result.count
         found = store.get_messages(topic, queue_id, offset, count, self.max_transfer_bytes, flt.tag_codes)
         if found.status in _MOVED:  # the offset fell out of the queue's range: go on from where it is
             offset = found.next_begin_offset
@@ -301,10 +325,8 @@ class PopService:
             if found.next_begin_offset > offset:  # filtered out or removed: skipped for good
                 self.offsets.commit(group, topic, queue_id, found.next_begin_offset)
             return
-        records = _split(found)
-        offsets = [queue_offset_of(r) for r in records]
         if self._hand_out(
-            result, group, topic, queue_id, records, offsets, original, order=order, reconsume=reconsume
+            result, group, topic, queue_id, found.buffers, original, order=order, reconsume=reconsume
         ):
             self.offsets.commit(group, topic, queue_id, found.next_begin_offset)
 
@@ -314,21 +336,30 @@ class PopService:
         group: str,
         topic: str,
         queue_id: int,
-        records: list[memoryview],
-        offsets: list[int],
+        buffers: list[memoryview],
         original: str,
         *,
         order: bool,
         reconsume: int,
         stamp_reconsume: bool = False,
     ) -> bool:
-        """Write the checkpoint of `records` (popped from one queue) and add them to the result;
-        False if the checkpoint could not be stored (then nothing is handed out)."""
-        start = offsets[0]
+        """Stamp the records in `buffers` (popped from one queue), write their checkpoint and add
+        them to the result; False if the checkpoint could not be stored (nothing is handed out)."""
+        start = queue_offset_of(buffers[0])
         revive_queue = (
-            _fifo_revive_queue(group, topic, queue_id, self.log.queue_num) if order else (result.revive_qid)
+            _fifo_revive_queue(group, topic, queue_id, self.log.queue_num) if order else result.revive_qid
         )
         pop_time = self._free_pop_time(group, topic, queue_id, start, result.pop_time)
+        prefix = (
+            f"{start} {pop_time} {result.invisible_time} {result.revive_qid} {topic_type(topic)} "
+            f"{self.broker_name} {queue_id} "
+        )
+        chunk, offsets = stamp_batch(
+            buffers,
+            prefix.encode(),
+            original.encode() if topic != original else None,
+            reconsume if stamp_reconsume else None,
+        )
         ck = CheckpointRecord(
             group,
             topic,
@@ -343,22 +374,14 @@ class PopService:
         )
         put = self.log.append(revive_queue, ck)
         if put.status is not PutStatus.PUT_OK:
-            if not result.messages:
+            if not result.count:
                 raise PopError(ResponseCode.SYSTEM_ERROR, f"pop checkpoint not stored: {put.status.name}")
             return False  # what was found so far goes out; these stay where they are
         result._puts.append(put)
         self.table.add(OpenCheckpoint(ck, revive_queue, put.queue_offset))
-        prefix = (
-            f"{start} {pop_time} {result.invisible_time} {result.revive_qid} {topic_type(topic)} "
-            f"{self.broker_name} {queue_id} "
-        )
-        shown = original.encode() if topic != original else None
-        times = reconsume if stamp_reconsume else None
-        messages, handles = result.messages, result.handles
-        for record, offset in zip(records, offsets, strict=True):
-            handle = prefix + str(offset)
-            messages.append(stamp_record(record, handle, topic=shown, reconsume_times=times))
-            handles.append(handle)
+        result.chunks.append(chunk)
+        result.count += len(offsets)
+        result._prefixes.append(prefix)
         result.start_offsets.append((topic, queue_id, start))
         result.msg_offsets.append((topic, queue_id, offsets))
         if result.order_counts is not None:
@@ -388,11 +411,17 @@ class PopService:
             ]
             # the new delivery (or the dead letters) is stored before the old checkpoints close
             if records and times <= config.retry_max_times:
-                offsets = [queue_offset_of(r) for r in records]
                 delivered = self._hand_out(
-                    result, group, topic, queue_id, records, offsets, topic, order=True, reconsume=times,
+                    result,
+                    group,
+                    topic,
+                    queue_id,
+                    records,
+                    topic,
+                    order=True,
+                    reconsume=times,
                     stamp_reconsume=True,
-                )  # fmt: skip
+                )
                 if delivered:
                     for ck in open_cks:
                         self._settle(ck, ck.pending, revived=True)
@@ -710,15 +739,3 @@ def _rotation(n: int) -> list[int]:
 
 def _fifo_revive_queue(group: str, topic: str, queue_id: int, queue_num: int) -> int:
     return zlib.crc32(f"{group}@{topic}@{queue_id}".encode()) % queue_num
-
-
-def _split(found: GetResult) -> list[memoryview]:
-    """The records of a get result, one slice each."""
-    out = []
-    for run in found.buffers:
-        pos, end = 0, len(run)
-        while pos < end:
-            size = _SIZE.unpack_from(run, pos)[0]
-            out.append(run[pos : pos + size])
-            pos += size
-    return out

@@ -70,9 +70,7 @@ class PopProcessor:
             return request.make_response(
                 ResponseCode.POLLING_TIMEOUT, "NO_MESSAGE_IN_QUEUE", header.to_ext_fields()
             )
-        return request.make_response(
-            ResponseCode.SUCCESS, "FOUND", header.to_ext_fields(), b"".join(result.messages)
-        )
+        return request.make_response(ResponseCode.SUCCESS, "FOUND", header.to_ext_fields(), result.body)
 
     async def ack_message(self, conn: Connection, request: RemotingCommand) -> RemotingCommand:
         h = AckMessageRequestHeader.from_ext_fields(request.ext_fields)
