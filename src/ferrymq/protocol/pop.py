@@ -401,5 +401,14 @@ def py_stamp_batch(
     return b"".join(parts), offsets
 
 
+def _c_stamp_batch(
+    buffers: list, prefix: bytes, topic: bytes | None = None, reconsume_times: int | None = None
+) -> tuple[bytes, list[int]]:
+    try:
+        return _pop_c.stamp_batch(buffers, prefix, topic, reconsume_times is not None, reconsume_times or 0)
+    except ValueError as e:
+        raise ProtocolError(str(e)) from None
+
+
 _pop_c = load("pop")
-stamp_batch = py_stamp_batch if _pop_c is None else _pop_c.stamp_batch
+stamp_batch = py_stamp_batch if _pop_c is None else _c_stamp_batch
