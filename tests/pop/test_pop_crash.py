@@ -35,6 +35,7 @@ class Harness:
         self.addr = addr
         self.acked_at: dict[str, float] = {}  # message id -> when the broker confirmed its ack
         self.violations: list[str] = []
+        self.deliveries: dict[str, int] = {}
 
     async def call(self, code: int, ext: dict, body: bytes = b"", timeout: float = 5.0) -> RemotingCommand:
         request = RemotingCommand(code, ext_fields={k: str(v) for k, v in ext.items()}, body=body)
@@ -63,6 +64,7 @@ class Harness:
                 continue
             for m in decode_records(response.body):
                 msg_id = m.keys[0]
+                self.deliveries[msg_id] = self.deliveries.get(msg_id, 0) + 1
                 if msg_id in self.acked_at and self.acked_at[msg_id] < sent_at:
                     self.violations.append(f"{msg_id} delivered again after its ack was confirmed")
                 if rnd.random() < ack_ratio:
@@ -133,11 +135,13 @@ async def test_acks_hold_and_nothing_is_lost_across_sigkills(tmp_path):
                 "properties": encode_properties({"KEYS": f"id{i}"}),
             }
             assert (await harness.call(Req.SEND_MESSAGE, ext, f"body{i}".encode())).code == Res.SUCCESS
+        acked_before_kills = 0
         for _ in range(ROUNDS):
             since = len(proc.log_text())
             consumer = asyncio.create_task(harness.consume(rnd, ack_ratio=0.7))
             await asyncio.sleep(rnd.uniform(0.2, 1.5))
             proc.kill()
+            acked_before_kills = len(harness.acked_at)
             consumer.cancel()
             await asyncio.gather(consumer, return_exceptions=True)
             proc.start()
@@ -151,6 +155,8 @@ async def test_acks_hold_and_nothing_is_lost_across_sigkills(tmp_path):
         missing = sorted(set(f"id{i}" for i in range(MESSAGES)) - set(harness.acked_at))
         assert not missing, f"{len(missing)} messages never came back to be acked, e.g. {missing[:5]}"
         assert not harness.violations, harness.violations[:5]
+        assert acked_before_kills > 0, "the kills came before any ack: the rounds tested nothing"
+        assert max(harness.deliveries.values()) >= 2, "nothing was delivered again: un-acked ones must be"
     finally:
         await client.close()
         proc.stop()
