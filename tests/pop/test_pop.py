@@ -245,3 +245,20 @@ async def test_fifo_dead_letters_after_max_attempts_and_the_queue_goes_on(cluste
     assert [m.body for m in messages] == [b"next"]  # poison went to the DLQ, order goes on
     _, dead = await pop(cluster, "reader", "%DLQ%F", invisible_ms=60_000)
     assert [(m.body, m.reconsume_times) for m in dead] == [(b"poison", 2)]
+
+
+async def test_a_promoted_replica_rebuilds_the_pop_state_from_the_revive_topic(cluster):
+    await create_topic(cluster, "T")
+    await send(cluster, "T", b"m")
+    await cluster.settled()
+    _, [message] = await pop(cluster, "G", "T", invisible_ms=60_000)
+    service = cluster.broker.pop
+    cluster.broker.store.replica = True  # as a slave: it copies the revive topic, keeps no state
+    await asyncio.sleep(0.2)
+    service.table.clear()
+    cluster.broker.store.replica = False  # promoted
+    for _ in range(100):
+        if len(service.table):
+            break
+        await asyncio.sleep(0.02)
+    assert (await ack(cluster, "G", "T", message)).code == Res.SUCCESS
