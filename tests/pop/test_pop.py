@@ -262,3 +262,8 @@ async def test_a_promoted_replica_rebuilds_the_pop_state_from_the_revive_topic(c
             break
         await asyncio.sleep(0.02)
     assert (await ack(cluster, "G", "T", message)).code == Res.SUCCESS
+
+
+async def test_pop_rollback_export_is_a_no_op(cluster):
+    response = await cluster.call(Req.POP_ROLLBACK)
+    assert response.code == Res.SUCCESS and "CommitLog" in response.remark

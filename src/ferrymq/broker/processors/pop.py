@@ -36,6 +36,7 @@ class PopProcessor:
         server.register(RequestCode.BATCH_ACK_MESSAGE, self.batch_ack_message)
         server.register(RequestCode.CHANGE_MESSAGE_INVISIBLETIME, self.change_invisible_time)
         server.register(RequestCode.NOTIFICATION, self.notification)
+        server.register(RequestCode.POP_ROLLBACK, self.export_pop_records)
 
     async def pop_message(self, conn: Connection, request: RemotingCommand) -> RemotingCommand:
         h = PopMessageRequestHeader.from_ext_fields(request.ext_fields)
@@ -133,6 +134,11 @@ class PopProcessor:
             pop_time=new.pop_time, invisible_time=new.invisible_time, revive_qid=new.revive_qid
         )
         return ok(request, header)
+
+    async def export_pop_records(self, conn: Connection, request: RemotingCommand) -> RemotingCommand:
+        """POP_ROLLBACK is RocketMQ's admin "exportPopRecord": move pop state from its RocksDB store
+        back to the file store. Ours is always in the CommitLog (the revive topic): nothing to do."""
+        return request.make_response(ResponseCode.SUCCESS, "pop records are kept in the CommitLog already")
 
     async def notification(self, conn: Connection, request: RemotingCommand) -> RemotingCommand:
         h = NotificationRequestHeader.from_ext_fields(request.ext_fields)
