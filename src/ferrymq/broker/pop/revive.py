@@ -122,6 +122,7 @@ class ReviveService:
         self._wake = wake
         self.progress_path = progress_path
         self._woken: set[tuple[int, str, int]] = set()
+        self._saved: dict[int, int] | None = None  # the progress last written
         self.revived = 0  # messages stored again (retry topic or DLQ), for runtime info and tests
 
     # ------------------------------------------------------------ recovery
@@ -158,7 +159,9 @@ class ReviveService:
             low = self.table.low_water(queue)
             table[queue] = self.store.get_max_offset(topic, queue) if low is None else low
         self.offsets.persist()
-        save_json(self.progress_path, ReviveProgress(offset_table=table))
+        if table != self._saved:
+            save_json(self.progress_path, ReviveProgress(offset_table=table))
+            self._saved = table
 
     # ------------------------------------------------------------ the loop
 
