@@ -45,7 +45,8 @@ async def test_unacked_message_comes_back_with_attempt_raised(cluster):
     assert again.body == b"again" and again.topic == "T" and again.reconsume_times == 1
     assert again.properties.get("KEYS") == "k1" and again.properties["UNIQ_KEY"] == "U1"
     assert handle(again).split(" ")[4] == "1"  # from the pop retry topic
-    assert (await ack(cluster, "G", "T", again)).code == Res.SUCCESS
+    # RocketMQ's proxy and clients name the real topic of a retried message in ACK_MESSAGE
+    assert (await ack(cluster, "G", "%RETRY%G_T", again)).code == Res.SUCCESS
     assert (await ack(cluster, "G", "T", first)).code == Res.NO_MESSAGE  # its checkpoint was revived
 
 

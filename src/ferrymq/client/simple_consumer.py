@@ -24,7 +24,7 @@ from ferrymq.protocol.bodies import ConsumerData
 from ferrymq.protocol.codes import RequestCode, ResponseCode
 from ferrymq.protocol.errors import ProtocolError
 from ferrymq.protocol.message import COMPRESSED_FLAG, decode_records
-from ferrymq.protocol.pop import INIT_MODE_MAX, POP_CK, ReceiptHandle
+from ferrymq.protocol.pop import INIT_MODE_MAX, POP_CK, ReceiptHandle, real_topic
 from ferrymq.protocol.remoting import RemotingCommand
 
 _NOT_FOUND = (ResponseCode.POLLING_TIMEOUT, ResponseCode.PULL_NOT_FOUND, ResponseCode.POLLING_FULL)
@@ -175,7 +175,8 @@ class SimpleConsumer:
         (it was redelivered meanwhile, or its invisible time was changed: use the newer handle)."""
         handle = _parse(message.receipt_handle)
         ext = {
-            "consumerGroup": self.group, "topic": message.topic, "queueId": str(handle.queue_id),
+            "consumerGroup": self.group, "topic": _real_topic(handle, message, self.group),
+            "queueId": str(handle.queue_id),
             "extraInfo": message.receipt_handle, "offset": str(handle.offset),
         }  # fmt: skip
         response = await self._call(message, handle, RequestCode.ACK_MESSAGE, ext)
@@ -186,7 +187,8 @@ class SimpleConsumer:
         """Keep the message invisible for `duration` s from now; sets and returns its new handle."""
         handle = _parse(message.receipt_handle)
         ext = {
-            "consumerGroup": self.group, "topic": message.topic, "queueId": str(handle.queue_id),
+            "consumerGroup": self.group, "topic": _real_topic(handle, message, self.group),
+            "queueId": str(handle.queue_id),
             "extraInfo": message.receipt_handle, "offset": str(handle.offset),
             "invisibleTime": str(int(duration * 1000)),
         }  # fmt: skip
@@ -214,6 +216,11 @@ class SimpleConsumer:
             return await self.instance.invoke(addr, RemotingCommand(code, ext_fields=ext))
         except RemotingError as e:
             raise ClientError(f"request to {addr} failed: {e}") from e
+
+
+def _real_topic(handle: ReceiptHandle, message: ReceivedMessage, group: str) -> str:
+    """Acks name the topic the handle's offset is in (a retry topic as such), as RocketMQ's clients do."""
+    return real_topic(handle.kind, message.topic, group)
 
 
 def _parse(text: str) -> ReceiptHandle:

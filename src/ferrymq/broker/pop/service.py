@@ -563,10 +563,7 @@ class PopService:
         """Acknowledge offsets of one checkpoint (BATCH_ACK_MESSAGE's form: what the handles of one
         pop share, and the offsets); returns the offsets refused as not current."""
         self._check(group, topic, queue_id, own=False)
-        try:
-            actual = real_topic(kind, topic, group)
-        except ProtocolError as e:
-            raise PopError(ResponseCode.INVALID_PARAMETER, str(e)) from None
+        actual = _actual_topic(kind, topic, group)
         ck = self.table.get((group, actual, queue_id, start_offset, pop_time))
         if ck is None:
             return list(offsets)
@@ -691,10 +688,7 @@ class PopService:
                 f"receipt handle of broker {handle.broker_name}, this is {self.broker_name}",
             )
         self._check(group, topic, handle.queue_id, own=False)
-        try:
-            actual = real_topic(handle.kind, topic, group)
-        except ProtocolError as e:
-            raise PopError(ResponseCode.INVALID_PARAMETER, str(e)) from None
+        actual = _actual_topic(handle.kind, topic, group)
         ck = self.table.get((group, actual, handle.queue_id, handle.start_offset, handle.pop_time))
         index = -1 if ck is None else ck.index_of(handle.offset)
         if ck is None or index < 0 or not ck.pending >> index & 1:
@@ -729,6 +723,18 @@ class PopService:
 
     def runtime_info(self) -> dict[str, str]:
         return {"popCheckpointsOpen": str(len(self.table)), "popRevived": str(self.revive.revived)}
+
+
+def _actual_topic(kind: str, topic: str, group: str) -> str:
+    """The topic an ack's offsets belong to. RocketMQ's clients and proxy name it in ACK and
+    CHANGE_MESSAGE_INVISIBLETIME (a retry topic as such); BATCH_ACK and our SDK give the original
+    topic and the handle's topic type."""
+    if topic.startswith(RETRY_PREFIX):
+        return topic
+    try:
+        return real_topic(kind, topic, group)
+    except ProtocolError as e:
+        raise PopError(ResponseCode.INVALID_PARAMETER, str(e)) from None
 
 
 def _rotation(n: int) -> list[int]:
