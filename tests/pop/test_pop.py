@@ -268,3 +268,20 @@ async def test_a_promoted_replica_rebuilds_the_pop_state_from_the_revive_topic(c
 async def test_pop_rollback_export_is_a_no_op(cluster):
     response = await cluster.call(Req.POP_ROLLBACK)
     assert response.code == Res.SUCCESS and "CommitLog" in response.remark
+
+
+async def test_a_fifo_long_poll_is_woken_by_the_ack_that_frees_the_queue(cluster):
+    await create_topic(cluster, "T")
+    await create_group(cluster, "F", consume_message_orderly=True)
+    for body in (b"first", b"second"):
+        await send(cluster, "T", body)
+    await cluster.settled()
+    _, [first] = await pop(cluster, "F", "T", n=1, invisible_ms=60_000)
+    waiting = asyncio.create_task(pop(cluster, "F", "T", n=1, poll_ms=10_000))
+    await asyncio.sleep(0.3)
+    assert not waiting.done()  # held: the queue waits for `first`
+    started = time.monotonic()
+    assert (await ack(cluster, "F", "T", first)).code == Res.SUCCESS
+    _, messages = await asyncio.wait_for(waiting, 5)
+    assert [m.body for m in messages] == [b"second"]
+    assert time.monotonic() - started < 3
