@@ -187,12 +187,13 @@ def test_checkpoint_table_settles_and_expires():
     table = CheckpointTable()
     ck = OpenCheckpoint(CheckpointRecord("G", "T", 0, 10, 1000, 500, [0, 1, 5], 0), 0, 0)
     table.add(ck)
+    assert table.low_waters() == {0: 0}
     assert ck.offsets(0b111) == [10, 11, 15] and ck.index_of(15) == 2 and ck.index_of(12) == -1
     assert table.settle(ck.record.key, 0b001) == 0b001
     assert table.settle(ck.record.key, 0b001) == 0  # twice: nothing new
     assert table.due(1499) == [] and table.due(1500) == [ck]
     assert table.settle(ck.record.key, 0b110) == 0b110 and table.get(ck.record.key) is None
-    assert table.low_water(0) is None
+    assert table.low_waters() == {}
 
 
 def _batch_impls():

@@ -154,10 +154,8 @@ class ReviveService:
     def save_progress(self) -> None:
         """Where replay starts next time: computed first, then the offsets it relies on saved."""
         topic = self.log.topic
-        table = {}
-        for queue in range(self.log.queue_num):
-            low = self.table.low_water(queue)
-            table[queue] = self.store.get_max_offset(topic, queue) if low is None else low
+        low = self.table.low_waters()
+        table = {q: low.get(q, self.store.get_max_offset(topic, q)) for q in range(self.log.queue_num)}
         self.offsets.persist()
         if table != self._saved:
             save_json(self.progress_path, ReviveProgress(offset_table=table))

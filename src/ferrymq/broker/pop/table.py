@@ -122,14 +122,11 @@ class CheckpointTable:
             out.append((max(self._open[k].deadline for k in keys), topic, queue_id))
         return out
 
-    def low_water(self, revive_queue: int) -> int | None:
-        """The earliest checkpoint record still open in a revive queue (replay starts there)."""
-        offsets = [ck.revive_offset for ck in self._open.values() if ck.revive_queue == revive_queue]
-        return min(offsets) if offsets else None
-
-    def inflight(self, group: str, topic: str) -> int:
-        return sum(
-            bin(ck.pending).count("1")
-            for key, ck in self._open.items()
-            if key[0] == group and (key[1] == topic)
-        )
+    def low_waters(self) -> dict[int, int]:
+        """Per revive queue, the earliest checkpoint record still open there (replay starts there)."""
+        low: dict[int, int] = {}
+        for ck in self._open.values():
+            queue = ck.revive_queue
+            if ck.revive_offset < low.get(queue, ck.revive_offset + 1):
+                low[queue] = ck.revive_offset
+        return low
