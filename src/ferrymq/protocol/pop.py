@@ -113,17 +113,6 @@ def _integer(value: str, text: str) -> int:
 # --- bitmaps: which offsets of a checkpoint are meant ----------------------------------------------
 
 
-def bitmap_of(offsets: list[int], base: list[int]) -> int:
-    """Bit i set for each offset that is `base[i]` (a checkpoint's message offsets)."""
-    index = {o: i for i, o in enumerate(base)}
-    bits = 0
-    for offset in offsets:
-        i = index.get(offset)
-        if i is not None:
-            bits |= 1 << i
-    return bits
-
-
 def bits_of(bitmap: int) -> list[int]:
     """The indexes of the set bits, lowest first."""
     out = []
