@@ -307,7 +307,6 @@ class PopService:
         original: str,
         *,
         order: bool,
-        reconsume: int = 0,
     ) -> None:
         """Pop from one queue at the group's offset: one checkpoint for what is found."""
         store = self.store
@@ -326,7 +325,7 @@ class PopService:
                 self.offsets.commit(group, topic, queue_id, found.next_begin_offset)
             return
         if self._hand_out(
-            result, group, topic, queue_id, found.buffers, original, order=order, reconsume=reconsume
+            result, group, topic, queue_id, found.buffers, original, order=order, reconsume=0
         ):
             self.offsets.commit(group, topic, queue_id, found.next_begin_offset)
 
