@@ -285,3 +285,14 @@ async def test_a_fifo_long_poll_is_woken_by_the_ack_that_frees_the_queue(cluster
     _, messages = await asyncio.wait_for(waiting, 5)
     assert [m.body for m in messages] == [b"second"]
     assert time.monotonic() - started < 3
+
+
+async def test_a_held_pop_is_answered_when_the_broker_stops(cluster):
+    await create_topic(cluster, "T")
+    waiting = asyncio.create_task(pop(cluster, "G", "T", poll_ms=20_000))
+    await asyncio.sleep(0.3)
+    started = time.monotonic()
+    await cluster.broker.stop()
+    response, messages = await asyncio.wait_for(waiting, 5)
+    assert response.code == Res.POLLING_TIMEOUT and messages == []
+    assert time.monotonic() - started < 2.5  # not the 3 s grace, let alone the 20 s poll

@@ -186,6 +186,7 @@ class PopService:
         )
         self._tasks = BackgroundTasks("pop service")
         self._next_revive_queue = 0
+        self._closing = False
 
     # ------------------------------------------------------------ life cycle
 
@@ -200,6 +201,9 @@ class PopService:
         self._tasks.spawn(self._save_progress_regularly(), name="pop revive progress")
 
     async def close(self) -> None:
+        """Stop reviving and answer held pops now (acks still work until the store closes)."""
+        self._closing = True
+        self.hold.wake_all()
         await self._tasks.close()
         self.revive.save_progress()
 
@@ -240,7 +244,7 @@ class PopService:
         except FilterError as e:
             raise PopError(e.code, str(e)) from None
         fifo = bool(order or config.consume_message_orderly)
-        poll = min(max(poll_ms, 0), MAX_POLL_MS) / 1000
+        poll = 0 if self._closing else min(max(poll_ms, 0), MAX_POLL_MS) / 1000
         deadline = time.monotonic() + poll
         queues = [queue_id] if queue_id >= 0 else _rotation(read_queues)
         control = self.consumption
@@ -250,7 +254,7 @@ class PopService:
         while True:
             result = self._pop_now(group, config, topic, queues, wanted, invisible_ms, flt, fifo, init_mode)
             remaining = deadline - time.monotonic()
-            if result.count or not wanted or remaining <= 0:
+            if result.count or not wanted or remaining <= 0 or self._closing:
                 break
             await self._wait(group, self._watched(group, topic, queues, fifo), remaining, fifo)
         if result.count:
@@ -515,7 +519,7 @@ class PopService:
             if any(self.has_backlog(group, t, q, fifo) for t, q in watched):
                 return True
             remaining = deadline - time.monotonic()
-            if remaining <= 0:
+            if remaining <= 0 or self._closing:
                 return False
             await self._wait(group, watched, remaining, fifo)
 
