@@ -6,6 +6,9 @@ import asyncio
 import base64
 import time
 
+import pytest
+
+from ferrymq.broker.pop import PopError
 from ferrymq.protocol.codes import RequestCode as Req
 from ferrymq.protocol.codes import ResponseCode as Res
 from ferrymq.protocol.message import decode_records
@@ -296,3 +299,20 @@ async def test_a_held_pop_is_answered_when_the_broker_stops(cluster):
     response, messages = await asyncio.wait_for(waiting, 5)
     assert response.code == Res.POLLING_TIMEOUT and messages == []
     assert time.monotonic() - started < 2.5  # not the 3 s grace, let alone the 20 s poll
+
+
+async def test_dead_letter_by_handle_moves_the_message_and_settles_it(cluster):
+    await create_topic(cluster, "T")
+    await create_group(cluster, "F", consume_message_orderly=True)
+    for body in (b"give up", b"after"):
+        await send(cluster, "T", body)
+    await cluster.settled()
+    service = cluster.broker.pop
+    first = await service.pop("F", "T", -1, 1, 60_000)
+    await service.dead_letter("F", "T", first.handles[0])
+    with pytest.raises(PopError):
+        await service.ack("F", "T", first.handles[0])  # settled
+    after = await service.pop("F", "T", -1, 1, 60_000)  # the FIFO queue goes on at once
+    assert [m.body for m in decode_records(after.body)] == [b"after"]
+    _, dead = await pop(cluster, "reader", "%DLQ%F", invisible_ms=60_000)
+    assert [m.body for m in dead] == [b"give up"]

@@ -328,9 +328,7 @@ class PopService:
             if found.next_begin_offset > offset:  # filtered out or removed: skipped for good
                 self.offsets.commit(group, topic, queue_id, found.next_begin_offset)
             return
-        if self._hand_out(
-            result, group, topic, queue_id, found.buffers, original, order=order, reconsume=0
-        ):
+        if self._hand_out(result, group, topic, queue_id, found.buffers, original, order=order, reconsume=0):
             self.offsets.commit(group, topic, queue_id, found.next_begin_offset)
 
     def _hand_out(
@@ -642,6 +640,21 @@ class PopService:
             old.queue_id,
             offset,
         )
+
+    async def dead_letter(self, group: str, topic: str, handle: str | ReceiptHandle) -> None:
+        """Move a popped message to %DLQ%<group> now and settle its handle (gRPC's
+        ForwardMessageToDeadLetterQueue: a FIFO consumer giving up on a message)."""
+        ck, index = self._locate(group, topic, handle)
+        record = ck.record
+        message = read_message(self.store, record.topic, record.queue_id,
+                               record.start_offset + record.offsets[index])  # fmt: skip
+        if message is not None:
+            times = record.reconsume if record.order else reconsume_times_of(message)
+            put = self._dead_letter(group, message, times)
+            if await put.durable() is not PutStatus.PUT_OK:
+                raise PopError(ResponseCode.SYSTEM_ERROR, f"dead letter not stored: {put.status.name}")
+        if ck.pending >> index & 1:  # (an ack may have come meanwhile)
+            await self._settle_acks([(ck, 1 << index)])
 
     async def nack(self, group: str, topic: str, handle: str | ReceiptHandle) -> ReceiptHandle:
         """Give a message back: visible again after the group's retry-policy delay for its attempt."""
