@@ -68,7 +68,7 @@ log = logging.getLogger(__name__)
 
 MAX_POP_BATCH = 32  # RocketMQ refuses larger pops
 MAX_POLL_MS = 30_000
-MAX_INVISIBLE_MS = 7 * 24 * 3600 * 1000
+MAX_INVISIBLE_MS = 12 * 3600 * 1000  # RocketMQ proxy's maxInvisibleTimeMills; well inside retention
 POP_FROM_RETRY_PROBABILITY = 0.2  # RocketMQ's popFromRetryProbability (20 %)
 _SIZE = struct.Struct(">i")
 _MOVED = (GetStatus.OFFSET_TOO_SMALL, GetStatus.OFFSET_OVERFLOW_BADLY)
