@@ -15,10 +15,12 @@ from ferrymq.broker.groups import SubscriptionGroupManager
 from ferrymq.broker.locks import RebalanceLockManager
 from ferrymq.broker.long_polling import PullHoldService
 from ferrymq.broker.offsets import ConsumerOffsetManager
+from ferrymq.broker.pop import PopService
 from ferrymq.broker.processors.admin import AdminProcessor
 from ferrymq.broker.processors.clients import ClientProcessor, notify_ids_changed
 from ferrymq.broker.processors.consumers import ConsumerAdminProcessor
 from ferrymq.broker.processors.offsets import OffsetProcessor
+from ferrymq.broker.processors.pop import PopProcessor
 from ferrymq.broker.processors.pull import PullProcessor
 from ferrymq.broker.processors.send import SendProcessor
 from ferrymq.broker.processors.send_back import SendBackProcessor
@@ -150,6 +152,14 @@ class Broker:
                 )
             elif config.ha_master_address:
                 self.master_ha_addr_learned(config.ha_master_address)
+        self.pop = PopService(
+            store=self.store, topics=self.topics, groups=self.groups, offsets=self.offsets, hold=self.hold,
+            filters=self.filters, consumption=self.consumption, broker_name=config.broker_name,
+            cluster_name=config.broker_cluster_name, config_dir=config_dir, written=self.written,
+            topic_created=self.schedule_registration,
+        )  # fmt: skip
+        await self.pop.start()
+        PopProcessor(self.pop, config.broker_permission).register(self.server)
         await self.server.start()
         if config.enable_controller_mode and config.controller_addr:  # without: roles come by change_role
             self.replicas = ReplicasManager(
@@ -219,6 +229,7 @@ class Broker:
             await self.ha_client.stop()
         await self.ha.stop()
         await self.registrar.unregister_all()
+        await self.pop.close()
         self.hold.wake_all()
         self.consumption.close()
         await self.server.stop(grace=3.0)
@@ -396,4 +407,5 @@ class Broker:
             "haServerAddr": self.config.ha_addr,
             **self.scheduler.runtime_info(),
             **self.transactions.stats(),
+            **self.pop.runtime_info(),
         }

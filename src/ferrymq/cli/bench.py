@@ -187,6 +187,44 @@ def bench_consume(namesrv, count, body_size, save) -> None:
     )
 
 
+@bench.command("pop")
+@_namesrv
+@click.option("--count", default=200_000, show_default=True)
+@_body
+@click.option("--inflight", default=2, show_default=True, help="Pops (pulls) in flight at once.")
+@_save_opt
+def bench_pop(namesrv, count, body_size, inflight, save) -> None:
+    """One pop consumer (batches of 32, one batch ack each), then a pull consumer, on the same
+    messages: msg/s and the broker's CPU per message of each."""
+    from ferrymq.bench.pop import pop_vs_pull
+
+    params = {"namesrv": namesrv, "count": count, "body_size": body_size, "inflight": inflight}
+    _client_bench(
+        "pop",
+        lambda ns, progress, meter: pop_vs_pull(ns, count, body_size, inflight, progress, meter),
+        save,
+        params,
+    )
+
+
+@bench.command("pop-redelivery")
+@_namesrv
+@click.option("--count", default=10_000, show_default=True)
+@click.option("--invisible-ms", default=3000, show_default=True, help="Invisible time of the pops.")
+@_save_opt
+def bench_pop_redelivery(namesrv, count, invisible_ms, save) -> None:
+    """Pop COUNT messages without acking; how late each reappears after its invisible time (p50/p99)."""
+    from ferrymq.bench.pop import redelivery
+
+    params = {"namesrv": namesrv, "count": count, "invisible_ms": invisible_ms}
+    _client_bench(
+        "pop-redelivery",
+        lambda ns, progress, meter: redelivery(ns, count, invisible_ms, progress, meter),
+        save,
+        params,
+    )
+
+
 @bench.command("e2e")
 @_namesrv
 @click.option("--rate", default=5000, show_default=True, help="Messages per second.")

@@ -8,6 +8,7 @@ from ferrymq.client.pull import PullResult, PullStatus
 from ferrymq.client.pull_consumer import PullConsumer
 from ferrymq.client.push_consumer import ConsumeResult, PushConsumer
 from ferrymq.client.selector import MessageSelector
+from ferrymq.client.simple_consumer import ReceivedMessage, SimpleConsumer
 from ferrymq.client.transaction import LocalTransactionState, TransactionProducer, TransactionSendResult
 
 __all__ = [
@@ -26,9 +27,11 @@ __all__ = [
     "PullStatus",
     "PushConsumer",
     "QueueProgress",
+    "ReceivedMessage",
     "SendError",
     "SendResult",
     "SendStatus",
+    "SimpleConsumer",
     "TransactionProducer",
     "TransactionSendResult",
     "hash_selector",

@@ -1,7 +1,7 @@
 """The SDK for scripts without asyncio: the same classes and names, every call blocking.
 
 One event loop runs in a daemon thread for the whole process; each object lives on it and each
-call waits for its result: `from ferrymq.client.sync import Producer, PushConsumer, TransactionProducer`.
+call waits for its result: `from ferrymq.client.sync import Producer, PushConsumer, SimpleConsumer`.
 Push listeners that are plain functions run in worker threads, so they may block.
 """
 
@@ -16,6 +16,7 @@ from ferrymq.client import message as _message
 from ferrymq.client import producer as _producer
 from ferrymq.client import pull_consumer as _pull_consumer
 from ferrymq.client import push_consumer as _push_consumer
+from ferrymq.client import simple_consumer as _simple_consumer
 from ferrymq.client import transaction as _transaction
 
 Message = _message.Message
@@ -92,3 +93,10 @@ class PullConsumer(_Blocking):
 
 class PushConsumer(_Blocking):
     _cls = _push_consumer.PushConsumer
+
+
+class SimpleConsumer(_Blocking):
+    _cls = _simple_consumer.SimpleConsumer
+
+    def __exit__(self, *exc) -> None:
+        self.close()

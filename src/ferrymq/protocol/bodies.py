@@ -255,6 +255,30 @@ class TopicList(Body):
     broker_addr: str | None = None
 
 
+class ExponentialRetryPolicy(Body):
+    initial: int = 5_000  # ms
+    max: int = 7_200_000
+    multiplier: int = 2
+
+
+RETRY_LADDER_MS = (
+    1_000, 5_000, 10_000, 30_000, 60_000, 120_000, 180_000, 240_000, 300_000, 360_000,
+    420_000, 480_000, 540_000, 600_000, 1_200_000, 1_800_000, 3_600_000, 7_200_000,
+)  # fmt: skip
+
+
+class CustomizedRetryPolicy(Body):
+    next: list[int] = msgspec.field(default_factory=lambda: list(RETRY_LADDER_MS))
+
+
+class GroupRetryPolicy(Body):
+    """RocketMQ 5's groupRetryPolicy: how long a nacked pop message stays invisible (ms)."""
+
+    type: str = "CUSTOMIZED"  # or "EXPONENTIAL"
+    exponential_retry_policy: ExponentialRetryPolicy | None = None
+    customized_retry_policy: CustomizedRetryPolicy | None = None
+
+
 class SubscriptionGroupConfig(Body):
     """UPDATE_AND_CREATE_SUBSCRIPTIONGROUP's body and the broker's subscriptionGroup.json entries."""
 
@@ -269,6 +293,7 @@ class SubscriptionGroupConfig(Body):
     which_broker_when_consume_slowly: int = 1
     notify_consumer_ids_changed_enable: bool = True
     attributes: dict[str, str] = {}  # RocketMQ 5.x group attributes; ferrymq keeps consumption control here
+    group_retry_policy: GroupRetryPolicy = msgspec.field(default_factory=GroupRetryPolicy)
 
 
 # Group attributes through which ferrymq brokers control consumption (ferrymq.broker.consumption).

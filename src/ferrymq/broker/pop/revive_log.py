@@ -1,0 +1,49 @@
+"""Writing and replaying the revive topic's records (checkpoints and acks)."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Iterator
+
+from ferrymq.broker.pop import records
+from ferrymq.broker.pop.records import AckRecord, CheckpointRecord
+from ferrymq.protocol.errors import ProtocolError
+from ferrymq.protocol.message import decode_records
+from ferrymq.store import MessageStore, PutResult, PutStatus
+
+log = logging.getLogger(__name__)
+
+_TAG_PROPS = {records.CK_TAG: b"TAGS\x01ck\x02", records.ACK_TAG: b"TAGS\x01ack\x02"}
+
+
+class ReviveLog:
+    def __init__(self, store: MessageStore, topic: str, queue_num: int, written: Callable[[], None]) -> None:
+        self.store = store
+        self.topic = topic
+        self.queue_num = queue_num
+        self._written = written
+
+    def append(self, queue: int, record: CheckpointRecord | AckRecord) -> PutResult:
+        tag = records.CK_TAG if type(record) is CheckpointRecord else records.ACK_TAG
+        result = self.store.put_message(self.topic, queue, records.encode(record), _TAG_PROPS[tag])
+        if result.status is PutStatus.PUT_OK:
+            self._written()
+        return result
+
+    def replay(self, queue: int, offset: int) -> Iterator[tuple[int, CheckpointRecord | AckRecord]]:
+        """(queue offset, record) of every record from `offset` on; unreadable ones are skipped."""
+        store = self.store
+        while True:
+            found = store.get_messages(self.topic, queue, offset, 256, 1 << 20)
+            if not found.message_count:
+                if found.next_begin_offset <= offset:
+                    return
+                offset = found.next_begin_offset
+                continue
+            for buffer in found.buffers:
+                for message in decode_records(buffer):
+                    try:
+                        yield message.queue_offset, records.decode(message.tags or "", message.body)
+                    except ProtocolError as e:
+                        log.error("revive record %s@%d skipped: %s", self.topic, message.queue_offset, e)
+            offset = found.next_begin_offset

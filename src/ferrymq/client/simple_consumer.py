@@ -1,0 +1,230 @@
+"""SimpleConsumer: RocketMQ 5's pop consumption, with the broker keeping the state.
+
+`receive` pops messages from any queue of a subscribed topic (long polling up to `await_duration`);
+each message stays invisible to the group for `invisible_duration` and carries its receipt
+handle. `ack` settles it, `change_invisible_duration` buys more time (and replaces the handle);
+a message neither acked nor extended comes back with `delivery_attempt` raised, and after the
+group's `retry_max_times` goes to its dead-letter queue. No rebalancing, no local offsets: any
+number of SimpleConsumers of a group share its messages.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+import time
+import zlib
+
+from ferrymq.client.instance import ClientError, ClientInstance
+from ferrymq.client.message import MessageExt, MessageQueue
+from ferrymq.client.pull import master_addr
+from ferrymq.client.selector import MessageSelector, check_on_brokers
+from ferrymq.net import RemotingError
+from ferrymq.protocol.bodies import ConsumerData
+from ferrymq.protocol.codes import RequestCode, ResponseCode
+from ferrymq.protocol.errors import ProtocolError
+from ferrymq.protocol.message import COMPRESSED_FLAG, decode_records
+from ferrymq.protocol.pop import INIT_MODE_MAX, POP_CK, ReceiptHandle, real_topic
+from ferrymq.protocol.remoting import RemotingCommand
+
+_NOT_FOUND = (ResponseCode.POLLING_TIMEOUT, ResponseCode.PULL_NOT_FOUND, ResponseCode.POLLING_FULL)
+
+
+class ReceivedMessage:
+    """A popped message: the MessageExt (its attributes read through) plus what acking needs."""
+
+    __slots__ = ("broker_addr", "message", "receipt_handle")
+
+    def __init__(self, message: MessageExt, receipt_handle: str, broker_addr: str) -> None:
+        self.message = message
+        self.receipt_handle = receipt_handle
+        self.broker_addr = broker_addr
+
+    @property
+    def delivery_attempt(self) -> int:
+        """1 the first time, raised by each redelivery (RocketMQ 5: reconsume times + 1)."""
+        return self.message.reconsume_times + 1
+
+    def __getattr__(self, name: str):
+        return getattr(self.message, name)
+
+    def __repr__(self) -> str:
+        return (
+            f"ReceivedMessage({self.message.topic}, attempt={self.delivery_attempt}, {self.receipt_handle!r})"
+        )
+
+
+class SimpleConsumer:
+    def __init__(
+        self,
+        group: str,
+        namesrv_addr: str,
+        *,
+        subscriptions: dict[str, str | MessageSelector] | None = None,
+        await_duration: float = 20.0,
+        instance: ClientInstance | None = None,
+    ) -> None:
+        self.group = group
+        self.instance = instance or ClientInstance(namesrv_addr)
+        self._own_instance = instance is None
+        self.await_duration = await_duration
+        self.subscriptions = {t: MessageSelector.of(e) for t, e in (subscriptions or {}).items()}
+        self._turn = itertools.count()
+
+    async def start(self) -> None:
+        if self._own_instance:
+            await self.instance.start()
+        for topic, selector in self.subscriptions.items():
+            await self._route(topic)
+            await check_on_brokers(self.instance, self.group, topic, selector)
+        self.instance.consumers[self.group] = self._consumer_data
+        await self.instance.heartbeat_all()
+
+    async def close(self) -> None:
+        self.instance.consumers.pop(self.group, None)
+        if self._own_instance:
+            await self.instance.close()
+
+    shutdown = close  # the name the other SDK classes use
+
+    async def __aenter__(self) -> SimpleConsumer:
+        await self.start()
+        return self
+
+    async def __aexit__(self, *exc) -> None:
+        await self.close()
+
+    async def subscribe(self, topic: str, expression: str | MessageSelector = "*") -> None:
+        selector = MessageSelector.of(expression)
+        await self._route(topic)
+        await check_on_brokers(self.instance, self.group, topic, selector)
+        self.subscriptions[topic] = selector
+
+    def unsubscribe(self, topic: str) -> None:
+        self.subscriptions.pop(topic, None)
+
+    def _consumer_data(self) -> ConsumerData:
+        return ConsumerData(
+            group_name=self.group, consume_type="CONSUME_POP", message_model="CLUSTERING",
+            consume_from_where="CONSUME_FROM_LAST_OFFSET",
+            subscription_data_set=[s.subscription(t, 0) for t, s in self.subscriptions.items()],
+        )  # fmt: skip
+
+    async def _route(self, topic: str):
+        """The topic's route; a topic just created reaches the NameServers a moment later."""
+        deadline = time.monotonic() + self.instance.request_timeout
+        while (route := await self.instance.existing_route(topic)) is None:
+            if time.monotonic() > deadline:
+                raise ClientError(f"topic {topic} does not exist: no NameServer has a route for it")
+            await asyncio.sleep(0.05)
+        return route
+
+    async def receive(
+        self, max_messages: int = 16, invisible_duration: float = 30.0
+    ) -> list[ReceivedMessage]:
+        """Up to `max_messages` (1..32) from one broker of a subscribed topic, taken in turn;
+        waits up to `await_duration` s for one to arrive. Each stays invisible to the group for
+        `invisible_duration` s unless acked or extended."""
+        if not self.subscriptions:
+            raise ClientError("no subscription: pass subscriptions= or call subscribe() first")
+        turn = next(self._turn)
+        topics = sorted(self.subscriptions)
+        topic = topics[turn % len(topics)]
+        route = await self._route(topic)
+        brokers = sorted(route.masters.items())
+        if not brokers:
+            raise ClientError(f"topic {topic} has no master broker now")
+        _, addr = brokers[(turn // len(topics)) % len(brokers)]
+        selector = self.subscriptions[topic]
+        poll_ms = int(self.await_duration * 1000)
+        ext = {
+            "consumerGroup": self.group, "topic": topic, "queueId": "-1", "maxMsgNums": str(max_messages),
+            "invisibleTime": str(int(invisible_duration * 1000)), "pollTime": str(poll_ms),
+            "bornTime": str(int(time.time() * 1000)), "initMode": str(INIT_MODE_MAX),
+            "expType": selector.type, "exp": selector.expression,
+        }  # fmt: skip
+        request = RemotingCommand(RequestCode.POP_MESSAGE, ext_fields=ext)
+        try:
+            response = await self.instance.invoke(
+                addr, request, self.instance.request_timeout + poll_ms / 1000
+            )
+        except RemotingError as e:
+            await self.instance.refresh_route(topic)
+            raise ClientError(f"receive from {addr} failed: {e}") from e
+        if response.code in _NOT_FOUND:
+            return []
+        if response.code != ResponseCode.SUCCESS:
+            raise ClientError(f"receive from {addr} refused: {response.remark}")
+        tags = selector.tags()
+        out = []
+        for m in decode_records(response.body):
+            if m.sys_flag & COMPRESSED_FLAG:
+                m.body = zlib.decompress(m.body)
+            handle = m.properties.get(POP_CK)
+            if handle is None:
+                raise ClientError(f"broker {addr} sent a popped message without a receipt handle")
+            received = ReceivedMessage(m, handle, addr)
+            if tags is not None and m.tags not in tags:  # a tag hash collision: settle it here
+                await self.ack(received)
+                continue
+            out.append(received)
+        return out
+
+    async def ack(self, message: ReceivedMessage) -> None:
+        """Settle a received message for good; ClientError if its handle is no longer current
+        (it was redelivered meanwhile, or its invisible time was changed: use the newer handle)."""
+        handle = _parse(message.receipt_handle)
+        ext = {
+            "consumerGroup": self.group, "topic": _real_topic(handle, message, self.group),
+            "queueId": str(handle.queue_id),
+            "extraInfo": message.receipt_handle, "offset": str(handle.offset),
+        }  # fmt: skip
+        response = await self._call(message, handle, RequestCode.ACK_MESSAGE, ext)
+        if response.code != ResponseCode.SUCCESS:
+            raise ClientError(f"ack refused: {response.remark}")
+
+    async def change_invisible_duration(self, message: ReceivedMessage, duration: float) -> str:
+        """Keep the message invisible for `duration` s from now; sets and returns its new handle."""
+        handle = _parse(message.receipt_handle)
+        ext = {
+            "consumerGroup": self.group, "topic": _real_topic(handle, message, self.group),
+            "queueId": str(handle.queue_id),
+            "extraInfo": message.receipt_handle, "offset": str(handle.offset),
+            "invisibleTime": str(int(duration * 1000)),
+        }  # fmt: skip
+        response = await self._call(message, handle, RequestCode.CHANGE_MESSAGE_INVISIBLETIME, ext)
+        if response.code != ResponseCode.SUCCESS:
+            raise ClientError(f"change of invisible duration refused: {response.remark}")
+        h = response.ext_fields
+        new = handle._replace(
+            start_offset=handle.offset, pop_time=int(h["popTime"]), invisible_time=int(h["invisibleTime"]),
+            revive_qid=int(h["reviveQid"]),
+        )  # fmt: skip
+        message.receipt_handle = new.encode()
+        return message.receipt_handle
+
+    async def _call(
+        self, message: ReceivedMessage, handle: ReceiptHandle, code: int, ext: dict
+    ) -> RemotingCommand:
+        """To the master the handle names (it may have moved since the message was received)."""
+        mq = MessageQueue(topic=message.topic, broker_name=handle.broker_name, queue_id=handle.queue_id)
+        try:
+            addr = await master_addr(self.instance, mq)
+        except ClientError:
+            addr = message.broker_addr
+        try:
+            return await self.instance.invoke(addr, RemotingCommand(code, ext_fields=ext))
+        except RemotingError as e:
+            raise ClientError(f"request to {addr} failed: {e}") from e
+
+
+def _real_topic(handle: ReceiptHandle, message: ReceivedMessage, group: str) -> str:
+    """Acks name the topic the handle's offset is in (a retry topic as such), as RocketMQ's clients do."""
+    return real_topic(handle.kind, message.topic, group)
+
+
+def _parse(text: str) -> ReceiptHandle:
+    try:
+        return ReceiptHandle.decode(text)
+    except ProtocolError as e:
+        raise ClientError(str(e)) from None
