@@ -9,8 +9,9 @@ import pytest
 
 from ferrymq.protocol.codes import RequestCode as Req
 from ferrymq.protocol.codes import ResponseCode as Res
-from ferrymq.protocol.message import decode_records, encode_properties
+from ferrymq.protocol.message_ext import decode_records
 from ferrymq.protocol.pop import POP_CK
+from ferrymq.protocol.properties import encode_properties
 from tests.broker.conftest import Cluster, make_cluster
 
 __all__ = ["make_cluster"]

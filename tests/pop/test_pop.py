@@ -11,7 +11,7 @@ import pytest
 from ferrymq.broker.pop import PopError
 from ferrymq.protocol.codes import RequestCode as Req
 from ferrymq.protocol.codes import ResponseCode as Res
-from ferrymq.protocol.message import decode_records
+from ferrymq.protocol.message_ext import decode_records
 from ferrymq.protocol.pop import BatchAck, BatchAckMessageRequestBody, encode_batch_ack_body
 from tests.pop.conftest import ack, change_invisible, create_group, create_topic, handle, pop, send
 
@@ -28,7 +28,7 @@ async def test_pop_then_ack_and_nothing_comes_back(cluster):
     assert response.ext_fields["reviveQid"] and response.ext_fields["msgOffsetInfo"]
     for m in messages:
         assert (await ack(cluster, "G", "T", m)).code == Res.SUCCESS
-    assert len(cluster.broker.pop.table) == 0  # no checkpoint left open: nothing will come back
+    assert len(cluster.broker.pops.table) == 0  # no checkpoint left open: nothing will come back
     response, messages = await pop(cluster, "G", "T")
     assert response.code == Res.POLLING_TIMEOUT and messages == []
     # the group's offsets moved as messages were popped
@@ -221,7 +221,7 @@ async def test_nack_follows_the_groups_retry_policy(cluster):
     await create_group(cluster, "G", group_retry_policy=policy)
     await send(cluster, "T", b"nacked")
     await cluster.settled()
-    service = cluster.broker.pop
+    service = cluster.broker.pops
     first = await service.pop("G", "T", -1, 1, 60_000)
     nacked_at = time.time_ns() // 1_000_000
     new = await service.nack("G", "T", first.handles[0])
@@ -258,7 +258,7 @@ async def test_a_promoted_replica_rebuilds_the_pop_state_from_the_revive_topic(c
     await send(cluster, "T", b"m")
     await cluster.settled()
     _, [message] = await pop(cluster, "G", "T", invisible_ms=60_000)
-    service = cluster.broker.pop
+    service = cluster.broker.pops
     cluster.broker.store.replica = True  # as a slave: it copies the revive topic, keeps no state
     await asyncio.sleep(0.2)
     service.table.clear()
@@ -309,7 +309,7 @@ async def test_dead_letter_by_handle_moves_the_message_and_settles_it(cluster):
     for body in (b"give up", b"after"):
         await send(cluster, "T", body)
     await cluster.settled()
-    service = cluster.broker.pop
+    service = cluster.broker.pops
     first = await service.pop("F", "T", -1, 1, 60_000)
     await service.dead_letter("F", "T", first.handles[0])
     with pytest.raises(PopError):
@@ -318,3 +318,23 @@ async def test_dead_letter_by_handle_moves_the_message_and_settles_it(cluster):
     assert [m.body for m in decode_records(after.body)] == [b"after"]
     _, dead = await pop(cluster, "reader", "%DLQ%F", invisible_ms=60_000)
     assert [m.body for m in dead] == [b"give up"]
+
+
+async def test_a_slave_refuses_pop_and_ack_clearly_and_writes_nothing(cluster):
+    await create_topic(cluster, "T")
+    await send(cluster, "T", b"m")
+    await cluster.settled()
+    _, [message] = await pop(cluster, "G", "T", invisible_ms=60_000)
+    store = cluster.broker.store
+    end = store.commitlog.max_offset
+    store.replica = True  # as a slave: its log is its master's copy
+    try:
+        response, messages = await pop(cluster, "G", "T")
+        assert response.code == Res.SERVICE_NOT_AVAILABLE and messages == []
+        assert "is a slave: pop from its master" in response.remark
+        response = await ack(cluster, "G", "T", message)
+        assert response.code == Res.SERVICE_NOT_AVAILABLE
+        assert store.commitlog.max_offset == end  # no checkpoint or ack record written
+    finally:
+        store.replica = False
+    assert (await ack(cluster, "G", "T", message)).code == Res.SUCCESS

@@ -13,7 +13,7 @@ from ferrymq.broker.pop.retry_policy import next_delay_ms
 from ferrymq.broker.pop.table import CheckpointTable, OpenCheckpoint
 from ferrymq.protocol.bodies import ExponentialRetryPolicy, GroupRetryPolicy
 from ferrymq.protocol.errors import ProtocolError
-from ferrymq.protocol.message import MessageExt, decode_record
+from ferrymq.protocol.message_ext import MessageExt, decode_record
 from ferrymq.protocol.pop import (
     POP_CK,
     ReceiptHandle,

@@ -20,8 +20,9 @@ from ferrymq.namesrv.server import NameServer
 from ferrymq.net import RemotingClient, RemotingError
 from ferrymq.protocol.codes import RequestCode as Req
 from ferrymq.protocol.codes import ResponseCode as Res
-from ferrymq.protocol.message import decode_records, encode_properties
+from ferrymq.protocol.message_ext import decode_records
 from ferrymq.protocol.pop import POP_CK
+from ferrymq.protocol.properties import encode_properties
 from ferrymq.protocol.remoting import RemotingCommand
 
 ROUNDS = int(os.environ.get("FERRYMQ_POP_CRASH_ROUNDS", "4"))

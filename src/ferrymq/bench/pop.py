@@ -18,7 +18,7 @@ from ferrymq.bench.client import CpuMeter, Progress, _figures
 from ferrymq.client import ClientInstance, Message, MessageQueue, Producer
 from ferrymq.client.pull import PullStatus, pull_raw
 from ferrymq.protocol.codes import RequestCode, ResponseCode
-from ferrymq.protocol.message import decode_records
+from ferrymq.protocol.message_ext import decode_records
 from ferrymq.protocol.pop import (
     POP_CK,
     BatchAck,
@@ -59,8 +59,8 @@ def batch_ack_body(group: str, topic: str, broker: str, header: dict[str, str]) 
     """The BATCH_ACK of a whole pop answer, from its header alone; and how many messages it acks."""
     starts = {}
     for part in header["startOffsetInfo"].split(";"):
-        kind, queue_id, start = part.split(" ")
-        starts[(kind, queue_id)] = int(start)
+        kind, queue_id, first = part.split(" ")
+        starts[(kind, queue_id)] = int(first)
     acks, count = [], 0
     for part in header["msgOffsetInfo"].split(";"):
         kind, queue_id, offsets = part.split(" ")

@@ -152,14 +152,7 @@ class Broker:
                 )
             elif config.ha_master_address:
                 self.master_ha_addr_learned(config.ha_master_address)
-        self.pop = PopService(
-            store=self.store, topics=self.topics, groups=self.groups, offsets=self.offsets, hold=self.hold,
-            filters=self.filters, consumption=self.consumption, broker_name=config.broker_name,
-            cluster_name=config.broker_cluster_name, config_dir=config_dir, written=self.written,
-            topic_created=self.schedule_registration,
-        )  # fmt: skip
-        await self.pop.start()
-        PopProcessor(self.pop, config.broker_permission).register(self.server)
+        await self.pops.start()
         await self.server.start()
         if config.enable_controller_mode and config.controller_addr:  # without: roles come by change_role
             self.replicas = ReplicasManager(
@@ -191,9 +184,16 @@ class Broker:
             config, store, topics, groups, self.offsets, self.clients, self.filters, self.consumption,
             self.hold, self,
         )  # fmt: skip
+        self.pops = PopService(
+            store=store, topics=topics, groups=groups, offsets=self.offsets, hold=self.hold,
+            filters=self.filters, consumption=self.consumption, broker_name=config.broker_name,
+            cluster_name=config.broker_cluster_name, config_dir=config.store.config_dir, written=self.written,
+            topic_created=changed,
+        )  # fmt: skip
         processors = (
             SendProcessor(self.puts, config.region_id, config.trace_on),
             PullProcessor(self.reads),
+            PopProcessor(self.pops, config.broker_permission),
             OffsetProcessor(self.reads, self.offsets, store),
             ClientProcessor(topics, groups, self.clients, self.filters, self.locks, topics_changed=changed,
                             members_changed=self.notify_consumer_ids_changed),
@@ -229,7 +229,7 @@ class Broker:
             await self.ha_client.stop()
         await self.ha.stop()
         await self.registrar.unregister_all()
-        await self.pop.close()
+        await self.pops.close()
         self.hold.wake_all()
         self.consumption.close()
         await self.server.stop(grace=3.0)
@@ -407,5 +407,5 @@ class Broker:
             "haServerAddr": self.config.ha_addr,
             **self.scheduler.runtime_info(),
             **self.transactions.stats(),
-            **self.pop.runtime_info(),
+            **self.pops.runtime_info(),
         }

@@ -23,9 +23,10 @@ from ferrymq.net import RemotingError
 from ferrymq.protocol.bodies import ConsumerData
 from ferrymq.protocol.codes import RequestCode, ResponseCode
 from ferrymq.protocol.errors import ProtocolError
-from ferrymq.protocol.message import COMPRESSED_FLAG, decode_records
+from ferrymq.protocol.message_ext import decode_records
 from ferrymq.protocol.pop import INIT_MODE_MAX, POP_CK, ReceiptHandle, real_topic
 from ferrymq.protocol.remoting import RemotingCommand
+from ferrymq.protocol.sys_flag import COMPRESSED_FLAG
 
 _NOT_FOUND = (ResponseCode.POLLING_TIMEOUT, ResponseCode.PULL_NOT_FOUND, ResponseCode.POLLING_FULL)
 

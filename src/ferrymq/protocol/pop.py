@@ -19,14 +19,8 @@ import msgspec
 from ferrymq._native import load
 from ferrymq.protocol.errors import ProtocolError
 from ferrymq.protocol.headers import CustomHeader, Int, Long
-from ferrymq.protocol.message import (
-    BORNHOST_V6_FLAG,
-    MAGIC_V1,
-    POS_BORNHOST,
-    POS_QUEUEOFFSET,
-    POS_SYSFLAG,
-    STOREHOST_V6_FLAG,
-)
+from ferrymq.protocol.record import MAGIC_V1, POS_BORNHOST, POS_QUEUEOFFSET, POS_SYSFLAG
+from ferrymq.protocol.sys_flag import BORNHOST_V6_FLAG, STOREHOST_V6_FLAG
 
 POP_CK = "POP_CK"
 RETRY_PREFIX = "%RETRY%"
@@ -349,6 +343,7 @@ def stamp_record(
     else:
         raise ProtocolError("topic name does not fit the record's format")
     new_size = topic_at + len(block) + 2 + new_props_len
+    head: tuple[bytes | memoryview, ...]
     if reconsume_times is None:
         head = (_SIZE.pack(new_size), record[4:topic_at])
     else:
@@ -390,14 +385,18 @@ def py_stamp_batch(
     return b"".join(parts), offsets
 
 
+_pop_c = load("pop")
+if _pop_c is not None:  # the wrapper below is installed only then
+    _c_stamp = _pop_c.stamp_batch
+
+
 def _c_stamp_batch(
     buffers: list, prefix: bytes, topic: bytes | None = None, reconsume_times: int | None = None
 ) -> tuple[bytes, list[int]]:
     try:
-        return _pop_c.stamp_batch(buffers, prefix, topic, reconsume_times is not None, reconsume_times or 0)
+        return _c_stamp(buffers, prefix, topic, reconsume_times is not None, reconsume_times or 0)
     except ValueError as e:
         raise ProtocolError(str(e)) from None
 
 
-_pop_c = load("pop")
 stamp_batch = py_stamp_batch if _pop_c is None else _c_stamp_batch

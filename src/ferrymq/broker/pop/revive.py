@@ -30,15 +30,9 @@ from ferrymq.broker.pop.table import CheckpointTable, OpenCheckpoint
 from ferrymq.broker.topics import DLQ_GROUP_PREFIX, PERM_READ, PERM_WRITE, TopicConfigManager
 from ferrymq.protocol.bodies import Body
 from ferrymq.protocol.errors import ProtocolError
-from ferrymq.protocol.message import (
-    BLANK,
-    BORNHOST_V6_FLAG,
-    POS_BORNHOST,
-    POS_BORNTIMESTAMP,
-    POS_FLAG,
-    read_record_meta,
-)
 from ferrymq.protocol.pop import pop_retry_topic, record_layout
+from ferrymq.protocol.record import BLANK, POS_BORNHOST, POS_BORNTIMESTAMP, POS_FLAG, read_record_meta
+from ferrymq.protocol.sys_flag import BORNHOST_V6_FLAG
 from ferrymq.store import MessageStore, PutResult, PutStatus
 
 log = logging.getLogger(__name__)
@@ -136,7 +130,7 @@ class ReviveService:
             start = max(progress.get(queue, 0), self.store.get_min_offset(topic, queue))
             for queue_offset, record in self.log.replay(queue, start):
                 count += 1
-                if type(record) is CheckpointRecord:
+                if isinstance(record, CheckpointRecord):
                     self.table.add(OpenCheckpoint(record, queue, queue_offset))
                     if record.offsets:
                         self._popped_up_to(record)

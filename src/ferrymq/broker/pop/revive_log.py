@@ -8,7 +8,7 @@ from collections.abc import Callable, Iterator
 from ferrymq.broker.pop import records
 from ferrymq.broker.pop.records import AckRecord, CheckpointRecord
 from ferrymq.protocol.errors import ProtocolError
-from ferrymq.protocol.message import decode_records
+from ferrymq.protocol.message_ext import decode_records
 from ferrymq.store import MessageStore, PutResult, PutStatus
 
 log = logging.getLogger(__name__)

@@ -718,6 +718,11 @@ class PopService:
     def _check(
         self, group: str, topic: str, queue_id: int, *, own: bool = True
     ) -> tuple[SubscriptionGroupConfig, int]:
+        if self.store.replica:  # its log is its master's copy: pop state is written on the master only
+            raise PopError(
+                ResponseCode.SERVICE_NOT_AVAILABLE,
+                f"broker {self.broker_name} is a slave: pop from its master",
+            )
         config = self.groups.get(group)
         if config is None:
             raise PopError(
