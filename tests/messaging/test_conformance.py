@@ -17,6 +17,7 @@ from ferrymq.protocol.batch import encode_batch
 from ferrymq.protocol.bodies import SubscriptionGroupConfig, TopicConfig
 from ferrymq.protocol.codes import ResponseCode
 from ferrymq.protocol.message_ext import decode_records
+from ferrymq.protocol.pop import INIT_MODE_MIN, POP_CK
 from ferrymq.protocol.properties import Prop, encode_properties
 
 from ..broker.conftest import Cluster, make_cluster  # noqa: F401  (fixture)
@@ -31,7 +32,7 @@ async def served(request, make_cluster):  # noqa: F811
     broker = cluster.broker
     if request.param == "local":
         name = broker.config.broker_name
-        yield cluster, LocalMessageService(broker.puts, broker.reads, broker.topics, name)
+        yield cluster, LocalMessageService(broker.puts, broker.reads, broker.pops, broker.topics, name)
     else:
         async with RemoteMessageService(cluster.namesrv_addr) as remote:
             yield cluster, remote
@@ -180,6 +181,84 @@ def test_each_implementation_has_the_interface_s_signatures(implementation):
         for name, member in vars(MessageService).items()
         if inspect.iscoroutinefunction(member)
     }
-    assert {"send", "send_batch", "read", "query_offset", "commit_offset", "route"} <= set(wanted)
+    wanted_names = {"send", "send_batch", "read", "query_offset", "commit_offset", "route"}
+    assert wanted_names | {"pop", "ack", "change_invisible_time"} <= set(wanted)
     for name, signature in wanted.items():
         assert inspect.signature(getattr(implementation, name)) == signature, name
+
+
+# --- pop-style consumption ----------------------------------------------------------------------
+
+
+def popped(outcome) -> list:
+    assert outcome.code == ResponseCode.SUCCESS, outcome
+    return decode_records(outcome.body)
+
+
+async def test_pop_ack_and_a_message_left_unacked_comes_back_with_its_attempt_raised(served):
+    cluster, service = served
+    await make_topic(cluster, "Jobs")
+    for i in range(4):
+        await service.send("Jobs", b"job%d" % i, tagged("a"), queue=queue(cluster, "Jobs", i % 2))
+    await cluster.settled()
+    got = popped(await service.pop("Jobs-workers", "Jobs", 32, 60_000, init_mode=INIT_MODE_MIN))
+    assert sorted(m.body for m in got) == [b"job0", b"job1", b"job2", b"job3"]
+    for m in got[1:]:
+        await service.ack("Jobs-workers", "Jobs", m.properties[POP_CK])
+    kept = got[0]
+    renewed = await service.change_invisible_time("Jobs-workers", "Jobs", kept.properties[POP_CK], 0)
+    again = popped(await service.pop("Jobs-workers", "Jobs", 32, 60_000, poll_ms=5_000))
+    assert [(m.body, m.reconsume_times) for m in again] == [(kept.body, 1)]
+    with pytest.raises(MessagingError) as stale:  # the handle before the change is no longer current
+        await service.ack("Jobs-workers", "Jobs", kept.properties[POP_CK])
+    assert stale.value.code == ResponseCode.NO_MESSAGE
+    with pytest.raises(MessagingError):  # nor the renewed one: the message came back meanwhile
+        await service.ack("Jobs-workers", "Jobs", renewed)
+    await service.ack("Jobs-workers", "Jobs", again[0].properties[POP_CK])
+    nothing = await service.pop("Jobs-workers", "Jobs", 32, 60_000, poll_ms=200)
+    assert nothing.code == ResponseCode.POLLING_TIMEOUT and not nothing.body
+
+
+async def test_a_held_pop_wakes_up_when_a_message_arrives_and_filters_by_tag(served):
+    cluster, service = served
+    await make_topic(cluster, "Later", 1)
+    waiting = asyncio.ensure_future(
+        service.pop(
+            "Waiters", "Later", 8, 30_000, queue=queue(cluster, "Later"), expression="b", poll_ms=10_000
+        )
+    )
+    await asyncio.sleep(0.3)
+    assert not waiting.done()
+    await service.send("Later", b"not for us", tagged("a"), queue=queue(cluster, "Later"))
+    await service.send("Later", b"for us", tagged("b"), queue=queue(cluster, "Later"))
+    started = time.monotonic()
+    got = popped(await asyncio.wait_for(waiting, 10))
+    assert [m.body for m in got] == [b"for us"] and time.monotonic() - started < 5
+
+
+async def test_pop_errors_get_their_codes(served):
+    cluster, service = served
+    await make_topic(cluster, "Known", 1)
+    assert (await service.pop("G", "Unknown-topic", 1, 60_000)).code == ResponseCode.TOPIC_NOT_EXIST
+    cluster.broker.groups.put(SubscriptionGroupConfig("Stopped", consume_enable=False))
+    assert (await service.pop("Stopped", "Known", 1, 60_000)).code == ResponseCode.NO_PERMISSION
+    with pytest.raises(MessagingError) as bad:
+        await service.ack("G", "Known", "not a handle")
+    assert bad.value.code == ResponseCode.INVALID_PARAMETER
+
+
+async def test_a_handle_popped_through_one_service_is_settled_through_the_other(served):
+    """Handles are self-describing: a message received through one front is acked through another."""
+    cluster, service = served
+    broker = cluster.broker
+    local = LocalMessageService(
+        broker.puts, broker.reads, broker.pops, broker.topics, broker.config.broker_name
+    )
+    await make_topic(cluster, "Shared", 1)
+    await service.send("Shared", b"once", tagged("x"), queue=queue(cluster, "Shared"))
+    await cluster.settled()
+    [m] = popped(await local.pop("Sharers", "Shared", 1, 60_000, init_mode=INIT_MODE_MIN))
+    async with RemoteMessageService(cluster.namesrv_addr) as remote:
+        other = remote if isinstance(service, LocalMessageService) else service
+        await other.ack("Sharers", "Shared", m.properties[POP_CK])
+    assert len(broker.pops.table) == 0

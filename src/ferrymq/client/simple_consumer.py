@@ -12,23 +12,21 @@ from __future__ import annotations
 
 import asyncio
 import itertools
+import logging
 import time
-import zlib
 
+from ferrymq.client import pop_calls
 from ferrymq.client.instance import ClientError, ClientInstance
-from ferrymq.client.message import MessageExt, MessageQueue
-from ferrymq.client.pull import master_addr
+from ferrymq.client.message import MessageExt
 from ferrymq.client.selector import MessageSelector, check_on_brokers
-from ferrymq.net import RemotingError
 from ferrymq.protocol.bodies import ConsumerData
-from ferrymq.protocol.codes import RequestCode, ResponseCode
-from ferrymq.protocol.errors import ProtocolError
-from ferrymq.protocol.message_ext import decode_records
-from ferrymq.protocol.pop import INIT_MODE_MAX, POP_CK, ReceiptHandle, real_topic
-from ferrymq.protocol.remoting import RemotingCommand
-from ferrymq.protocol.sys_flag import COMPRESSED_FLAG
+from ferrymq.protocol.codes import ResponseCode
+from ferrymq.protocol.message_ext import CompressedBodyError, decode_records, decompress_body
+from ferrymq.protocol.pop import INIT_MODE_MAX, POP_CK
 
 _NOT_FOUND = (ResponseCode.POLLING_TIMEOUT, ResponseCode.PULL_NOT_FOUND, ResponseCode.POLLING_FULL)
+
+log = logging.getLogger(__name__)
 
 
 class ReceivedMessage:
@@ -137,21 +135,15 @@ class SimpleConsumer:
             raise ClientError(f"topic {topic} has no master broker now")
         _, addr = brokers[(turn // len(topics)) % len(brokers)]
         selector = self.subscriptions[topic]
-        poll_ms = int(self.await_duration * 1000)
-        ext = {
-            "consumerGroup": self.group, "topic": topic, "queueId": "-1", "maxMsgNums": str(max_messages),
-            "invisibleTime": str(int(invisible_duration * 1000)), "pollTime": str(poll_ms),
-            "bornTime": str(int(time.time() * 1000)), "initMode": str(INIT_MODE_MAX),
-            "expType": selector.type, "exp": selector.expression,
-        }  # fmt: skip
-        request = RemotingCommand(RequestCode.POP_MESSAGE, ext_fields=ext)
         try:
-            response = await self.instance.invoke(
-                addr, request, self.instance.request_timeout + poll_ms / 1000
-            )
-        except RemotingError as e:
+            response = await pop_calls.pop(
+                self.instance, addr, self.group, topic, max_messages=max_messages,
+                invisible_ms=int(invisible_duration * 1000), poll_ms=int(self.await_duration * 1000),
+                expression_type=selector.type, expression=selector.expression, init_mode=INIT_MODE_MAX,
+            )  # fmt: skip
+        except ClientError:
             await self.instance.refresh_route(topic)
-            raise ClientError(f"receive from {addr} failed: {e}") from e
+            raise
         if response.code in _NOT_FOUND:
             return []
         if response.code != ResponseCode.SUCCESS:
@@ -159,11 +151,14 @@ class SimpleConsumer:
         tags = selector.tags()
         out = []
         for m in decode_records(response.body):
-            if m.sys_flag & COMPRESSED_FLAG:
-                m.body = zlib.decompress(m.body)
             handle = m.properties.get(POP_CK)
             if handle is None:
                 raise ClientError(f"broker {addr} sent a popped message without a receipt handle")
+            try:
+                decompress_body(m)
+            except CompressedBodyError as e:  # left unacked: it comes back, then goes to the DLQ
+                log.warning("%s: not handed out", e)
+                continue
             received = ReceivedMessage(m, handle, addr)
             if tags is not None and m.tags not in tags:  # a tag hash collision: settle it here
                 await self.ack(received)
@@ -174,58 +169,18 @@ class SimpleConsumer:
     async def ack(self, message: ReceivedMessage) -> None:
         """Settle a received message for good; ClientError if its handle is no longer current
         (it was redelivered meanwhile, or its invisible time was changed: use the newer handle)."""
-        handle = _parse(message.receipt_handle)
-        ext = {
-            "consumerGroup": self.group, "topic": _real_topic(handle, message, self.group),
-            "queueId": str(handle.queue_id),
-            "extraInfo": message.receipt_handle, "offset": str(handle.offset),
-        }  # fmt: skip
-        response = await self._call(message, handle, RequestCode.ACK_MESSAGE, ext)
+        handle, addr = message.receipt_handle, message.broker_addr
+        response = await pop_calls.ack(self.instance, self.group, message.topic, handle, fallback_addr=addr)
         if response.code != ResponseCode.SUCCESS:
             raise ClientError(f"ack refused: {response.remark}")
 
     async def change_invisible_duration(self, message: ReceivedMessage, duration: float) -> str:
         """Keep the message invisible for `duration` s from now; sets and returns its new handle."""
-        handle = _parse(message.receipt_handle)
-        ext = {
-            "consumerGroup": self.group, "topic": _real_topic(handle, message, self.group),
-            "queueId": str(handle.queue_id),
-            "extraInfo": message.receipt_handle, "offset": str(handle.offset),
-            "invisibleTime": str(int(duration * 1000)),
-        }  # fmt: skip
-        response = await self._call(message, handle, RequestCode.CHANGE_MESSAGE_INVISIBLETIME, ext)
-        if response.code != ResponseCode.SUCCESS:
-            raise ClientError(f"change of invisible duration refused: {response.remark}")
-        h = response.ext_fields
-        new = handle._replace(
-            start_offset=handle.offset, pop_time=int(h["popTime"]), invisible_time=int(h["invisibleTime"]),
-            revive_qid=int(h["reviveQid"]),
+        response, renewed = await pop_calls.change_invisible(
+            self.instance, self.group, message.topic, message.receipt_handle, int(duration * 1000),
+            fallback_addr=message.broker_addr,
         )  # fmt: skip
-        message.receipt_handle = new.encode()
-        return message.receipt_handle
-
-    async def _call(
-        self, message: ReceivedMessage, handle: ReceiptHandle, code: int, ext: dict
-    ) -> RemotingCommand:
-        """To the master the handle names (it may have moved since the message was received)."""
-        mq = MessageQueue(topic=message.topic, broker_name=handle.broker_name, queue_id=handle.queue_id)
-        try:
-            addr = await master_addr(self.instance, mq)
-        except ClientError:
-            addr = message.broker_addr
-        try:
-            return await self.instance.invoke(addr, RemotingCommand(code, ext_fields=ext))
-        except RemotingError as e:
-            raise ClientError(f"request to {addr} failed: {e}") from e
-
-
-def _real_topic(handle: ReceiptHandle, message: ReceivedMessage, group: str) -> str:
-    """Acks name the topic the handle's offset is in (a retry topic as such), as RocketMQ's clients do."""
-    return real_topic(handle.kind, message.topic, group)
-
-
-def _parse(text: str) -> ReceiptHandle:
-    try:
-        return ReceiptHandle.decode(text)
-    except ProtocolError as e:
-        raise ClientError(str(e)) from None
+        if renewed is None:
+            raise ClientError(f"change of invisible duration refused: {response.remark}")
+        message.receipt_handle = renewed
+        return renewed

@@ -11,14 +11,16 @@ from __future__ import annotations
 
 from typing import Protocol
 
-from ferrymq.broker.services.outcomes import STORED_CODES, ReadOutcome, SendOutcome
+from ferrymq.broker.services.outcomes import STORED_CODES, PopOutcome, ReadOutcome, SendOutcome
 from ferrymq.protocol.bodies import MessageQueue, QueueData
+from ferrymq.protocol.pop import INIT_MODE_MAX
 
 __all__ = [
     "STORED_CODES",
     "MessageQueue",
     "MessageService",
     "MessagingError",
+    "PopOutcome",
     "QueueData",
     "ReadOutcome",
     "SendOutcome",
@@ -104,7 +106,38 @@ class MessageService(Protocol):
         """The topic's queues per broker (read/write queue counts, permission), None if it has none."""
         ...
 
-    # --- pop-style consumption ------------------------------------------------------------------
-    # pop(group, topic, max_count, invisible_ms, ...), ack(receipt_handle, ...) and
-    # change_invisible_time(receipt_handle, invisible_ms, ...) join here, over the broker's pop
-    # service (RocketMQ 5's popMessage / ackMessage / changeInvisibleTime).
+    # --- pop-style consumption (RocketMQ 5's popMessage / ackMessage / changeInvisibleTime) -------
+
+    async def pop(
+        self,
+        group: str,
+        topic: str,
+        max_count: int = 32,
+        invisible_ms: int = 60_000,
+        *,
+        queue: MessageQueue | None = None,
+        expression: str = "*",
+        expression_type: str = "TAG",
+        poll_ms: int = 0,
+        fifo: bool = False,
+        init_mode: int = INIT_MODE_MAX,
+    ) -> PopOutcome:
+        """Up to `max_count` (1..32) messages of `topic` for `group`, from `queue` or any queue, each
+        invisible to the group for `invisible_ms` unless acked; an empty pop waits up to `poll_ms`.
+        Each record carries its receipt handle in the POP_CK property. `fifo` (or the group's
+        consume_message_orderly) hands out a queue's next message only once the previous is settled.
+        A group new to a queue starts at its end (`init_mode` INIT_MODE_MAX, as RocketMQ's proxy) or
+        at its first message (INIT_MODE_MIN)."""
+        ...
+
+    async def ack(self, group: str, topic: str, receipt_handle: str) -> None:
+        """Settle a popped message of `topic` (as delivered) for good. MessagingError if the handle
+        is not current: acked already, redelivered, or replaced by change_invisible_time."""
+        ...
+
+    async def change_invisible_time(
+        self, group: str, topic: str, receipt_handle: str, invisible_ms: int
+    ) -> str:
+        """Keep a popped message invisible for `invisible_ms` from now (0: at once visible again);
+        returns its new receipt handle, which replaces the old one."""
+        ...

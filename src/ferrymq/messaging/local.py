@@ -3,21 +3,32 @@ protocol front embedded in the broker process (RocketMQ 5 proxy's local mode).""
 
 from __future__ import annotations
 
+from ferrymq.broker.pop import PopError, PopService
 from ferrymq.broker.services.put import PutService
 from ferrymq.broker.services.read import ReadService
 from ferrymq.broker.topics import TopicConfigManager
-from ferrymq.messaging.api import MessageQueue, MessagingError, QueueData, ReadOutcome, SendOutcome
+from ferrymq.messaging.api import (
+    MessageQueue,
+    MessagingError,
+    PopOutcome,
+    QueueData,
+    ReadOutcome,
+    SendOutcome,
+)
 from ferrymq.protocol.codes import ResponseCode
+from ferrymq.protocol.pop import INIT_MODE_MAX
 
 _DEFAULT_TOPIC, _DEFAULT_QUEUE_NUMS = "TBW102", 4
 
 
 class LocalMessageService:
     def __init__(
-        self, puts: PutService, reads: ReadService, topics: TopicConfigManager, broker_name: str
-    ) -> None:
+        self, puts: PutService, reads: ReadService, pops: PopService, topics: TopicConfigManager,
+        broker_name: str,
+    ) -> None:  # fmt: skip
         self.puts = puts
         self.reads = reads
+        self.pops = pops
         self.topics = topics
         self.broker_name = broker_name
 
@@ -97,4 +108,41 @@ class LocalMessageService:
             QueueData(self.broker_name, tc.read_queue_nums, tc.write_queue_nums, tc.perm, tc.topic_sys_flag)
         ]
 
-    # pop / ack / change_invisible_time (see api.MessageService): over the broker's pop service
+    async def pop(
+        self,
+        group: str,
+        topic: str,
+        max_count: int = 32,
+        invisible_ms: int = 60_000,
+        *,
+        queue: MessageQueue | None = None,
+        expression: str = "*",
+        expression_type: str = "TAG",
+        poll_ms: int = 0,
+        fifo: bool = False,
+        init_mode: int = INIT_MODE_MAX,
+    ) -> PopOutcome:
+        try:
+            found = await self.pops.pop(
+                group, topic, self._queue_id(queue), max_count, invisible_ms, poll_ms, expression=expression,
+                expression_type=expression_type, init_mode=init_mode, order=fifo,
+            )  # fmt: skip
+        except PopError as e:
+            return PopOutcome(e.code, str(e))
+        if not found.count:
+            return PopOutcome(ResponseCode.POLLING_TIMEOUT, "no message to pop")
+        return PopOutcome(ResponseCode.SUCCESS, None, found.body)
+
+    async def ack(self, group: str, topic: str, receipt_handle: str) -> None:
+        try:
+            await self.pops.ack(group, topic, receipt_handle)
+        except PopError as e:
+            raise MessagingError(str(e), e.code) from None
+
+    async def change_invisible_time(
+        self, group: str, topic: str, receipt_handle: str, invisible_ms: int
+    ) -> str:
+        try:
+            return (await self.pops.change_invisible(group, topic, receipt_handle, invisible_ms)).encode()
+        except PopError as e:
+            raise MessagingError(str(e), e.code) from None

@@ -8,11 +8,20 @@ same outcomes the local service gives.
 
 from __future__ import annotations
 
+import itertools
 import random
 
+from ferrymq.client import pop_calls
 from ferrymq.client.instance import ClientError, ClientInstance
 from ferrymq.client.pull import master_addr, pull_addr, query_offset
-from ferrymq.messaging.api import MessageQueue, MessagingError, QueueData, ReadOutcome, SendOutcome
+from ferrymq.messaging.api import (
+    MessageQueue,
+    MessagingError,
+    PopOutcome,
+    QueueData,
+    ReadOutcome,
+    SendOutcome,
+)
 from ferrymq.net import RemotingError
 from ferrymq.protocol.codes import RequestCode, ResponseCode
 from ferrymq.protocol.headers import (
@@ -20,6 +29,7 @@ from ferrymq.protocol.headers import (
     SendMessageRequestHeader,
     UpdateConsumerOffsetRequestHeader,
 )
+from ferrymq.protocol.pop import INIT_MODE_MAX
 from ferrymq.protocol.remoting import RemotingCommand
 
 AUTO_CREATE_TOPIC, AUTO_CREATE_QUEUE_NUMS = "TBW102", 4
@@ -33,6 +43,7 @@ _PULL_CODES = frozenset(
 class RemoteMessageService:
     def __init__(self, namesrv_addr: str, *, request_timeout: float = 3.0) -> None:
         self.instance = ClientInstance(namesrv_addr, request_timeout=request_timeout)
+        self._turn = itertools.count()  # pops of any queue take the topic's masters in turn
 
     async def start(self) -> RemoteMessageService:
         await self.instance.start()
@@ -205,8 +216,63 @@ class RemoteMessageService:
             raise MessagingError(str(e)) from e
         return None if route is None else list(route.data.queue_datas)
 
-    # pop / ack / change_invisible_time (see api.MessageService): POP_MESSAGE, ACK_MESSAGE and
-    # CHANGE_MESSAGE_INVISIBLETIME to the queue's master
+    # --- pop-style consumption: POP_MESSAGE to a master, settled at the master the handle names --
+
+    async def pop(
+        self,
+        group: str,
+        topic: str,
+        max_count: int = 32,
+        invisible_ms: int = 60_000,
+        *,
+        queue: MessageQueue | None = None,
+        expression: str = "*",
+        expression_type: str = "TAG",
+        poll_ms: int = 0,
+        fifo: bool = False,
+        init_mode: int = INIT_MODE_MAX,
+    ) -> PopOutcome:
+        try:
+            if queue is None:
+                masters = sorted((await self.instance.route(topic)).masters.values())
+                if not masters:
+                    raise ClientError(f"no broker of topic {topic} has a master now")
+                addr = masters[next(self._turn) % len(masters)]
+            else:
+                addr = await master_addr(self.instance, queue)
+            response = await pop_calls.pop(
+                self.instance, addr, group, topic, queue_id=-1 if queue is None else queue.queue_id,
+                max_messages=max_count, invisible_ms=invisible_ms, poll_ms=poll_ms,
+                expression_type=expression_type, expression=expression, init_mode=init_mode, order=fifo,
+            )  # fmt: skip
+        except ClientError as e:
+            return PopOutcome(ResponseCode.TOPIC_NOT_EXIST, str(e))
+        return PopOutcome(response.code, response.remark, response.body or b"")
+
+    async def ack(self, group: str, topic: str, receipt_handle: str) -> None:
+        try:
+            response = await pop_calls.ack(self.instance, group, topic, receipt_handle)
+        except pop_calls.InvalidHandle as e:
+            raise MessagingError(str(e), ResponseCode.INVALID_PARAMETER) from e
+        except ClientError as e:
+            raise MessagingError(str(e)) from e
+        if response.code != ResponseCode.SUCCESS:
+            raise MessagingError(response.remark or f"ack refused ({response.code})", response.code)
+
+    async def change_invisible_time(
+        self, group: str, topic: str, receipt_handle: str, invisible_ms: int
+    ) -> str:
+        try:
+            response, renewed = await pop_calls.change_invisible(
+                self.instance, group, topic, receipt_handle, invisible_ms
+            )
+        except pop_calls.InvalidHandle as e:
+            raise MessagingError(str(e), ResponseCode.INVALID_PARAMETER) from e
+        except ClientError as e:
+            raise MessagingError(str(e)) from e
+        if renewed is None:
+            raise MessagingError(response.remark or f"change refused ({response.code})", response.code)
+        return renewed
 
     async def _invoke(
         self, addr: str, request: RemotingCommand, timeout: float | None = None

@@ -99,6 +99,21 @@ class ReadOutcome:
         )
 
 
+class PopOutcome:
+    """A pop: SUCCESS with `body` (stored records, each stamped with its receipt handle in the POP_CK
+    property), POLLING_TIMEOUT when none came within the poll time, or an error code with `remark`."""
+
+    __slots__ = ("body", "code", "remark")
+
+    def __init__(self, code: int, remark: str | None, body: bytes | memoryview = b"") -> None:
+        self.code = code
+        self.remark = remark
+        self.body = body
+
+    def __repr__(self) -> str:
+        return f"PopOutcome({_name(self.code)}, {self.remark!r}, {len(self.body)} bytes)"
+
+
 def _name(code: int) -> str:
     try:
         return ResponseCode(code).name
