@@ -223,3 +223,18 @@ def test_stamp_batch_raises_only_protocol_error(stamp_batch, data, at, patch):
     for garbage in (data, bytes(raw)):
         with contextlib.suppress(ProtocolError):
             stamp_batch([memoryview(garbage)], b"p ", b"T", 1)
+
+
+@pytest.mark.parametrize(
+    ("offsets", "relative", "own", "foreign"),
+    [
+        ([0, 1, 2], 0b0101, 0b101, 0),  # every offset from the start: the bits are the same
+        ([0, 1, 2], 0b1010, 0b010, 0b1000),  # offset 3 is not in it
+        ([0, 1, 5], 0b100011, 0b111, 0),  # a filter skipped offsets 2-4
+        ([0, 1, 5], 0b000110, 0b010, 0b100),
+    ],
+)
+def test_a_batch_ack_bit_set_maps_onto_the_checkpoint_and_back(offsets, relative, own, foreign):
+    ck = OpenCheckpoint(CheckpointRecord("G", "T", 0, 10, 1000, 500, offsets, 0), 0, 0)
+    assert ck.own_bits(relative) == (own, foreign)
+    assert ck.relative_bits(own) | foreign == relative

@@ -188,7 +188,7 @@ class Broker:
             store=store, topics=topics, groups=groups, offsets=self.offsets, hold=self.hold,
             filters=self.filters, consumption=self.consumption, broker_name=config.broker_name,
             cluster_name=config.broker_cluster_name, config_dir=config.store.config_dir, written=self.written,
-            topic_created=changed,
+            replicate=self.ha.written, topic_created=changed,
         )  # fmt: skip
         processors = (
             SendProcessor(self.puts, config.region_id, config.trace_on),

@@ -123,6 +123,7 @@ class ReviveService:
 
     def recover(self) -> int:
         """Rebuild the open checkpoints from the revive topic; the number of records read."""
+        self.store.dispatch()  # revive records are dispatched lazily: every one is in its queue now
         progress = load_json(self.progress_path, ReviveProgress).offset_table
         count = 0
         topic = self.log.topic

@@ -17,17 +17,22 @@ _TAG_PROPS = {records.CK_TAG: b"TAGS\x01ck\x02", records.ACK_TAG: b"TAGS\x01ack\
 
 
 class ReviveLog:
-    def __init__(self, store: MessageStore, topic: str, queue_num: int, written: Callable[[], None]) -> None:
+    def __init__(
+        self, store: MessageStore, topic: str, queue_num: int, replicate: Callable[[], None]
+    ) -> None:
+        """`replicate()`: new CommitLog bytes for the replicas. Records are not dispatched at once
+        (no one reads them until a restart or a promotion): the store's dispatcher thread takes
+        them, which keeps two dispatch passes per pop and ack off the event loop."""
         self.store = store
         self.topic = topic
         self.queue_num = queue_num
-        self._written = written
+        self._replicate = replicate
 
     def append(self, queue: int, record: CheckpointRecord | AckRecord) -> PutResult:
         tag = records.CK_TAG if type(record) is CheckpointRecord else records.ACK_TAG
         result = self.store.put_message(self.topic, queue, records.encode(record), _TAG_PROPS[tag])
         if result.status is PutStatus.PUT_OK:
-            self._written()
+            self._replicate()
         return result
 
     def replay(self, queue: int, offset: int) -> Iterator[tuple[int, CheckpointRecord | AckRecord]]:

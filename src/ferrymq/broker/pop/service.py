@@ -153,6 +153,7 @@ class PopService:
         cluster_name: str,
         config_dir: Path,
         written: Callable[[], None],
+        replicate: Callable[[], None],
         topic_created: Callable[[], None],
         revive_queue_num: int = 8,
         max_transfer_bytes: int = 256 * 1024,
@@ -171,7 +172,7 @@ class PopService:
         self._written = written
         self._topic_created = topic_created
         self.table = CheckpointTable()
-        self.log = ReviveLog(store, revive_topic(cluster_name), revive_queue_num, written)
+        self.log = ReviveLog(store, revive_topic(cluster_name), revive_queue_num, replicate)
         self.revive = ReviveService(
             table=self.table,
             revive_log=self.log,
@@ -551,7 +552,7 @@ class PopService:
             return [e or failure for e in errors]
         return errors
 
-    async def ack_offsets(
+    async def ack_bits(
         self,
         group: str,
         topic: str,
@@ -559,27 +560,20 @@ class PopService:
         queue_id: int,
         start_offset: int,
         pop_time: int,
-        offsets: Iterable[int],
-    ) -> list[int]:
-        """Acknowledge offsets of one checkpoint (BATCH_ACK_MESSAGE's form: what the handles of one
-        pop share, and the offsets); returns the offsets refused as not current."""
+        bits: int,
+    ) -> int:
+        """Acknowledge offset start_offset + i for each bit i of `bits`, all of one checkpoint
+        (BATCH_ACK_MESSAGE's form: what the handles of one pop share, and a bit set); returns the
+        bits refused as not current (acked, changed or redelivered already)."""
         self._check(group, topic, queue_id, own=False)
-        actual = _actual_topic(kind, topic, group)
-        ck = self.table.get((group, actual, queue_id, start_offset, pop_time))
+        ck = self.table.get((group, _actual_topic(kind, topic, group), queue_id, start_offset, pop_time))
         if ck is None:
-            return list(offsets)
-        index, pending = ck.index(), ck.pending
-        bits = 0
-        refused = []
-        for offset in offsets:
-            i = index.get(offset - start_offset)
-            if i is None or not pending >> i & 1:
-                refused.append(offset)
-            else:
-                bits |= 1 << i
-        if bits:
-            await self._settle_acks([(ck, bits)])
-        return refused
+            return bits
+        own, foreign = ck.own_bits(bits)
+        taken = own & ck.pending
+        if taken:
+            await self._settle_acks([(ck, taken)])
+        return foreign | ck.relative_bits(own & ~taken)
 
     async def _settle_acks(self, acks: list[tuple[OpenCheckpoint, int]]) -> None:
         puts = []

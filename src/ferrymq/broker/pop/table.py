@@ -11,6 +11,7 @@ import heapq
 from collections import defaultdict
 
 from ferrymq.broker.pop.records import CheckpointRecord
+from ferrymq.protocol.pop import bits_of
 
 Key = tuple[str, str, int, int, int]  # group, topic, queue id, start offset, pop time
 QueueKey = tuple[str, str, int]  # group, topic, queue id
@@ -40,6 +41,38 @@ class OpenCheckpoint:
 
     def index_of(self, offset: int) -> int:
         return self.index().get(offset - self.record.start_offset, -1)
+
+    def _contiguous(self) -> bool:
+        """Whether it holds every offset from its start (no filter skipped one): then the bit of
+        relative offset i is its bit i, and a batch ack needs no look-ups."""
+        offsets = self.record.offsets
+        return bool(offsets) and offsets[-1] == len(offsets) - 1
+
+    def own_bits(self, relative: int) -> tuple[int, int]:
+        """`relative` (bit i: offset start + i, as BATCH_ACK_MESSAGE says it) as bits of this
+        checkpoint, and the relative bits of offsets it does not hold."""
+        if self._contiguous():
+            full = (1 << len(self.record.offsets)) - 1
+            return relative & full, relative & ~full
+        index = self.index()
+        own = foreign = 0
+        for i in bits_of(relative):
+            j = index.get(i)
+            if j is None:
+                foreign |= 1 << i
+            else:
+                own |= 1 << j
+        return own, foreign
+
+    def relative_bits(self, own: int) -> int:
+        """The inverse of own_bits: bits of this checkpoint as bits relative to its start."""
+        if self._contiguous():
+            return own
+        offsets = self.record.offsets
+        out = 0
+        for j in bits_of(own):
+            out |= 1 << offsets[j]
+        return out
 
 
 class CheckpointTable:

@@ -18,7 +18,6 @@ from ferrymq.protocol.pop import (
     PopMessageRequestHeader,
     PopMessageResponseHeader,
     ReceiptHandle,
-    bits_of,
     decode_batch_ack_body,
     java_bitset_decode,
 )
@@ -31,10 +30,11 @@ class PopProcessor:
         self.broker_permission = broker_permission
 
     def register(self, server) -> None:
-        server.register(RequestCode.POP_MESSAGE, self.pop_message)
-        server.register(RequestCode.ACK_MESSAGE, self.ack_message)
-        server.register(RequestCode.BATCH_ACK_MESSAGE, self.batch_ack_message)
-        server.register(RequestCode.CHANGE_MESSAGE_INVISIBLETIME, self.change_invisible_time)
+        # Like pulls, these mostly answer without waiting: started in the read callback, no task each.
+        server.register(RequestCode.POP_MESSAGE, self.pop_message, eager=True)
+        server.register(RequestCode.ACK_MESSAGE, self.ack_message, eager=True)
+        server.register(RequestCode.BATCH_ACK_MESSAGE, self.batch_ack_message, eager=True)
+        server.register(RequestCode.CHANGE_MESSAGE_INVISIBLETIME, self.change_invisible_time, eager=True)
         server.register(RequestCode.NOTIFICATION, self.notification)
         server.register(RequestCode.POP_ROLLBACK, self.export_pop_records)
 
@@ -98,18 +98,16 @@ class PopProcessor:
         refused = 0
         for entry in body.acks:
             try:
-                offsets = [entry.start_offset + i for i in bits_of(java_bitset_decode(entry.bit_set))]
-                refused += len(
-                    await self.pop.ack_offsets(
-                        entry.consumer_group,
-                        entry.topic,
-                        entry.retry,
-                        entry.queue_id,
-                        entry.start_offset,
-                        entry.pop_time,
-                        offsets,
-                    )
+                refused_bits = await self.pop.ack_bits(
+                    entry.consumer_group,
+                    entry.topic,
+                    entry.retry,
+                    entry.queue_id,
+                    entry.start_offset,
+                    entry.pop_time,
+                    java_bitset_decode(entry.bit_set),
                 )
+                refused += refused_bits.bit_count()
             except ProtocolError as e:
                 return error(request, ResponseCode.INVALID_PARAMETER, str(e))
             except PopError as e:
