@@ -163,9 +163,7 @@ class PullConsumer:
                 if task in done:
                     del self._inflight[mq]
                     pulled = task.result()
-                    if isinstance(
-                        pulled, Exception
-                    ):  # the other queues' messages first; the next poll pulls it again
+                    if isinstance(pulled, Exception):  # other queues' messages first; pulled again next poll
                         failure = failure or pulled
                     else:
                         messages += pulled
