@@ -140,7 +140,7 @@ def start_offset_info(parts: list[tuple[str, int, int]]) -> str:
 
 
 def msg_offset_info(parts: list[tuple[str, int, list[int]]]) -> str:
-    return ";".join(f"{topic_type(t)} {q} {','.join(map(str, offsets))}" for t, q, offsets in parts)
+    return ";".join([f"{topic_type(t)} {q} {','.join(map(str, offsets))}" for t, q, offsets in parts])
 
 
 def order_count_info(parts: list[tuple[str, int, int]]) -> str:

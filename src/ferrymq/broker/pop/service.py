@@ -18,6 +18,7 @@ parameters; errors are PopError with a RocketMQ response code.
 from __future__ import annotations
 
 import asyncio
+import itertools
 import logging
 import random
 import struct
@@ -187,6 +188,7 @@ class PopService:
         )
         self._tasks = BackgroundTasks("pop service")
         self._next_revive_queue = 0
+        self._turn = itertools.count()
         self._closing = False
 
     # ------------------------------------------------------------ life cycle
@@ -247,7 +249,7 @@ class PopService:
         fifo = bool(order or config.consume_message_orderly)
         poll = 0 if self._closing else min(max(poll_ms, 0), MAX_POLL_MS) / 1000
         deadline = time.monotonic() + poll
-        queues = [queue_id] if queue_id >= 0 else _rotation(read_queues)
+        queues = [queue_id] if queue_id >= 0 else self._rotation(read_queues)
         control = self.consumption
         wanted = (
             await control.admit(group, client, max_messages, poll) if control.gate(group) else max_messages
@@ -287,7 +289,7 @@ class PopService:
                 self._pop_fifo_queue(result, group, config, topic, queue_id, wanted, flt, init_mode)
             return result
         retry = pop_retry_topic(group, topic)
-        retry_queues = _rotation(tc.read_queue_nums) if (tc := self.topics.get(retry)) else []
+        retry_queues = self._rotation(tc.read_queue_nums) if (tc := self.topics.get(retry)) else []
         retry_first = bool(retry_queues) and random.random() < POP_FROM_RETRY_PROBABILITY
         for source, source_queues in (
             ((retry, retry_queues), (topic, queues))
@@ -736,6 +738,11 @@ class PopService:
             )
         return config, tc.read_queue_nums
 
+    def _rotation(self, n: int) -> list[int]:
+        """All queue ids, each pop starting one further (so pops spread over the queues)."""
+        start = next(self._turn) % n if n else 0
+        return [*range(start, n), *range(start)]
+
     def runtime_info(self) -> dict[str, str]:
         return {"popCheckpointsOpen": str(len(self.table)), "popRevived": str(self.revive.revived)}
 
@@ -750,12 +757,6 @@ def _actual_topic(kind: str, topic: str, group: str) -> str:
         return real_topic(kind, topic, group)
     except ProtocolError as e:
         raise PopError(ResponseCode.INVALID_PARAMETER, str(e)) from None
-
-
-def _rotation(n: int) -> list[int]:
-    """All queue ids, starting at a random one (so pops spread over the queues)."""
-    start = random.randrange(n) if n else 0
-    return [(start + i) % n for i in range(n)]
 
 
 def _fifo_revive_queue(group: str, topic: str, queue_id: int, queue_num: int) -> int:
