@@ -54,6 +54,11 @@ class AckRecord(msgspec.Struct, frozen=True):
         return (self.group, self.topic, self.queue_id, self.start_offset, self.pop_time)
 
 
+def settled(ck: CheckpointRecord, bits: int, revived: bool = False) -> AckRecord:
+    """The ack record closing the offsets `bits` of checkpoint `ck`."""
+    return AckRecord(ck.group, ck.topic, ck.queue_id, ck.start_offset, ck.pop_time, bits, revived)
+
+
 _encoder = msgspec.json.Encoder()
 _ck_decoder = msgspec.json.Decoder(CheckpointRecord)
 _ack_decoder = msgspec.json.Decoder(AckRecord)

@@ -24,7 +24,7 @@ import msgspec
 from ferrymq.broker.groups import SubscriptionGroupManager
 from ferrymq.broker.offsets import ConsumerOffsetManager
 from ferrymq.broker.persisted import load_json, save_json
-from ferrymq.broker.pop.records import AckRecord, CheckpointRecord
+from ferrymq.broker.pop.records import CheckpointRecord, settled
 from ferrymq.broker.pop.revive_log import ReviveLog
 from ferrymq.broker.pop.table import CheckpointTable, OpenCheckpoint
 from ferrymq.broker.topics import DLQ_GROUP_PREFIX, PERM_READ, PERM_WRITE, TopicConfigManager
@@ -235,15 +235,7 @@ class ReviveService:
         if done:
             self.log.append(
                 ck.revive_queue,
-                AckRecord(
-                    record.group,
-                    record.topic,
-                    record.queue_id,
-                    record.start_offset,
-                    record.pop_time,
-                    done,
-                    True,
-                ),
+                settled(record, done, revived=True),
             )
 
     def _ensure(self, topic: str) -> str:

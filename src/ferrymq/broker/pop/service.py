@@ -33,7 +33,7 @@ from ferrymq.broker.filters import FilterCache, FilterError, SubscriptionFilter
 from ferrymq.broker.groups import SubscriptionGroupManager
 from ferrymq.broker.long_polling import PullHoldService
 from ferrymq.broker.offsets import ConsumerOffsetManager
-from ferrymq.broker.pop.records import AckRecord, CheckpointRecord, revive_topic
+from ferrymq.broker.pop.records import CheckpointRecord, revive_topic, settled
 from ferrymq.broker.pop.retry_policy import next_delay_ms
 from ferrymq.broker.pop.revive import (
     ReviveService,
@@ -671,18 +671,7 @@ class PopService:
         """Close offsets of a checkpoint in memory, then in the revive topic."""
         record = ck.record
         self.table.settle(record.key, bits)
-        put = self.log.append(
-            ck.revive_queue,
-            AckRecord(
-                record.group,
-                record.topic,
-                record.queue_id,
-                record.start_offset,
-                record.pop_time,
-                bits,
-                revived,
-            ),
-        )
+        put = self.log.append(ck.revive_queue, settled(record, bits, revived))
         if record.order and self.table.get(record.key) is None:
             self.hold.arrived([(record.topic, record.queue_id)])  # the FIFO queue may go on
         return put
