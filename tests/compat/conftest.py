@@ -334,9 +334,11 @@ class V4Clients:
         properties: dict[str, str] | None = None,
         shards: int | None = None,
         delay_level: int = 0,
+        pad: int = 0,
         timeout: float = 60.0,
     ) -> list[dict]:
-        """Send `count` messages (bodies `<prefix>-<i>`) and return the producer's line for each."""
+        """Send `count` messages (bodies `<prefix>-<i>`, after `pad` dots) and return the producer's
+        line for each."""
         args = ["--topic", topic, "--count", str(count), "--prefix", prefix, "--mode", mode]
         args += ["--keys"] * keys + [arg for tag in tags for arg in ("--tag", tag)]
         args += [
@@ -344,6 +346,7 @@ class V4Clients:
         ]
         args += ["--shards", str(shards)] if shards else []
         args += ["--delay-level", str(delay_level)] if delay_level else []
+        args += ["--pad", str(pad)] if pad else []
         producer = self.start("produce.py", f"produce-{prefix}", args, timeout)
         producer.wait_exit()
         sent = producer.events("sent")

@@ -12,7 +12,11 @@ import time
 
 import pytest
 
-from tests.compat.conftest import poll, wait_until
+from ferrymq.client.sync import Message, Producer, PullConsumer
+from ferrymq.protocol.codes import RequestCode, ResponseCode
+from ferrymq.protocol.message_ext import decode_records
+from ferrymq.protocol.sys_flag import COMPRESSED_FLAG
+from tests.compat.conftest import poll, remoting_call, wait_until
 
 pytestmark = [pytest.mark.compat, pytest.mark.timeout(120)]
 
@@ -235,3 +239,52 @@ def test_new_group_starts_from_the_first_message(v4, cluster):
     for m in consumer.messages:
         starts[m["queue_id"]] = min(m["queue_offset"], starts.get(m["queue_id"], m["queue_offset"]))
     assert set(starts.values()) == {0}, f"first offset delivered per queue: {starts}"
+
+
+def stored_records(cluster, topic: str) -> list:
+    """Every record of `topic` as the broker stores it (bodies not decompressed)."""
+    records = []
+    for queue_id in range(cluster.queue_count(topic)):
+        fields = {
+            "consumerGroup": "compat-inspector", "topic": topic, "queueId": str(queue_id), "queueOffset": "0",
+            "maxMsgNums": "32", "sysFlag": "4", "commitOffset": "0", "suspendTimeoutMillis": "0",
+            "subscription": "*", "subVersion": "0",
+        }  # fmt: skip
+        reply = remoting_call(cluster.broker, RequestCode.PULL_MESSAGE, fields)
+        if reply.code == ResponseCode.SUCCESS:
+            records += decode_records(reply.body)
+        else:
+            assert reply.code == ResponseCode.PULL_NOT_FOUND, reply.remark
+    return records
+
+
+def stored_soon(cluster, topic: str, count: int) -> list:
+    """The records of `topic` once all `count` are there to read."""
+    return wait_until(
+        lambda: (found := stored_records(cluster, topic)) and len(found) >= count and found,
+        WAIT,
+        lambda: f"{count} records of {topic} on the broker",
+    )
+
+
+def test_bodies_over_4_kib_are_compressed_by_either_client_and_read_by_the_other(v4, cluster):
+    pad = 6000  # both clients compress bodies of 4 KiB and more (RocketMQ's compressMsgBodyOverHowmuch)
+    sent = v4.produce("BigFromCpp", 6, prefix="cpp", pad=pad)
+    stored = stored_soon(cluster, "BigFromCpp", 6)
+    assert len(stored) == 6 and all(r.sys_flag & COMPRESSED_FLAG and len(r.body) < pad for r in stored)
+    with PullConsumer("big-readers", cluster.namesrv, consume_from="first") as consumer:
+        consumer.subscribe("BigFromCpp")
+        got: set[str] = set()
+        deadline = time.monotonic() + WAIT
+        while len(got) < 6 and time.monotonic() < deadline:
+            got |= {m.body.decode() for m in consumer.poll(timeout=1.0)}
+    assert got == bodies(sent)
+
+    back = {"." * pad + f"sdk-{i}" for i in range(6)}
+    with Producer("big-writers", cluster.namesrv) as producer:  # zlib, flagged as RocketMQ 5 does
+        for body in sorted(back):
+            producer.send(Message("BigFromSdk", body.encode()))
+    assert all(r.sys_flag & COMPRESSED_FLAG for r in stored_soon(cluster, "BigFromSdk", 6))
+    consumer = v4.consumer("BigFromSdk", "big_cpp_readers", label="reader", count=6, timeout=WAIT)
+    consumer.wait_exit()
+    assert consumer.bodies() == back

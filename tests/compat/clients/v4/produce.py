@@ -1,8 +1,9 @@
 """Send numbered messages with the rocketmq 0.4.4 Producer (C++ 4.x client) and report each send.
 
-Message i has body ``<prefix>-<i>``; with --keys its key is ``<prefix>-key-<i>``; its tag is the
-(i mod n)-th --tag; every --property is set on every message. In orderly mode message i is sent with
-sharding key ``i mod --shards`` through the wrapper's hash selector (queue = key mod queue count).
+Message i has body ``<prefix>-<i>``, after --pad dots (the client compresses bodies of 4 KiB and
+more); with --keys its key is ``<prefix>-key-<i>``; its tag is the (i mod n)-th --tag; every
+--property is set on every message. In orderly mode message i is sent with sharding key
+``i mod --shards`` through the wrapper's hash selector (queue = key mod queue count).
 
 Output, one JSON line each: ``{"event": "sent", "i", "body", "keys", "tags", "shard", "msg_id",
 "status", "queue", "offset"}`` then ``{"event": "summary", "sent"}``. ``queue`` is known only in
@@ -47,6 +48,7 @@ def parse_args():
     parser.add_argument("--count", type=int, default=10)
     parser.add_argument("--prefix", default="m", help="body of message i is <prefix>-<i>")
     parser.add_argument("--group", default="compat_producer", help="producer group")
+    parser.add_argument("--pad", type=int, default=0, help="dots before each body (to make it large)")
     parser.add_argument("--keys", action="store_true", help="give message i the key <prefix>-key-<i>")
     parser.add_argument("--tag", action="append", default=[], help="tags, given to the messages in turn")
     parser.add_argument(
@@ -78,7 +80,7 @@ def describe(args, i: int) -> dict:
     """What message i carries; shared by build_message and the output line."""
     return {
         "i": i,
-        "body": f"{args.prefix}-{i}",
+        "body": "." * args.pad + f"{args.prefix}-{i}",
         "keys": f"{args.prefix}-key-{i}" if args.keys else None,
         "tags": args.tag[i % len(args.tag)] if args.tag else None,
         "shard": i % args.shards if args.mode == "orderly" else None,
