@@ -111,3 +111,18 @@ async def test_blocking_simple_consumer(cluster, make_topic, producer):
             return [m.body for m in got]
 
     assert await asyncio.to_thread(script) == [b"sync"]
+
+
+async def test_a_change_of_the_group_reaches_its_members_without_complaint(cluster, make_topic, caplog):
+    await make_topic("S", 1)
+    async with SimpleConsumer("SG", cluster.namesrv_addr, subscriptions={"S": "*"}) as staying:
+        leaving = SimpleConsumer("SG", cluster.namesrv_addr, subscriptions={"S": "*"})
+        await leaving.start()
+        with caplog.at_level("INFO"):
+            await leaving.close()  # the broker tells the members left: NOTIFY_CONSUMER_IDS_CHANGED
+            deadline = asyncio.get_running_loop().time() + 10
+            while "group SG changed" not in caplog.text:
+                assert asyncio.get_running_loop().time() < deadline, "no member heard of the change"
+                await asyncio.sleep(0.05)
+        assert "not supported" not in caplog.text
+        assert staying.instance is not leaving.instance

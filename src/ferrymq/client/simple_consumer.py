@@ -15,9 +15,9 @@ import itertools
 import logging
 import time
 
-from ferrymq.client import pop_calls
+from ferrymq.client import notices, pop_calls
 from ferrymq.client.instance import ClientError, ClientInstance
-from ferrymq.client.message import MessageExt
+from ferrymq.client.message import MessageExt, MessageQueue
 from ferrymq.client.selector import MessageSelector, check_on_brokers
 from ferrymq.protocol.bodies import ConsumerData
 from ferrymq.protocol.codes import ResponseCode
@@ -76,10 +76,17 @@ class SimpleConsumer:
         for topic, selector in self.subscriptions.items():
             await self._route(topic)
             await check_on_brokers(self.instance, self.group, topic, selector)
+        # Brokers tell every member of a group when it changes; a pop group has nothing to rebalance.
+        notices.listen(self.instance, self.group, notices.GroupListener(lambda: None, self._offsets_reset))
         self.instance.consumers[self.group] = self._consumer_data
         await self.instance.heartbeat_all()
 
+    @staticmethod
+    async def _offsets_reset(offsets: dict[MessageQueue, int]) -> None:
+        """An admin moved the group's offsets: the broker keeps a pop group's, nothing to do here."""
+
     async def close(self) -> None:
+        notices.forget(self.instance, self.group)
         self.instance.consumers.pop(self.group, None)
         if self._own_instance:
             await self.instance.close()
