@@ -1,0 +1,53 @@
+"""The proxy's gRPC server (grpc.aio on the caller's event loop): in a broker process over its local
+message service, or alone over a remote one. Owns nothing but the server; the caller owns the
+message service."""
+
+from __future__ import annotations
+
+import logging
+
+import grpc
+
+from ferrymq.messaging.api import MessageService
+from ferrymq.proxy.service import MessagingServicer
+from ferrymq.proxy.v2 import messaging_pb2 as pb
+from ferrymq.proxy.v2 import messaging_pb2_grpc as pb_grpc
+
+log = logging.getLogger(__name__)
+
+DEFAULT_PORT = 8081  # RocketMQ proxy's grpcServerPort
+# open receives are cut after this on close; their messages come back after their invisible time
+STOP_GRACE_S = 2.0
+MAX_MESSAGE_BYTES = 130 * 1024 * 1024  # a batch of messages of up to 4 MiB each, with room to spare
+
+
+class ProxyServer:
+    def __init__(self, service: MessageService, host: str = "127.0.0.1", port: int = DEFAULT_PORT) -> None:
+        self.service = service
+        self.host = host
+        self.port = port
+        self._server: grpc.aio.Server | None = None
+
+    async def start(self) -> int:
+        """Serve on host:port (0: a free port); returns the port bound."""
+        server = grpc.aio.server(
+            options=[
+                ("grpc.max_receive_message_length", MAX_MESSAGE_BYTES),
+                ("grpc.max_send_message_length", MAX_MESSAGE_BYTES),
+            ]
+        )
+        bound = server.add_insecure_port(f"{self.host}:{self.port}")
+        if bound == 0:
+            raise OSError(f"proxy cannot listen on {self.host}:{self.port}")
+        self.port = bound
+        endpoints = pb.Endpoints(scheme=pb.IPv4, addresses=[pb.Address(host=self.host, port=bound)])
+        pb_grpc.add_MessagingServiceServicer_to_server(MessagingServicer(self.service, endpoints), server)
+        await server.start()
+        self._server = server
+        log.info("proxy (gRPC v2) listening on %s:%d", self.host, bound)
+        return bound
+
+    async def close(self) -> None:
+        if self._server is not None:
+            await self._server.stop(STOP_GRACE_S)
+            self._server = None

@@ -1,0 +1,73 @@
+"""The MessagingService servicer: each RPC handed to the module that serves it, over one
+MessageService (local or remote). RPCs this proxy does not serve yet answer NOT_IMPLEMENTED in
+their status, so a client raises a clear error instead of waiting."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+
+import grpc
+
+from ferrymq.messaging.api import MessageService
+from ferrymq.proxy import consumer, producer, routes
+from ferrymq.proxy.status import OK, status
+from ferrymq.proxy.telemetry import Clients
+from ferrymq.proxy.v2 import messaging_pb2 as pb
+from ferrymq.proxy.v2 import messaging_pb2_grpc as pb_grpc
+
+CLIENT_ID_HEADER = "x-mq-client-id"
+
+
+def client_id(context: grpc.aio.ServicerContext) -> str:
+    for key, value in context.invocation_metadata() or ():
+        if key == CLIENT_ID_HEADER:
+            return str(value)
+    return ""
+
+
+def _not_implemented(what: str) -> pb.Status:
+    return status(pb.NOT_IMPLEMENTED, f"{what} is not served by this proxy yet")
+
+
+class MessagingServicer(pb_grpc.MessagingServiceServicer):
+    def __init__(self, service: MessageService, endpoints: pb.Endpoints) -> None:
+        self.service = service
+        self.endpoints = endpoints  # where clients reach this proxy, when they do not say
+        self.clients = Clients()
+
+    async def QueryRoute(self, request, context):
+        return await routes.query_route(self.service, request, self.endpoints)
+
+    async def QueryAssignment(self, request, context):
+        return await routes.query_assignment(self.service, request, self.endpoints)
+
+    async def Heartbeat(self, request, context):
+        return pb.HeartbeatResponse(status=OK)
+
+    async def NotifyClientTermination(self, request, context):
+        return pb.NotifyClientTerminationResponse(status=OK)
+
+    async def SendMessage(self, request, context):
+        return await producer.send_message(self.service, request)
+
+    async def ReceiveMessage(self, request, context) -> AsyncIterator[pb.ReceiveMessageResponse]:
+        async for response in consumer.receive_message(self.service, request, context.time_remaining()):
+            yield response
+
+    async def AckMessage(self, request, context):
+        return await consumer.ack_message(self.service, request)
+
+    async def ChangeInvisibleDuration(self, request, context):
+        return await consumer.change_invisible_duration(self.service, request)
+
+    async def ForwardMessageToDeadLetterQueue(self, request, context):
+        return pb.ForwardMessageToDeadLetterQueueResponse(
+            status=_not_implemented("ForwardMessageToDeadLetterQueue")
+        )
+
+    async def EndTransaction(self, request, context):
+        return pb.EndTransactionResponse(status=_not_implemented("EndTransaction"))
+
+    async def Telemetry(self, request_iterator, context) -> AsyncIterator[pb.TelemetryCommand]:
+        async for command in self.clients.serve(client_id(context), request_iterator):
+            yield command

@@ -1,0 +1,105 @@
+"""Drives the official RocketMQ 5.x Python client (rocketmq-python-client) from a test: runs in the
+client's own venv, reads one JSON command per stdin line, answers each with one JSON line on stdout.
+
+Commands: producer {topics}; send {topic, body, tag?, keys?, properties?, group?, deliver_at_s?};
+consumer {group, topic, await_s}; receive {max, invisible_s}; ack {id}; change {id, invisible_s};
+quit. A received message is remembered by its message id (its latest copy, whose receipt handle acks
+it). A client exception answers {"ok": false, "error": <class name>, "message": ...}. A watchdog ends
+the process if the test stops talking to it.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+import threading
+
+from rocketmq import ClientConfiguration, Credentials, FilterExpression, Message, Producer, SimpleConsumer
+
+endpoint = sys.argv[1]
+watchdog = threading.Timer(float(sys.argv[2]), lambda: os._exit(3))
+watchdog.daemon = True
+watchdog.start()
+
+config = ClientConfiguration(endpoint, Credentials())
+producer = None
+consumer = None
+received: dict[str, Message] = {}
+
+
+def describe(m: Message) -> dict:
+    return {
+        "id": m.message_id,
+        "topic": m.topic,
+        "body": m.body.decode(),
+        "tag": m.tag,
+        "keys": sorted(m.keys),
+        "properties": dict(m.properties),
+        "attempt": m.delivery_attempt,
+        "group": m.message_group,
+        "handle": m.receipt_handle,
+    }
+
+
+def run(command: dict) -> dict:
+    global producer, consumer
+    op = command["op"]
+    if op == "producer":
+        producer = Producer(config, tuple(command["topics"]))
+        producer.startup()
+        return {}
+    if op == "send":
+        message = Message()
+        message.topic = command["topic"]
+        message.body = command["body"].encode()
+        if "tag" in command:
+            message.tag = command["tag"]
+        if "keys" in command:
+            Message.keys.fset(message, *command["keys"])  # the setter takes *keys
+        if "group" in command:
+            message.message_group = command["group"]
+        if "deliver_at_s" in command:
+            message.delivery_timestamp = command["deliver_at_s"]
+        for key, value in command.get("properties", {}).items():
+            message.add_property(key, value)
+        return {"id": producer.send(message).message_id}
+    if op == "consumer":
+        consumer = SimpleConsumer(
+            config,
+            command["group"],
+            {command["topic"]: FilterExpression(command.get("tag", "*"))},
+            await_duration=command.get("await_s", 5),
+        )
+        consumer.startup()
+        return {}
+    if op == "receive":
+        messages = consumer.receive(command["max"], command["invisible_s"])
+        for m in messages:
+            received[m.message_id] = m
+        return {"messages": [describe(m) for m in messages]}
+    if op == "ack":
+        consumer.ack(received[command["id"]])
+        return {}
+    if op == "change":
+        message = received[command["id"]]
+        consumer.change_invisible_duration(message, command["invisible_s"])
+        return {"handle": message.receipt_handle}
+    raise ValueError(f"unknown command {op!r}")
+
+
+for line in sys.stdin:
+    command = json.loads(line)
+    if command["op"] == "quit":
+        break
+    try:
+        answer = {"ok": True, **run(command)}
+    except Exception as e:  # the client's exceptions are what the test checks
+        answer = {"ok": False, "error": type(e).__name__, "message": str(e)}
+    sys.stdout.write(json.dumps(answer) + "\n")
+    sys.stdout.flush()
+for client in (consumer, producer):
+    if client is not None:
+        client.shutdown()
+sys.stdout.flush()
+os._exit(0)

@@ -1,0 +1,81 @@
+"""The official 5.x Python client through our proxy, local and cluster mode: normal messages with tag,
+keys and properties produced and received by a SimpleConsumer; ack, change of invisible duration,
+redelivery of an unacked message, and an unknown topic."""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+
+pytestmark = pytest.mark.compat
+
+
+def test_produce_and_receive_with_tag_keys_and_properties(proxied, client):
+    proxied.create_topic("Orders")
+    client.ok("producer", topics=["Orders"])
+    sent = [
+        client.ok("send", topic="Orders", body=f"order-{i}", tag="new", keys=[f"k{i}", "all"],
+                  properties={"region": "eu", "n": str(i)})["id"]
+        for i in range(3)
+    ]  # fmt: skip
+    client.ok("consumer", group="Billing", topic="Orders", await_s=5)
+    got: dict[str, dict] = {}
+    deadline = time.monotonic() + 30
+    while len(got) < 3 and time.monotonic() < deadline:
+        for m in client.ok("receive", max=16, invisible_s=30)["messages"]:
+            got[m["id"]] = m
+    assert sorted(got) == sorted(sent), proxied.describe()
+    for m in got.values():
+        i = m["body"].removeprefix("order-")
+        assert (m["topic"], m["tag"], m["keys"], m["attempt"]) == ("Orders", "new", ["all", f"k{i}"], 1)
+        assert m["properties"] == {"region": "eu", "n": i}
+        assert client.ok("ack", id=m["id"])
+    again = client.ok("receive", max=16, invisible_s=30)
+    assert again["messages"] == []
+
+
+def test_an_unacked_message_comes_back_with_attempt_two(proxied, client):
+    proxied.create_topic("Jobs", 1)
+    client.ok("producer", topics=["Jobs"])
+    sent = client.ok("send", topic="Jobs", body="job")["id"]
+    client.ok("consumer", group="Workers", topic="Jobs", await_s=5)
+    first = client.ok("receive", max=1, invisible_s=10)["messages"]
+    assert [(m["id"], m["attempt"]) for m in first] == [(sent, 1)]
+    started = time.monotonic()
+    again: list[dict] = []
+    while not again and time.monotonic() - started < 40:
+        again = client.ok("receive", max=1, invisible_s=10)["messages"]
+    assert [(m["id"], m["attempt"], m["body"]) for m in again] == [(sent, 2, "job")], proxied.describe()
+    assert time.monotonic() - started >= 9  # not before its invisible time ended
+    client.ok("ack", id=sent)
+    stale = client.call("ack", id=sent)  # acked already: the handle is no longer current
+    assert not stale["ok"] and stale["error"] == "BadRequestException", stale
+
+
+def test_change_invisible_duration_brings_the_message_back_after_it(proxied, client):
+    proxied.create_topic("Tasks", 1)
+    client.ok("producer", topics=["Tasks"])
+    sent = client.ok("send", topic="Tasks", body="task")["id"]
+    client.ok("consumer", group="Runners", topic="Tasks", await_s=5)
+    (m,) = client.ok("receive", max=1, invisible_s=60)["messages"]
+    changed = client.ok("change", id=sent, invisible_s=2)
+    assert changed["handle"] != m["handle"]
+    started = time.monotonic()
+    back: list[dict] = []
+    while not back and time.monotonic() - started < 30:
+        back = client.ok("receive", max=1, invisible_s=30)["messages"]
+    assert [(b["id"], b["body"]) for b in back] == [(sent, "task")], proxied.describe()
+    assert back[0]["attempt"] == 2
+    client.ok("ack", id=sent)
+
+
+def test_an_unknown_topic_is_refused_at_once_with_topic_not_found(proxied, client):
+    client.ok("producer", topics=["NoSuchTopic"])  # the client starts without the route
+    started = time.monotonic()
+    answer = client.call("send", topic="NoSuchTopic", body="x")
+    # the client logs the route's NotFoundException and raises its own "failed to fetch" error
+    assert not answer["ok"] and answer["message"] == "failed to fetch topic:NoSuchTopic route.", answer
+    assert time.monotonic() - started < 10
+    log = client.log_text()
+    assert "topic NoSuchTopic does not exist" in log and "40402" in log, log[-2000:]
