@@ -79,3 +79,23 @@ def test_an_unknown_topic_is_refused_at_once_with_topic_not_found(proxied, clien
     assert time.monotonic() - started < 10
     log = client.log_text()
     assert "topic NoSuchTopic does not exist" in log and "40402" in log, log[-2000:]
+
+
+def test_a_push_consumer_gets_messages_and_a_failed_one_again(proxied, client):
+    proxied.create_topic("Events")
+    client.ok("producer", topics=["Events"])
+    client.ok("push", group="Listeners", topic="Events", fail_attempts=1)
+    sent = {client.ok("send", topic="Events", body=f"event-{i}")["id"] for i in range(3)}
+
+    def settled() -> list[dict]:
+        return [m for m in client.ok("pushed")["messages"] if m["ok"]]
+
+    deadline = time.monotonic() + 60
+    while {m["id"] for m in settled()} != sent and time.monotonic() < deadline:
+        time.sleep(0.2)
+    calls = client.ok("pushed")["messages"]
+    assert {m["id"] for m in settled()} == sent, (calls, proxied.describe())
+    # each failed once (attempt 1), then came back as attempt 2 and succeeded
+    assert sorted((m["id"], m["attempt"], m["ok"]) for m in calls) == sorted(
+        [(i, 1, False) for i in sent] + [(i, 2, True) for i in sent]
+    )

@@ -3,7 +3,7 @@ client's own venv, reads one JSON command per stdin line, answers each with one 
 
 Commands: producer {topics}; send {topic, body, tag?, keys?, properties?, group?, deliver_at_s?};
 consumer {group, topic, await_s}; receive {max, invisible_s}; ack {id}; change {id, invisible_s};
-quit. A received message is remembered by its message id (its latest copy, whose receipt handle acks
+push {group, topic, fail_attempts} (a PushConsumer); pushed (what its listener got so far); quit. A received message is remembered by its message id (its latest copy, whose receipt handle acks
 it). A client exception answers {"ok": false, "error": <class name>, "message": ...}. A watchdog ends
 the process if the test stops talking to it.
 """
@@ -15,7 +15,17 @@ import os
 import sys
 import threading
 
-from rocketmq import ClientConfiguration, Credentials, FilterExpression, Message, Producer, SimpleConsumer
+from rocketmq import (
+    ClientConfiguration,
+    ConsumeResult,
+    Credentials,
+    FilterExpression,
+    Message,
+    MessageListener,
+    Producer,
+    PushConsumer,
+    SimpleConsumer,
+)
 
 endpoint = sys.argv[1]
 watchdog = threading.Timer(float(sys.argv[2]), lambda: os._exit(3))
@@ -25,7 +35,23 @@ watchdog.start()
 config = ClientConfiguration(endpoint, Credentials())
 producer = None
 consumer = None
+pusher = None
 received: dict[str, Message] = {}
+pushed: list[dict] = []
+pushed_lock = threading.Lock()
+
+
+class Listener(MessageListener):
+    """Fails each message's first `fail_attempts` deliveries, then succeeds; records every call."""
+
+    def __init__(self, fail_attempts: int) -> None:
+        self.fail_attempts = fail_attempts
+
+    def consume(self, message: Message) -> ConsumeResult:
+        ok = message.delivery_attempt > self.fail_attempts
+        with pushed_lock:
+            pushed.append({**describe(message), "ok": ok})
+        return ConsumeResult.SUCCESS if ok else ConsumeResult.FAILURE
 
 
 def describe(m: Message) -> dict:
@@ -43,7 +69,7 @@ def describe(m: Message) -> dict:
 
 
 def run(command: dict) -> dict:
-    global producer, consumer
+    global producer, consumer, pusher
     op = command["op"]
     if op == "producer":
         producer = Producer(config, tuple(command["topics"]))
@@ -85,6 +111,16 @@ def run(command: dict) -> dict:
         message = received[command["id"]]
         consumer.change_invisible_duration(message, command["invisible_s"])
         return {"handle": message.receipt_handle}
+    if op == "push":
+        pusher = PushConsumer(
+            config, command["group"], Listener(command.get("fail_attempts", 0)),
+            {command["topic"]: FilterExpression(command.get("tag", "*"))},
+        )  # fmt: skip
+        pusher.startup()
+        return {}
+    if op == "pushed":
+        with pushed_lock:
+            return {"messages": list(pushed)}
     raise ValueError(f"unknown command {op!r}")
 
 
@@ -98,7 +134,7 @@ for line in sys.stdin:
         answer = {"ok": False, "error": type(e).__name__, "message": str(e)}
     sys.stdout.write(json.dumps(answer) + "\n")
     sys.stdout.flush()
-for client in (consumer, producer):
+for client in (pusher, consumer, producer):
     if client is not None:
         client.shutdown()
 sys.stdout.flush()
