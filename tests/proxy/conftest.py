@@ -18,6 +18,7 @@ from pathlib import Path
 import pytest
 
 from ferrymq.bench.processes import free_ports
+from ferrymq.protocol.bodies import SubscriptionGroupConfig, encode_body
 from ferrymq.protocol.codes import RequestCode, ResponseCode
 from tests.compat.conftest import SERVER_START_TIMEOUT, ServerProcess, remoting_call, stop_process, wait_until
 from tests.compat.venvs import client_venv
@@ -40,6 +41,11 @@ class Proxied:
 
     def describe(self) -> str:
         return "\n".join(server.describe() for server in self.servers)
+
+    def create_group(self, group: str, *, orderly: bool = False) -> None:
+        body = encode_body(SubscriptionGroupConfig(group, consume_message_orderly=orderly))
+        reply = remoting_call(self.broker, RequestCode.UPDATE_AND_CREATE_SUBSCRIPTIONGROUP, {}, body=body)
+        assert reply.code == ResponseCode.SUCCESS, reply.remark
 
     def create_topic(self, topic: str, queues: int = 2) -> None:
         """A topic on the broker, routed by the NameServer (where the cluster-mode proxy looks)."""

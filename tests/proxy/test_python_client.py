@@ -1,6 +1,7 @@
 """The official 5.x Python client through our proxy, local and cluster mode: normal messages with tag,
 keys and properties produced and received by a SimpleConsumer; ack, change of invisible duration,
-redelivery of an unacked message, and an unknown topic."""
+redelivery of an unacked message, an unknown topic; a PushConsumer with a failing listener; a message
+group in order; a delayed message."""
 
 from __future__ import annotations
 
@@ -99,3 +100,42 @@ def test_a_push_consumer_gets_messages_and_a_failed_one_again(proxied, client):
     assert sorted((m["id"], m["attempt"], m["ok"]) for m in calls) == sorted(
         [(i, 1, False) for i in sent] + [(i, 2, True) for i in sent]
     )
+
+
+def test_a_message_group_is_received_in_order_one_settled_message_at_a_time(proxied, client):
+    proxied.create_topic("Payments", 4)
+    proxied.create_group("Ledger", orderly=True)
+    client.ok("producer", topics=["Payments"])
+    sent = [client.ok("send", topic="Payments", body=f"pay-{i}", group="account-7")["id"] for i in range(4)]
+    client.ok("consumer", group="Ledger", topic="Payments", await_s=5)
+    (first,) = client.ok("receive", max=1, invisible_s=20)["messages"]
+    assert first["id"] == sent[0]
+    # while the first is unsettled, the rest of its group waits (an empty long poll of 5 s)
+    assert client.ok("receive", max=1, invisible_s=20)["messages"] == []
+    client.ok("ack", id=first["id"])
+    got = [first]
+    deadline = time.monotonic() + 60
+    while len(got) < len(sent) and time.monotonic() < deadline:
+        batch = client.ok("receive", max=1, invisible_s=20)["messages"]
+        assert len(batch) <= 1
+        for m in batch:
+            assert m["group"] == "account-7"
+            got.append(m)
+            client.ok("ack", id=m["id"])  # the next one of the group comes only after this
+    assert [m["id"] for m in got] == sent, proxied.describe()
+    assert [m["body"] for m in got] == [f"pay-{i}" for i in range(4)]
+
+
+def test_a_delayed_message_is_delivered_at_its_time(proxied, client):
+    proxied.create_topic("Reminders", 1)
+    client.ok("producer", topics=["Reminders"])
+    due = int(time.time()) + 3
+    sent = client.ok("send", topic="Reminders", body="wake up", deliver_at_s=due)["id"]
+    client.ok("consumer", group="Sleepers", topic="Reminders", await_s=5)
+    got: list[dict] = []
+    deadline = time.monotonic() + 30
+    while not got and time.monotonic() < deadline:
+        got = client.ok("receive", max=1, invisible_s=20)["messages"]
+    assert time.time() >= due - 0.5  # not before its time (the clocks are the same machine's)
+    assert [(m["id"], m["body"], m["deliver_at_ms"]) for m in got] == [(sent, "wake up", due * 1000)]
+    client.ok("ack", id=sent)

@@ -3,8 +3,9 @@ client's own venv, reads one JSON command per stdin line, answers each with one 
 
 Commands: producer {topics}; send {topic, body, tag?, keys?, properties?, group?, deliver_at_s?};
 consumer {group, topic, await_s}; receive {max, invisible_s}; ack {id}; change {id, invisible_s};
-push {group, topic, fail_attempts} (a PushConsumer); pushed (what its listener got so far); quit. A received message is remembered by its message id (its latest copy, whose receipt handle acks
-it). A client exception answers {"ok": false, "error": <class name>, "message": ...}. A watchdog ends
+push {group, topic, fail_attempts} (a PushConsumer); pushed (what its listener got so far); quit.
+A received message is remembered by its message id (its latest copy, whose receipt handle acks it).
+A client exception answers {"ok": false, "error": <class name>, "message": ...}. A watchdog ends
 the process if the test stops talking to it.
 """
 
@@ -65,6 +66,7 @@ def describe(m: Message) -> dict:
         "attempt": m.delivery_attempt,
         "group": m.message_group,
         "handle": m.receipt_handle,
+        "deliver_at_ms": m.delivery_timestamp,
     }
 
 
