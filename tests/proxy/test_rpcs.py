@@ -1,0 +1,202 @@
+"""The proxy's RPCs called with our own stubs, against a broker in this process (local mode) and over
+remoting (cluster mode): the refusals and edge cases a client library does not easily produce."""
+
+from __future__ import annotations
+
+import gzip
+
+import grpc
+import pytest
+
+from ferrymq.messaging.local import LocalMessageService
+from ferrymq.messaging.remote import RemoteMessageService
+from ferrymq.protocol.bodies import TopicConfig
+from ferrymq.proxy.server import ProxyServer
+from ferrymq.proxy.v2 import messaging_pb2 as pb
+from ferrymq.proxy.v2 import messaging_pb2_grpc as pb_grpc
+
+from ..broker.conftest import Cluster, make_cluster  # noqa: F401  (fixture)
+
+CLIENT = (("x-mq-client-id", "test-client"),)
+
+
+@pytest.fixture(params=["local", "cluster"])
+async def stub(request, make_cluster):  # noqa: F811
+    """A MessagingService stub to a proxy on a free port, over a broker with topic Orders (2 queues)."""
+    cluster: Cluster = await make_cluster()
+    broker = cluster.broker
+    broker.topics.put(TopicConfig("Orders", 2, 2, 6))
+    await broker.registrar.register_all()
+    if request.param == "local":
+        name = broker.config.broker_name
+        service = LocalMessageService(broker.puts, broker.reads, broker.pops, broker.topics, name)
+        remote = None
+    else:
+        service = remote = await RemoteMessageService(cluster.namesrv_addr).start()
+    server = ProxyServer(service, "127.0.0.1", 0)
+    port = await server.start()
+    channel = grpc.aio.insecure_channel(f"127.0.0.1:{port}")
+    try:
+        yield pb_grpc.MessagingServiceStub(channel)
+    finally:
+        await channel.close()
+        await server.close()
+        if remote is not None:
+            await remote.close()
+
+
+def message(body: bytes = b"hello", topic: str = "Orders", **system) -> pb.Message:
+    m = pb.Message(body=body, topic=pb.Resource(name=topic))
+    for key, value in system.items():
+        setattr(m.system_properties, key, value)
+    return m
+
+
+async def receive(stub, group: str, batch: int = 32, invisible_s: int = 30, **extra) -> list:
+    request = pb.ReceiveMessageRequest(
+        group=pb.Resource(name=group), message_queue=pb.MessageQueue(topic=pb.Resource(name="Orders")),
+        batch_size=batch, **extra,
+    )  # fmt: skip
+    request.invisible_duration.FromSeconds(invisible_s)
+    request.long_polling_timeout.FromSeconds(5)
+    return [r async for r in stub.ReceiveMessage(request, metadata=CLIENT, timeout=30)]
+
+
+async def test_query_route_names_the_proxy_as_every_queue_endpoint(stub):
+    reply = await stub.QueryRoute(pb.QueryRouteRequest(topic=pb.Resource(name="Orders")))
+    assert reply.status.code == pb.OK
+    assert [(q.id, q.permission, q.broker.name) for q in reply.message_queues] == [
+        (0, pb.READ_WRITE, "broker-a"), (1, pb.READ_WRITE, "broker-a"),
+    ]  # fmt: skip
+    (address,) = reply.message_queues[0].broker.endpoints.addresses
+    assert address.host == "127.0.0.1" and address.port > 0
+    missing = await stub.QueryRoute(pb.QueryRouteRequest(topic=pb.Resource(name="Nope")))
+    assert missing.status.code == pb.TOPIC_NOT_FOUND and not missing.message_queues
+
+
+async def test_query_assignment_gives_one_any_queue_assignment_per_broker(stub):
+    reply = await stub.QueryAssignment(
+        pb.QueryAssignmentRequest(topic=pb.Resource(name="Orders"), group=pb.Resource(name="G"))
+    )
+    assert reply.status.code == pb.OK
+    assert [(a.message_queue.id, a.message_queue.broker.name) for a in reply.assignments] == [
+        (-1, "broker-a")
+    ]
+
+
+async def test_a_send_answers_per_message_and_multiple_results_when_they_differ(stub):
+    reserved = message(message_id="id-2")
+    reserved.user_properties["TAGS"] = "sneaky"
+    request = pb.SendMessageRequest(
+        messages=[message(message_id="id-1", tag="a"), reserved, message(b"", message_id="id-3")]
+    )
+    reply = await stub.SendMessage(request)
+    assert reply.status.code == pb.MULTIPLE_RESULTS
+    assert [(e.message_id, e.status.code) for e in reply.entries] == [
+        ("id-1", pb.OK), ("id-2", pb.ILLEGAL_MESSAGE_PROPERTY_KEY), ("id-3", pb.MESSAGE_BODY_EMPTY),
+    ]  # fmt: skip
+    assert reply.entries[0].offset == 0
+    mixed = await stub.SendMessage(pb.SendMessageRequest(messages=[message(), message(topic="Other")]))
+    assert mixed.status.code == pb.BAD_REQUEST
+    unknown = await stub.SendMessage(pb.SendMessageRequest(messages=[message(topic="Nope")]))
+    assert unknown.status.code == pb.TOPIC_NOT_FOUND
+    tx = await stub.SendMessage(pb.SendMessageRequest(messages=[message(message_type=pb.TRANSACTION)]))
+    assert tx.status.code == pb.NOT_IMPLEMENTED
+
+
+async def test_a_gzip_body_is_received_as_its_content(stub):
+    sent = await stub.SendMessage(
+        pb.SendMessageRequest(messages=[message(gzip.compress(b"z" * 5000), body_encoding=pb.GZIP)])
+    )
+    assert sent.status.code == pb.OK
+    frames = await receive(stub, "Unzip")
+    assert frames[0].status.code == pb.OK
+    (got,) = [f.message for f in frames if f.HasField("message")]
+    assert got.body == b"z" * 5000 and got.system_properties.body_encoding == pb.IDENTITY
+
+
+async def test_a_receive_is_status_then_messages_then_the_delivery_time(stub):
+    await stub.SendMessage(
+        pb.SendMessageRequest(messages=[message(b"m%d" % i, message_id=f"id{i}") for i in range(3)])
+    )
+    frames = await receive(stub, "Readers")
+    kinds = [f.WhichOneof("content") for f in frames]
+    assert kinds == ["status", "message", "message", "message", "delivery_timestamp"]
+    assert frames[0].status.code == pb.OK
+    messages = [f.message for f in frames[1:4]]
+    assert sorted(m.system_properties.message_id for m in messages) == ["id0", "id1", "id2"]
+    assert all(m.system_properties.invisible_duration.ToSeconds() == 30 for m in messages)
+    acked = await stub.AckMessage(
+        pb.AckMessageRequest(
+            group=pb.Resource(name="Readers"), topic=pb.Resource(name="Orders"),
+            entries=[
+                pb.AckMessageEntry(message_id=m.system_properties.message_id,
+                                   receipt_handle=m.system_properties.receipt_handle)
+                for m in messages
+            ] + [pb.AckMessageEntry(message_id="x", receipt_handle="not a handle")],
+        )
+    )  # fmt: skip
+    assert acked.status.code == pb.MULTIPLE_RESULTS
+    assert [e.status.code for e in acked.entries] == [pb.OK, pb.OK, pb.OK, pb.INVALID_RECEIPT_HANDLE]
+    empty = await receive(stub, "Readers")
+    assert [f.status.code for f in empty] == [pb.MESSAGE_NOT_FOUND]
+
+
+@pytest.mark.parametrize(
+    "changes, code",
+    [
+        ({"batch": 0}, pb.BAD_REQUEST),
+        ({"batch": 33}, pb.BAD_REQUEST),
+        ({"invisible_s": 5}, pb.ILLEGAL_INVISIBLE_TIME),
+        ({"invisible_s": 13 * 3600}, pb.ILLEGAL_INVISIBLE_TIME),
+    ],
+)
+async def test_a_bad_receive_is_refused_in_its_status(stub, changes, code):
+    frames = await receive(stub, "G", **changes)
+    assert [f.status.code for f in frames] == [code]
+
+
+async def test_change_invisible_duration_replaces_the_handle(stub):
+    await stub.SendMessage(pb.SendMessageRequest(messages=[message(message_id="c1")]))
+    (m,) = [f.message for f in await receive(stub, "Changers") if f.HasField("message")]
+    old = m.system_properties.receipt_handle
+    request = pb.ChangeInvisibleDurationRequest(
+        group=pb.Resource(name="Changers"), topic=pb.Resource(name="Orders"), receipt_handle=old,
+        message_id="c1",
+    )  # fmt: skip
+    request.invisible_duration.FromSeconds(60)
+    changed = await stub.ChangeInvisibleDuration(request)
+    assert changed.status.code == pb.OK and changed.receipt_handle not in ("", old)
+    again = await stub.ChangeInvisibleDuration(request)  # the old handle is no longer current
+    assert again.status.code == pb.INVALID_RECEIPT_HANDLE
+    stale = await stub.AckMessage(
+        pb.AckMessageRequest(
+            group=pb.Resource(name="Changers"), topic=pb.Resource(name="Orders"),
+            entries=[pb.AckMessageEntry(message_id="c1", receipt_handle=old)],
+        )
+    )  # fmt: skip
+    assert stale.status.code == pb.INVALID_RECEIPT_HANDLE
+
+
+async def test_telemetry_answers_settings_with_the_merged_ones(stub):
+    settings = pb.Settings(client_type=pb.SIMPLE_CONSUMER)
+    settings.subscription.group.name = "G"
+
+    async def commands():
+        yield pb.TelemetryCommand(settings=settings)
+
+    call = stub.Telemetry(commands(), metadata=CLIENT, timeout=10)
+    answers = [a async for a in call]
+    assert len(answers) == 1 and answers[0].status.code == pb.OK
+    merged = answers[0].settings
+    assert merged.subscription.group.name == "G" and merged.subscription.receive_batch_size == 32
+    assert merged.backoff_policy.customized_backoff.next
+
+
+async def test_unserved_calls_answer_not_implemented(stub):
+    forward = await stub.ForwardMessageToDeadLetterQueue(pb.ForwardMessageToDeadLetterQueueRequest())
+    assert forward.status.code == pb.NOT_IMPLEMENTED
+    end = await stub.EndTransaction(pb.EndTransactionRequest())
+    assert end.status.code == pb.NOT_IMPLEMENTED
+    beat = await stub.Heartbeat(pb.HeartbeatRequest(client_type=pb.PRODUCER))
+    assert beat.status.code == pb.OK
