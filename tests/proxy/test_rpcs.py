@@ -4,6 +4,7 @@ remoting (cluster mode): the refusals and edge cases a client library does not e
 from __future__ import annotations
 
 import gzip
+import socket
 
 import grpc
 import pytest
@@ -200,3 +201,12 @@ async def test_unserved_calls_answer_not_implemented(stub):
     assert end.status.code == pb.NOT_IMPLEMENTED
     beat = await stub.Heartbeat(pb.HeartbeatRequest(client_type=pb.PRODUCER))
     assert beat.status.code == pb.OK
+
+
+async def test_a_port_in_use_is_a_clear_error():
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        with pytest.raises(OSError, match=f"cannot listen on 127.0.0.1:{port}"):
+            await ProxyServer(None, "127.0.0.1", port).start()  # type: ignore[arg-type]  # never reached

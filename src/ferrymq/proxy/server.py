@@ -34,11 +34,15 @@ class ProxyServer:
             options=[
                 ("grpc.max_receive_message_length", MAX_MESSAGE_BYTES),
                 ("grpc.max_send_message_length", MAX_MESSAGE_BYTES),
+                ("grpc.so_reuseport", 0),  # a port taken by another proxy is an error, not shared
             ]
         )
-        bound = server.add_insecure_port(f"{self.host}:{self.port}")
+        try:
+            bound = server.add_insecure_port(f"{self.host}:{self.port}")
+        except RuntimeError:  # grpc says no more than "failed to bind"
+            bound = 0
         if bound == 0:
-            raise OSError(f"proxy cannot listen on {self.host}:{self.port}")
+            raise OSError(f"cannot listen on {self.host}:{self.port} (in use?)")
         self.port = bound
         endpoints = pb.Endpoints(scheme=pb.IPv4, addresses=[pb.Address(host=self.host, port=bound)])
         pb_grpc.add_MessagingServiceServicer_to_server(MessagingServicer(self.service, endpoints), server)
