@@ -262,3 +262,23 @@ async def test_a_handle_popped_through_one_service_is_settled_through_the_other(
         other = remote if isinstance(service, LocalMessageService) else service
         await other.ack("Sharers", "Shared", m.properties[POP_CK])
     assert len(broker.pops.table) == 0
+
+
+async def test_a_popped_message_is_moved_to_the_dead_letter_queue_and_settled(served):
+    cluster, service = served
+    await make_topic(cluster, "Poison", 1)
+    await service.send("Poison", b"bad", tagged("x", UNIQ_KEY="poison-1"), queue=queue(cluster, "Poison"))
+    await cluster.settled()
+    [m] = popped(await service.pop("Doctors", "Poison", 1, 60_000, init_mode=INIT_MODE_MIN))
+    await service.dead_letter("Doctors", "Poison", m.properties[POP_CK])
+    with pytest.raises(MessagingError):  # settled: the handle is no longer current
+        await service.ack("Doctors", "Poison", m.properties[POP_CK])
+    with pytest.raises(MessagingError):  # nor can it be dead-lettered twice
+        await service.dead_letter("Doctors", "Poison", m.properties[POP_CK])
+    await cluster.broker.registrar.register_all()
+    await cluster.settled()
+    dlq = queue(cluster, "%DLQ%Doctors", 0)
+    [dead] = decode_records((await service.read("Inspectors", dlq, 0)).body())
+    assert (dead.body, dead.msg_id, dead.tags) == (b"bad", "poison-1", "x")
+    nothing = await service.pop("Doctors", "Poison", 1, 60_000, poll_ms=200)
+    assert nothing.code == ResponseCode.POLLING_TIMEOUT

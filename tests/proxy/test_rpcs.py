@@ -179,6 +179,20 @@ async def test_change_invisible_duration_replaces_the_handle(stub):
     assert stale.status.code == pb.INVALID_RECEIPT_HANDLE
 
 
+async def test_a_message_forwarded_to_the_dead_letter_queue_is_settled(stub):
+    await stub.SendMessage(pb.SendMessageRequest(messages=[message(message_id="d1")]))
+    (m,) = [f.message for f in await receive(stub, "Quitters") if f.HasField("message")]
+    request = pb.ForwardMessageToDeadLetterQueueRequest(
+        group=pb.Resource(name="Quitters"), topic=pb.Resource(name="Orders"), message_id="d1",
+        receipt_handle=m.system_properties.receipt_handle, delivery_attempt=1, max_delivery_attempts=1,
+    )  # fmt: skip
+    assert (await stub.ForwardMessageToDeadLetterQueue(request)).status.code == pb.OK
+    again = await stub.ForwardMessageToDeadLetterQueue(request)  # settled: the handle is spent
+    assert again.status.code == pb.INVALID_RECEIPT_HANDLE
+    blank = await stub.ForwardMessageToDeadLetterQueue(pb.ForwardMessageToDeadLetterQueueRequest())
+    assert blank.status.code == pb.ILLEGAL_CONSUMER_GROUP
+
+
 async def test_telemetry_answers_settings_with_the_merged_ones(stub):
     settings = pb.Settings(client_type=pb.SIMPLE_CONSUMER)
     settings.subscription.group.name = "G"
@@ -195,8 +209,6 @@ async def test_telemetry_answers_settings_with_the_merged_ones(stub):
 
 
 async def test_unserved_calls_answer_not_implemented(stub):
-    forward = await stub.ForwardMessageToDeadLetterQueue(pb.ForwardMessageToDeadLetterQueueRequest())
-    assert forward.status.code == pb.NOT_IMPLEMENTED
     end = await stub.EndTransaction(pb.EndTransactionRequest())
     assert end.status.code == pb.NOT_IMPLEMENTED
     beat = await stub.Heartbeat(pb.HeartbeatRequest(client_type=pb.PRODUCER))

@@ -141,3 +141,9 @@ class MessageService(Protocol):
         """Keep a popped message invisible for `invisible_ms` from now (0: at once visible again);
         returns its new receipt handle, which replaces the old one."""
         ...
+
+    async def dead_letter(self, group: str, topic: str, receipt_handle: str) -> None:
+        """Move a popped message of `topic` to the group's dead-letter queue (%DLQ%<group>) now and
+        settle it: a consumer giving up on it (gRPC's ForwardMessageToDeadLetterQueue).
+        MessagingError if the handle is not current."""
+        ...

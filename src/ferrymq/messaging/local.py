@@ -146,3 +146,9 @@ class LocalMessageService:
             return (await self.pops.change_invisible(group, topic, receipt_handle, invisible_ms)).encode()
         except PopError as e:
             raise MessagingError(str(e), e.code) from None
+
+    async def dead_letter(self, group: str, topic: str, receipt_handle: str) -> None:
+        try:
+            await self.pops.dead_letter(group, topic, receipt_handle)
+        except PopError as e:
+            raise MessagingError(str(e), e.code) from None

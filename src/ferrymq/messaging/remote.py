@@ -25,14 +25,17 @@ from ferrymq.messaging.api import (
 from ferrymq.net import RemotingError
 from ferrymq.protocol.codes import RequestCode, ResponseCode
 from ferrymq.protocol.headers import (
+    ConsumerSendMsgBackRequestHeader,
     PullMessageRequestHeader,
     SendMessageRequestHeader,
     UpdateConsumerOffsetRequestHeader,
 )
-from ferrymq.protocol.pop import INIT_MODE_MAX
+from ferrymq.protocol.message_ext import decode_records
+from ferrymq.protocol.pop import INIT_MODE_MAX, ReceiptHandle, real_topic
 from ferrymq.protocol.remoting import RemotingCommand
 
 AUTO_CREATE_TOPIC, AUTO_CREATE_QUEUE_NUMS = "TBW102", 4
+DEAD_LETTER_HOLD_MS = 60_000  # a message being moved to the DLQ stays invisible this long at most
 FLAG_COMMIT_OFFSET, FLAG_SUSPEND, FLAG_SUBSCRIPTION = 0x1, 0x2, 0x4
 _PULL_CODES = frozenset(
     (ResponseCode.SUCCESS, ResponseCode.PULL_NOT_FOUND, ResponseCode.PULL_RETRY_IMMEDIATELY,
@@ -273,6 +276,36 @@ class RemoteMessageService:
         if renewed is None:
             raise MessagingError(response.remark or f"change refused ({response.code})", response.code)
         return renewed
+
+    async def dead_letter(self, group: str, topic: str, receipt_handle: str) -> None:
+        """As RocketMQ's proxy: CONSUMER_SEND_MSG_BACK with delay level -1 (straight to the DLQ), then
+        the ack. The handle carries no CommitLog offset, so the message is read at its queue offset
+        first; a change of invisible time before proves the handle current and keeps the message
+        from coming back meanwhile."""
+        held = await self.change_invisible_time(group, topic, receipt_handle, DEAD_LETTER_HOLD_MS)
+        handle = ReceiptHandle.decode(held)
+        mq = MessageQueue(
+            topic=real_topic(handle.kind, topic, group), broker_name=handle.broker_name,
+            queue_id=handle.queue_id,
+        )  # fmt: skip
+        got = await self.read(group, mq, handle.offset, 1)
+        records = decode_records(got.body()) if got.code == ResponseCode.SUCCESS else []
+        record = next((r for r in records if r.queue_offset == handle.offset), None)
+        if record is None:
+            raise MessagingError(f"message {mq}@{handle.offset} is no longer stored", got.code)
+        header = ConsumerSendMsgBackRequestHeader(
+            offset=record.commitlog_offset, group=group, delay_level=-1, origin_msg_id=record.msg_id,
+            origin_topic=topic,
+        )  # fmt: skip
+        try:
+            addr = await master_addr(self.instance, mq)
+        except ClientError as e:
+            raise MessagingError(str(e)) from e
+        request = RemotingCommand(RequestCode.CONSUMER_SEND_MSG_BACK, ext_fields=header.to_ext_fields())
+        response = await self._invoke(addr, request)
+        if response.code != ResponseCode.SUCCESS:
+            raise MessagingError(response.remark or f"dead letter refused ({response.code})", response.code)
+        await self.ack(group, topic, held)
 
     async def _invoke(
         self, addr: str, request: RemotingCommand, timeout: float | None = None

@@ -161,3 +161,20 @@ async def change_invisible_duration(
     except MessagingError as e:
         return pb.ChangeInvisibleDurationResponse(status=_settle_status(e))
     return pb.ChangeInvisibleDurationResponse(status=OK, receipt_handle=handle)
+
+
+async def forward_to_dead_letter_queue(
+    service: MessageService, request: pb.ForwardMessageToDeadLetterQueueRequest
+) -> pb.ForwardMessageToDeadLetterQueueResponse:
+    """A consumer gave up on a message (a FIFO consumer after its local retries): to the DLQ, settled."""
+    group, topic = request.group.name, request.topic.name
+    if not group or not topic:
+        code = pb.ILLEGAL_CONSUMER_GROUP if not group else pb.ILLEGAL_TOPIC
+        return pb.ForwardMessageToDeadLetterQueueResponse(
+            status=status(code, "consumer group and topic must not be blank")
+        )
+    try:
+        await service.dead_letter(group, topic, request.receipt_handle)
+    except MessagingError as e:
+        return pb.ForwardMessageToDeadLetterQueueResponse(status=_settle_status(e))
+    return pb.ForwardMessageToDeadLetterQueueResponse(status=OK)

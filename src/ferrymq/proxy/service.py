@@ -61,9 +61,7 @@ class MessagingServicer(pb_grpc.MessagingServiceServicer):
         return await consumer.change_invisible_duration(self.service, request)
 
     async def ForwardMessageToDeadLetterQueue(self, request, context):
-        return pb.ForwardMessageToDeadLetterQueueResponse(
-            status=_not_implemented("ForwardMessageToDeadLetterQueue")
-        )
+        return await consumer.forward_to_dead_letter_queue(self.service, request)
 
     async def EndTransaction(self, request, context):
         return pb.EndTransactionResponse(status=_not_implemented("EndTransaction"))
