@@ -23,6 +23,7 @@ from ferrymq.protocol.properties import Prop, encode_properties
 from ..broker.conftest import Cluster, make_cluster  # noqa: F401  (fixture)
 
 PERM_READ, PERM_WRITE = 4, 2
+PREPARED = 0x4  # sys flag of a half message (TRANSACTION_PREPARED_TYPE)
 
 
 @pytest.fixture(params=["local", "remote"])
@@ -32,7 +33,12 @@ async def served(request, make_cluster):  # noqa: F811
     broker = cluster.broker
     if request.param == "local":
         name = broker.config.broker_name
-        yield cluster, LocalMessageService(broker.puts, broker.reads, broker.pops, broker.topics, name)
+        yield (
+            cluster,
+            LocalMessageService(
+                broker.puts, broker.reads, broker.pops, broker.topics, name, broker.transactions
+            ),
+        )
     else:
         async with RemoteMessageService(cluster.namesrv_addr) as remote:
             yield cluster, remote
@@ -282,3 +288,27 @@ async def test_a_popped_message_is_moved_to_the_dead_letter_queue_and_settled(se
     assert (dead.body, dead.msg_id, dead.tags) == (b"bad", "poison-1", "x")
     nothing = await service.pop("Doctors", "Poison", 1, 60_000, poll_ms=200)
     assert nothing.code == ResponseCode.POLLING_TIMEOUT
+
+
+async def test_a_half_message_shows_when_committed_and_never_when_rolled_back(served):
+    cluster, service = served
+    await make_topic(cluster, "Payments", 1)
+    mq = queue(cluster, "Payments")
+    half = {Prop.TRAN_MSG: "true", Prop.PGROUP: "Payers"}
+    kept = await service.send("Payments", b"kept", tagged("t", UNIQ_KEY="tx-1", **half), sys_flag=PREPARED)
+    dropped = await service.send(
+        "Payments", b"dropped", tagged("t", UNIQ_KEY="tx-2", **half), sys_flag=PREPARED
+    )
+    assert kept.stored and dropped.stored, (kept, dropped)
+    await cluster.settled()
+    assert (await service.read("G", mq, 0)).code == ResponseCode.PULL_NOT_FOUND  # invisible while open
+    await service.end_transaction("Payers", kept, True, topic="Payments", transaction_id="tx-1")
+    await service.end_transaction("Payers", dropped, False, topic="Payments", transaction_id="tx-2")
+    await cluster.settled()
+    assert bodies(await service.read("G", mq, 0)) == [b"kept"]
+    await service.end_transaction("Payers", kept, True, topic="Payments")  # again: no second copy
+    open_one = await service.send("Payments", b"open", tagged("t", **half), sys_flag=PREPARED)
+    with pytest.raises(MessagingError):  # only its producer group ends it
+        await service.end_transaction("Others", open_one, True, topic="Payments")
+    await cluster.settled()
+    assert bodies(await service.read("G", mq, 0)) == [b"kept"]

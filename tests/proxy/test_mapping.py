@@ -9,7 +9,7 @@ from collections import Counter
 
 import pytest
 
-from ferrymq.messaging.api import QueueData
+from ferrymq.messaging.api import QueueData, SendOutcome
 from ferrymq.protocol.codes import ResponseCode
 from ferrymq.protocol.message_ext import MessageExt
 from ferrymq.protocol.pop import POP_CK
@@ -20,6 +20,7 @@ from ferrymq.proxy.messages import IllegalMessage, queue_for_group, to_message, 
 from ferrymq.proxy.producer import overall, writable_queues
 from ferrymq.proxy.routes import permission
 from ferrymq.proxy.status import from_response_code, status
+from ferrymq.proxy.transactions import half_message, transaction_id
 from ferrymq.proxy.v2 import messaging_pb2 as pb
 
 
@@ -207,3 +208,24 @@ def test_queue_permissions_follow_read_and_write_queue_counts():
     assert [permission(i, data) for i in range(3)] == [pb.READ_WRITE, pb.READ_WRITE, pb.WRITE]
     assert permission(0, QueueData("b", 1, 1, 4)) == pb.READ
     assert permission(0, QueueData("b", 1, 1, 0)) == pb.NONE
+
+
+def test_a_half_message_carries_its_producer_group_and_check_immunity():
+    m = message(message_type=pb.TRANSACTION)
+    m.system_properties.orphaned_transaction_recovery_duration.FromSeconds(30)
+    _, text = to_stored(m)
+    props = decode_properties(text)
+    assert (props[Prop.TRAN_MSG], props[Prop.PGROUP], props["CHECK_IMMUNITY_TIME_IN_SECONDS"]) == (
+        "true", "Orders", "30",
+    )  # fmt: skip
+
+
+def test_a_transaction_id_names_its_half_message():
+    sent = SendOutcome(0, None, "broker-a", 3, 42, "7F00000100002A9F0000000000001234")
+    found = half_message(transaction_id(sent))
+    assert found is not None
+    assert (found.broker_name, found.queue_id, found.queue_offset, found.msg_id) == (
+        "broker-a", 3, 42, "7F00000100002A9F0000000000001234",
+    )  # fmt: skip
+    for bad in ("", "broker-a 3 42", "broker-a x 42 id", " 3 42 id", "b 3 -1 id"):
+        assert half_message(bad) is None, bad

@@ -139,3 +139,18 @@ def test_a_delayed_message_is_delivered_at_its_time(proxied, client):
     assert time.time() >= due - 0.5  # not before its time (the clocks are the same machine's)
     assert [(m["id"], m["body"], m["deliver_at_ms"]) for m in got] == [(sent, "wake up", due * 1000)]
     client.ok("ack", id=sent)
+
+
+def test_a_transactional_message_is_delivered_when_committed_and_never_when_rolled_back(proxied, client):
+    proxied.create_topic("Transfers", 1)
+    client.ok("producer", topics=["Transfers"])
+    dropped = client.ok("send", topic="Transfers", body="dropped", transaction="rollback")["id"]
+    kept = client.ok("send", topic="Transfers", body="kept", transaction="commit")["id"]
+    client.ok("send", topic="Transfers", body="after")  # a marker: once it is here, so are the ended ones
+    client.ok("consumer", group="Auditors", topic="Transfers", await_s=5)
+    got: list[dict] = []
+    deadline = time.monotonic() + 30
+    while "after" not in [m["body"] for m in got] and time.monotonic() < deadline:
+        got += client.ok("receive", max=16, invisible_s=30)["messages"]
+    assert sorted(m["body"] for m in got) == ["after", "kept"], proxied.describe()
+    assert kept in [m["id"] for m in got] and dropped not in [m["id"] for m in got]

@@ -30,7 +30,9 @@ async def stub(request, make_cluster):  # noqa: F811
     await broker.registrar.register_all()
     if request.param == "local":
         name = broker.config.broker_name
-        service = LocalMessageService(broker.puts, broker.reads, broker.pops, broker.topics, name)
+        service = LocalMessageService(
+            broker.puts, broker.reads, broker.pops, broker.topics, name, broker.transactions
+        )
         remote = None
     else:
         service = remote = await RemoteMessageService(cluster.namesrv_addr).start()
@@ -101,8 +103,6 @@ async def test_a_send_answers_per_message_and_multiple_results_when_they_differ(
     assert mixed.status.code == pb.BAD_REQUEST
     unknown = await stub.SendMessage(pb.SendMessageRequest(messages=[message(topic="Nope")]))
     assert unknown.status.code == pb.TOPIC_NOT_FOUND
-    tx = await stub.SendMessage(pb.SendMessageRequest(messages=[message(message_type=pb.TRANSACTION)]))
-    assert tx.status.code == pb.NOT_IMPLEMENTED
 
 
 async def test_a_gzip_body_is_received_as_its_content(stub):
@@ -208,9 +208,36 @@ async def test_telemetry_answers_settings_with_the_merged_ones(stub):
     assert merged.backoff_policy.customized_backoff.next
 
 
-async def test_unserved_calls_answer_not_implemented(stub):
-    end = await stub.EndTransaction(pb.EndTransactionRequest())
-    assert end.status.code == pb.NOT_IMPLEMENTED
+async def test_a_half_message_shows_once_its_transaction_commits(stub):
+    sent = await stub.SendMessage(
+        pb.SendMessageRequest(
+            messages=[message(b"paid", message_id="t1", message_type=pb.TRANSACTION),
+                      message(b"void", message_id="t2", message_type=pb.TRANSACTION)]
+        )
+    )  # fmt: skip
+    assert [e.status.code for e in sent.entries] == [pb.OK, pb.OK]
+    ids = [e.transaction_id for e in sent.entries]
+    assert all(ids)
+    assert [f.status.code for f in await receive(stub, "Accountants")] == [pb.MESSAGE_NOT_FOUND]
+
+    async def end(transaction_id: str, message_id: str, resolution: int) -> int:
+        request = pb.EndTransactionRequest(
+            topic=pb.Resource(name="Orders"), message_id=message_id, transaction_id=transaction_id,
+            resolution=resolution, source=pb.SOURCE_CLIENT,  # type: ignore[arg-type]
+        )  # fmt: skip
+        return (await stub.EndTransaction(request)).status.code
+
+    assert await end(ids[0], "t1", pb.COMMIT) == pb.OK
+    assert await end(ids[1], "t2", pb.ROLLBACK) == pb.OK
+    assert await end("not an id", "t3", pb.COMMIT) == pb.INVALID_TRANSACTION_ID
+    frames = await receive(stub, "Accountants")
+    assert [f.message.body for f in frames if f.HasField("message")] == [b"paid"]
+
+
+async def test_unserved_calls_answer_unimplemented(stub):
+    with pytest.raises(grpc.aio.AioRpcError) as pulled:
+        await stub.PullMessage(pb.PullMessageRequest()).read()
+    assert pulled.value.code() == grpc.StatusCode.UNIMPLEMENTED
     beat = await stub.Heartbeat(pb.HeartbeatRequest(client_type=pb.PRODUCER))
     assert beat.status.code == pb.OK
 

@@ -66,7 +66,12 @@ def dev(data_dir: Path, namesrv_port: int, broker_port: int, proxy_port: int) ->
         lines = []
         if proxy_port >= 0:
             local = LocalMessageService(
-                broker.puts, broker.reads, broker.pops, broker.topics, broker.config.broker_name
+                broker.puts,
+                broker.reads,
+                broker.pops,
+                broker.topics,
+                broker.config.broker_name,
+                broker.transactions,
             )
             proxy = ProxyServer(local, "127.0.0.1", proxy_port)
             try:

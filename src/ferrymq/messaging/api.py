@@ -73,6 +73,20 @@ class MessageService(Protocol):
         outcome's msg_id lists their ids comma-separated."""
         ...
 
+    async def end_transaction(
+        self,
+        producer_group: str,
+        sent: SendOutcome,
+        commit: bool,
+        *,
+        topic: str = "",
+        transaction_id: str = "",
+    ) -> None:
+        """Commit or roll back the half message `sent` stored (a send with the TRANSACTION_PREPARED
+        sys flag and TRAN_MSG/PGROUP properties). MessagingError if its broker refuses (no such half
+        message, or ended already)."""
+        ...
+
     # --- consuming by queue and offset --------------------------------------------------------
 
     async def read(

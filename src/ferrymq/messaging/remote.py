@@ -24,15 +24,19 @@ from ferrymq.messaging.api import (
 )
 from ferrymq.net import RemotingError
 from ferrymq.protocol.codes import RequestCode, ResponseCode
+from ferrymq.protocol.errors import MessageDecodeError
 from ferrymq.protocol.headers import (
     ConsumerSendMsgBackRequestHeader,
+    EndTransactionRequestHeader,
     PullMessageRequestHeader,
     SendMessageRequestHeader,
     UpdateConsumerOffsetRequestHeader,
 )
 from ferrymq.protocol.message_ext import decode_records
+from ferrymq.protocol.message_id import parse_offset_msg_id
 from ferrymq.protocol.pop import INIT_MODE_MAX, ReceiptHandle, real_topic
 from ferrymq.protocol.remoting import RemotingCommand
+from ferrymq.protocol.sys_flag import TRANSACTION_COMMIT_TYPE, TRANSACTION_ROLLBACK_TYPE
 
 AUTO_CREATE_TOPIC, AUTO_CREATE_QUEUE_NUMS = "TBW102", 4
 DEAD_LETTER_HOLD_MS = 60_000  # a message being moved to the DLQ stays invisible this long at most
@@ -276,6 +280,35 @@ class RemoteMessageService:
         if renewed is None:
             raise MessagingError(response.remark or f"change refused ({response.code})", response.code)
         return renewed
+
+    async def end_transaction(
+        self,
+        producer_group: str,
+        sent: SendOutcome,
+        commit: bool,
+        *,
+        topic: str = "",
+        transaction_id: str = "",
+    ) -> None:
+        try:
+            _, _, commit_log_offset = parse_offset_msg_id(sent.msg_id)
+            mq = MessageQueue(topic=topic, broker_name=sent.broker_name, queue_id=sent.queue_id)
+            addr = await master_addr(self.instance, mq)
+        except (MessageDecodeError, ClientError) as e:
+            raise MessagingError(str(e)) from e
+        header = EndTransactionRequestHeader(
+            producer_group=producer_group, tran_state_table_offset=sent.queue_offset,
+            commit_log_offset=commit_log_offset,
+            commit_or_rollback=TRANSACTION_COMMIT_TYPE if commit else TRANSACTION_ROLLBACK_TYPE,
+            msg_id=transaction_id or sent.msg_id, topic=topic or None, from_transaction_check=False,
+            transaction_id=transaction_id or None,
+        )  # fmt: skip
+        request = RemotingCommand(RequestCode.END_TRANSACTION, ext_fields=header.to_ext_fields())
+        response = await self._invoke(addr, request)
+        if response.code != ResponseCode.SUCCESS:
+            raise MessagingError(
+                response.remark or f"end of transaction refused ({response.code})", response.code
+            )
 
     async def dead_letter(self, group: str, topic: str, receipt_handle: str) -> None:
         """As RocketMQ's proxy: CONSUMER_SEND_MSG_BACK with delay level -1 (straight to the DLQ), then

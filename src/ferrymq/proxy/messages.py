@@ -19,8 +19,10 @@ RESERVED_KEYS = frozenset(
     (Prop.KEYS, Prop.TAGS, Prop.WAIT, Prop.DELAY, Prop.RETRY_TOPIC, Prop.REAL_TOPIC, Prop.REAL_QID,
      Prop.TRAN_MSG, Prop.PGROUP, Prop.MIN_OFFSET, Prop.MAX_OFFSET, Prop.UNIQ_KEY, Prop.MAX_RECONSUME_TIMES,
      Prop.RECONSUME_TIME, Prop.ORIGIN_MESSAGE_ID, Prop.TRANSACTION_ID, Prop.TRANSACTION_CHECK_TIMES,
-     Prop.TIMER_DELIVER_MS, Prop.TIMER_DELAY_SEC, Prop.TIMER_DELAY_MS, Prop.SHARDING_KEY, POP_CK)
+     Prop.TIMER_DELIVER_MS, Prop.TIMER_DELAY_SEC, Prop.TIMER_DELAY_MS, Prop.SHARDING_KEY, POP_CK,
+     "CHECK_IMMUNITY_TIME_IN_SECONDS")
 )  # fmt: skip
+CHECK_IMMUNITY = "CHECK_IMMUNITY_TIME_IN_SECONDS"  # first check-back of a half message after this
 _GZIP_OR_ZLIB = 32 + zlib.MAX_WBITS  # zlib.decompress takes either header
 _SYSTEM_KEYS = RESERVED_KEYS | {"CLUSTER", "__RETRY_TOPIC", "POP_CK_OFFSET", "1ST_POP_TIME"}
 
@@ -60,6 +62,11 @@ def to_stored(message: pb.Message) -> tuple[bytes, str]:
         props[Prop.SHARDING_KEY] = sp.message_group
     if sp.HasField("delivery_timestamp"):
         props[Prop.TIMER_DELIVER_MS] = str(sp.delivery_timestamp.ToMilliseconds())
+    if sp.message_type == pb.TRANSACTION:  # a half message; the topic names its producer group
+        props[Prop.TRAN_MSG] = "true"
+        props[Prop.PGROUP] = message.topic.name
+        if sp.HasField("orphaned_transaction_recovery_duration"):
+            props[CHECK_IMMUNITY] = str(sp.orphaned_transaction_recovery_duration.ToSeconds())
     return body, encode_properties(props)
 
 

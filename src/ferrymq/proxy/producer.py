@@ -5,10 +5,12 @@ whichever client, in whichever language, sends it; other messages go where the s
 from __future__ import annotations
 
 from ferrymq.messaging.api import MessageQueue, MessageService, MessagingError, QueueData
+from ferrymq.protocol.sys_flag import TRANSACTION_PREPARED_TYPE
 from ferrymq.proxy.messages import IllegalMessage, queue_for_group, to_stored
 from ferrymq.proxy.routes import PERM_WRITE
 from ferrymq.proxy.settings import MAX_BODY_SIZE
 from ferrymq.proxy.status import from_response_code, status
+from ferrymq.proxy.transactions import transaction_id
 from ferrymq.proxy.v2 import messaging_pb2 as pb
 
 
@@ -52,11 +54,6 @@ async def _send_one(
 ) -> pb.SendResultEntry:
     sp = message.system_properties
     entry = pb.SendResultEntry(message_id=sp.message_id)
-    if sp.message_type == pb.TRANSACTION:
-        entry.status.CopyFrom(
-            status(pb.NOT_IMPLEMENTED, "transactional messages are not served by this proxy yet")
-        )
-        return entry
     try:
         body, properties = to_stored(message)
     except IllegalMessage as e:
@@ -70,6 +67,7 @@ async def _send_one(
             status(pb.MESSAGE_BODY_TOO_LARGE, f"message body of {len(body)} bytes exceeds {MAX_BODY_SIZE}")
         )
         return entry
+    half = sp.message_type == pb.TRANSACTION
     queue = None
     if sp.HasField("message_group"):
         queues = writable_queues(topic, datas)
@@ -80,7 +78,7 @@ async def _send_one(
     try:
         outcome = await service.send(
             topic, body, properties, queue=queue, born_timestamp=sp.born_timestamp.ToMilliseconds(),
-            producer_group=topic,
+            producer_group=topic, sys_flag=TRANSACTION_PREPARED_TYPE if half else 0,
         )  # fmt: skip
     except MessagingError as e:
         entry.status.CopyFrom(from_response_code(e.code, str(e)))
@@ -89,4 +87,6 @@ async def _send_one(
     entry.status.CopyFrom(from_response_code(outcome.code, outcome.remark))
     if outcome.stored:
         entry.offset = outcome.queue_offset
+        if half:
+            entry.transaction_id = transaction_id(outcome)
     return entry

@@ -1,6 +1,6 @@
 """The MessagingService servicer: each RPC handed to the module that serves it, over one
-MessageService (local or remote). RPCs this proxy does not serve yet answer NOT_IMPLEMENTED in
-their status, so a client raises a clear error instead of waiting."""
+MessageService (local or remote). RPCs not defined here (PullMessage, offsets, RecallMessage, lite
+subscriptions) answer gRPC UNIMPLEMENTED, which clients raise at once."""
 
 from __future__ import annotations
 
@@ -9,8 +9,8 @@ from collections.abc import AsyncIterator
 import grpc
 
 from ferrymq.messaging.api import MessageService
-from ferrymq.proxy import consumer, producer, routes
-from ferrymq.proxy.status import OK, status
+from ferrymq.proxy import consumer, producer, routes, transactions
+from ferrymq.proxy.status import OK
 from ferrymq.proxy.telemetry import Clients
 from ferrymq.proxy.v2 import messaging_pb2 as pb
 from ferrymq.proxy.v2 import messaging_pb2_grpc as pb_grpc
@@ -23,10 +23,6 @@ def client_id(context: grpc.aio.ServicerContext) -> str:
         if key == CLIENT_ID_HEADER:
             return str(value)
     return ""
-
-
-def _not_implemented(what: str) -> pb.Status:
-    return status(pb.NOT_IMPLEMENTED, f"{what} is not served by this proxy yet")
 
 
 class MessagingServicer(pb_grpc.MessagingServiceServicer):
@@ -64,7 +60,7 @@ class MessagingServicer(pb_grpc.MessagingServiceServicer):
         return await consumer.forward_to_dead_letter_queue(self.service, request)
 
     async def EndTransaction(self, request, context):
-        return pb.EndTransactionResponse(status=_not_implemented("EndTransaction"))
+        return await transactions.end_transaction(self.service, request)
 
     async def Telemetry(self, request_iterator, context) -> AsyncIterator[pb.TelemetryCommand]:
         async for command in self.clients.serve(client_id(context), request_iterator):

@@ -1,7 +1,8 @@
 """Drives the official RocketMQ 5.x Python client (rocketmq-python-client) from a test: runs in the
 client's own venv, reads one JSON command per stdin line, answers each with one JSON line on stdout.
 
-Commands: producer {topics}; send {topic, body, tag?, keys?, properties?, group?, deliver_at_s?};
+Commands: producer {topics}; send {topic, body, tag?, keys?, properties?, group?, deliver_at_s?,
+transaction? ("commit" or "rollback": a transactional send ended so)};
 consumer {group, topic, await_s}; receive {max, invisible_s}; ack {id}; change {id, invisible_s};
 push {group, topic, fail_attempts} (a PushConsumer); pushed (what its listener got so far); quit.
 A received message is remembered by its message id (its latest copy, whose receipt handle acks it).
@@ -26,6 +27,8 @@ from rocketmq import (
     Producer,
     PushConsumer,
     SimpleConsumer,
+    TransactionChecker,
+    TransactionResolution,
 )
 
 endpoint = sys.argv[1]
@@ -40,6 +43,13 @@ pusher = None
 received: dict[str, Message] = {}
 pushed: list[dict] = []
 pushed_lock = threading.Lock()
+
+
+class RollBack(TransactionChecker):
+    """Answers any check of an orphaned transaction with ROLLBACK."""
+
+    def check(self, message: Message) -> TransactionResolution:
+        return TransactionResolution.ROLLBACK
 
 
 class Listener(MessageListener):
@@ -74,7 +84,7 @@ def run(command: dict) -> dict:
     global producer, consumer, pusher
     op = command["op"]
     if op == "producer":
-        producer = Producer(config, tuple(command["topics"]))
+        producer = Producer(config, tuple(command["topics"]), checker=RollBack())
         producer.startup()
         return {}
     if op == "send":
@@ -91,7 +101,12 @@ def run(command: dict) -> dict:
             message.delivery_timestamp = command["deliver_at_s"]
         for key, value in command.get("properties", {}).items():
             message.add_property(key, value)
-        return {"id": producer.send(message).message_id}
+        if "transaction" not in command:
+            return {"id": producer.send(message).message_id}
+        transaction = producer.begin_transaction()
+        receipt = producer.send(message, transaction)
+        transaction.commit() if command["transaction"] == "commit" else transaction.rollback()
+        return {"id": receipt.message_id}
     if op == "consumer":
         consumer = SimpleConsumer(
             config,
