@@ -15,7 +15,7 @@ from ferrymq.protocol.message_ext import MessageExt
 from ferrymq.protocol.pop import POP_CK
 from ferrymq.protocol.properties import Prop, decode_properties
 from ferrymq.proxy import settings
-from ferrymq.proxy.consumer import polling_ms
+from ferrymq.proxy.consumer import polling_ms, wanted_tags
 from ferrymq.proxy.messages import IllegalMessage, queue_for_group, to_message, to_stored
 from ferrymq.proxy.producer import overall, writable_queues
 from ferrymq.proxy.routes import permission
@@ -229,3 +229,19 @@ def test_a_transaction_id_names_its_half_message():
     )  # fmt: skip
     for bad in ("", "broker-a 3 42", "broker-a x 42 id", " 3 42 id", "b 3 -1 id"):
         assert half_message(bad) is None, bad
+
+
+@pytest.mark.parametrize(
+    "kind, text, tags",
+    [
+        (pb.TAG, "Aa", {"Aa"}),
+        (pb.TAG, "Aa || BB ||", {"Aa", "BB"}),
+        (pb.TAG, "*", None),
+        (pb.TAG, "", None),
+        (pb.FILTER_TYPE_UNSPECIFIED, "x", {"x"}),
+        (pb.SQL, "a > 1", None),
+    ],
+)
+def test_a_tag_filter_names_the_tags_the_proxy_checks_exactly(kind, text, tags):
+    found = wanted_tags(pb.FilterExpression(type=kind, expression=text))
+    assert found == (None if tags is None else frozenset(tags))

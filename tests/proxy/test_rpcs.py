@@ -249,3 +249,14 @@ async def test_a_port_in_use_is_a_clear_error():
         port = taken.getsockname()[1]
         with pytest.raises(OSError, match=f"cannot listen on 127.0.0.1:{port}"):
             await ProxyServer(None, "127.0.0.1", port).start()  # type: ignore[arg-type]  # never reached
+
+
+async def test_a_tag_filter_hands_out_only_its_tags_even_when_hash_codes_collide(stub):
+    # "Aa" and "BB" share their Java hash code, which is all a consume queue keeps of a tag
+    await stub.SendMessage(
+        pb.SendMessageRequest(messages=[message(b"%d" % i, tag=("Aa", "BB")[i % 2]) for i in range(4)])
+    )
+    request_filter = pb.FilterExpression(type=pb.TAG, expression="Aa")
+    frames = await receive(stub, "Picky", filter_expression=request_filter)
+    assert sorted(f.message.body for f in frames if f.HasField("message")) == [b"0", b"2"]
+    assert {f.message.system_properties.tag for f in frames if f.HasField("message")} == {"Aa"}

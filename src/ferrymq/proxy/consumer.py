@@ -99,14 +99,19 @@ async def receive_message(
             status=from_response_code(outcome.code, outcome.remark or "no new message")
         )
         return
+    tags = wanted_tags(expression)
     messages = []
     for record in decode_records(outcome.body):
+        handle = record.properties.get(POP_CK)
+        if tags is not None and record.tags not in tags:  # a tag hash collision: not ours, settle it
+            await _settle_unwanted(service, group, topic, handle)
+            continue
         try:
             decompress_body(record)
         except CompressedBodyError as e:  # left unacked: it comes back, then goes to the DLQ
             log.warning("%s: not handed out", e)
             continue
-        message = to_message(record, record.properties.get(POP_CK))
+        message = to_message(record, handle)
         message.system_properties.invisible_duration.FromMilliseconds(invisible_ms)
         messages.append(message)
     yield pb.ReceiveMessageResponse(status=OK)
@@ -115,6 +120,24 @@ async def receive_message(
     now = pb.ReceiveMessageResponse()
     now.delivery_timestamp.FromMilliseconds(int(time.time() * 1000))
     yield now
+
+
+def wanted_tags(expression: pb.FilterExpression) -> frozenset[str] | None:
+    """The tags a TAG filter takes, None for all (or for SQL92, which the broker applies in full):
+    the broker filters by tag hash code only, as RocketMQ's consume queue keeps no more."""
+    if expression.type == pb.SQL:
+        return None
+    tags = frozenset(t.strip() for t in expression.expression.split("||")) - {""}
+    return None if not tags or "*" in tags else tags
+
+
+async def _settle_unwanted(service: MessageService, group: str, topic: str, handle: str | None) -> None:
+    if handle is None:
+        return
+    try:
+        await service.ack(group, topic, handle)
+    except MessagingError as e:  # it comes back after its invisible time and is settled then
+        log.warning("message of %s filtered out for %s not settled: %s", topic, group, e)
 
 
 def _settle_status(error: MessagingError) -> pb.Status:
