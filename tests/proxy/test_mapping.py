@@ -182,12 +182,6 @@ def test_producers_get_a_body_limit_and_an_exponential_backoff():
     assert out.backoff_policy.WhichOneof("strategy") == "exponential_backoff"
 
 
-def test_a_client_without_settings_gets_the_defaults_of_its_type():
-    out = settings.default_for(pb.PUSH_CONSUMER)
-    assert out.subscription.long_polling_timeout.ToSeconds() == 20
-    assert out.backoff_policy.max_attempts == 17
-
-
 @pytest.mark.parametrize(
     "requested_ms, remaining_s, expected",
     [

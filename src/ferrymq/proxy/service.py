@@ -9,9 +9,8 @@ from collections.abc import AsyncIterator
 import grpc
 
 from ferrymq.messaging.api import MessageService
-from ferrymq.proxy import consumer, producer, routes, transactions
+from ferrymq.proxy import consumer, producer, routes, telemetry, transactions
 from ferrymq.proxy.status import OK
-from ferrymq.proxy.telemetry import Clients
 from ferrymq.proxy.v2 import messaging_pb2 as pb
 from ferrymq.proxy.v2 import messaging_pb2_grpc as pb_grpc
 
@@ -29,7 +28,6 @@ class MessagingServicer(pb_grpc.MessagingServiceServicer):
     def __init__(self, service: MessageService, endpoints: pb.Endpoints) -> None:
         self.service = service
         self.endpoints = endpoints  # where clients reach this proxy, when they do not say
-        self.clients = Clients()
 
     async def QueryRoute(self, request, context):
         return await routes.query_route(self.service, request, self.endpoints)
@@ -63,5 +61,5 @@ class MessagingServicer(pb_grpc.MessagingServiceServicer):
         return await transactions.end_transaction(self.service, request)
 
     async def Telemetry(self, request_iterator, context) -> AsyncIterator[pb.TelemetryCommand]:
-        async for command in self.clients.serve(client_id(context), request_iterator):
+        async for command in telemetry.serve(client_id(context), request_iterator):
             yield command

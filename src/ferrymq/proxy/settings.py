@@ -1,7 +1,6 @@
 """The settings the proxy answers a client's Telemetry settings with (RocketMQ proxy's merge): the
 client's own fields, plus what the server decides — retry policy, batch size and long polling for
-consumers, body size limit for producers. A client that calls before sending its settings is given
-the defaults of its type rather than refused (RocketMQ's proxy once failed such calls)."""
+consumers, body size limit for producers."""
 
 from __future__ import annotations
 
@@ -44,8 +43,3 @@ def merged(client: pb.Settings) -> pb.Settings:
     out.metric.Clear()
     out.metric.on = False
     return out
-
-
-def default_for(client_type: int) -> pb.Settings:
-    """The settings of a client that has not sent its own."""
-    return merged(pb.Settings(client_type=client_type))  # type: ignore[arg-type]  # an int is a ClientType
