@@ -12,6 +12,7 @@ import pytest
 from ferrymq.messaging.local import LocalMessageService
 from ferrymq.messaging.remote import RemoteMessageService
 from ferrymq.protocol.bodies import TopicConfig
+from ferrymq.proxy.renewal import Renewals
 from ferrymq.proxy.server import ProxyServer
 from ferrymq.proxy.v2 import messaging_pb2 as pb
 from ferrymq.proxy.v2 import messaging_pb2_grpc as pb_grpc
@@ -36,11 +37,15 @@ async def stub(request, make_cluster):  # noqa: F811
         remote = None
     else:
         service = remote = await RemoteMessageService(cluster.namesrv_addr).start()
-    server = ProxyServer(service, "127.0.0.1", 0)
+    # auto-renew at test speed: 2 s invisible, renewed when within 1.5 s of its end
+    renewals = Renewals(service, invisible_ms=2_000, ahead_ms=1_500, interval_s=0.2)
+    server = ProxyServer(service, "127.0.0.1", 0, renewals=renewals)
     port = await server.start()
     channel = grpc.aio.insecure_channel(f"127.0.0.1:{port}")
     try:
-        yield pb_grpc.MessagingServiceStub(channel)
+        stub = pb_grpc.MessagingServiceStub(channel)
+        stub.renewals = renewals  # type: ignore[attr-defined]  # for the renewal test to look at
+        yield stub
     finally:
         await channel.close()
         await server.close()
@@ -260,3 +265,23 @@ async def test_a_tag_filter_hands_out_only_its_tags_even_when_hash_codes_collide
     frames = await receive(stub, "Picky", filter_expression=request_filter)
     assert sorted(f.message.body for f in frames if f.HasField("message")) == [b"0", b"2"]
     assert {f.message.system_properties.tag for f in frames if f.HasField("message")} == {"Aa"}
+
+
+async def test_an_auto_renew_receive_stays_invisible_and_acks_with_the_handle_first_given(stub):
+    await stub.SendMessage(pb.SendMessageRequest(messages=[message(b"slow work", message_id="r1")]))
+    frames = await receive(stub, "Slowpokes", auto_renew=True)
+    (m,) = [f.message for f in frames if f.HasField("message")]
+    assert m.system_properties.invisible_duration.ToMilliseconds() == 2_000
+    first = m.system_properties.receipt_handle
+    # 5 s of long polling, well past the 2 s invisible time: renewed meanwhile, it does not come back
+    assert [f.status.code for f in await receive(stub, "Slowpokes", auto_renew=True)] == [
+        pb.MESSAGE_NOT_FOUND
+    ]
+    acked = await stub.AckMessage(
+        pb.AckMessageRequest(
+            group=pb.Resource(name="Slowpokes"), topic=pb.Resource(name="Orders"),
+            entries=[pb.AckMessageEntry(message_id="r1", receipt_handle=first)],
+        )
+    )  # fmt: skip
+    assert acked.status.code == pb.OK
+    assert len(stub.renewals) == 0

@@ -3,7 +3,8 @@
 A receive answers as RocketMQ's proxy does: first a status, then one frame per message (with its
 receipt handle, the broker's self-describing POP_CK checkpoint, so any proxy can settle it), then the
 server's delivery time. Long polling is clamped to [5 s, 20 s] and to what is left of the call's
-deadline, and a message's invisible time must be 10 s to 12 h unless the client asks to renew it.
+deadline, and a message's invisible time must be 10 s to 12 h unless the client asks the proxy to
+renew it (renewal.py), which then maps the client's handle to the current one when it settles.
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ from ferrymq.protocol.message_ext import CompressedBodyError, decode_records, de
 from ferrymq.protocol.pop import INIT_MODE_MAX, POP_CK
 from ferrymq.proxy.messages import to_message
 from ferrymq.proxy.producer import overall
+from ferrymq.proxy.renewal import Renewals
 from ferrymq.proxy.status import OK, from_response_code, status
 from ferrymq.proxy.v2 import messaging_pb2 as pb
 
@@ -26,7 +28,6 @@ log = logging.getLogger(__name__)
 MIN_POLL_MS, MAX_POLL_MS = 5_000, 20_000
 DEADLINE_RESERVE_MS = 500  # kept back from the deadline so the answer still reaches the client
 MIN_INVISIBLE_MS, MAX_INVISIBLE_MS = 10_000, 12 * 3600 * 1000
-AUTO_RENEW_INVISIBLE_MS = 60_000  # RocketMQ proxy's defaultInvisibleTimeMills
 MAX_BATCH = 32
 _EXPRESSION_TYPES = {pb.FILTER_TYPE_UNSPECIFIED: "TAG", pb.TAG: "TAG", pb.SQL: "SQL92"}
 # what the pop services answer for a handle that is malformed or no longer current
@@ -45,9 +46,9 @@ def polling_ms(requested_ms: int | None, remaining_s: float | None) -> int | Non
     return budget if budget >= MIN_POLL_MS else None
 
 
-def _invisible_ms(request: pb.ReceiveMessageRequest) -> int | None:
+def _invisible_ms(request: pb.ReceiveMessageRequest, renewals: Renewals) -> int | None:
     if request.auto_renew:
-        return AUTO_RENEW_INVISIBLE_MS
+        return renewals.invisible_ms
     if not request.HasField("invisible_duration"):
         return None
     millis = request.invisible_duration.ToMilliseconds()
@@ -55,12 +56,12 @@ def _invisible_ms(request: pb.ReceiveMessageRequest) -> int | None:
 
 
 async def receive_message(
-    service: MessageService, request: pb.ReceiveMessageRequest, remaining_s: float | None
+    service: MessageService, renewals: Renewals, request: pb.ReceiveMessageRequest, remaining_s: float | None
 ) -> AsyncIterator[pb.ReceiveMessageResponse]:
     group, mq = request.group.name, request.message_queue
     topic = mq.topic.name
     failure = None
-    invisible_ms = _invisible_ms(request)
+    invisible_ms = _invisible_ms(request, renewals)
     poll_ms = polling_ms(
         request.long_polling_timeout.ToMilliseconds() if request.HasField("long_polling_timeout") else None,
         remaining_s,
@@ -114,6 +115,8 @@ async def receive_message(
         message = to_message(record, handle)
         message.system_properties.invisible_duration.FromMilliseconds(invisible_ms)
         messages.append(message)
+        if request.auto_renew and handle is not None:
+            renewals.track(group, topic, handle)
     yield pb.ReceiveMessageResponse(status=OK)
     for message in messages:
         yield pb.ReceiveMessageResponse(message=message)
@@ -146,7 +149,9 @@ def _settle_status(error: MessagingError) -> pb.Status:
     return from_response_code(error.code, str(error))
 
 
-async def ack_message(service: MessageService, request: pb.AckMessageRequest) -> pb.AckMessageResponse:
+async def ack_message(
+    service: MessageService, renewals: Renewals, request: pb.AckMessageRequest
+) -> pb.AckMessageResponse:
     group, topic = request.group.name, request.topic.name
     if not group or not topic:
         code = pb.ILLEGAL_CONSUMER_GROUP if not group else pb.ILLEGAL_TOPIC
@@ -157,7 +162,7 @@ async def ack_message(service: MessageService, request: pb.AckMessageRequest) ->
     for entry in request.entries:
         result = pb.AckMessageResultEntry(message_id=entry.message_id, receipt_handle=entry.receipt_handle)
         try:
-            await service.ack(group, topic, entry.receipt_handle)
+            await service.ack(group, topic, await renewals.settle(entry.receipt_handle))
             result.status.CopyFrom(OK)
         except MessagingError as e:
             result.status.CopyFrom(_settle_status(e))
@@ -166,7 +171,7 @@ async def ack_message(service: MessageService, request: pb.AckMessageRequest) ->
 
 
 async def change_invisible_duration(
-    service: MessageService, request: pb.ChangeInvisibleDurationRequest
+    service: MessageService, renewals: Renewals, request: pb.ChangeInvisibleDurationRequest
 ) -> pb.ChangeInvisibleDurationResponse:
     group, topic = request.group.name, request.topic.name
     millis = request.invisible_duration.ToMilliseconds()
@@ -180,14 +185,15 @@ async def change_invisible_duration(
             status=status(pb.ILLEGAL_INVISIBLE_TIME, f"invisible duration must be 0 to {MAX_INVISIBLE_MS} ms")
         )
     try:
-        handle = await service.change_invisible_time(group, topic, request.receipt_handle, millis)
+        current = await renewals.settle(request.receipt_handle)  # the client's time now, not ours
+        handle = await service.change_invisible_time(group, topic, current, millis)
     except MessagingError as e:
         return pb.ChangeInvisibleDurationResponse(status=_settle_status(e))
     return pb.ChangeInvisibleDurationResponse(status=OK, receipt_handle=handle)
 
 
 async def forward_to_dead_letter_queue(
-    service: MessageService, request: pb.ForwardMessageToDeadLetterQueueRequest
+    service: MessageService, renewals: Renewals, request: pb.ForwardMessageToDeadLetterQueueRequest
 ) -> pb.ForwardMessageToDeadLetterQueueResponse:
     """A consumer gave up on a message (a FIFO consumer after its local retries): to the DLQ, settled."""
     group, topic = request.group.name, request.topic.name
@@ -197,7 +203,7 @@ async def forward_to_dead_letter_queue(
             status=status(code, "consumer group and topic must not be blank")
         )
     try:
-        await service.dead_letter(group, topic, request.receipt_handle)
+        await service.dead_letter(group, topic, await renewals.settle(request.receipt_handle))
     except MessagingError as e:
         return pb.ForwardMessageToDeadLetterQueueResponse(status=_settle_status(e))
     return pb.ForwardMessageToDeadLetterQueueResponse(status=OK)

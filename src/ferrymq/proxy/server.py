@@ -9,6 +9,8 @@ import logging
 import grpc
 
 from ferrymq.messaging.api import MessageService
+from ferrymq.net.tasks import BackgroundTasks
+from ferrymq.proxy.renewal import Renewals
 from ferrymq.proxy.service import MessagingServicer
 from ferrymq.proxy.v2 import messaging_pb2 as pb
 from ferrymq.proxy.v2 import messaging_pb2_grpc as pb_grpc
@@ -22,11 +24,16 @@ MAX_MESSAGE_BYTES = 130 * 1024 * 1024  # a batch of messages of up to 4 MiB each
 
 
 class ProxyServer:
-    def __init__(self, service: MessageService, host: str = "127.0.0.1", port: int = DEFAULT_PORT) -> None:
+    def __init__(
+        self, service: MessageService, host: str = "127.0.0.1", port: int = DEFAULT_PORT,
+        *, renewals: Renewals | None = None,
+    ) -> None:  # fmt: skip
         self.service = service
         self.host = host
         self.port = port
+        self.renewals = renewals if renewals is not None else Renewals(service)
         self._server: grpc.aio.Server | None = None
+        self._tasks = BackgroundTasks("proxy")
 
     async def start(self) -> int:
         """Serve on host:port (0: a free port); returns the port bound."""
@@ -45,9 +52,11 @@ class ProxyServer:
             raise OSError(f"cannot listen on {self.host}:{self.port} (in use?)")
         self.port = bound
         endpoints = pb.Endpoints(scheme=pb.IPv4, addresses=[pb.Address(host=self.host, port=bound)])
-        pb_grpc.add_MessagingServiceServicer_to_server(MessagingServicer(self.service, endpoints), server)
+        servicer = MessagingServicer(self.service, endpoints, self.renewals)
+        pb_grpc.add_MessagingServiceServicer_to_server(servicer, server)
         await server.start()
         self._server = server
+        self._tasks.spawn(self.renewals.run(), "proxy-renewals")
         log.info("proxy (gRPC v2) listening on %s:%d", self.host, bound)
         return bound
 
@@ -55,3 +64,4 @@ class ProxyServer:
         if self._server is not None:
             await self._server.stop(STOP_GRACE_S)
             self._server = None
+        await self._tasks.close()

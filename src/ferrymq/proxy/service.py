@@ -10,6 +10,7 @@ import grpc
 
 from ferrymq.messaging.api import MessageService
 from ferrymq.proxy import consumer, producer, routes, telemetry, transactions
+from ferrymq.proxy.renewal import Renewals
 from ferrymq.proxy.status import OK
 from ferrymq.proxy.v2 import messaging_pb2 as pb
 from ferrymq.proxy.v2 import messaging_pb2_grpc as pb_grpc
@@ -25,8 +26,9 @@ def client_id(context: grpc.aio.ServicerContext) -> str:
 
 
 class MessagingServicer(pb_grpc.MessagingServiceServicer):
-    def __init__(self, service: MessageService, endpoints: pb.Endpoints) -> None:
+    def __init__(self, service: MessageService, endpoints: pb.Endpoints, renewals: Renewals) -> None:
         self.service = service
+        self.renewals = renewals
         self.endpoints = endpoints  # where clients reach this proxy, when they do not say
 
     async def QueryRoute(self, request, context):
@@ -45,17 +47,19 @@ class MessagingServicer(pb_grpc.MessagingServiceServicer):
         return await producer.send_message(self.service, request)
 
     async def ReceiveMessage(self, request, context) -> AsyncIterator[pb.ReceiveMessageResponse]:
-        async for response in consumer.receive_message(self.service, request, context.time_remaining()):
+        async for response in consumer.receive_message(
+            self.service, self.renewals, request, context.time_remaining()
+        ):
             yield response
 
     async def AckMessage(self, request, context):
-        return await consumer.ack_message(self.service, request)
+        return await consumer.ack_message(self.service, self.renewals, request)
 
     async def ChangeInvisibleDuration(self, request, context):
-        return await consumer.change_invisible_duration(self.service, request)
+        return await consumer.change_invisible_duration(self.service, self.renewals, request)
 
     async def ForwardMessageToDeadLetterQueue(self, request, context):
-        return await consumer.forward_to_dead_letter_queue(self.service, request)
+        return await consumer.forward_to_dead_letter_queue(self.service, self.renewals, request)
 
     async def EndTransaction(self, request, context):
         return await transactions.end_transaction(self.service, request)
