@@ -285,3 +285,15 @@ async def test_an_auto_renew_receive_stays_invisible_and_acks_with_the_handle_fi
     )  # fmt: skip
     assert acked.status.code == pb.OK
     assert len(stub.renewals) == 0
+
+
+async def test_messages_of_a_terminated_client_are_renewed_no_more_and_come_back(stub):
+    await stub.SendMessage(pb.SendMessageRequest(messages=[message(b"orphan", message_id="o1")]))
+    frames = await receive(stub, "Leavers", auto_renew=True)
+    assert [f.message.body for f in frames if f.HasField("message")] == [b"orphan"]
+    assert len(stub.renewals) == 1
+    request = pb.NotifyClientTerminationRequest(group=pb.Resource(name="Leavers"))
+    assert (await stub.NotifyClientTermination(request, metadata=CLIENT)).status.code == pb.OK
+    assert len(stub.renewals) == 0
+    back = [f.message for f in await receive(stub, "Leavers") if f.HasField("message")]
+    assert [(m.body, m.system_properties.delivery_attempt) for m in back] == [(b"orphan", 2)]

@@ -56,8 +56,9 @@ def _invisible_ms(request: pb.ReceiveMessageRequest, renewals: Renewals) -> int 
 
 
 async def receive_message(
-    service: MessageService, renewals: Renewals, request: pb.ReceiveMessageRequest, remaining_s: float | None
-) -> AsyncIterator[pb.ReceiveMessageResponse]:
+    service: MessageService, renewals: Renewals, request: pb.ReceiveMessageRequest, client_id: str,
+    remaining_s: float | None,
+) -> AsyncIterator[pb.ReceiveMessageResponse]:  # fmt: skip
     group, mq = request.group.name, request.message_queue
     topic = mq.topic.name
     failure = None
@@ -116,7 +117,7 @@ async def receive_message(
         message.system_properties.invisible_duration.FromMilliseconds(invisible_ms)
         messages.append(message)
         if request.auto_renew and handle is not None:
-            renewals.track(group, topic, handle)
+            renewals.track(client_id, group, topic, handle)
     yield pb.ReceiveMessageResponse(status=OK)
     for message in messages:
         yield pb.ReceiveMessageResponse(message=message)

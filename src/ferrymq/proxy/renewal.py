@@ -2,8 +2,8 @@
 invisible while the consumer works on it, as RocketMQ's proxy does, by changing its invisible time
 shortly before it ends. The client keeps the handle it was given; the proxy maps it to the message's
 current handle for the client's ack, nack or forward to the DLQ, so those work after any number of
-renewals (RocketMQ's proxy once failed acks after a renewal). After `max_ms` of consumption the
-message is let go: it comes back as a retry.
+renewals (RocketMQ's proxy once failed acks after a renewal). After `max_ms` of consumption, or
+when its client goes away, a message is let go: it comes back as a retry.
 """
 
 from __future__ import annotations
@@ -23,9 +23,12 @@ MAX_MS = 3 * 3600 * 1000  # renewMaxTimeMillis: no consumer holds a message long
 
 
 class _Held:
-    __slots__ = ("current", "group", "renewing", "since_ms", "topic", "visible_at_ms")
+    __slots__ = ("client_id", "current", "group", "renewing", "since_ms", "topic", "visible_at_ms")
 
-    def __init__(self, group: str, topic: str, handle: str, now_ms: int, invisible_ms: int) -> None:
+    def __init__(
+        self, client_id: str, group: str, topic: str, handle: str, now_ms: int, invisible_ms: int
+    ) -> None:
+        self.client_id = client_id
         self.group = group
         self.topic = topic
         self.current = handle
@@ -53,9 +56,14 @@ class Renewals:
     def __len__(self) -> int:
         return len(self._held)
 
-    def track(self, group: str, topic: str, handle: str) -> None:
-        """A message just handed out with `handle` for an auto-renew receive."""
-        self._held[handle] = _Held(group, topic, handle, _now_ms(), self.invisible_ms)
+    def track(self, client_id: str, group: str, topic: str, handle: str) -> None:
+        """A message just handed out with `handle` to `client_id` for an auto-renew receive."""
+        self._held[handle] = _Held(client_id, group, topic, handle, _now_ms(), self.invisible_ms)
+
+    def forget_client(self, client_id: str) -> None:
+        """The client is gone (terminated, or its Telemetry stream ended): its messages are renewed
+        no more, so they come back within one invisible time."""
+        self._held = {h: held for h, held in self._held.items() if held.client_id != client_id}
 
     async def settle(self, handle: str) -> str:
         """The current handle of the message the client holds as `handle` (itself if not renewed

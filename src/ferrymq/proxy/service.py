@@ -41,6 +41,7 @@ class MessagingServicer(pb_grpc.MessagingServiceServicer):
         return pb.HeartbeatResponse(status=OK)
 
     async def NotifyClientTermination(self, request, context):
+        self.renewals.forget_client(client_id(context))
         return pb.NotifyClientTerminationResponse(status=OK)
 
     async def SendMessage(self, request, context):
@@ -48,7 +49,7 @@ class MessagingServicer(pb_grpc.MessagingServiceServicer):
 
     async def ReceiveMessage(self, request, context) -> AsyncIterator[pb.ReceiveMessageResponse]:
         async for response in consumer.receive_message(
-            self.service, self.renewals, request, context.time_remaining()
+            self.service, self.renewals, request, client_id(context), context.time_remaining()
         ):
             yield response
 
@@ -65,5 +66,9 @@ class MessagingServicer(pb_grpc.MessagingServiceServicer):
         return await transactions.end_transaction(self.service, request)
 
     async def Telemetry(self, request_iterator, context) -> AsyncIterator[pb.TelemetryCommand]:
-        async for command in telemetry.serve(client_id(context), request_iterator):
-            yield command
+        client = client_id(context)
+        try:
+            async for command in telemetry.serve(client, request_iterator):
+                yield command
+        finally:  # the client closed its stream or went away
+            self.renewals.forget_client(client)
