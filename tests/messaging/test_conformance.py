@@ -312,3 +312,15 @@ async def test_a_half_message_shows_when_committed_and_never_when_rolled_back(se
         await service.end_transaction("Others", open_one, True, topic="Payments")
     await cluster.settled()
     assert bodies(await service.read("G", mq, 0)) == [b"kept"]
+
+
+async def test_a_consumer_group_config_is_looked_up_not_created(served):
+    cluster, service = served
+    await make_topic(cluster, "Grouped", 1)
+    cluster.broker.groups.put(
+        SubscriptionGroupConfig("Orderly", consume_message_orderly=True, retry_max_times=3)
+    )
+    found = await service.consumer_group("Orderly", "Grouped")
+    assert found is not None and found.consume_message_orderly and found.retry_max_times == 3
+    assert await service.consumer_group("Unknown", "Grouped") is None
+    assert "Unknown" not in cluster.broker.groups.groups

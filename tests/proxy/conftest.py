@@ -42,8 +42,11 @@ class Proxied:
     def describe(self) -> str:
         return "\n".join(server.describe() for server in self.servers)
 
-    def create_group(self, group: str, *, orderly: bool = False) -> None:
-        body = encode_body(SubscriptionGroupConfig(group, consume_message_orderly=orderly))
+    def create_group(self, group: str, *, orderly: bool = False, retry_max_times: int = 16) -> None:
+        config = SubscriptionGroupConfig(
+            group, consume_message_orderly=orderly, retry_max_times=retry_max_times
+        )
+        body = encode_body(config)
         reply = remoting_call(self.broker, RequestCode.UPDATE_AND_CREATE_SUBSCRIPTIONGROUP, {}, body=body)
         assert reply.code == ResponseCode.SUCCESS, reply.remark
 

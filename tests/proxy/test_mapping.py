@@ -9,7 +9,7 @@ from collections import Counter
 
 import pytest
 
-from ferrymq.messaging.api import QueueData, SendOutcome
+from ferrymq.messaging.api import QueueData, SendOutcome, SubscriptionGroupConfig
 from ferrymq.protocol.codes import ResponseCode
 from ferrymq.protocol.message_ext import MessageExt
 from ferrymq.protocol.pop import POP_CK
@@ -239,3 +239,11 @@ def test_a_transaction_id_names_its_half_message():
 def test_a_tag_filter_names_the_tags_the_proxy_checks_exactly(kind, text, tags):
     found = wanted_tags(pb.FilterExpression(type=kind, expression=text))
     assert found == (None if tags is None else frozenset(tags))
+
+
+def test_a_consumer_of_an_orderly_group_is_told_fifo_and_its_attempts():
+    client = pb.Settings(client_type=pb.PUSH_CONSUMER)
+    group = SubscriptionGroupConfig("G", consume_message_orderly=True, retry_max_times=1)
+    out = settings.merged(client, group)
+    assert out.subscription.fifo and out.backoff_policy.max_attempts == 2
+    assert not settings.merged(client, SubscriptionGroupConfig("G")).subscription.fifo

@@ -154,3 +154,29 @@ def test_a_transactional_message_is_delivered_when_committed_and_never_when_roll
         got += client.ok("receive", max=16, invisible_s=30)["messages"]
     assert sorted(m["body"] for m in got) == ["after", "kept"], proxied.describe()
     assert kept in [m["id"] for m in got] and dropped not in [m["id"] for m in got]
+
+
+def test_a_fifo_push_consumer_retries_in_order_then_forwards_to_the_dead_letter_queue(proxied, client):
+    proxied.create_topic("Shipments", 1)
+    proxied.create_group("Shippers", orderly=True, retry_max_times=1)  # 2 attempts, then the DLQ
+    client.ok("producer", topics=["Shipments"])
+    poison = client.ok("send", topic="Shipments", body="poison", group="parcel-1")["id"]
+    fine = client.ok("send", topic="Shipments", body="fine", group="parcel-1")["id"]
+    client.ok("push", group="Shippers", topic="Shipments", fail_bodies=["poison"])
+
+    def settled() -> bool:
+        return any(m["ok"] for m in client.ok("pushed")["messages"])
+
+    deadline = time.monotonic() + 60
+    while not settled() and time.monotonic() < deadline:
+        time.sleep(0.2)
+    seen = [(m["id"], m["ok"]) for m in client.ok("pushed")["messages"]]
+    # in order: the poison message twice (the client retries it itself), forwarded to the DLQ, then the
+    # next one of its group
+    assert seen == [(poison, False), (poison, False), (fine, True)], seen
+    client.ok("consumer", group="Undertakers", topic="%DLQ%Shippers", await_s=5)
+    dead: list[dict] = []
+    deadline = time.monotonic() + 30
+    while not dead and time.monotonic() < deadline:
+        dead = client.ok("receive", max=1, invisible_s=30)["messages"]
+    assert [(m["id"], m["body"]) for m in dead] == [(poison, "poison")], proxied.describe()

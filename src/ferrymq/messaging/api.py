@@ -12,7 +12,7 @@ from __future__ import annotations
 from typing import Protocol
 
 from ferrymq.broker.services.outcomes import STORED_CODES, PopOutcome, ReadOutcome, SendOutcome
-from ferrymq.protocol.bodies import MessageQueue, QueueData
+from ferrymq.protocol.bodies import MessageQueue, QueueData, SubscriptionGroupConfig
 from ferrymq.protocol.pop import INIT_MODE_MAX
 
 __all__ = [
@@ -24,6 +24,7 @@ __all__ = [
     "QueueData",
     "ReadOutcome",
     "SendOutcome",
+    "SubscriptionGroupConfig",
 ]
 
 
@@ -113,6 +114,11 @@ class MessageService(Protocol):
         ...
 
     async def commit_offset(self, group: str, queue: MessageQueue, offset: int) -> None: ...
+
+    async def consumer_group(self, group: str, topic: str) -> SubscriptionGroupConfig | None:
+        """The group's config as the broker of `topic` keeps it (orderly, retries), None if it has
+        none there yet (brokers create groups on first use)."""
+        ...
 
     # --- routes -----------------------------------------------------------------------------------
 

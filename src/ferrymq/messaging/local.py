@@ -15,6 +15,7 @@ from ferrymq.messaging.api import (
     QueueData,
     ReadOutcome,
     SendOutcome,
+    SubscriptionGroupConfig,
 )
 from ferrymq.protocol.codes import ResponseCode
 from ferrymq.protocol.errors import MessageDecodeError
@@ -124,6 +125,9 @@ class LocalMessageService:
 
     async def commit_offset(self, group: str, queue: MessageQueue, offset: int) -> None:
         self.reads.commit_offset(group, queue.topic, self._queue_id(queue), offset)
+
+    async def consumer_group(self, group: str, topic: str) -> SubscriptionGroupConfig | None:
+        return self.pops.groups.groups.get(group)  # looked up, not created
 
     async def route(self, topic: str) -> list[QueueData] | None:
         tc = self.topics.get(topic)

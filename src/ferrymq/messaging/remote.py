@@ -21,8 +21,10 @@ from ferrymq.messaging.api import (
     QueueData,
     ReadOutcome,
     SendOutcome,
+    SubscriptionGroupConfig,
 )
 from ferrymq.net import RemotingError
+from ferrymq.protocol.bodies import SubscriptionGroupWrapper, decode_body
 from ferrymq.protocol.codes import RequestCode, ResponseCode
 from ferrymq.protocol.errors import MessageDecodeError
 from ferrymq.protocol.headers import (
@@ -213,6 +215,19 @@ class RemoteMessageService:
         response = await self._invoke(addr, command)
         if response.code != ResponseCode.SUCCESS:
             raise MessagingError(f"commit offset of {group} on {queue}: {response.remark}", response.code)
+
+    async def consumer_group(self, group: str, topic: str) -> SubscriptionGroupConfig | None:
+        try:
+            masters = sorted((await self.instance.route(topic)).masters.values())
+        except ClientError as e:
+            raise MessagingError(str(e), ResponseCode.TOPIC_NOT_EXIST) from e
+        if not masters:
+            raise MessagingError(f"no broker of topic {topic} has a master now")
+        request = RemotingCommand(RequestCode.GET_ALL_SUBSCRIPTIONGROUP_CONFIG)
+        response = await self._invoke(masters[0], request)
+        if response.code != ResponseCode.SUCCESS:
+            raise MessagingError(response.remark or f"groups refused ({response.code})", response.code)
+        return decode_body(SubscriptionGroupWrapper, response.body).subscription_group_table.get(group)
 
     # --- routes -------------------------------------------------------------------------------------
 

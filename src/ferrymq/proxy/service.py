@@ -68,7 +68,7 @@ class MessagingServicer(pb_grpc.MessagingServiceServicer):
     async def Telemetry(self, request_iterator, context) -> AsyncIterator[pb.TelemetryCommand]:
         client = client_id(context)
         try:
-            async for command in telemetry.serve(client, request_iterator):
+            async for command in telemetry.serve(self.service, client, request_iterator):
                 yield command
         finally:  # the client closed its stream or went away
             self.renewals.forget_client(client)

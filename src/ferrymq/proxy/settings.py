@@ -4,6 +4,7 @@ consumers, body size limit for producers."""
 
 from __future__ import annotations
 
+from ferrymq.messaging.api import SubscriptionGroupConfig
 from ferrymq.proxy.v2 import messaging_pb2 as pb
 
 MAX_BODY_SIZE = 4 * 1024 * 1024
@@ -17,8 +18,9 @@ RETRY_LADDER_S = (1, 5, 10, 30, 60, 120, 180, 240, 300, 360, 420, 480, 540, 600,
 CONSUMER_TYPES = frozenset((pb.PUSH_CONSUMER, pb.SIMPLE_CONSUMER, pb.PULL_CONSUMER))
 
 
-def merged(client: pb.Settings) -> pb.Settings:
-    """The settings to answer `client`'s with."""
+def merged(client: pb.Settings, group: SubscriptionGroupConfig | None = None) -> pb.Settings:
+    """The settings to answer `client`'s with; a consumer's follow its group's config where the
+    broker has one (orderly: fifo; retry_max_times + 1 attempts)."""
     out = pb.Settings()
     out.CopyFrom(client)
     if client.client_type == pb.PRODUCER:
@@ -33,13 +35,13 @@ def merged(client: pb.Settings) -> pb.Settings:
     elif client.client_type in CONSUMER_TYPES:
         policy = out.backoff_policy
         policy.Clear()
-        policy.max_attempts = CONSUMER_MAX_ATTEMPTS
+        policy.max_attempts = CONSUMER_MAX_ATTEMPTS if group is None else group.retry_max_times + 1
         for seconds in RETRY_LADDER_S:
             policy.customized_backoff.next.add().FromSeconds(seconds)
         sub = out.subscription
         sub.receive_batch_size = RECEIVE_BATCH_SIZE
         sub.long_polling_timeout.FromSeconds(LONG_POLLING_TIMEOUT_S)
-        sub.fifo = False
+        sub.fifo = group is not None and group.consume_message_orderly
     out.metric.Clear()
     out.metric.on = False
     return out

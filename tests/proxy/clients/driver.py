@@ -4,7 +4,8 @@ client's own venv, reads one JSON command per stdin line, answers each with one 
 Commands: producer {topics}; send {topic, body, tag?, keys?, properties?, group?, deliver_at_s?,
 transaction? ("commit" or "rollback": a transactional send ended so)};
 consumer {group, topic, await_s}; receive {max, invisible_s}; ack {id}; change {id, invisible_s};
-push {group, topic, fail_attempts} (a PushConsumer); pushed (what its listener got so far); quit.
+push {group, topic, fail_attempts?, fail_bodies?} (a PushConsumer); pushed (what its listener got so
+far); quit.
 A received message is remembered by its message id (its latest copy, whose receipt handle acks it).
 A client exception answers {"ok": false, "error": <class name>, "message": ...}. A watchdog ends
 the process if the test stops talking to it.
@@ -53,13 +54,15 @@ class RollBack(TransactionChecker):
 
 
 class Listener(MessageListener):
-    """Fails each message's first `fail_attempts` deliveries, then succeeds; records every call."""
+    """Fails each message's first `fail_attempts` deliveries, and those with a body in `fail_bodies`
+    always; succeeds otherwise; records every call."""
 
-    def __init__(self, fail_attempts: int) -> None:
+    def __init__(self, fail_attempts: int, fail_bodies: list[str]) -> None:
         self.fail_attempts = fail_attempts
+        self.fail_bodies = set(fail_bodies)
 
     def consume(self, message: Message) -> ConsumeResult:
-        ok = message.delivery_attempt > self.fail_attempts
+        ok = message.delivery_attempt > self.fail_attempts and message.body.decode() not in self.fail_bodies
         with pushed_lock:
             pushed.append({**describe(message), "ok": ok})
         return ConsumeResult.SUCCESS if ok else ConsumeResult.FAILURE
@@ -129,10 +132,9 @@ def run(command: dict) -> dict:
         consumer.change_invisible_duration(message, command["invisible_s"])
         return {"handle": message.receipt_handle}
     if op == "push":
-        pusher = PushConsumer(
-            config, command["group"], Listener(command.get("fail_attempts", 0)),
-            {command["topic"]: FilterExpression(command.get("tag", "*"))},
-        )  # fmt: skip
+        listener = Listener(command.get("fail_attempts", 0), command.get("fail_bodies", []))
+        subscription = {command["topic"]: FilterExpression(command.get("tag", "*"))}
+        pusher = PushConsumer(config, command["group"], listener, subscription)
         pusher.startup()
         return {}
     if op == "pushed":
