@@ -297,3 +297,19 @@ async def test_messages_of_a_terminated_client_are_renewed_no_more_and_come_back
     assert len(stub.renewals) == 0
     back = [f.message for f in await receive(stub, "Leavers") if f.HasField("message")]
     assert [(m.body, m.system_properties.delivery_attempt) for m in back] == [(b"orphan", 2)]
+
+
+async def test_a_cluster_out_of_reach_is_an_error_status_not_a_hang():
+    remote = await RemoteMessageService("127.0.0.1:1", request_timeout=1.0).start()
+    server = ProxyServer(remote, "127.0.0.1", 0)
+    port = await server.start()
+    try:
+        async with grpc.aio.insecure_channel(f"127.0.0.1:{port}") as channel:
+            stub = pb_grpc.MessagingServiceStub(channel)
+            route = await stub.QueryRoute(pb.QueryRouteRequest(topic=pb.Resource(name="Orders")), timeout=10)
+            assert route.status.code == pb.INTERNAL_SERVER_ERROR, route
+            sent = await stub.SendMessage(pb.SendMessageRequest(messages=[message()]), timeout=10)
+            assert sent.status.code == pb.INTERNAL_SERVER_ERROR, sent
+    finally:
+        await server.close()
+        await remote.close()
