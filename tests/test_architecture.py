@@ -24,6 +24,7 @@ ALLOWED: dict[str, set[str]] = {
     "store": BASE | {"protocol"},
     "net": BASE | {"protocol"},
     "client": BASE | {"protocol", "net"},
+    "proxy": BASE | {"messaging", "protocol", "net"},  # brokers only through the MessageService
 }
 FORBIDDEN: dict[str, set[str]] = {
     "broker": SERVERS_MAY_NOT,
@@ -31,7 +32,6 @@ FORBIDDEN: dict[str, set[str]] = {
     "controller": SERVERS_MAY_NOT,
     "ha": SERVERS_MAY_NOT | {"broker"},  # ha/ gets what it needs from its owner, never the Broker
     "messaging": EDGES,
-    "proxy": EDGES,
     "amqp": EDGES,
     "meta": EDGES,
     "metrics": EDGES,

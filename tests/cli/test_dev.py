@@ -11,7 +11,18 @@ FERRYMQ = [sys.executable, "-m", "ferrymq"]
 
 def start_dev(data_dir):
     proc = subprocess.Popen(
-        [*FERRYMQ, "dev", "--data-dir", str(data_dir), "--namesrv-port", "0", "--broker-port", "0"],
+        [
+            *FERRYMQ,
+            "dev",
+            "--data-dir",
+            str(data_dir),
+            "--namesrv-port",
+            "0",
+            "--broker-port",
+            "0",
+            "--proxy-port",
+            "0",
+        ],
         stdout=subprocess.PIPE,
         stderr=subprocess.STDOUT,
         text=True,
@@ -39,6 +50,7 @@ def test_dev_runs_a_cluster_that_produce_and_consume_use(tmp_path):
     proc, banner = start_dev(tmp_path / "data")
     try:
         assert str(tmp_path / "data") in banner
+        assert re.search(r"Proxy\s+127\.0\.0\.1:\d+ \(gRPC", banner), banner
         namesrv = re.search(r"NameServer\s+(\S+)", banner).group(1)
         assert (tmp_path / "data" / "store" / "abort").exists()  # running: a crash would be noticed
         sent = subprocess.run(
@@ -90,6 +102,8 @@ def test_a_second_dev_on_the_same_data_dir_fails_with_a_clear_message(tmp_path):
                 "--namesrv-port",
                 "0",
                 "--broker-port",
+                "0",
+                "--proxy-port",
                 "0",
             ],
             capture_output=True,

@@ -125,10 +125,10 @@ _opaque = itertools.count(1)
 
 
 def remoting_call(
-    address: str, code: int, ext_fields: dict[str, str], timeout: float = 5.0
+    address: str, code: int, ext_fields: dict[str, str], timeout: float = 5.0, body: bytes = b""
 ) -> RemotingCommand:
     """One request/response over a fresh connection, decoded with the project's own codec."""
-    request = RemotingCommand(code, opaque=next(_opaque), ext_fields=ext_fields)
+    request = RemotingCommand(code, opaque=next(_opaque), ext_fields=ext_fields, body=body)
     host, port = address.rsplit(":", 1)
     with socket.create_connection((host, int(port)), timeout=timeout) as sock:
         sock.sendall(request.encode())

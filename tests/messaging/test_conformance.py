@@ -23,6 +23,7 @@ from ferrymq.protocol.properties import Prop, encode_properties
 from ..broker.conftest import Cluster, make_cluster  # noqa: F401  (fixture)
 
 PERM_READ, PERM_WRITE = 4, 2
+PREPARED = 0x4  # sys flag of a half message (TRANSACTION_PREPARED_TYPE)
 
 
 @pytest.fixture(params=["local", "remote"])
@@ -32,7 +33,12 @@ async def served(request, make_cluster):  # noqa: F811
     broker = cluster.broker
     if request.param == "local":
         name = broker.config.broker_name
-        yield cluster, LocalMessageService(broker.puts, broker.reads, broker.pops, broker.topics, name)
+        yield (
+            cluster,
+            LocalMessageService(
+                broker.puts, broker.reads, broker.pops, broker.topics, name, broker.transactions
+            ),
+        )
     else:
         async with RemoteMessageService(cluster.namesrv_addr) as remote:
             yield cluster, remote
@@ -262,3 +268,59 @@ async def test_a_handle_popped_through_one_service_is_settled_through_the_other(
         other = remote if isinstance(service, LocalMessageService) else service
         await other.ack("Sharers", "Shared", m.properties[POP_CK])
     assert len(broker.pops.table) == 0
+
+
+async def test_a_popped_message_is_moved_to_the_dead_letter_queue_and_settled(served):
+    cluster, service = served
+    await make_topic(cluster, "Poison", 1)
+    await service.send("Poison", b"bad", tagged("x", UNIQ_KEY="poison-1"), queue=queue(cluster, "Poison"))
+    await cluster.settled()
+    [m] = popped(await service.pop("Doctors", "Poison", 1, 60_000, init_mode=INIT_MODE_MIN))
+    await service.dead_letter("Doctors", "Poison", m.properties[POP_CK])
+    with pytest.raises(MessagingError):  # settled: the handle is no longer current
+        await service.ack("Doctors", "Poison", m.properties[POP_CK])
+    with pytest.raises(MessagingError):  # nor can it be dead-lettered twice
+        await service.dead_letter("Doctors", "Poison", m.properties[POP_CK])
+    await cluster.broker.registrar.register_all()
+    await cluster.settled()
+    dlq = queue(cluster, "%DLQ%Doctors", 0)
+    [dead] = decode_records((await service.read("Inspectors", dlq, 0)).body())
+    assert (dead.body, dead.msg_id, dead.tags) == (b"bad", "poison-1", "x")
+    nothing = await service.pop("Doctors", "Poison", 1, 60_000, poll_ms=200)
+    assert nothing.code == ResponseCode.POLLING_TIMEOUT
+
+
+async def test_a_half_message_shows_when_committed_and_never_when_rolled_back(served):
+    cluster, service = served
+    await make_topic(cluster, "Payments", 1)
+    mq = queue(cluster, "Payments")
+    half = {Prop.TRAN_MSG: "true", Prop.PGROUP: "Payers"}
+    kept = await service.send("Payments", b"kept", tagged("t", UNIQ_KEY="tx-1", **half), sys_flag=PREPARED)
+    dropped = await service.send(
+        "Payments", b"dropped", tagged("t", UNIQ_KEY="tx-2", **half), sys_flag=PREPARED
+    )
+    assert kept.stored and dropped.stored, (kept, dropped)
+    await cluster.settled()
+    assert (await service.read("G", mq, 0)).code == ResponseCode.PULL_NOT_FOUND  # invisible while open
+    await service.end_transaction("Payers", kept, True, topic="Payments", transaction_id="tx-1")
+    await service.end_transaction("Payers", dropped, False, topic="Payments", transaction_id="tx-2")
+    await cluster.settled()
+    assert bodies(await service.read("G", mq, 0)) == [b"kept"]
+    await service.end_transaction("Payers", kept, True, topic="Payments")  # again: no second copy
+    open_one = await service.send("Payments", b"open", tagged("t", **half), sys_flag=PREPARED)
+    with pytest.raises(MessagingError):  # only its producer group ends it
+        await service.end_transaction("Others", open_one, True, topic="Payments")
+    await cluster.settled()
+    assert bodies(await service.read("G", mq, 0)) == [b"kept"]
+
+
+async def test_a_consumer_group_config_is_looked_up_not_created(served):
+    cluster, service = served
+    await make_topic(cluster, "Grouped", 1)
+    cluster.broker.groups.put(
+        SubscriptionGroupConfig("Orderly", consume_message_orderly=True, retry_max_times=3)
+    )
+    found = await service.consumer_group("Orderly", "Grouped")
+    assert found is not None and found.consume_message_orderly and found.retry_max_times == 3
+    assert await service.consumer_group("Unknown", "Grouped") is None
+    assert "Unknown" not in cluster.broker.groups.groups

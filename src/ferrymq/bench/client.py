@@ -48,6 +48,8 @@ def cluster(namesrv: str | None) -> Iterator[Cluster]:
             "0",
             "--broker-port",
             "0",
+            "--proxy-port",
+            "-1",
         ],
         stdout=subprocess.PIPE,
         stderr=subprocess.DEVNULL,

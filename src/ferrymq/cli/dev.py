@@ -33,18 +33,28 @@ def default_data_dir() -> Path:
     "--namesrv-port", default=9876, show_default=True, help="NameServer port on 127.0.0.1 (0: any)."
 )
 @click.option("--broker-port", default=10911, show_default=True, help="Broker port on 127.0.0.1 (0: any).")
-def dev(data_dir: Path, namesrv_port: int, broker_port: int) -> None:
+@click.option(
+    "--proxy-port",
+    default=8081,
+    show_default=True,
+    help="gRPC proxy port on 127.0.0.1, for RocketMQ 5 clients (0: any, -1: no proxy).",
+)
+def dev(data_dir: Path, namesrv_port: int, broker_port: int, proxy_port: int) -> None:
     """Start a local development cluster on DATA_DIR; stop it cleanly with Ctrl-C."""
     from ferrymq.broker.config import BrokerConfig
     from ferrymq.broker.server import Broker
+    from ferrymq.messaging.local import LocalMessageService
     from ferrymq.namesrv.config import NamesrvConfig
     from ferrymq.namesrv.server import NameServer
+    from ferrymq.proxy.server import ProxyServer
 
     namesrv = NameServer(NamesrvConfig(listen_host="127.0.0.1", listen_port=namesrv_port))
     store = StoreConfig(store_path_root_dir=data_dir / "store", mapped_file_size_commit_log=256 << 20)
     broker = Broker(BrokerConfig(listen_host="127.0.0.1", listen_port=broker_port, store=store))
+    proxy: ProxyServer | None = None
 
     async def start() -> str:
+        nonlocal proxy
         await namesrv.start()
         namesrv_addr = f"127.0.0.1:{namesrv.port}"
         broker.config.namesrv_addr = namesrv_addr
@@ -53,12 +63,29 @@ def dev(data_dir: Path, namesrv_port: int, broker_port: int) -> None:
         except StoreError as e:
             await namesrv.stop()
             raise click.ClickException(str(e)) from None
+        lines = []
+        if proxy_port >= 0:
+            local = LocalMessageService(
+                broker.puts,
+                broker.reads,
+                broker.pops,
+                broker.topics,
+                broker.config.broker_name,
+                broker.transactions,
+            )
+            proxy = ProxyServer(local, "127.0.0.1", proxy_port)
+            try:
+                lines.append(f"  Proxy       127.0.0.1:{await proxy.start()} (gRPC, RocketMQ 5 clients)")
+            except BaseException:
+                await stop()
+                raise
         return "\n".join(
             [
                 "ferrymq dev is running.",
                 f"  NameServer  {namesrv_addr}",
                 f"  Broker      {broker.config.broker_name} at {broker.config.broker_addr} "
                 f"(cluster {broker.config.broker_cluster_name})",
+                *lines,
                 f"  Data        {data_dir}",
                 "Try it from another shell:",
                 f'  ferrymq produce --namesrv {namesrv_addr} --topic Demo "hello ferrymq"',
@@ -68,6 +95,8 @@ def dev(data_dir: Path, namesrv_port: int, broker_port: int) -> None:
         )
 
     async def stop() -> None:
+        if proxy is not None:
+            await proxy.close()
         await broker.stop()
         await namesrv.stop()
 

@@ -9,6 +9,7 @@ from ferrymq.cli.clients import consume, produce
 from ferrymq.cli.controller import controller
 from ferrymq.cli.dev import dev
 from ferrymq.cli.namesrv import namesrv
+from ferrymq.cli.proxy import proxy
 from ferrymq.cli.spark import spark
 
 
@@ -26,4 +27,5 @@ main.add_command(controller)
 main.add_command(dev)
 main.add_command(namesrv)
 main.add_command(produce)
+main.add_command(proxy)
 main.add_command(spark)

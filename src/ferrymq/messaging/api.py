@@ -12,7 +12,7 @@ from __future__ import annotations
 from typing import Protocol
 
 from ferrymq.broker.services.outcomes import STORED_CODES, PopOutcome, ReadOutcome, SendOutcome
-from ferrymq.protocol.bodies import MessageQueue, QueueData
+from ferrymq.protocol.bodies import MessageQueue, QueueData, SubscriptionGroupConfig
 from ferrymq.protocol.pop import INIT_MODE_MAX
 
 __all__ = [
@@ -24,6 +24,7 @@ __all__ = [
     "QueueData",
     "ReadOutcome",
     "SendOutcome",
+    "SubscriptionGroupConfig",
 ]
 
 
@@ -73,6 +74,20 @@ class MessageService(Protocol):
         outcome's msg_id lists their ids comma-separated."""
         ...
 
+    async def end_transaction(
+        self,
+        producer_group: str,
+        sent: SendOutcome,
+        commit: bool,
+        *,
+        topic: str = "",
+        transaction_id: str = "",
+    ) -> None:
+        """Commit or roll back the half message `sent` stored (a send with the TRANSACTION_PREPARED
+        sys flag and TRAN_MSG/PGROUP properties). MessagingError if its broker refuses (no such half
+        message, or ended already)."""
+        ...
+
     # --- consuming by queue and offset --------------------------------------------------------
 
     async def read(
@@ -99,6 +114,11 @@ class MessageService(Protocol):
         ...
 
     async def commit_offset(self, group: str, queue: MessageQueue, offset: int) -> None: ...
+
+    async def consumer_group(self, group: str, topic: str) -> SubscriptionGroupConfig | None:
+        """The group's config as the broker of `topic` keeps it (orderly, retries), None if it has
+        none there yet (brokers create groups on first use)."""
+        ...
 
     # --- routes -----------------------------------------------------------------------------------
 
@@ -140,4 +160,10 @@ class MessageService(Protocol):
     ) -> str:
         """Keep a popped message invisible for `invisible_ms` from now (0: at once visible again);
         returns its new receipt handle, which replaces the old one."""
+        ...
+
+    async def dead_letter(self, group: str, topic: str, receipt_handle: str) -> None:
+        """Move a popped message of `topic` to the group's dead-letter queue (%DLQ%<group>) now and
+        settle it: a consumer giving up on it (gRPC's ForwardMessageToDeadLetterQueue).
+        MessagingError if the handle is not current."""
         ...

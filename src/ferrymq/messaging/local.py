@@ -7,6 +7,7 @@ from ferrymq.broker.pop import PopError, PopService
 from ferrymq.broker.services.put import PutService
 from ferrymq.broker.services.read import ReadService
 from ferrymq.broker.topics import TopicConfigManager
+from ferrymq.broker.transactions import EndError, TransactionService
 from ferrymq.messaging.api import (
     MessageQueue,
     MessagingError,
@@ -14,9 +15,13 @@ from ferrymq.messaging.api import (
     QueueData,
     ReadOutcome,
     SendOutcome,
+    SubscriptionGroupConfig,
 )
 from ferrymq.protocol.codes import ResponseCode
+from ferrymq.protocol.errors import MessageDecodeError
+from ferrymq.protocol.message_id import parse_offset_msg_id
 from ferrymq.protocol.pop import INIT_MODE_MAX
+from ferrymq.protocol.sys_flag import TRANSACTION_COMMIT_TYPE, TRANSACTION_ROLLBACK_TYPE
 
 _DEFAULT_TOPIC, _DEFAULT_QUEUE_NUMS = "TBW102", 4
 
@@ -24,9 +29,10 @@ _DEFAULT_TOPIC, _DEFAULT_QUEUE_NUMS = "TBW102", 4
 class LocalMessageService:
     def __init__(
         self, puts: PutService, reads: ReadService, pops: PopService, topics: TopicConfigManager,
-        broker_name: str,
+        broker_name: str, transactions: TransactionService | None = None,
     ) -> None:  # fmt: skip
         self.puts = puts
+        self.transactions = transactions
         self.reads = reads
         self.pops = pops
         self.topics = topics
@@ -77,6 +83,26 @@ class LocalMessageService:
             True, _DEFAULT_TOPIC, _DEFAULT_QUEUE_NUMS,
         )  # fmt: skip
 
+    async def end_transaction(
+        self,
+        producer_group: str,
+        sent: SendOutcome,
+        commit: bool,
+        *,
+        topic: str = "",
+        transaction_id: str = "",
+    ) -> None:
+        if self.transactions is None:
+            raise MessagingError("this message service has no transactions", ResponseCode.SYSTEM_ERROR)
+        if sent.broker_name != self.broker_name:
+            raise MessagingError(f"half message of broker {sent.broker_name}: this is {self.broker_name}")
+        try:
+            _, _, commit_log_offset = parse_offset_msg_id(sent.msg_id)
+            state = TRANSACTION_COMMIT_TYPE if commit else TRANSACTION_ROLLBACK_TYPE
+            self.transactions.end(producer_group, commit_log_offset, sent.queue_offset, state)
+        except (EndError, MessageDecodeError) as e:
+            raise MessagingError(str(e), ResponseCode.SYSTEM_ERROR) from None
+
     async def read(
         self,
         group: str,
@@ -99,6 +125,9 @@ class LocalMessageService:
 
     async def commit_offset(self, group: str, queue: MessageQueue, offset: int) -> None:
         self.reads.commit_offset(group, queue.topic, self._queue_id(queue), offset)
+
+    async def consumer_group(self, group: str, topic: str) -> SubscriptionGroupConfig | None:
+        return self.pops.groups.groups.get(group)  # looked up, not created
 
     async def route(self, topic: str) -> list[QueueData] | None:
         tc = self.topics.get(topic)
@@ -144,5 +173,11 @@ class LocalMessageService:
     ) -> str:
         try:
             return (await self.pops.change_invisible(group, topic, receipt_handle, invisible_ms)).encode()
+        except PopError as e:
+            raise MessagingError(str(e), e.code) from None
+
+    async def dead_letter(self, group: str, topic: str, receipt_handle: str) -> None:
+        try:
+            await self.pops.dead_letter(group, topic, receipt_handle)
         except PopError as e:
             raise MessagingError(str(e), e.code) from None

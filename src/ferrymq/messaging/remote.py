@@ -21,18 +21,27 @@ from ferrymq.messaging.api import (
     QueueData,
     ReadOutcome,
     SendOutcome,
+    SubscriptionGroupConfig,
 )
 from ferrymq.net import RemotingError
+from ferrymq.protocol.bodies import SubscriptionGroupWrapper, decode_body
 from ferrymq.protocol.codes import RequestCode, ResponseCode
+from ferrymq.protocol.errors import MessageDecodeError
 from ferrymq.protocol.headers import (
+    ConsumerSendMsgBackRequestHeader,
+    EndTransactionRequestHeader,
     PullMessageRequestHeader,
     SendMessageRequestHeader,
     UpdateConsumerOffsetRequestHeader,
 )
-from ferrymq.protocol.pop import INIT_MODE_MAX
+from ferrymq.protocol.message_ext import decode_records
+from ferrymq.protocol.message_id import parse_offset_msg_id
+from ferrymq.protocol.pop import INIT_MODE_MAX, ReceiptHandle, real_topic
 from ferrymq.protocol.remoting import RemotingCommand
+from ferrymq.protocol.sys_flag import TRANSACTION_COMMIT_TYPE, TRANSACTION_ROLLBACK_TYPE
 
 AUTO_CREATE_TOPIC, AUTO_CREATE_QUEUE_NUMS = "TBW102", 4
+DEAD_LETTER_HOLD_MS = 60_000  # a message being moved to the DLQ stays invisible this long at most
 FLAG_COMMIT_OFFSET, FLAG_SUSPEND, FLAG_SUBSCRIPTION = 0x1, 0x2, 0x4
 _PULL_CODES = frozenset(
     (ResponseCode.SUCCESS, ResponseCode.PULL_NOT_FOUND, ResponseCode.PULL_RETRY_IMMEDIATELY,
@@ -207,6 +216,19 @@ class RemoteMessageService:
         if response.code != ResponseCode.SUCCESS:
             raise MessagingError(f"commit offset of {group} on {queue}: {response.remark}", response.code)
 
+    async def consumer_group(self, group: str, topic: str) -> SubscriptionGroupConfig | None:
+        try:
+            masters = sorted((await self.instance.route(topic)).masters.values())
+        except ClientError as e:
+            raise MessagingError(str(e), ResponseCode.TOPIC_NOT_EXIST) from e
+        if not masters:
+            raise MessagingError(f"no broker of topic {topic} has a master now")
+        request = RemotingCommand(RequestCode.GET_ALL_SUBSCRIPTIONGROUP_CONFIG)
+        response = await self._invoke(masters[0], request)
+        if response.code != ResponseCode.SUCCESS:
+            raise MessagingError(response.remark or f"groups refused ({response.code})", response.code)
+        return decode_body(SubscriptionGroupWrapper, response.body).subscription_group_table.get(group)
+
     # --- routes -------------------------------------------------------------------------------------
 
     async def route(self, topic: str) -> list[QueueData] | None:
@@ -273,6 +295,65 @@ class RemoteMessageService:
         if renewed is None:
             raise MessagingError(response.remark or f"change refused ({response.code})", response.code)
         return renewed
+
+    async def end_transaction(
+        self,
+        producer_group: str,
+        sent: SendOutcome,
+        commit: bool,
+        *,
+        topic: str = "",
+        transaction_id: str = "",
+    ) -> None:
+        try:
+            _, _, commit_log_offset = parse_offset_msg_id(sent.msg_id)
+            mq = MessageQueue(topic=topic, broker_name=sent.broker_name, queue_id=sent.queue_id)
+            addr = await master_addr(self.instance, mq)
+        except (MessageDecodeError, ClientError) as e:
+            raise MessagingError(str(e)) from e
+        header = EndTransactionRequestHeader(
+            producer_group=producer_group, tran_state_table_offset=sent.queue_offset,
+            commit_log_offset=commit_log_offset,
+            commit_or_rollback=TRANSACTION_COMMIT_TYPE if commit else TRANSACTION_ROLLBACK_TYPE,
+            msg_id=transaction_id or sent.msg_id, topic=topic or None, from_transaction_check=False,
+            transaction_id=transaction_id or None,
+        )  # fmt: skip
+        request = RemotingCommand(RequestCode.END_TRANSACTION, ext_fields=header.to_ext_fields())
+        response = await self._invoke(addr, request)
+        if response.code != ResponseCode.SUCCESS:
+            raise MessagingError(
+                response.remark or f"end of transaction refused ({response.code})", response.code
+            )
+
+    async def dead_letter(self, group: str, topic: str, receipt_handle: str) -> None:
+        """As RocketMQ's proxy: CONSUMER_SEND_MSG_BACK with delay level -1 (straight to the DLQ), then
+        the ack. The handle carries no CommitLog offset, so the message is read at its queue offset
+        first; a change of invisible time before proves the handle current and keeps the message
+        from coming back meanwhile."""
+        held = await self.change_invisible_time(group, topic, receipt_handle, DEAD_LETTER_HOLD_MS)
+        handle = ReceiptHandle.decode(held)
+        mq = MessageQueue(
+            topic=real_topic(handle.kind, topic, group), broker_name=handle.broker_name,
+            queue_id=handle.queue_id,
+        )  # fmt: skip
+        got = await self.read(group, mq, handle.offset, 1)
+        records = decode_records(got.body()) if got.code == ResponseCode.SUCCESS else []
+        record = next((r for r in records if r.queue_offset == handle.offset), None)
+        if record is None:
+            raise MessagingError(f"message {mq}@{handle.offset} is no longer stored", got.code)
+        header = ConsumerSendMsgBackRequestHeader(
+            offset=record.commitlog_offset, group=group, delay_level=-1, origin_msg_id=record.msg_id,
+            origin_topic=topic,
+        )  # fmt: skip
+        try:
+            addr = await master_addr(self.instance, mq)
+        except ClientError as e:
+            raise MessagingError(str(e)) from e
+        request = RemotingCommand(RequestCode.CONSUMER_SEND_MSG_BACK, ext_fields=header.to_ext_fields())
+        response = await self._invoke(addr, request)
+        if response.code != ResponseCode.SUCCESS:
+            raise MessagingError(response.remark or f"dead letter refused ({response.code})", response.code)
+        await self.ack(group, topic, held)
 
     async def _invoke(
         self, addr: str, request: RemotingCommand, timeout: float | None = None

@@ -1,0 +1,44 @@
+"""`ferrymq proxy`: the RocketMQ 5 gRPC proxy as its own process, in front of a cluster (cluster mode:
+routes from the NameServers, messages to and from the brokers over remoting)."""
+
+from __future__ import annotations
+
+import click
+
+from ferrymq.cli.serving import host_port, serve
+
+
+@click.command()
+@click.option(
+    "--namesrv", default="127.0.0.1:9876", show_default=True, help="NameServer address(es), ';'-separated."
+)
+@click.option(
+    "--listen",
+    default="0.0.0.0:8081",
+    show_default=True,
+    callback=host_port,
+    help="Address to accept gRPC (v2) clients on (port 0 picks a free one).",
+)
+def proxy(namesrv: str, listen: tuple[str, int]) -> None:
+    """Serve RocketMQ 5 gRPC clients (apache.rocketmq.v2.MessagingService) for the cluster at NAMESRV."""
+    from ferrymq.messaging.remote import RemoteMessageService
+    from ferrymq.proxy.server import ProxyServer
+
+    host, port = listen
+    service = RemoteMessageService(namesrv)
+    server = ProxyServer(service, host, port)
+
+    async def start() -> str:
+        await service.start()
+        try:
+            bound = await server.start()
+        except BaseException:
+            await service.close()
+            raise
+        return f"Proxy listening on {host}:{bound} (gRPC v2), cluster at NameServer {namesrv}"
+
+    async def stop() -> None:
+        await server.close()
+        await service.close()
+
+    serve(start, stop, "Proxy")

@@ -1,0 +1,74 @@
+"""The MessagingService servicer: each RPC handed to the module that serves it, over one
+MessageService (local or remote). RPCs not defined here (PullMessage, offsets, RecallMessage, lite
+subscriptions) answer gRPC UNIMPLEMENTED, which clients raise at once."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+
+import grpc
+
+from ferrymq.messaging.api import MessageService
+from ferrymq.proxy import consumer, producer, routes, telemetry, transactions
+from ferrymq.proxy.renewal import Renewals
+from ferrymq.proxy.status import OK
+from ferrymq.proxy.v2 import messaging_pb2 as pb
+from ferrymq.proxy.v2 import messaging_pb2_grpc as pb_grpc
+
+CLIENT_ID_HEADER = "x-mq-client-id"
+
+
+def client_id(context: grpc.aio.ServicerContext) -> str:
+    for key, value in context.invocation_metadata() or ():
+        if key == CLIENT_ID_HEADER:
+            return str(value)
+    return ""
+
+
+class MessagingServicer(pb_grpc.MessagingServiceServicer):
+    def __init__(self, service: MessageService, endpoints: pb.Endpoints, renewals: Renewals) -> None:
+        self.service = service
+        self.renewals = renewals
+        self.endpoints = endpoints  # where clients reach this proxy, when they do not say
+
+    async def QueryRoute(self, request, context):
+        return await routes.query_route(self.service, request, self.endpoints)
+
+    async def QueryAssignment(self, request, context):
+        return await routes.query_assignment(self.service, request, self.endpoints)
+
+    async def Heartbeat(self, request, context):
+        return pb.HeartbeatResponse(status=OK)
+
+    async def NotifyClientTermination(self, request, context):
+        self.renewals.forget_client(client_id(context))
+        return pb.NotifyClientTerminationResponse(status=OK)
+
+    async def SendMessage(self, request, context):
+        return await producer.send_message(self.service, request)
+
+    async def ReceiveMessage(self, request, context) -> AsyncIterator[pb.ReceiveMessageResponse]:
+        async for response in consumer.receive_message(
+            self.service, self.renewals, request, client_id(context), context.time_remaining()
+        ):
+            yield response
+
+    async def AckMessage(self, request, context):
+        return await consumer.ack_message(self.service, self.renewals, request)
+
+    async def ChangeInvisibleDuration(self, request, context):
+        return await consumer.change_invisible_duration(self.service, self.renewals, request)
+
+    async def ForwardMessageToDeadLetterQueue(self, request, context):
+        return await consumer.forward_to_dead_letter_queue(self.service, self.renewals, request)
+
+    async def EndTransaction(self, request, context):
+        return await transactions.end_transaction(self.service, request)
+
+    async def Telemetry(self, request_iterator, context) -> AsyncIterator[pb.TelemetryCommand]:
+        client = client_id(context)
+        try:
+            async for command in telemetry.serve(self.service, client, request_iterator):
+                yield command
+        finally:  # the client closed its stream or went away
+            self.renewals.forget_client(client)

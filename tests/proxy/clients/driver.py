@@ -1,0 +1,160 @@
+"""Drives the official RocketMQ 5.x Python client (rocketmq-python-client) from a test: runs in the
+client's own venv, reads one JSON command per stdin line, answers each with one JSON line on stdout.
+
+Commands: producer {topics}; send {topic, body, tag?, keys?, properties?, group?, deliver_at_s?,
+transaction? ("commit" or "rollback": a transactional send ended so)};
+consumer {group, topic, await_s}; receive {max, invisible_s}; ack {id}; change {id, invisible_s};
+push {group, topic, fail_attempts?, fail_bodies?} (a PushConsumer); pushed (what its listener got so
+far); quit.
+A received message is remembered by its message id (its latest copy, whose receipt handle acks it).
+A client exception answers {"ok": false, "error": <class name>, "message": ...}. A watchdog ends
+the process if the test stops talking to it.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+import threading
+
+from rocketmq import (
+    ClientConfiguration,
+    ConsumeResult,
+    Credentials,
+    FilterExpression,
+    Message,
+    MessageListener,
+    Producer,
+    PushConsumer,
+    SimpleConsumer,
+    TransactionChecker,
+    TransactionResolution,
+)
+
+endpoint = sys.argv[1]
+watchdog = threading.Timer(float(sys.argv[2]), lambda: os._exit(3))
+watchdog.daemon = True
+watchdog.start()
+
+config = ClientConfiguration(endpoint, Credentials())
+producer = None
+consumer = None
+pusher = None
+received: dict[str, Message] = {}
+pushed: list[dict] = []
+pushed_lock = threading.Lock()
+
+
+class RollBack(TransactionChecker):
+    """Answers any check of an orphaned transaction with ROLLBACK."""
+
+    def check(self, message: Message) -> TransactionResolution:
+        return TransactionResolution.ROLLBACK
+
+
+class Listener(MessageListener):
+    """Fails each message's first `fail_attempts` deliveries, and those with a body in `fail_bodies`
+    always; succeeds otherwise; records every call."""
+
+    def __init__(self, fail_attempts: int, fail_bodies: list[str]) -> None:
+        self.fail_attempts = fail_attempts
+        self.fail_bodies = set(fail_bodies)
+
+    def consume(self, message: Message) -> ConsumeResult:
+        ok = message.delivery_attempt > self.fail_attempts and message.body.decode() not in self.fail_bodies
+        with pushed_lock:
+            pushed.append({**describe(message), "ok": ok})
+        return ConsumeResult.SUCCESS if ok else ConsumeResult.FAILURE
+
+
+def describe(m: Message) -> dict:
+    return {
+        "id": m.message_id,
+        "topic": m.topic,
+        "body": m.body.decode(),
+        "tag": m.tag,
+        "keys": sorted(m.keys),
+        "properties": dict(m.properties),
+        "attempt": m.delivery_attempt,
+        "group": m.message_group,
+        "handle": m.receipt_handle,
+        "deliver_at_ms": m.delivery_timestamp,
+    }
+
+
+def run(command: dict) -> dict:
+    global producer, consumer, pusher
+    op = command["op"]
+    if op == "producer":
+        producer = Producer(config, tuple(command["topics"]), checker=RollBack())
+        producer.startup()
+        return {}
+    if op == "send":
+        message = Message()
+        message.topic = command["topic"]
+        message.body = command["body"].encode()
+        if "tag" in command:
+            message.tag = command["tag"]
+        if "keys" in command:
+            Message.keys.fset(message, *command["keys"])  # the setter takes *keys
+        if "group" in command:
+            message.message_group = command["group"]
+        if "deliver_at_s" in command:
+            message.delivery_timestamp = command["deliver_at_s"]
+        for key, value in command.get("properties", {}).items():
+            message.add_property(key, value)
+        if "transaction" not in command:
+            return {"id": producer.send(message).message_id}
+        transaction = producer.begin_transaction()
+        receipt = producer.send(message, transaction)
+        transaction.commit() if command["transaction"] == "commit" else transaction.rollback()
+        return {"id": receipt.message_id}
+    if op == "consumer":
+        consumer = SimpleConsumer(
+            config,
+            command["group"],
+            {command["topic"]: FilterExpression(command.get("tag", "*"))},
+            await_duration=command.get("await_s", 5),
+        )
+        consumer.startup()
+        return {}
+    if op == "receive":
+        messages = consumer.receive(command["max"], command["invisible_s"])
+        for m in messages:
+            received[m.message_id] = m
+        return {"messages": [describe(m) for m in messages]}
+    if op == "ack":
+        consumer.ack(received[command["id"]])
+        return {}
+    if op == "change":
+        message = received[command["id"]]
+        consumer.change_invisible_duration(message, command["invisible_s"])
+        return {"handle": message.receipt_handle}
+    if op == "push":
+        listener = Listener(command.get("fail_attempts", 0), command.get("fail_bodies", []))
+        subscription = {command["topic"]: FilterExpression(command.get("tag", "*"))}
+        pusher = PushConsumer(config, command["group"], listener, subscription)
+        pusher.startup()
+        return {}
+    if op == "pushed":
+        with pushed_lock:
+            return {"messages": list(pushed)}
+    raise ValueError(f"unknown command {op!r}")
+
+
+for line in sys.stdin:
+    command = json.loads(line)
+    if command["op"] == "quit":
+        break
+    try:
+        answer = {"ok": True, **run(command)}
+    except Exception as e:  # the client's exceptions are what the test checks
+        answer = {"ok": False, "error": type(e).__name__, "message": str(e)}
+    sys.stdout.write(json.dumps(answer) + "\n")
+    sys.stdout.flush()
+for client in (pusher, consumer, producer):
+    if client is not None:
+        client.shutdown()
+sys.stdout.flush()
+os._exit(0)
