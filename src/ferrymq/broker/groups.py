@@ -24,6 +24,10 @@ class SubscriptionGroupManager:
             self.put(config)
         return config
 
+    def find(self, group: str) -> SubscriptionGroupConfig | None:
+        """The group's config if it exists; a look-up never creates one."""
+        return self.groups.get(group)
+
     def put(self, config: SubscriptionGroupConfig) -> None:
         self.groups = {**self.groups, config.group_name: config}
         self._changed()

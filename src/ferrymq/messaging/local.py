@@ -127,7 +127,7 @@ class LocalMessageService:
         self.reads.commit_offset(group, queue.topic, self._queue_id(queue), offset)
 
     async def consumer_group(self, group: str, topic: str) -> SubscriptionGroupConfig | None:
-        return self.pops.groups.groups.get(group)  # looked up, not created
+        return self.pops.groups.find(group)
 
     async def route(self, topic: str) -> list[QueueData] | None:
         tc = self.topics.get(topic)
