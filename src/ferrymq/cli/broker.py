@@ -3,12 +3,17 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import click
 
 from ferrymq.broker.config import BrokerConfig, ConfigError
+from ferrymq.cli.proxying import start_local_proxy
 from ferrymq.cli.serving import host_port, serve
 from ferrymq.store import StoreError
+
+if TYPE_CHECKING:
+    from ferrymq.proxy.server import ProxyServer
 
 
 @click.command()
@@ -25,7 +30,22 @@ from ferrymq.store import StoreError
 @click.option("--ha-port", type=int, help="Port replicas connect to (0: any) [default: listen port + 1].")
 @click.option("--controller", "controller_addr",
               help='Controller mode: the controllers "host:port;host2:port2" give id and role.')  # fmt: skip
-def broker(config_file, namesrv, listen, store_dir, cluster, name, broker_id, role, ha_port, controller_addr):
+@click.option("--proxy-port", type=int, default=-1, show_default=True,
+              help="Also serve RocketMQ 5 gRPC clients on this port of the listen host, in this process "
+                   "(0: any free port; -1: no proxy).")  # fmt: skip
+def broker(
+    config_file,
+    namesrv,
+    listen,
+    store_dir,
+    cluster,
+    name,
+    broker_id,
+    role,
+    ha_port,
+    controller_addr,
+    proxy_port,
+):
     """Start a Broker: it stores messages and serves producers and consumers.
 
     Settings come from defaults, then the TOML file, then FERRYMQ_<SETTING> environment variables,
@@ -51,16 +71,31 @@ def broker(config_file, namesrv, listen, store_dir, cluster, name, broker_id, ro
     from ferrymq.broker.server import Broker
 
     server = Broker(config)
+    proxy: ProxyServer | None = None
 
     async def start() -> str:
+        nonlocal proxy
         try:
             await server.start()
         except StoreError as e:
             raise click.ClickException(str(e)) from None
-        return (
+        started = (
             f"Broker {config.broker_name} (cluster {config.broker_cluster_name}, {config.broker_role} "
             f"id {config.broker_id}) listening on {config.broker_addr}, HA port {config.ha_listen_port}, "
             f"store {config.store.store_path_root_dir}"
         )
+        if proxy_port < 0:
+            return started
+        try:
+            proxy, port = await start_local_proxy(server, config.listen_host, proxy_port)
+        except BaseException:
+            await server.stop()
+            raise
+        return f"{started}; gRPC proxy for RocketMQ 5 clients on {config.listen_host}:{port}"
 
-    serve(start, server.stop, "Broker")
+    async def stop() -> None:
+        if proxy is not None:
+            await proxy.close()
+        await server.stop()
+
+    serve(start, stop, "Broker")

@@ -8,11 +8,16 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import click
 
+from ferrymq.cli.proxying import start_local_proxy
 from ferrymq.cli.serving import serve
 from ferrymq.store import StoreConfig, StoreError
+
+if TYPE_CHECKING:
+    from ferrymq.proxy.server import ProxyServer
 
 
 def default_data_dir() -> Path:
@@ -43,10 +48,8 @@ def dev(data_dir: Path, namesrv_port: int, broker_port: int, proxy_port: int) ->
     """Start a local development cluster on DATA_DIR; stop it cleanly with Ctrl-C."""
     from ferrymq.broker.config import BrokerConfig
     from ferrymq.broker.server import Broker
-    from ferrymq.messaging.local import LocalMessageService
     from ferrymq.namesrv.config import NamesrvConfig
     from ferrymq.namesrv.server import NameServer
-    from ferrymq.proxy.server import ProxyServer
 
     namesrv = NameServer(NamesrvConfig(listen_host="127.0.0.1", listen_port=namesrv_port))
     store = StoreConfig(store_path_root_dir=data_dir / "store", mapped_file_size_commit_log=256 << 20)
@@ -65,20 +68,12 @@ def dev(data_dir: Path, namesrv_port: int, broker_port: int, proxy_port: int) ->
             raise click.ClickException(str(e)) from None
         lines = []
         if proxy_port >= 0:
-            local = LocalMessageService(
-                broker.puts,
-                broker.reads,
-                broker.pops,
-                broker.topics,
-                broker.config.broker_name,
-                broker.transactions,
-            )
-            proxy = ProxyServer(local, "127.0.0.1", proxy_port)
             try:
-                lines.append(f"  Proxy       127.0.0.1:{await proxy.start()} (gRPC, RocketMQ 5 clients)")
+                proxy, port = await start_local_proxy(broker, "127.0.0.1", proxy_port)
             except BaseException:
                 await stop()
                 raise
+            lines.append(f"  Proxy       127.0.0.1:{port} (gRPC, RocketMQ 5 clients)")
         return "\n".join(
             [
                 "ferrymq dev is running.",
