@@ -15,11 +15,12 @@ import time
 from collections.abc import Callable
 
 from ferrymq.bench.client import CpuMeter, Progress, _figures
-from ferrymq.client import ClientInstance, Message, MessageQueue, Producer
+from ferrymq.client import ClientInstance, Message, MessageQueue, Producer, pop_calls
 from ferrymq.client.pull import PullStatus, pull_raw
 from ferrymq.protocol.codes import RequestCode, ResponseCode
 from ferrymq.protocol.message_ext import decode_records
 from ferrymq.protocol.pop import (
+    INIT_MODE_MIN,
     POP_CK,
     BatchAck,
     BatchAckMessageRequestBody,
@@ -46,13 +47,12 @@ async def _broker(instance: ClientInstance, topic: str) -> tuple[str, str]:
     return name, addr
 
 
-def _pop_request(group: str, topic: str, invisible_ms: int, poll_ms: int) -> RemotingCommand:
-    ext = {
-        "consumerGroup": group, "topic": topic, "queueId": "-1", "maxMsgNums": str(BATCH),
-        "invisibleTime": str(invisible_ms), "pollTime": str(poll_ms), "initMode": "0",
-        "bornTime": str(int(time.time() * 1000)),
-    }  # fmt: skip
-    return RemotingCommand(RequestCode.POP_MESSAGE, ext_fields=ext)
+async def _pop(instance: ClientInstance, addr: str, group: str, topic: str, invisible_ms: int, poll_ms: int):
+    """A pop of up to BATCH messages from any queue, a new group starting at the first."""
+    return await pop_calls.pop(
+        instance, addr, group, topic, max_messages=BATCH, invisible_ms=invisible_ms, poll_ms=poll_ms,
+        expression_type="TAG", expression="*", init_mode=INIT_MODE_MIN,
+    )  # fmt: skip
 
 
 def batch_ack_body(group: str, topic: str, broker: str, header: dict[str, str]) -> tuple[bytes, int]:
@@ -124,7 +124,7 @@ async def _pop_all(instance, addr, broker, topic, count, inflight, progress, cpu
     async def worker() -> None:
         nonlocal got
         while got < total:
-            response = await instance.invoke(addr, _pop_request(group, topic, 60_000, 0), 10)
+            response = await _pop(instance, addr, group, topic, 60_000, 0)
             if response.code != ResponseCode.SUCCESS:
                 if response.code == ResponseCode.POLLING_TIMEOUT:
                     return  # nothing left
@@ -185,7 +185,7 @@ async def redelivery(namesrv: str, count: int, invisible_ms: int, progress: Prog
         total = count + 1
         visible_at: dict[bytes, int] = {}
         while len(visible_at) < total:
-            response = await instance.invoke(addr, _pop_request(group, topic, invisible_ms, 1000), 10)
+            response = await _pop(instance, addr, group, topic, invisible_ms, 1000)
             if response.code != ResponseCode.SUCCESS:
                 break
             for m in decode_records(response.body):
@@ -197,7 +197,7 @@ async def redelivery(namesrv: str, count: int, invisible_ms: int, progress: Prog
         seen: set[bytes] = set()
         deadline = time.monotonic() + invisible_ms / 1000 + 120
         while len(seen) < len(visible_at) and time.monotonic() < deadline:
-            response = await instance.invoke(addr, _pop_request(group, topic, 600_000, 2000), 10)
+            response = await _pop(instance, addr, group, topic, 600_000, 2000)
             now = time.time() * 1000
             if response.code != ResponseCode.SUCCESS:
                 continue

@@ -21,7 +21,6 @@ import asyncio
 import itertools
 import logging
 import random
-import struct
 import time
 import zlib
 from collections.abc import Callable, Iterable
@@ -71,7 +70,6 @@ MAX_POP_BATCH = 32  # RocketMQ refuses larger pops
 MAX_POLL_MS = 30_000
 MAX_INVISIBLE_MS = 12 * 3600 * 1000  # RocketMQ proxy's maxInvisibleTimeMills; well inside retention
 POP_FROM_RETRY_PROBABILITY = 0.2  # RocketMQ's popFromRetryProbability (20 %)
-_SIZE = struct.Struct(">i")
 _MOVED = (GetStatus.OFFSET_TOO_SMALL, GetStatus.OFFSET_OVERFLOW_BADLY)
 
 
@@ -107,18 +105,6 @@ class PopResult:
     def body(self) -> bytes:
         """The records as a PULL/POP answer carries them."""
         return b"".join(self.chunks)
-
-    @property
-    def messages(self) -> list[memoryview]:
-        """One stamped record each."""
-        out = []
-        for chunk in self.chunks:
-            view, pos = memoryview(chunk), 0
-            while pos < len(chunk):
-                size = _SIZE.unpack_from(chunk, pos)[0]
-                out.append(view[pos : pos + size])
-                pos += size
-        return out
 
     @property
     def handles(self) -> list[str]:
