@@ -117,11 +117,11 @@ def test_topic_names_and_info_strings():
     with pytest.raises(ProtocolError):
         real_topic("7", "T", "G")
     assert start_offset_info([("T", 0, 5), ("%RETRY%G_T", 0, 2)]) == "0 0 5;1 0 2"
-    assert msg_offset_info([("T", 1, [5, 6, 8])]) == "0 1 5,6,8"
+    assert msg_offset_info([("T", 1, "5,6,8"), ("%RETRY%G_T", 0, "2")]) == "0 1 5,6,8;1 0 2"
 
 
-def _record(topic="T", props="TAGS\x01A\x02", body=b"payload") -> bytes:
-    m = MessageExt(topic=topic, body=body, queue_id=1, queue_offset=7, reconsume_times=0)
+def _record(topic="T", props="TAGS\x01A\x02", body=b"payload", offset=7) -> bytes:
+    m = MessageExt(topic=topic, body=body, queue_id=1, queue_offset=offset, reconsume_times=0)
     m.properties = dict(p.split("\x01") for p in props.split("\x02") if p)
     return m.encode()
 
@@ -205,12 +205,14 @@ def _batch_impls():
 @pytest.mark.parametrize("stamp_batch", _batch_impls())
 @pytest.mark.parametrize(("topic", "times"), [(None, None), (b"Orig", 5)])
 def test_stamp_batch_stamps_every_record_of_every_run(stamp_batch, topic, times):
-    records = [_record(topic="%RETRY%G_T" if topic else "T", body=b"b%d" % i) for i in range(5)]
+    offsets = [7, 8, 9, 12, 13]  # a filter skipped 10 and 11
+    records = [_record(topic="%RETRY%G_T" if topic else "T", body=b"b%d" % o, offset=o) for o in offsets]
     runs = [memoryview(records[0] + records[1]), memoryview(records[2]), memoryview(b"".join(records[3:]))]
-    body, offsets = stamp_batch(runs, b"9 8 7 6 1 b 1 ", topic, times)
-    assert offsets == [7] * 5  # _record's queue offset
+    body, relative, joined = stamp_batch(runs, b"9 8 7 6 1 b 1 ", topic, times)
+    assert (relative, joined) == ([0, 1, 2, 5, 6], "7,8,9,12,13")
     expected = b"".join(
-        stamp_record(r, "9 8 7 6 1 b 1 7", topic=topic, reconsume_times=times) for r in records
+        stamp_record(r, f"9 8 7 6 1 b 1 {o}", topic=topic, reconsume_times=times)
+        for r, o in zip(records, offsets, strict=True)
     )
     assert body == expected
 

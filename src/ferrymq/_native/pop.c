@@ -55,7 +55,8 @@ static inline int64_t be64(const unsigned char *p) {
 }
 
 PyDoc_STRVAR(stamp_batch_doc,
-"stamp_batch(buffers, prefix, topic, has_times, times) -> (bytes, [queue offsets]); ValueError on a bad record.");
+"stamp_batch(buffers, prefix, topic, has_times, times) -> (bytes, [queue offsets relative to the first],\n"
+"\"o1,o2,...\" (the queue offsets in decimal)); ValueError on a bad record.");
 
 static PyObject *stamp_batch(PyObject *self, PyObject *args) {
     PyObject *buffers, *topic_obj;
@@ -64,7 +65,10 @@ static PyObject *stamp_batch(PyObject *self, PyObject *args) {
     if (!PyArg_ParseTuple(args, "Oy*Opi", &buffers, &prefix, &topic_obj, &has_times, &times)) return NULL;
     const char *topic = NULL;
     Py_ssize_t topic_len = 0;
-    PyObject *seq = NULL, *out = NULL, *offsets = NULL, *result = NULL;
+    PyObject *seq = NULL, *out = NULL, *offsets = NULL, *csv = NULL, *result = NULL;
+    char *csv_buf = NULL;
+    Py_ssize_t csv_len = 0;
+    int64_t first = 0;
     Py_buffer *views = NULL;
     Py_ssize_t n = 0, held = 0;
     if (topic_obj != Py_None) {
@@ -101,7 +105,8 @@ static PyObject *stamp_batch(PyObject *self, PyObject *args) {
             }
             const unsigned char *r = b + pos;
             int64_t offset = be64(r + 20);
-            PyObject *o = PyLong_FromLongLong(offset);
+            if (PyList_GET_SIZE(offsets) == 0) first = offset;
+            PyObject *o = PyLong_FromLongLong(offset - first);
             if (o == NULL || PyList_Append(offsets, o) < 0) {
                 Py_XDECREF(o);
                 goto done;
@@ -128,6 +133,11 @@ static PyObject *stamp_batch(PyObject *self, PyObject *args) {
     }
     out = PyBytes_FromStringAndSize(NULL, total);
     if (out == NULL) goto done;
+    csv_buf = PyMem_Malloc(PyList_GET_SIZE(offsets) * 21 + 1);
+    if (csv_buf == NULL) {
+        PyErr_NoMemory();
+        goto done;
+    }
     unsigned char *w = (unsigned char *)PyBytes_AS_STRING(out);
     for (Py_ssize_t i = 0; i < n; i++) {
         const unsigned char *b = views[i].buf;
@@ -140,6 +150,9 @@ static PyObject *stamp_batch(PyObject *self, PyObject *args) {
             Py_ssize_t props = l.size - (l.props_len_at + 2);
             int sep = props > 0 && r[l.size - 1] != 2;
             int nd = snprintf(digits, sizeof digits, "%lld", (long long)offset);
+            if (csv_len) csv_buf[csv_len++] = ',';
+            memcpy(csv_buf + csv_len, digits, nd);
+            csv_len += nd;
             Py_ssize_t added = sep + KEY_LEN + prefix.len + nd + 1;
             Py_ssize_t block = topic != NULL ? (l.v1 ? 1 : 2) + topic_len : l.props_len_at - l.topic_at;
             Py_ssize_t new_size = l.topic_at + block + 2 + props + added;
@@ -177,8 +190,12 @@ static PyObject *stamp_batch(PyObject *self, PyObject *args) {
             pos += l.size;
         }
     }
-    result = PyTuple_Pack(2, out, offsets);
+    csv = PyUnicode_DecodeASCII(csv_buf, csv_len, NULL);
+    if (csv == NULL) goto done;
+    result = PyTuple_Pack(3, out, offsets, csv);
 done:
+    PyMem_Free(csv_buf);
+    Py_XDECREF(csv);
     for (Py_ssize_t i = 0; i < held; i++) PyBuffer_Release(&views[i]);
     PyMem_Free(views);
     Py_XDECREF(seq);

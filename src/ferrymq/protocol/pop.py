@@ -139,8 +139,9 @@ def start_offset_info(parts: list[tuple[str, int, int]]) -> str:
     return ";".join(f"{topic_type(t)} {q} {s}" for t, q, s in parts)
 
 
-def msg_offset_info(parts: list[tuple[str, int, list[int]]]) -> str:
-    return ";".join([f"{topic_type(t)} {q} {','.join(map(str, offsets))}" for t, q, offsets in parts])
+def msg_offset_info(parts: list[tuple[str, int, str]]) -> str:
+    """ "type qid o1,o2,..." per (topic, queue id, comma-joined offsets), ';'-joined."""
+    return ";".join([f"{topic_type(t)} {q} {joined}" for t, q, joined in parts])
 
 
 def order_count_info(parts: list[tuple[str, int, int]]) -> str:
@@ -165,14 +166,27 @@ class PopMessageRequestHeader(CustomHeader):
     attempt_id: str | None = None
 
 
-class PopMessageResponseHeader(CustomHeader):
-    pop_time: Long
-    invisible_time: Long
-    revive_qid: Int
-    rest_num: Long
-    start_offset_info: str | None = None
-    msg_offset_info: str | None = None
-    order_count_info: str | None = None
+def pop_response_fields(
+    pop_time: int,
+    invisible_time: int,
+    revive_qid: int,
+    rest_num: int,
+    start_offset_info: str,
+    msg_offset_info: str,
+    order_count_info: str | None,
+) -> dict[str, str]:
+    """PopMessageResponseHeader's extFields, built directly: a pop answers with it every time."""
+    fields = {
+        "popTime": str(pop_time),
+        "invisibleTime": str(invisible_time),
+        "reviveQid": str(revive_qid),
+        "restNum": str(rest_num),
+        "startOffsetInfo": start_offset_info,
+        "msgOffsetInfo": msg_offset_info,
+    }
+    if order_count_info is not None:
+        fields["orderCountInfo"] = order_count_info
+    return fields
 
 
 class AckMessageRequestHeader(CustomHeader):
@@ -234,9 +248,12 @@ class BatchAckMessageRequestBody(msgspec.Struct, rename="camel"):
 
 def decode_batch_ack_body(data: bytes | memoryview) -> BatchAckMessageRequestBody:
     try:
-        return msgspec.json.decode(data, type=BatchAckMessageRequestBody, strict=False)
+        return _batch_ack_decoder.decode(data)
     except (msgspec.DecodeError, msgspec.ValidationError) as exc:
         raise ProtocolError(f"bad BatchAckMessageRequestBody: {exc}") from None
+
+
+_batch_ack_decoder = msgspec.json.Decoder(BatchAckMessageRequestBody, strict=False)
 
 
 def encode_batch_ack_body(body: BatchAckMessageRequestBody) -> bytes:
@@ -358,9 +375,10 @@ def stamp_record(
 
 def py_stamp_batch(
     buffers: list, prefix: bytes, topic: bytes | None = None, reconsume_times: int | None = None
-) -> tuple[bytes, list[int]]:
+) -> tuple[bytes, list[int], str]:
     """Every record of `buffers` (runs of whole stored records) stamped as `stamp_record` does,
-    with POP_CK = `prefix` + its queue offset: the stamped records joined, and their queue offsets.
+    with POP_CK = `prefix` + its queue offset: the stamped records joined, their queue offsets
+    relative to the first one's (a checkpoint's form), and the offsets comma-joined (msgOffsetInfo's).
     The reference for the C version (ferrymq/_native/pop.c) that `stamp_batch` is when built."""
     handle_prefix = prefix.decode()
     parts = []
@@ -382,7 +400,8 @@ def py_stamp_batch(
             )
             offsets.append(offset)
             pos += size
-    return b"".join(parts), offsets
+    first = offsets[0] if offsets else 0
+    return b"".join(parts), [o - first for o in offsets], ",".join(map(str, offsets))
 
 
 _pop_c = load("pop")
@@ -392,7 +411,7 @@ if _pop_c is not None:  # the wrapper below is installed only then
 
 def _c_stamp_batch(
     buffers: list, prefix: bytes, topic: bytes | None = None, reconsume_times: int | None = None
-) -> tuple[bytes, list[int]]:
+) -> tuple[bytes, list[int], str]:
     try:
         return _c_stamp(buffers, prefix, topic, reconsume_times is not None, reconsume_times or 0)
     except ValueError as e:

@@ -315,8 +315,10 @@ class MessageStore:
         born_host: bytes | None = None,
         reconsume_times: int = 0,
         prepared_transaction_offset: int = 0,
+        tags_code: int | None = None,
     ) -> PutResult:
-        """Append one message. `properties` is the encoded properties string; hosts are packed."""
+        """Append one message. `properties` is the encoded properties string; hosts are packed.
+        `tags_code`: the ConsumeQueue tag hash, when the caller knows it (else found in TAGS)."""
         if isinstance(properties, str):
             properties = properties.encode()
         block = self._topic_blocks.get(topic)
@@ -356,8 +358,10 @@ class MessageStore:
             )  # fmt: skip
             if takes_offset:
                 self._queue_offsets[key] = queue_offset + 1
-                tag = find_property(properties, _TAGS) if _TAGS in properties else None
-                entry = ENTRY.pack(phys, size, tag_hash(tag) if tag else 0)
+                if tags_code is None:
+                    tag = find_property(properties, _TAGS) if _TAGS in properties else None
+                    tags_code = tag_hash(tag) if tag else 0
+                entry = ENTRY.pack(phys, size, tags_code)
             else:
                 entry = b""
             self.dispatcher.prepared.append(

@@ -220,23 +220,24 @@ class ReviveService:
             else:
                 target, queue_id = self._ensure(retry_topic), 0
             puts.append((offset, repost(self.store, message, target, queue_id, add, times)))
-        self._written()
         failed = 0
         for offset, result in puts:
-            status = await result.durable()
-            if status is not PutStatus.PUT_OK:
+            if result.status is not PutStatus.PUT_OK:
                 failed |= 1 << ck.index_of(offset)
-                log.error("reviving %s@%d:%d failed: %s", record.topic, record.queue_id, offset, status.name)
-        self.revived += len(puts) - bin(failed).count("1")
+                log.error(
+                    "reviving %s@%d:%d failed: %s", record.topic, record.queue_id, offset, result.status.name
+                )
+        done = bits & ~failed
+        if done:  # settled before the copies can be popped (the next dispatch): no crash revives twice
+            self.log.append(ck.revive_queue, settled(record, done, revived=True))
+        self._written()
+        for offset, result in puts:
+            if result.status is PutStatus.PUT_OK and await result.durable() is not PutStatus.PUT_OK:
+                log.warning("revived %s@%d:%d is not flushed yet", record.topic, record.queue_id, offset)
+        self.revived += len(puts) - failed.bit_count()
         if failed:  # try again a little later: nothing un-acked is dropped
             ck.deadline = now_ms() + _RETRY_AFTER_FAILURE_MS
             self.table.reopen(ck, failed)
-        done = bits & ~failed
-        if done:
-            self.log.append(
-                ck.revive_queue,
-                settled(record, done, revived=True),
-            )
 
     def _ensure(self, topic: str) -> str:
         if self.topics.ensure(topic, 1, PERM_READ | PERM_WRITE):

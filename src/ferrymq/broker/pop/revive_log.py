@@ -8,12 +8,14 @@ from collections.abc import Callable, Iterator
 from ferrymq.broker.pop import records
 from ferrymq.broker.pop.records import AckRecord, CheckpointRecord
 from ferrymq.protocol.errors import ProtocolError
+from ferrymq.protocol.hashes import tag_hash
 from ferrymq.protocol.message_ext import decode_records
 from ferrymq.store import MessageStore, PutResult, PutStatus
 
 log = logging.getLogger(__name__)
 
-_TAG_PROPS = {records.CK_TAG: b"TAGS\x01ck\x02", records.ACK_TAG: b"TAGS\x01ack\x02"}
+_CK = (b"TAGS\x01ck\x02", tag_hash(records.CK_TAG.encode()))  # properties, and their tag hash
+_ACK = (b"TAGS\x01ack\x02", tag_hash(records.ACK_TAG.encode()))
 
 
 class ReviveLog:
@@ -29,8 +31,8 @@ class ReviveLog:
         self._replicate = replicate
 
     def append(self, queue: int, record: CheckpointRecord | AckRecord) -> PutResult:
-        tag = records.CK_TAG if type(record) is CheckpointRecord else records.ACK_TAG
-        result = self.store.put_message(self.topic, queue, records.encode(record), _TAG_PROPS[tag])
+        props, code = _CK if type(record) is CheckpointRecord else _ACK
+        result = self.store.put_message(self.topic, queue, records.encode(record), props, tags_code=code)
         if result.status is PutStatus.PUT_OK:
             self._replicate()
         return result

@@ -55,6 +55,7 @@ from ferrymq.protocol.pop import (
     ReceiptHandle,
     msg_offset_info,
     order_count_info,
+    pop_response_fields,
     pop_retry_topic,
     queue_offset_of,
     real_topic,
@@ -92,9 +93,9 @@ class PopResult:
     count: int = 0
     rest_num: int = 0
     start_offsets: list[tuple[str, int, int]] = field(default_factory=list)
-    msg_offsets: list[tuple[str, int, list[int]]] = field(default_factory=list)
+    msg_offsets: list[tuple[str, int, str]] = field(default_factory=list)  # offsets comma-joined
     order_counts: list[tuple[str, int, int]] | None = None
-    _prefixes: list[str] = field(default_factory=list, repr=False)  # a handle = prefix + offset
+    _checkpoints: list[tuple[str, CheckpointRecord]] = field(default_factory=list, repr=False)
     _puts: list[PutResult] = field(default_factory=list, repr=False)
 
     @property
@@ -108,21 +109,20 @@ class PopResult:
 
     @property
     def handles(self) -> list[str]:
-        """The receipt handle of each message, in order."""
-        pairs = zip(self._prefixes, self.msg_offsets, strict=True)
-        return [prefix + str(o) for prefix, (_, _, offsets) in pairs for o in offsets]
+        """The receipt handle of each message, in order (a handle = its checkpoint's prefix + offset)."""
+        return [prefix + str(ck.start_offset + d) for prefix, ck in self._checkpoints for d in ck.offsets]
 
-    @property
-    def start_offset_info(self) -> str:
-        return start_offset_info(self.start_offsets)
-
-    @property
-    def msg_offset_info(self) -> str:
-        return msg_offset_info(self.msg_offsets)
-
-    @property
-    def order_count_info(self) -> str | None:
-        return None if self.order_counts is None else order_count_info(self.order_counts)
+    def header_fields(self) -> dict[str, str]:
+        """PopMessageResponseHeader's extFields."""
+        return pop_response_fields(
+            self.pop_time,
+            self.invisible_time,
+            self.revive_qid,
+            self.rest_num,
+            start_offset_info(self.start_offsets),
+            msg_offset_info(self.msg_offsets),
+            None if self.order_counts is None else order_count_info(self.order_counts),
+        )
 
 
 class PopService:
@@ -344,24 +344,16 @@ class PopService:
             f"{start} {pop_time} {result.invisible_time} {result.revive_qid} {topic_type(topic)} "
             f"{self.broker_name} {queue_id} "
         )
-        chunk, offsets = stamp_batch(
+        chunk, relative, joined = stamp_batch(
             buffers,
             prefix.encode(),
             original.encode() if topic != original else None,
             reconsume if stamp_reconsume else None,
         )
         ck = CheckpointRecord(
-            group,
-            topic,
-            queue_id,
-            start,
-            pop_time,
-            result.invisible_time,
-            [o - start for o in offsets],
-            result.revive_qid,
-            order,
-            reconsume,
-        )
+            group, topic, queue_id, start, pop_time, result.invisible_time, relative, result.revive_qid,
+            order, reconsume,
+        )  # fmt: skip
         put = self.log.append(revive_queue, ck)
         if put.status is not PutStatus.PUT_OK:
             if not result.count:
@@ -370,10 +362,10 @@ class PopService:
         result._puts.append(put)
         self.table.add(OpenCheckpoint(ck, revive_queue, put.queue_offset))
         result.chunks.append(chunk)
-        result.count += len(offsets)
-        result._prefixes.append(prefix)
+        result.count += len(relative)
+        result._checkpoints.append((prefix, ck))
         result.start_offsets.append((topic, queue_id, start))
-        result.msg_offsets.append((topic, queue_id, offsets))
+        result.msg_offsets.append((topic, queue_id, joined))
         if result.order_counts is not None:
             result.order_counts.append((topic, queue_id, reconsume))
         return True

@@ -16,7 +16,6 @@ from ferrymq.protocol.pop import (
     NotificationRequestHeader,
     NotificationResponseHeader,
     PopMessageRequestHeader,
-    PopMessageResponseHeader,
     ReceiptHandle,
     decode_batch_ack_body,
     java_bitset_decode,
@@ -58,20 +57,11 @@ class PopProcessor:
             )
         except PopError as e:
             return error(request, e.code, str(e))
-        header = PopMessageResponseHeader(
-            pop_time=result.pop_time,
-            invisible_time=result.invisible_time,
-            revive_qid=result.revive_qid,
-            rest_num=result.rest_num,
-            start_offset_info=result.start_offset_info,
-            msg_offset_info=result.msg_offset_info,
-            order_count_info=result.order_count_info,
-        )
         if not result.found:
             return request.make_response(
-                ResponseCode.POLLING_TIMEOUT, "NO_MESSAGE_IN_QUEUE", header.to_ext_fields()
+                ResponseCode.POLLING_TIMEOUT, "NO_MESSAGE_IN_QUEUE", result.header_fields()
             )
-        return request.make_response(ResponseCode.SUCCESS, "FOUND", header.to_ext_fields(), result.body)
+        return request.make_response(ResponseCode.SUCCESS, "FOUND", result.header_fields(), result.body)
 
     async def ack_message(self, conn: Connection, request: RemotingCommand) -> RemotingCommand:
         h = AckMessageRequestHeader.from_ext_fields(request.ext_fields)
