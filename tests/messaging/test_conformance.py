@@ -149,6 +149,26 @@ async def test_offsets_are_committed_queried_and_carried_by_reads(served):
     assert await service.query_offset("G", mq) == 3
 
 
+async def test_queue_bounds_and_offsets_by_store_time(served):
+    cluster, service = served
+    await make_topic(cluster, "Timeline", 1)
+    mq = queue(cluster, "Timeline")
+    assert await service.queue_bounds(mq) == (0, 0)
+    for i in range(2):
+        assert (await service.send("Timeline", b"%d" % i, queue=mq)).stored
+    after_ms = int(time.time() * 1000) + 1
+    while time.time() * 1000 < after_ms:  # the next message is stored in a later millisecond
+        await asyncio.sleep(0.001)
+    assert (await service.send("Timeline", b"2", queue=mq)).stored
+    await cluster.settled()
+    assert await service.queue_bounds(mq) == (0, 3)
+    assert await service.search_offset(mq, 0) == 0
+    assert await service.search_offset(mq, after_ms) == 2
+    assert await service.search_offset(mq, after_ms + 3_600_000) == 3
+    with pytest.raises(MessagingError):
+        await service.queue_bounds(MessageQueue(topic="Timeline", broker_name="nowhere", queue_id=0))
+
+
 async def test_unknown_topics_and_bad_requests_get_their_codes(served):
     cluster, service = served
     await make_topic(cluster, "Known", 2)

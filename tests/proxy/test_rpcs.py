@@ -240,9 +240,9 @@ async def test_a_half_message_shows_once_its_transaction_commits(stub):
 
 
 async def test_unserved_calls_answer_unimplemented(stub):
-    with pytest.raises(grpc.aio.AioRpcError) as pulled:
-        await stub.PullMessage(pb.PullMessageRequest()).read()
-    assert pulled.value.code() == grpc.StatusCode.UNIMPLEMENTED
+    with pytest.raises(grpc.aio.AioRpcError) as lite:
+        await stub.SyncLiteSubscription(pb.SyncLiteSubscriptionRequest())
+    assert lite.value.code() == grpc.StatusCode.UNIMPLEMENTED
     beat = await stub.Heartbeat(pb.HeartbeatRequest(client_type=pb.PRODUCER))
     assert beat.status.code == pb.OK
 

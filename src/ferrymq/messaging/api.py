@@ -115,6 +115,16 @@ class MessageService(Protocol):
 
     async def commit_offset(self, group: str, queue: MessageQueue, offset: int) -> None: ...
 
+    async def queue_bounds(self, queue: MessageQueue) -> tuple[int, int]:
+        """(min offset, max offset) of `queue`: where its first stored message is, and one past its
+        last (0, 0 for a queue that never held one)."""
+        ...
+
+    async def search_offset(self, queue: MessageQueue, timestamp_ms: int) -> int:
+        """The offset of the first message of `queue` stored at or after `timestamp_ms` (its max
+        offset if none is)."""
+        ...
+
     async def consumer_group(self, group: str, topic: str) -> SubscriptionGroupConfig | None:
         """The group's config as the broker of `topic` keeps it (orderly, retries), None if it has
         none there yet (brokers create groups on first use)."""

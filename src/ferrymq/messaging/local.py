@@ -126,6 +126,13 @@ class LocalMessageService:
     async def commit_offset(self, group: str, queue: MessageQueue, offset: int) -> None:
         self.reads.commit_offset(group, queue.topic, self._queue_id(queue), offset)
 
+    async def queue_bounds(self, queue: MessageQueue) -> tuple[int, int]:
+        queue_id, store = self._queue_id(queue), self.reads.store
+        return store.get_min_offset(queue.topic, queue_id), store.get_max_offset(queue.topic, queue_id)
+
+    async def search_offset(self, queue: MessageQueue, timestamp_ms: int) -> int:
+        return self.reads.store.get_offset_in_queue_by_time(queue.topic, self._queue_id(queue), timestamp_ms)
+
     async def consumer_group(self, group: str, topic: str) -> SubscriptionGroupConfig | None:
         return self.pops.groups.find(group)
 

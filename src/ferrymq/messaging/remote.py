@@ -13,7 +13,7 @@ import random
 
 from ferrymq.client import pop_calls
 from ferrymq.client.instance import ClientError, ClientInstance
-from ferrymq.client.pull import master_addr, pull_addr, query_offset
+from ferrymq.client.pull import master_addr, pull_addr, query_offset, queue_offset
 from ferrymq.messaging.api import (
     MessageQueue,
     MessagingError,
@@ -215,6 +215,23 @@ class RemoteMessageService:
         response = await self._invoke(addr, command)
         if response.code != ResponseCode.SUCCESS:
             raise MessagingError(f"commit offset of {group} on {queue}: {response.remark}", response.code)
+
+    async def queue_bounds(self, queue: MessageQueue) -> tuple[int, int]:
+        low = await self._queue_offset(queue, RequestCode.GET_MIN_OFFSET)
+        return low, await self._queue_offset(queue, RequestCode.GET_MAX_OFFSET)
+
+    async def search_offset(self, queue: MessageQueue, timestamp_ms: int) -> int:
+        return await self._queue_offset(
+            queue, RequestCode.SEARCH_OFFSET_BY_TIMESTAMP, timestamp=str(timestamp_ms)
+        )
+
+    async def _queue_offset(self, queue: MessageQueue, code: int, **extra: str) -> int:
+        try:
+            return await queue_offset(
+                self.instance, await master_addr(self.instance, queue), queue, code, **extra
+            )
+        except (ClientError, RemotingError) as e:
+            raise MessagingError(f"offset of {queue}: {e}") from e
 
     async def consumer_group(self, group: str, topic: str) -> SubscriptionGroupConfig | None:
         try:

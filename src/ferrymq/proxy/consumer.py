@@ -29,7 +29,7 @@ MIN_POLL_MS, MAX_POLL_MS = 5_000, 20_000
 DEADLINE_RESERVE_MS = 500  # kept back from the deadline so the answer still reaches the client
 MIN_INVISIBLE_MS, MAX_INVISIBLE_MS = 10_000, 12 * 3600 * 1000
 MAX_BATCH = 32
-_EXPRESSION_TYPES = {pb.FILTER_TYPE_UNSPECIFIED: "TAG", pb.TAG: "TAG", pb.SQL: "SQL92"}
+EXPRESSION_TYPES = {pb.FILTER_TYPE_UNSPECIFIED: "TAG", pb.TAG: "TAG", pb.SQL: "SQL92"}
 # what the pop services answer for a handle that is malformed or no longer current
 _STALE_HANDLE = frozenset((ResponseCode.INVALID_PARAMETER, ResponseCode.NO_MESSAGE))
 
@@ -90,7 +90,7 @@ async def receive_message(
         outcome = await service.pop(
             group, topic, request.batch_size, invisible_ms, queue=queue,
             expression=expression.expression or "*",
-            expression_type=_EXPRESSION_TYPES.get(expression.type, "TAG"),
+            expression_type=EXPRESSION_TYPES.get(expression.type, "TAG"),
             poll_ms=poll_ms, init_mode=INIT_MODE_MAX,
         )  # fmt: skip
     except MessagingError as e:

@@ -39,7 +39,7 @@ def message_queues(
     return out
 
 
-async def _route(service: MessageService, topic: str) -> tuple[list[QueueData] | None, pb.Status]:
+async def topic_route(service: MessageService, topic: str) -> tuple[list[QueueData] | None, pb.Status]:
     if not topic:
         return None, status(pb.ILLEGAL_TOPIC, "topic name is blank")
     try:
@@ -54,7 +54,7 @@ async def _route(service: MessageService, topic: str) -> tuple[list[QueueData] |
 async def query_route(
     service: MessageService, request: pb.QueryRouteRequest, endpoints: pb.Endpoints
 ) -> pb.QueryRouteResponse:
-    datas, result = await _route(service, request.topic.name)
+    datas, result = await topic_route(service, request.topic.name)
     if datas is None:
         return pb.QueryRouteResponse(status=result)
     if request.endpoints.addresses:
@@ -66,7 +66,7 @@ async def query_assignment(
     service: MessageService, request: pb.QueryAssignmentRequest, endpoints: pb.Endpoints
 ) -> pb.QueryAssignmentResponse:
     """One assignment per broker with readable queues, queue id -1: its pops take any queue."""
-    datas, result = await _route(service, request.topic.name)
+    datas, result = await topic_route(service, request.topic.name)
     if datas is None:
         return pb.QueryAssignmentResponse(status=result)
     if request.endpoints.addresses:
