@@ -103,7 +103,7 @@ def test_a_push_consumer_gets_messages_and_a_failed_one_again(proxied, client):
 
 
 def test_a_message_group_is_received_in_order_one_settled_message_at_a_time(proxied, client):
-    proxied.create_topic("Payments", 4)
+    proxied.create_topic("Payments", 4, "FIFO")
     proxied.create_group("Ledger", orderly=True)
     client.ok("producer", topics=["Payments"])
     sent = [client.ok("send", topic="Payments", body=f"pay-{i}", group="account-7")["id"] for i in range(4)]
@@ -127,7 +127,7 @@ def test_a_message_group_is_received_in_order_one_settled_message_at_a_time(prox
 
 
 def test_a_delayed_message_is_delivered_at_its_time(proxied, client):
-    proxied.create_topic("Reminders", 1)
+    proxied.create_topic("Reminders", 1, "DELAY")
     client.ok("producer", topics=["Reminders"])
     due = int(time.time()) + 3
     sent = client.ok("send", topic="Reminders", body="wake up", deliver_at_s=due)["id"]
@@ -142,11 +142,12 @@ def test_a_delayed_message_is_delivered_at_its_time(proxied, client):
 
 
 def test_a_transactional_message_is_delivered_when_committed_and_never_when_rolled_back(proxied, client):
-    proxied.create_topic("Transfers", 1)
+    proxied.create_topic("Transfers", 1, "TRANSACTION")
     client.ok("producer", topics=["Transfers"])
     dropped = client.ok("send", topic="Transfers", body="dropped", transaction="rollback")["id"]
     kept = client.ok("send", topic="Transfers", body="kept", transaction="commit")["id"]
-    client.ok("send", topic="Transfers", body="after")  # a marker: once it is here, so are the ended ones
+    # a marker: once it is here, so are the ended ones (a transaction too: the topic takes no other)
+    client.ok("send", topic="Transfers", body="after", transaction="commit")
     client.ok("consumer", group="Auditors", topic="Transfers", await_s=5)
     got: list[dict] = []
     deadline = time.monotonic() + 30
@@ -157,7 +158,7 @@ def test_a_transactional_message_is_delivered_when_committed_and_never_when_roll
 
 
 def test_a_fifo_push_consumer_retries_in_order_then_forwards_to_the_dead_letter_queue(proxied, client):
-    proxied.create_topic("Shipments", 1)
+    proxied.create_topic("Shipments", 1, "FIFO")
     proxied.create_group("Shippers", orderly=True, retry_max_times=1)  # 2 attempts, then the DLQ
     client.ok("producer", topics=["Shipments"])
     poison = client.ok("send", topic="Shipments", body="poison", group="parcel-1")["id"]

@@ -24,15 +24,16 @@ CLIENT = (("x-mq-client-id", "test-client"),)
 
 @pytest.fixture(params=["local", "cluster"])
 async def stub(request, make_cluster):  # noqa: F811
-    """A MessagingService stub to a proxy on a free port, over a broker with topic Orders (2 queues)."""
+    """A MessagingService stub to a proxy on a free port, over a broker with topic Orders (2 queues,
+    every message type)."""
     cluster: Cluster = await make_cluster()
     broker = cluster.broker
-    broker.topics.put(TopicConfig("Orders", 2, 2, 6))
+    broker.topics.put(TopicConfig("Orders", 2, 2, 6, attributes={"message.type": "MIXED"}))
     await broker.registrar.register_all()
     if request.param == "local":
         name = broker.config.broker_name
         service = LocalMessageService(
-            broker.puts, broker.reads, broker.pops, broker.topics, name, broker.transactions
+            broker.puts, broker.reads, broker.pops, broker.topics, name, broker.transactions, broker.recalls
         )
         remote = None
     else:
@@ -45,6 +46,7 @@ async def stub(request, make_cluster):  # noqa: F811
     try:
         stub = pb_grpc.MessagingServiceStub(channel)
         stub.renewals = renewals  # type: ignore[attr-defined]  # for the renewal test to look at
+        stub.cluster = cluster  # type: ignore[attr-defined]  # for tests that add topics
         yield stub
     finally:
         await channel.close()

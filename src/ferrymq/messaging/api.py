@@ -12,7 +12,7 @@ from __future__ import annotations
 from typing import Protocol
 
 from ferrymq.broker.services.outcomes import STORED_CODES, PopOutcome, ReadOutcome, SendOutcome
-from ferrymq.protocol.bodies import MessageQueue, QueueData, SubscriptionGroupConfig
+from ferrymq.protocol.bodies import MessageQueue, QueueData, SubscriptionGroupConfig, TopicConfig
 from ferrymq.protocol.pop import INIT_MODE_MAX
 
 __all__ = [
@@ -25,6 +25,7 @@ __all__ = [
     "ReadOutcome",
     "SendOutcome",
     "SubscriptionGroupConfig",
+    "TopicConfig",
 ]
 
 
@@ -88,6 +89,12 @@ class MessageService(Protocol):
         message, or ended already)."""
         ...
 
+    async def recall(self, topic: str, recall_handle: str, *, producer_group: str = "") -> str:
+        """Cancel a timed message of `topic` before it is due, by the recall handle its send
+        answered (SendOutcome.recall_handle); returns its message id. MessagingError if the broker
+        refuses: ILLEGAL_OPERATION for a handle that is malformed, of another topic, or due already."""
+        ...
+
     # --- consuming by queue and offset --------------------------------------------------------
 
     async def read(
@@ -134,6 +141,11 @@ class MessageService(Protocol):
 
     async def route(self, topic: str) -> list[QueueData] | None:
         """The topic's queues per broker (read/write queue counts, permission), None if it has none."""
+        ...
+
+    async def topic_config(self, topic: str) -> TopicConfig | None:
+        """The topic's config as a broker of it keeps it (attributes: its message.type), None if it
+        has none. The remote service may answer from a copy up to TOPIC_CONFIG_TTL_S old."""
         ...
 
     # --- pop-style consumption (RocketMQ 5's popMessage / ackMessage / changeInvisibleTime) -------

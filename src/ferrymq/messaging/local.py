@@ -4,6 +4,7 @@ protocol front embedded in the broker process (RocketMQ 5 proxy's local mode).""
 from __future__ import annotations
 
 from ferrymq.broker.pop import PopError, PopService
+from ferrymq.broker.schedule.recall import RecallError, RecallService
 from ferrymq.broker.services.put import PutService
 from ferrymq.broker.services.read import ReadService
 from ferrymq.broker.topics import TopicConfigManager
@@ -16,6 +17,7 @@ from ferrymq.messaging.api import (
     ReadOutcome,
     SendOutcome,
     SubscriptionGroupConfig,
+    TopicConfig,
 )
 from ferrymq.protocol.codes import ResponseCode
 from ferrymq.protocol.errors import MessageDecodeError
@@ -30,8 +32,10 @@ class LocalMessageService:
     def __init__(
         self, puts: PutService, reads: ReadService, pops: PopService, topics: TopicConfigManager,
         broker_name: str, transactions: TransactionService | None = None,
+        recalls: RecallService | None = None,
     ) -> None:  # fmt: skip
         self.puts = puts
+        self.recalls = recalls
         self.transactions = transactions
         self.reads = reads
         self.pops = pops
@@ -103,6 +107,14 @@ class LocalMessageService:
         except (EndError, MessageDecodeError) as e:
             raise MessagingError(str(e), ResponseCode.SYSTEM_ERROR) from None
 
+    async def recall(self, topic: str, recall_handle: str, *, producer_group: str = "") -> str:
+        if self.recalls is None:
+            raise MessagingError("this message service recalls no message", ResponseCode.SYSTEM_ERROR)
+        try:
+            return await self.recalls.recall(topic, recall_handle, producer_group)
+        except RecallError as e:
+            raise MessagingError(str(e), e.code) from None
+
     async def read(
         self,
         group: str,
@@ -143,6 +155,9 @@ class LocalMessageService:
         return [
             QueueData(self.broker_name, tc.read_queue_nums, tc.write_queue_nums, tc.perm, tc.topic_sys_flag)
         ]
+
+    async def topic_config(self, topic: str) -> TopicConfig | None:
+        return self.topics.get(topic)
 
     async def pop(
         self,

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from ferrymq.messaging.api import MessageQueue, MessageService, MessagingError, QueueData
 from ferrymq.protocol.sys_flag import TRANSACTION_PREPARED_TYPE
+from ferrymq.proxy.message_types import refusal, topic_type
 from ferrymq.proxy.messages import IllegalMessage, queue_for_group, to_stored
 from ferrymq.proxy.routes import PERM_WRITE
 from ferrymq.proxy.settings import MAX_BODY_SIZE
@@ -40,24 +41,30 @@ async def send_message(service: MessageService, request: pb.SendMessageRequest) 
         return pb.SendMessageResponse(status=status(pb.BAD_REQUEST, "messages of one request share a topic"))
     try:
         datas = await service.route(topic) if topic else None
+        kind = topic_type(await service.topic_config(topic)) if datas is not None else ""
     except MessagingError as e:
         return pb.SendMessageResponse(status=status(pb.INTERNAL_SERVER_ERROR, f"route of {topic}: {e}"))
     if datas is None:
         code = pb.TOPIC_NOT_FOUND if topic else pb.ILLEGAL_TOPIC
         return pb.SendMessageResponse(status=status(code, f"topic {topic!r} does not exist"))
-    entries = [await _send_one(service, topic, datas, m) for m in request.messages]
+    entries = [await _send_one(service, topic, kind, datas, m) for m in request.messages]
     return pb.SendMessageResponse(status=overall(entries), entries=entries)
 
 
 async def _send_one(
-    service: MessageService, topic: str, datas: list[QueueData], message: pb.Message
+    service: MessageService, topic: str, kind: str, datas: list[QueueData], message: pb.Message
 ) -> pb.SendResultEntry:
+    """`kind`: the topic's message type."""
     sp = message.system_properties
     entry = pb.SendResultEntry(message_id=sp.message_id)
     try:
         body, properties = to_stored(message)
     except IllegalMessage as e:
         entry.status.CopyFrom(status(e.code, str(e)))
+        return entry
+    refused = refusal(topic, kind, properties)
+    if refused is not None:
+        entry.status.CopyFrom(refused)
         return entry
     if not body:
         entry.status.CopyFrom(status(pb.MESSAGE_BODY_EMPTY, "message body is empty"))
@@ -87,6 +94,7 @@ async def _send_one(
     entry.status.CopyFrom(from_response_code(outcome.code, outcome.remark))
     if outcome.stored:
         entry.offset = outcome.queue_offset
+        entry.recall_handle = outcome.recall_handle or ""
         if half:
             entry.transaction_id = transaction_id(outcome)
     return entry

@@ -5,12 +5,11 @@ calls here and the proxy forwards them to the broker that holds the queue."""
 from __future__ import annotations
 
 from ferrymq.messaging.api import MessageService, MessagingError, QueueData
+from ferrymq.proxy.message_types import accepted, topic_type
 from ferrymq.proxy.status import OK, status
 from ferrymq.proxy.v2 import messaging_pb2 as pb
 
 PERM_WRITE, PERM_READ = 2, 4  # RocketMQ's PermName bits
-# A topic takes any message type until topics carry their message.type attribute to the proxy.
-ACCEPTED_TYPES = (pb.NORMAL, pb.FIFO, pb.DELAY, pb.TRANSACTION)
 
 
 def permission(queue_id: int, data: QueueData) -> int:
@@ -24,8 +23,9 @@ def permission(queue_id: int, data: QueueData) -> int:
 
 
 def message_queues(
-    topic: pb.Resource, datas: list[QueueData], endpoints: pb.Endpoints
+    topic: pb.Resource, datas: list[QueueData], endpoints: pb.Endpoints, types: list[pb.MessageType]
 ) -> list[pb.MessageQueue]:
+    """`types`: the message types the topic accepts."""
     out = []
     for data in datas:
         broker = pb.Broker(name=data.broker_name, id=0, endpoints=endpoints)
@@ -33,7 +33,7 @@ def message_queues(
             out.append(
                 pb.MessageQueue(
                     topic=topic, id=queue_id, permission=permission(queue_id, data),  # type: ignore[arg-type]
-                    broker=broker, accept_message_types=ACCEPTED_TYPES,
+                    broker=broker, accept_message_types=types,
                 )
             )  # fmt: skip
     return out
@@ -51,15 +51,28 @@ async def topic_route(service: MessageService, topic: str) -> tuple[list[QueueDa
     return datas, OK
 
 
+async def accepted_types(service: MessageService, topic: str) -> list[pb.MessageType] | pb.Status:
+    """The message types `topic` accepts, from its message.type attribute."""
+    try:
+        return accepted(topic_type(await service.topic_config(topic)))
+    except MessagingError as e:
+        return status(pb.INTERNAL_SERVER_ERROR, f"config of topic {topic}: {e}")
+
+
 async def query_route(
     service: MessageService, request: pb.QueryRouteRequest, endpoints: pb.Endpoints
 ) -> pb.QueryRouteResponse:
     datas, result = await topic_route(service, request.topic.name)
     if datas is None:
         return pb.QueryRouteResponse(status=result)
+    types = await accepted_types(service, request.topic.name)
+    if isinstance(types, pb.Status):
+        return pb.QueryRouteResponse(status=types)
     if request.endpoints.addresses:
         endpoints = request.endpoints
-    return pb.QueryRouteResponse(status=OK, message_queues=message_queues(request.topic, datas, endpoints))
+    return pb.QueryRouteResponse(
+        status=OK, message_queues=message_queues(request.topic, datas, endpoints, types)
+    )
 
 
 async def query_assignment(
@@ -69,6 +82,9 @@ async def query_assignment(
     datas, result = await topic_route(service, request.topic.name)
     if datas is None:
         return pb.QueryAssignmentResponse(status=result)
+    types = await accepted_types(service, request.topic.name)
+    if isinstance(types, pb.Status):
+        return pb.QueryAssignmentResponse(status=types)
     if request.endpoints.addresses:
         endpoints = request.endpoints
     assignments = [
@@ -76,7 +92,7 @@ async def query_assignment(
             message_queue=pb.MessageQueue(
                 topic=request.topic, id=-1, permission=pb.READ_WRITE,
                 broker=pb.Broker(name=d.broker_name, id=0, endpoints=endpoints),
-                accept_message_types=ACCEPTED_TYPES,
+                accept_message_types=types,
             )
         )
         for d in datas

@@ -9,7 +9,7 @@ from collections.abc import AsyncIterator
 import grpc
 
 from ferrymq.messaging.api import MessageService
-from ferrymq.proxy import consumer, offsets, producer, pull, routes, telemetry, transactions
+from ferrymq.proxy import consumer, offsets, producer, pull, recall, routes, telemetry, transactions
 from ferrymq.proxy.renewal import Renewals
 from ferrymq.proxy.status import OK
 from ferrymq.proxy.v2 import messaging_pb2 as pb
@@ -74,6 +74,9 @@ class MessagingServicer(pb_grpc.MessagingServiceServicer):
 
     async def QueryOffset(self, request, context):
         return await offsets.query_offset(self.service, request)
+
+    async def RecallMessage(self, request, context):
+        return await recall.recall_message(self.service, request)
 
     async def EndTransaction(self, request, context):
         return await transactions.end_transaction(self.service, request)
