@@ -366,6 +366,11 @@ async def test_a_timed_message_is_recalled_by_its_handle_before_it_is_due(served
     assert late.value.code == ResponseCode.ILLEGAL_OPERATION
 
 
+async def test_the_largest_body_is_the_broker_s_max_message_size(served):
+    cluster, service = served
+    assert service.max_body_size == cluster.broker.config.store.max_message_size == 4 * 1024 * 1024
+
+
 async def test_a_topic_config_carries_its_attributes(served):
     cluster, service = served
     cluster.broker.topics.put(TopicConfig("Typed", 2, 2, 6, attributes={"message.type": "FIFO"}))

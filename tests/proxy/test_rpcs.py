@@ -47,6 +47,7 @@ async def stub(request, make_cluster):  # noqa: F811
         stub = pb_grpc.MessagingServiceStub(channel)
         stub.renewals = renewals  # type: ignore[attr-defined]  # for the renewal test to look at
         stub.cluster = cluster  # type: ignore[attr-defined]  # for tests that add topics
+        stub.mode = request.param  # type: ignore[attr-defined]
         yield stub
     finally:
         await channel.close()
@@ -107,7 +108,7 @@ async def test_a_send_answers_per_message_and_multiple_results_when_they_differ(
     ]  # fmt: skip
     assert reply.entries[0].offset == 0
     mixed = await stub.SendMessage(pb.SendMessageRequest(messages=[message(), message(topic="Other")]))
-    assert mixed.status.code == pb.BAD_REQUEST
+    assert mixed.status.code == pb.MESSAGE_CORRUPTED
     unknown = await stub.SendMessage(pb.SendMessageRequest(messages=[message(topic="Nope")]))
     assert unknown.status.code == pb.TOPIC_NOT_FOUND
 

@@ -38,7 +38,16 @@ class MessagingError(Exception):
         self.code = code
 
 
+DEFAULT_MAX_BODY_SIZE = 4 * 1024 * 1024  # RocketMQ's maxMessageSize, broker's and proxy's
+
+
 class MessageService(Protocol):
+    @property
+    def max_body_size(self) -> int:
+        """The largest message body the brokers take (their max_message_size; a remote service
+        assumes RocketMQ's default unless told), so fronts refuse a larger one with their own code."""
+        ...
+
     # --- producing ------------------------------------------------------------------------------
 
     async def send(

@@ -42,6 +42,10 @@ class LocalMessageService:
         self.topics = topics
         self.broker_name = broker_name
 
+    @property
+    def max_body_size(self) -> int:
+        return self.puts.store.config.max_message_size
+
     def _queue_id(self, queue: MessageQueue | None) -> int:
         if queue is None:
             return -1

@@ -16,6 +16,7 @@ from ferrymq.client import pop_calls
 from ferrymq.client.instance import ClientError, ClientInstance
 from ferrymq.client.pull import master_addr, pull_addr, query_offset, queue_offset
 from ferrymq.messaging.api import (
+    DEFAULT_MAX_BODY_SIZE,
     MessageQueue,
     MessagingError,
     PopOutcome,
@@ -55,8 +56,11 @@ _PULL_CODES = frozenset(
 
 
 class RemoteMessageService:
-    def __init__(self, namesrv_addr: str, *, request_timeout: float = 3.0) -> None:
+    def __init__(
+        self, namesrv_addr: str, *, request_timeout: float = 3.0, max_body_size: int = DEFAULT_MAX_BODY_SIZE
+    ) -> None:
         self.instance = ClientInstance(namesrv_addr, request_timeout=request_timeout)
+        self.max_body_size = max_body_size  # the brokers' max_message_size
         self._turn = itertools.count()  # pops of any queue take the topic's masters in turn
         self._topic_configs: dict[str, tuple[float, TopicConfig]] = {}  # by topic: (good until, config)
 

@@ -80,6 +80,8 @@ async def receive_message(
         )
     elif poll_ms is None:
         failure = status(pb.ILLEGAL_POLLING_TIME, "the call's deadline leaves too little time to poll")
+    else:
+        failure = expression_problem(request.filter_expression)
     if failure is not None:
         yield pb.ReceiveMessageResponse(status=failure)
         return
@@ -124,6 +126,13 @@ async def receive_message(
     now = pb.ReceiveMessageResponse()
     now.delivery_timestamp.FromMilliseconds(int(time.time() * 1000))
     yield now
+
+
+def expression_problem(expression: pb.FilterExpression) -> pb.Status | None:
+    """Why a filter cannot be applied before asking a broker (a blank SQL92 expression), or None."""
+    if expression.type == pb.SQL and not expression.expression.strip():
+        return status(pb.ILLEGAL_FILTER_EXPRESSION, "an SQL92 filter needs an expression")
+    return None
 
 
 def wanted_tags(expression: pb.FilterExpression) -> frozenset[str] | None:

@@ -9,7 +9,6 @@ from ferrymq.protocol.sys_flag import TRANSACTION_PREPARED_TYPE
 from ferrymq.proxy.message_types import refusal, topic_type
 from ferrymq.proxy.messages import IllegalMessage, queue_for_group, to_stored
 from ferrymq.proxy.routes import PERM_WRITE
-from ferrymq.proxy.settings import MAX_BODY_SIZE
 from ferrymq.proxy.status import from_response_code, status
 from ferrymq.proxy.transactions import transaction_id
 from ferrymq.proxy.v2 import messaging_pb2 as pb
@@ -34,11 +33,13 @@ def overall(entries: list[pb.SendResultEntry] | list[pb.AckMessageResultEntry]) 
 
 
 async def send_message(service: MessageService, request: pb.SendMessageRequest) -> pb.SendMessageResponse:
-    if not request.messages:
-        return pb.SendMessageResponse(status=status(pb.BAD_REQUEST, "no message to send"))
+    if not request.messages:  # both MESSAGE_CORRUPTED, as RocketMQ's proxy answers
+        return pb.SendMessageResponse(status=status(pb.MESSAGE_CORRUPTED, "no message to send"))
     topic = request.messages[0].topic.name
     if any(m.topic.name != topic for m in request.messages):
-        return pb.SendMessageResponse(status=status(pb.BAD_REQUEST, "messages of one request share a topic"))
+        return pb.SendMessageResponse(
+            status=status(pb.MESSAGE_CORRUPTED, "messages of one request share a topic")
+        )
     try:
         datas = await service.route(topic) if topic else None
         kind = topic_type(await service.topic_config(topic)) if datas is not None else ""
@@ -69,9 +70,12 @@ async def _send_one(
     if not body:
         entry.status.CopyFrom(status(pb.MESSAGE_BODY_EMPTY, "message body is empty"))
         return entry
-    if len(body) > MAX_BODY_SIZE:
+    if len(body) > service.max_body_size:
         entry.status.CopyFrom(
-            status(pb.MESSAGE_BODY_TOO_LARGE, f"message body of {len(body)} bytes exceeds {MAX_BODY_SIZE}")
+            status(
+                pb.MESSAGE_BODY_TOO_LARGE,
+                f"message body of {len(body)} bytes exceeds {service.max_body_size}",
+            )
         )
         return entry
     half = sp.message_type == pb.TRANSACTION

@@ -11,7 +11,14 @@ from collections.abc import AsyncIterator
 from ferrymq.messaging.api import MessageService, MessagingError
 from ferrymq.protocol.codes import ResponseCode
 from ferrymq.protocol.message_ext import CompressedBodyError, decode_records, decompress_body
-from ferrymq.proxy.consumer import DEADLINE_RESERVE_MS, EXPRESSION_TYPES, MAX_BATCH, MAX_POLL_MS, wanted_tags
+from ferrymq.proxy.consumer import (
+    DEADLINE_RESERVE_MS,
+    EXPRESSION_TYPES,
+    MAX_BATCH,
+    MAX_POLL_MS,
+    expression_problem,
+    wanted_tags,
+)
 from ferrymq.proxy.messages import to_message
 from ferrymq.proxy.queues import blank_group, resolve
 from ferrymq.proxy.status import OK, from_response_code, status
@@ -49,6 +56,8 @@ async def pull_message(
         refused = status(pb.BAD_REQUEST, f"batch size must be 1 to {MAX_BATCH}, not {request.batch_size}")
     if refused is None and request.offset < 0:
         refused = status(pb.ILLEGAL_OFFSET, f"offset {request.offset} is negative")
+    if refused is None:
+        refused = expression_problem(request.filter_expression)
     queue = refused or await resolve(service, request.message_queue)
     if isinstance(queue, pb.Status):
         yield pb.PullMessageResponse(status=queue)
