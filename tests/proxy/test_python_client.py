@@ -1,7 +1,7 @@
 """The official 5.x Python client through our proxy, local and cluster mode: normal messages with tag,
 keys and properties produced and received by a SimpleConsumer; ack, change of invisible duration,
 redelivery of an unacked message, an unknown topic; a PushConsumer with a failing listener; a message
-group in order; a delayed message."""
+group in order; a delayed message, and one recalled."""
 
 from __future__ import annotations
 
@@ -139,6 +139,25 @@ def test_a_delayed_message_is_delivered_at_its_time(proxied, client):
     assert time.time() >= due - 0.5  # not before its time (the clocks are the same machine's)
     assert [(m["id"], m["body"], m["deliver_at_ms"]) for m in got] == [(sent, "wake up", due * 1000)]
     client.ok("ack", id=sent)
+
+
+def test_a_recalled_delayed_message_is_never_delivered(proxied, client):
+    proxied.create_topic("Plans", 1, "DELAY")
+    client.ok("producer", topics=["Plans"])
+    due = int(time.time()) + 3
+    cancelled, kept = (
+        client.ok("send", topic="Plans", body=body, deliver_at_s=due) for body in ("off", "on")
+    )
+    assert cancelled["recall_handle"] and kept["recall_handle"]
+    assert client.ok("recall", topic="Plans", handle=cancelled["recall_handle"])["id"] == cancelled["id"]
+    client.ok("consumer", group="Planners", topic="Plans", await_s=5)
+    got: list[dict] = []
+    deadline = time.monotonic() + 30
+    while not got and time.monotonic() < deadline:
+        got = client.ok("receive", max=16, invisible_s=20)["messages"]
+    assert [m["body"] for m in got] == ["on"], proxied.describe()
+    late = client.call("recall", topic="Plans", handle=kept["recall_handle"])  # delivered already
+    assert not late["ok"]
 
 
 def test_a_transactional_message_is_delivered_when_committed_and_never_when_rolled_back(proxied, client):
