@@ -43,6 +43,15 @@ async def test_an_unknown_topic_is_topic_not_found_everywhere(stub):  # noqa: F8
     assert await statuses(stub, receive_request(topic="Nope")) == [pb.TOPIC_NOT_FOUND]
 
 
+async def test_a_topic_name_no_broker_could_hold_is_illegal_topic(stub):  # noqa: F811
+    bad = pb.Resource(name="no spaces")
+    route = await stub.QueryRoute(pb.QueryRouteRequest(topic=bad))
+    assert route.status.code == pb.ILLEGAL_TOPIC and "may only contain" in route.status.message
+    queue = pb.MessageQueue(topic=bad, id=0, broker=pb.Broker(name="broker-a"))
+    offset = await stub.QueryOffset(pb.QueryOffsetRequest(message_queue=queue, query_offset_policy=pb.END))
+    assert offset.status.code == pb.ILLEGAL_TOPIC
+
+
 async def test_an_unknown_group_is_consumer_group_not_found_when_groups_are_not_created(stub):  # noqa: F811
     stub.cluster.broker.groups.auto_create = False
     assert await statuses(stub, receive_request(group="Stranger")) == [pb.CONSUMER_GROUP_NOT_FOUND]
@@ -65,6 +74,8 @@ async def test_a_body_over_the_broker_s_limit_is_message_body_too_large(stub):  
     [
         ([], pb.MESSAGE_CORRUPTED),  # no message
         ([message(topic="")], pb.ILLEGAL_TOPIC),
+        ([message(topic="no spaces")], pb.ILLEGAL_TOPIC),
+        ([message(topic="t" * 128)], pb.ILLEGAL_TOPIC),
         ([message(), message(topic="Other")], pb.MESSAGE_CORRUPTED),  # topics differ
         ([message(b"")], pb.MESSAGE_BODY_EMPTY),
         ([message(tag=" ")], pb.ILLEGAL_MESSAGE_TAG),

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from ferrymq.messaging.api import MessageQueue, MessageService, MessagingError, QueueData
 from ferrymq.protocol.sys_flag import TRANSACTION_PREPARED_TYPE
+from ferrymq.protocol.topic_names import topic_problem
 from ferrymq.proxy.message_types import refusal, topic_type
 from ferrymq.proxy.messages import IllegalMessage, queue_for_group, to_stored
 from ferrymq.proxy.routes import PERM_WRITE
@@ -40,14 +41,16 @@ async def send_message(service: MessageService, request: pb.SendMessageRequest) 
         return pb.SendMessageResponse(
             status=status(pb.MESSAGE_CORRUPTED, "messages of one request share a topic")
         )
+    problem = topic_problem(topic)
+    if problem:
+        return pb.SendMessageResponse(status=status(pb.ILLEGAL_TOPIC, problem))
     try:
-        datas = await service.route(topic) if topic else None
+        datas = await service.route(topic)
         kind = topic_type(await service.topic_config(topic)) if datas is not None else ""
     except MessagingError as e:
         return pb.SendMessageResponse(status=status(pb.INTERNAL_SERVER_ERROR, f"route of {topic}: {e}"))
     if datas is None:
-        code = pb.TOPIC_NOT_FOUND if topic else pb.ILLEGAL_TOPIC
-        return pb.SendMessageResponse(status=status(code, f"topic {topic!r} does not exist"))
+        return pb.SendMessageResponse(status=status(pb.TOPIC_NOT_FOUND, f"topic {topic!r} does not exist"))
     entries = [await _send_one(service, topic, kind, datas, m) for m in request.messages]
     return pb.SendMessageResponse(status=overall(entries), entries=entries)
 

@@ -5,6 +5,7 @@ calls here and the proxy forwards them to the broker that holds the queue."""
 from __future__ import annotations
 
 from ferrymq.messaging.api import MessageService, MessagingError, QueueData
+from ferrymq.protocol.topic_names import topic_problem
 from ferrymq.proxy.message_types import accepted, topic_type
 from ferrymq.proxy.status import OK, status
 from ferrymq.proxy.v2 import messaging_pb2 as pb
@@ -40,8 +41,9 @@ def message_queues(
 
 
 async def topic_route(service: MessageService, topic: str) -> tuple[list[QueueData] | None, pb.Status]:
-    if not topic:
-        return None, status(pb.ILLEGAL_TOPIC, "topic name is blank")
+    problem = topic_problem(topic)
+    if problem:
+        return None, status(pb.ILLEGAL_TOPIC, problem)
     try:
         datas = await service.route(topic)
     except MessagingError as e:

@@ -8,7 +8,7 @@ from ferrymq.broker.consumption import ConsumptionControl
 from ferrymq.broker.groups import SubscriptionGroupManager
 from ferrymq.broker.offsets import ConsumerOffsetManager
 from ferrymq.broker.processors.common import error, ok
-from ferrymq.broker.topics import TopicConfigManager, topic_problem
+from ferrymq.broker.topics import TopicConfigManager
 from ferrymq.net.connection import Connection
 from ferrymq.protocol.bodies import KVTable, SubscriptionGroupConfig, TopicConfig, decode_body, encode_body
 from ferrymq.protocol.codes import RequestCode, ResponseCode
@@ -22,6 +22,7 @@ from ferrymq.protocol.headers import (
 )
 from ferrymq.protocol.remoting import RemotingCommand
 from ferrymq.protocol.topic_attributes import MIXED, AttributeChangeError, altered, topic_message_type
+from ferrymq.protocol.topic_names import topic_problem
 from ferrymq.store import MessageStore
 
 

@@ -23,7 +23,6 @@ from ferrymq.broker.topics import (
     PERM_WRITE,
     RETRY_GROUP_PREFIX,
     TopicConfigManager,
-    topic_problem,
 )
 from ferrymq.broker.transactions import HALF_TOPIC
 from ferrymq.protocol.codes import ResponseCode
@@ -34,6 +33,7 @@ from ferrymq.protocol.properties import Prop, decode_properties, encode_properti
 from ferrymq.protocol.recall import RecallHandle
 from ferrymq.protocol.record import pack_host
 from ferrymq.protocol.sys_flag import TRANSACTION_TYPE_MASK
+from ferrymq.protocol.topic_names import topic_problem
 from ferrymq.store import MessageStore, PutStatus
 
 DLQ_NUMS_PER_GROUP = 1
