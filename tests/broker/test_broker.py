@@ -21,6 +21,7 @@ from ferrymq.protocol.bodies import (
     SubscriptionData,
     SubscriptionGroupConfig,
     SubscriptionGroupWrapper,
+    TopicConfig,
     TopicConfigSerializeWrapper,
     TopicRouteData,
     decode_body,
@@ -327,6 +328,28 @@ async def test_queue_locks_for_orderly_consumers(cluster):
     assert sorted(m.queue_id for m in await lock("a", mqs[:2])) == [0, 1]  # renewing own locks
     await lock("a", mqs[:1], Req.UNLOCK_BATCH_MQ)
     assert [m.queue_id for m in await lock("b", mqs[:2])] == [0]
+
+
+async def test_a_topic_is_created_with_its_message_type_attribute(cluster):
+    create = {
+        "topic": "Typed", "defaultTopic": "TBW102", "readQueueNums": 1, "writeQueueNums": 1, "perm": 6,
+        "topicFilterType": "SINGLE_TAG", "attributes": "+message.type=FIFO",
+    }  # fmt: skip
+    assert (await cluster.call(Req.UPDATE_AND_CREATE_TOPIC, create)).code == Res.SUCCESS
+    got = await cluster.call(Req.GET_TOPIC_CONFIG, {"topic": "Typed"})
+    assert got.code == Res.SUCCESS and decode_body(TopicConfig, got.body).attributes == {
+        "message.type": "FIFO"
+    }
+    # an update without attributes keeps them; "-key" removes one
+    assert (await cluster.call(Req.UPDATE_AND_CREATE_TOPIC, {**create, "attributes": ""})).code == Res.SUCCESS
+    assert cluster.broker.topics.get("Typed").attributes == {"message.type": "FIFO"}
+    removed = await cluster.call(Req.UPDATE_AND_CREATE_TOPIC, {**create, "attributes": "-message.type"})
+    assert removed.code == Res.SUCCESS and cluster.broker.topics.get("Typed").attributes == {}
+    for bad in ("+message.type=ODD", "+message.type=MIXED", "message.type"):
+        refused = await cluster.call(Req.UPDATE_AND_CREATE_TOPIC, {**create, "attributes": bad})
+        assert refused.code == Res.INVALID_PARAMETER, bad
+    missing = await cluster.call(Req.GET_TOPIC_CONFIG, {"topic": "Untyped"})
+    assert missing.code == Res.TOPIC_NOT_EXIST
 
 
 async def test_admin_topics_groups_and_lookups(cluster):

@@ -33,12 +33,10 @@ async def served(request, make_cluster):  # noqa: F811
     broker = cluster.broker
     if request.param == "local":
         name = broker.config.broker_name
-        yield (
-            cluster,
-            LocalMessageService(
-                broker.puts, broker.reads, broker.pops, broker.topics, name, broker.transactions
-            ),
+        local = LocalMessageService(
+            broker.puts, broker.reads, broker.pops, broker.topics, name, broker.transactions, broker.recalls
         )
+        yield cluster, local
     else:
         async with RemoteMessageService(cluster.namesrv_addr) as remote:
             yield cluster, remote
@@ -147,6 +145,26 @@ async def test_offsets_are_committed_queried_and_carried_by_reads(served):
     await cluster.settled()
     await service.read("G", mq, 2, commit_offset=3)
     assert await service.query_offset("G", mq) == 3
+
+
+async def test_queue_bounds_and_offsets_by_store_time(served):
+    cluster, service = served
+    await make_topic(cluster, "Timeline", 1)
+    mq = queue(cluster, "Timeline")
+    assert await service.queue_bounds(mq) == (0, 0)
+    for i in range(2):
+        assert (await service.send("Timeline", b"%d" % i, queue=mq)).stored
+    after_ms = int(time.time() * 1000) + 1
+    while time.time() * 1000 < after_ms:  # the next message is stored in a later millisecond
+        await asyncio.sleep(0.001)
+    assert (await service.send("Timeline", b"2", queue=mq)).stored
+    await cluster.settled()
+    assert await service.queue_bounds(mq) == (0, 3)
+    assert await service.search_offset(mq, 0) == 0
+    assert await service.search_offset(mq, after_ms) == 2
+    assert await service.search_offset(mq, after_ms + 3_600_000) == 3
+    with pytest.raises(MessagingError):
+        await service.queue_bounds(MessageQueue(topic="Timeline", broker_name="nowhere", queue_id=0))
 
 
 async def test_unknown_topics_and_bad_requests_get_their_codes(served):
@@ -312,6 +330,55 @@ async def test_a_half_message_shows_when_committed_and_never_when_rolled_back(se
         await service.end_transaction("Others", open_one, True, topic="Payments")
     await cluster.settled()
     assert bodies(await service.read("G", mq, 0)) == [b"kept"]
+
+
+async def test_a_timed_message_is_recalled_by_its_handle_before_it_is_due(served):
+    cluster, service = served
+    await make_topic(cluster, "Reminders", 1)
+    await make_topic(cluster, "Known", 1)
+    mq = queue(cluster, "Reminders")
+    due = str(int(time.time() * 1000) + 2_000)
+    sent = {
+        body: await service.send(
+            "Reminders", body, tagged("t", UNIQ_KEY=f"id-{body.decode()}", TIMER_DELIVER_MS=due)
+        )
+        for body in (b"recalled", b"kept")
+    }
+    plain = await service.send("Reminders", b"now", tagged("t"))
+    assert plain.stored and plain.recall_handle is None
+    handle = sent[b"recalled"].recall_handle
+    assert handle and sent[b"kept"].recall_handle not in (None, handle)
+    with pytest.raises(MessagingError) as other_topic:
+        await service.recall("Known", handle)
+    assert other_topic.value.code == ResponseCode.ILLEGAL_OPERATION
+    with pytest.raises(MessagingError) as malformed:
+        await service.recall("Reminders", "not a handle")
+    assert malformed.value.code == ResponseCode.ILLEGAL_OPERATION
+    assert await service.recall("Reminders", handle, producer_group="P") == "id-recalled"
+    timer = cluster.broker.scheduler.timer
+    async with asyncio.timeout(15):  # the slot is done when due: the kept one delivered, the recalled never
+        while timer.pending or (await service.queue_bounds(mq))[1] < 2:
+            await asyncio.sleep(0.1)
+    await cluster.settled()
+    assert bodies(await service.read("G", mq, 0)) == [b"now", b"kept"]
+    with pytest.raises(MessagingError) as late:  # due already
+        await service.recall("Reminders", sent[b"kept"].recall_handle)
+    assert late.value.code == ResponseCode.ILLEGAL_OPERATION
+
+
+async def test_the_largest_body_is_the_broker_s_max_message_size(served):
+    cluster, service = served
+    assert service.max_body_size == cluster.broker.config.store.max_message_size == 4 * 1024 * 1024
+
+
+async def test_a_topic_config_carries_its_attributes(served):
+    cluster, service = served
+    cluster.broker.topics.put(TopicConfig("Typed", 2, 2, 6, attributes={"message.type": "FIFO"}))
+    await cluster.broker.registrar.register_all()
+    found = await service.topic_config("Typed")
+    assert found is not None and found.attributes == {"message.type": "FIFO"}
+    assert (found.read_queue_nums, found.write_queue_nums) == (2, 2)
+    assert await service.topic_config("Untyped") is None
 
 
 async def test_a_consumer_group_config_is_looked_up_not_created(served):

@@ -50,11 +50,13 @@ class Proxied:
         reply = remoting_call(self.broker, RequestCode.UPDATE_AND_CREATE_SUBSCRIPTIONGROUP, {}, body=body)
         assert reply.code == ResponseCode.SUCCESS, reply.remark
 
-    def create_topic(self, topic: str, queues: int = 2) -> None:
-        """A topic on the broker, routed by the NameServer (where the cluster-mode proxy looks)."""
+    def create_topic(self, topic: str, queues: int = 2, message_type: str = "NORMAL") -> None:
+        """A topic on the broker, routed by the NameServer (where the cluster-mode proxy looks), that
+        takes messages of `message_type` (its message.type attribute)."""
         fields = {
             "topic": topic, "defaultTopic": "TBW102", "readQueueNums": str(queues),
             "writeQueueNums": str(queues), "perm": "6", "topicFilterType": "SINGLE_TAG",
+            "attributes": f"+message.type={message_type}",
         }  # fmt: skip
         reply = remoting_call(self.broker, RequestCode.UPDATE_AND_CREATE_TOPIC, fields)
         assert reply.code == ResponseCode.SUCCESS, reply.remark

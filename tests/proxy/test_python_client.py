@@ -1,7 +1,7 @@
 """The official 5.x Python client through our proxy, local and cluster mode: normal messages with tag,
 keys and properties produced and received by a SimpleConsumer; ack, change of invisible duration,
 redelivery of an unacked message, an unknown topic; a PushConsumer with a failing listener; a message
-group in order; a delayed message."""
+group in order; a delayed message, and one recalled."""
 
 from __future__ import annotations
 
@@ -103,7 +103,7 @@ def test_a_push_consumer_gets_messages_and_a_failed_one_again(proxied, client):
 
 
 def test_a_message_group_is_received_in_order_one_settled_message_at_a_time(proxied, client):
-    proxied.create_topic("Payments", 4)
+    proxied.create_topic("Payments", 4, "FIFO")
     proxied.create_group("Ledger", orderly=True)
     client.ok("producer", topics=["Payments"])
     sent = [client.ok("send", topic="Payments", body=f"pay-{i}", group="account-7")["id"] for i in range(4)]
@@ -127,7 +127,7 @@ def test_a_message_group_is_received_in_order_one_settled_message_at_a_time(prox
 
 
 def test_a_delayed_message_is_delivered_at_its_time(proxied, client):
-    proxied.create_topic("Reminders", 1)
+    proxied.create_topic("Reminders", 1, "DELAY")
     client.ok("producer", topics=["Reminders"])
     due = int(time.time()) + 3
     sent = client.ok("send", topic="Reminders", body="wake up", deliver_at_s=due)["id"]
@@ -141,12 +141,32 @@ def test_a_delayed_message_is_delivered_at_its_time(proxied, client):
     client.ok("ack", id=sent)
 
 
+def test_a_recalled_delayed_message_is_never_delivered(proxied, client):
+    proxied.create_topic("Plans", 1, "DELAY")
+    client.ok("producer", topics=["Plans"])
+    due = int(time.time()) + 3
+    cancelled, kept = (
+        client.ok("send", topic="Plans", body=body, deliver_at_s=due) for body in ("off", "on")
+    )
+    assert cancelled["recall_handle"] and kept["recall_handle"]
+    assert client.ok("recall", topic="Plans", handle=cancelled["recall_handle"])["id"] == cancelled["id"]
+    client.ok("consumer", group="Planners", topic="Plans", await_s=5)
+    got: list[dict] = []
+    deadline = time.monotonic() + 30
+    while not got and time.monotonic() < deadline:
+        got = client.ok("receive", max=16, invisible_s=20)["messages"]
+    assert [m["body"] for m in got] == ["on"], proxied.describe()
+    late = client.call("recall", topic="Plans", handle=kept["recall_handle"])  # delivered already
+    assert not late["ok"]
+
+
 def test_a_transactional_message_is_delivered_when_committed_and_never_when_rolled_back(proxied, client):
-    proxied.create_topic("Transfers", 1)
+    proxied.create_topic("Transfers", 1, "TRANSACTION")
     client.ok("producer", topics=["Transfers"])
     dropped = client.ok("send", topic="Transfers", body="dropped", transaction="rollback")["id"]
     kept = client.ok("send", topic="Transfers", body="kept", transaction="commit")["id"]
-    client.ok("send", topic="Transfers", body="after")  # a marker: once it is here, so are the ended ones
+    # a marker: once it is here, so are the ended ones (a transaction too: the topic takes no other)
+    client.ok("send", topic="Transfers", body="after", transaction="commit")
     client.ok("consumer", group="Auditors", topic="Transfers", await_s=5)
     got: list[dict] = []
     deadline = time.monotonic() + 30
@@ -157,7 +177,7 @@ def test_a_transactional_message_is_delivered_when_committed_and_never_when_roll
 
 
 def test_a_fifo_push_consumer_retries_in_order_then_forwards_to_the_dead_letter_queue(proxied, client):
-    proxied.create_topic("Shipments", 1)
+    proxied.create_topic("Shipments", 1, "FIFO")
     proxied.create_group("Shippers", orderly=True, retry_max_times=1)  # 2 attempts, then the DLQ
     client.ok("producer", topics=["Shipments"])
     poison = client.ok("send", topic="Shipments", body="poison", group="parcel-1")["id"]

@@ -24,15 +24,16 @@ CLIENT = (("x-mq-client-id", "test-client"),)
 
 @pytest.fixture(params=["local", "cluster"])
 async def stub(request, make_cluster):  # noqa: F811
-    """A MessagingService stub to a proxy on a free port, over a broker with topic Orders (2 queues)."""
+    """A MessagingService stub to a proxy on a free port, over a broker with topic Orders (2 queues,
+    every message type)."""
     cluster: Cluster = await make_cluster()
     broker = cluster.broker
-    broker.topics.put(TopicConfig("Orders", 2, 2, 6))
+    broker.topics.put(TopicConfig("Orders", 2, 2, 6, attributes={"message.type": "MIXED"}))
     await broker.registrar.register_all()
     if request.param == "local":
         name = broker.config.broker_name
         service = LocalMessageService(
-            broker.puts, broker.reads, broker.pops, broker.topics, name, broker.transactions
+            broker.puts, broker.reads, broker.pops, broker.topics, name, broker.transactions, broker.recalls
         )
         remote = None
     else:
@@ -45,6 +46,8 @@ async def stub(request, make_cluster):  # noqa: F811
     try:
         stub = pb_grpc.MessagingServiceStub(channel)
         stub.renewals = renewals  # type: ignore[attr-defined]  # for the renewal test to look at
+        stub.cluster = cluster  # type: ignore[attr-defined]  # for tests that add topics
+        stub.mode = request.param  # type: ignore[attr-defined]
         yield stub
     finally:
         await channel.close()
@@ -105,7 +108,7 @@ async def test_a_send_answers_per_message_and_multiple_results_when_they_differ(
     ]  # fmt: skip
     assert reply.entries[0].offset == 0
     mixed = await stub.SendMessage(pb.SendMessageRequest(messages=[message(), message(topic="Other")]))
-    assert mixed.status.code == pb.BAD_REQUEST
+    assert mixed.status.code == pb.MESSAGE_CORRUPTED
     unknown = await stub.SendMessage(pb.SendMessageRequest(messages=[message(topic="Nope")]))
     assert unknown.status.code == pb.TOPIC_NOT_FOUND
 
@@ -240,9 +243,9 @@ async def test_a_half_message_shows_once_its_transaction_commits(stub):
 
 
 async def test_unserved_calls_answer_unimplemented(stub):
-    with pytest.raises(grpc.aio.AioRpcError) as pulled:
-        await stub.PullMessage(pb.PullMessageRequest()).read()
-    assert pulled.value.code() == grpc.StatusCode.UNIMPLEMENTED
+    with pytest.raises(grpc.aio.AioRpcError) as lite:
+        await stub.SyncLiteSubscription(pb.SyncLiteSubscriptionRequest())
+    assert lite.value.code() == grpc.StatusCode.UNIMPLEMENTED
     beat = await stub.Heartbeat(pb.HeartbeatRequest(client_type=pb.PRODUCER))
     assert beat.status.code == pb.OK
 

@@ -166,3 +166,23 @@ async def test_the_sdk_message_fields_schedule_and_batches_refuse_them(cluster, 
     assert sorted(m.body for _, m in got) == [b"at", b"first", b"in", b"lvl"]
     at = next(m for _, m in got if m.body == b"at")
     assert at.store_timestamp >= deliver - 50
+
+
+async def test_a_recall_outlives_a_restart(make_cluster):
+    from ferrymq.protocol.properties import encode_properties
+
+    first = await make_cluster()
+    due = str(int(time.time() * 1000) + 3_000)
+    sent = [
+        await first.broker.puts.put(
+            "Recalled", 0, body, encode_properties({"UNIQ_KEY": uniq, "TIMER_DELIVER_MS": due}).encode()
+        )
+        for body, uniq in ((b"off", "off-1"), (b"on", "on-1"))
+    ]
+    assert await first.broker.recalls.recall("Recalled", sent[0].recall_handle) == "off-1"
+    await first.broker.stop()
+    second = await make_cluster(first.namesrv)
+    assert second.broker.scheduler.timer.pending == 3  # both messages and the delete marker
+    got = await collect(second.namesrv_addr, "Recalled", 1)
+    assert [m.body for _, m in got] == [b"on"]
+    assert second.broker.scheduler.timer.pending == 0

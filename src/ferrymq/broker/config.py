@@ -32,6 +32,7 @@ class BrokerConfig:
     auto_create_topic_enable: bool = True
     default_topic_queue_nums: int = 8
     auto_create_subscription_group: bool = True
+    enable_mixed_message_type: bool = False  # may a topic take every message type (message.type=MIXED)
     register_name_server_period: int = 30_000  # ms
     long_polling_enable: bool = True
     short_polling_time_mills: int = 1000

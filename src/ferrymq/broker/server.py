@@ -22,11 +22,13 @@ from ferrymq.broker.processors.consumers import ConsumerAdminProcessor
 from ferrymq.broker.processors.offsets import OffsetProcessor
 from ferrymq.broker.processors.pop import PopProcessor
 from ferrymq.broker.processors.pull import PullProcessor
+from ferrymq.broker.processors.recall import RecallProcessor
 from ferrymq.broker.processors.send import SendProcessor
 from ferrymq.broker.processors.send_back import SendBackProcessor
 from ferrymq.broker.processors.transaction import EndTransactionProcessor
 from ferrymq.broker.registrar import NameServerRegistrar
 from ferrymq.broker.replicas import ReplicasManager
+from ferrymq.broker.schedule.recall import RecallService
 from ferrymq.broker.schedule.scheduler import Scheduler
 from ferrymq.broker.services.put import PutService
 from ferrymq.broker.services.read import ReadService
@@ -180,6 +182,7 @@ class Broker:
             config, store, topics, groups, self, divert=self.scheduler.divert, half=self.transactions.half,
             replicated=self.ha.wait_replicated, written=self.written, topics_changed=changed,
         )  # fmt: skip
+        self.recalls = RecallService(self.puts)
         self.reads = ReadService(
             config, store, topics, groups, self.offsets, self.clients, self.filters, self.consumption,
             self.hold, self,
@@ -198,9 +201,11 @@ class Broker:
             ClientProcessor(topics, groups, self.clients, self.filters, self.locks, topics_changed=changed,
                             members_changed=self.notify_consumer_ids_changed),
             AdminProcessor(config.broker_cluster_name, topics, groups, self.offsets, store, self.consumption,
-                           topics_changed=changed, runtime_info=self.runtime_info),
+                           topics_changed=changed, runtime_info=self.runtime_info,
+                           mixed_message_type=config.enable_mixed_message_type),
             ConsumerAdminProcessor(config.broker_name, topics, self.offsets, store, self.clients),
             SendBackProcessor(self.puts, self.scheduler),
+            RecallProcessor(self.recalls),
             EndTransactionProcessor(self.transactions, self),
         )  # fmt: skip
         for processor in processors:

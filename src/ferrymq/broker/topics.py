@@ -15,19 +15,6 @@ AUTO_CREATE_TOPIC = (
 SELF_TEST_TOPIC = "SELF_TEST_TOPIC"
 RETRY_GROUP_PREFIX = "%RETRY%"
 DLQ_GROUP_PREFIX = "%DLQ%"
-MAX_TOPIC_LENGTH = 127
-_TOPIC_CHARS = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789%|-_")
-
-
-def topic_problem(topic: str) -> str | None:
-    """Why `topic` is not a valid topic name (RocketMQ's TopicValidator), or None."""
-    if not topic:
-        return "the topic name is empty"
-    if len(topic) > MAX_TOPIC_LENGTH + 128 or (len(topic) > MAX_TOPIC_LENGTH and not topic.startswith("%")):
-        return f"the topic name is longer than {MAX_TOPIC_LENGTH} characters"
-    if not set(topic) <= _TOPIC_CHARS:
-        return f"the topic name {topic!r} may only contain letters, digits, %, |, - and _"
-    return None
 
 
 class TopicConfigManager:

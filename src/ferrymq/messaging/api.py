@@ -12,7 +12,7 @@ from __future__ import annotations
 from typing import Protocol
 
 from ferrymq.broker.services.outcomes import STORED_CODES, PopOutcome, ReadOutcome, SendOutcome
-from ferrymq.protocol.bodies import MessageQueue, QueueData, SubscriptionGroupConfig
+from ferrymq.protocol.bodies import MessageQueue, QueueData, SubscriptionGroupConfig, TopicConfig
 from ferrymq.protocol.pop import INIT_MODE_MAX
 
 __all__ = [
@@ -25,6 +25,7 @@ __all__ = [
     "ReadOutcome",
     "SendOutcome",
     "SubscriptionGroupConfig",
+    "TopicConfig",
 ]
 
 
@@ -37,7 +38,16 @@ class MessagingError(Exception):
         self.code = code
 
 
+DEFAULT_MAX_BODY_SIZE = 4 * 1024 * 1024  # RocketMQ's maxMessageSize, broker's and proxy's
+
+
 class MessageService(Protocol):
+    @property
+    def max_body_size(self) -> int:
+        """The largest message body the brokers take (their max_message_size; a remote service
+        assumes RocketMQ's default unless told), so fronts refuse a larger one with their own code."""
+        ...
+
     # --- producing ------------------------------------------------------------------------------
 
     async def send(
@@ -88,6 +98,12 @@ class MessageService(Protocol):
         message, or ended already)."""
         ...
 
+    async def recall(self, topic: str, recall_handle: str, *, producer_group: str = "") -> str:
+        """Cancel a timed message of `topic` before it is due, by the recall handle its send
+        answered (SendOutcome.recall_handle); returns its message id. MessagingError if the broker
+        refuses: ILLEGAL_OPERATION for a handle that is malformed, of another topic, or due already."""
+        ...
+
     # --- consuming by queue and offset --------------------------------------------------------
 
     async def read(
@@ -115,6 +131,16 @@ class MessageService(Protocol):
 
     async def commit_offset(self, group: str, queue: MessageQueue, offset: int) -> None: ...
 
+    async def queue_bounds(self, queue: MessageQueue) -> tuple[int, int]:
+        """(min offset, max offset) of `queue`: where its first stored message is, and one past its
+        last (0, 0 for a queue that never held one)."""
+        ...
+
+    async def search_offset(self, queue: MessageQueue, timestamp_ms: int) -> int:
+        """The offset of the first message of `queue` stored at or after `timestamp_ms` (its max
+        offset if none is)."""
+        ...
+
     async def consumer_group(self, group: str, topic: str) -> SubscriptionGroupConfig | None:
         """The group's config as the broker of `topic` keeps it (orderly, retries), None if it has
         none there yet (brokers create groups on first use)."""
@@ -124,6 +150,11 @@ class MessageService(Protocol):
 
     async def route(self, topic: str) -> list[QueueData] | None:
         """The topic's queues per broker (read/write queue counts, permission), None if it has none."""
+        ...
+
+    async def topic_config(self, topic: str) -> TopicConfig | None:
+        """The topic's config as a broker of it keeps it (attributes: its message.type), None if it
+        has none. The remote service may answer from a copy up to TOPIC_CONFIG_TTL_S old."""
         ...
 
     # --- pop-style consumption (RocketMQ 5's popMessage / ackMessage / changeInvisibleTime) -------

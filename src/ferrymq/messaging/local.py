@@ -4,6 +4,7 @@ protocol front embedded in the broker process (RocketMQ 5 proxy's local mode).""
 from __future__ import annotations
 
 from ferrymq.broker.pop import PopError, PopService
+from ferrymq.broker.schedule.recall import RecallError, RecallService
 from ferrymq.broker.services.put import PutService
 from ferrymq.broker.services.read import ReadService
 from ferrymq.broker.topics import TopicConfigManager
@@ -16,6 +17,7 @@ from ferrymq.messaging.api import (
     ReadOutcome,
     SendOutcome,
     SubscriptionGroupConfig,
+    TopicConfig,
 )
 from ferrymq.protocol.codes import ResponseCode
 from ferrymq.protocol.errors import MessageDecodeError
@@ -30,13 +32,19 @@ class LocalMessageService:
     def __init__(
         self, puts: PutService, reads: ReadService, pops: PopService, topics: TopicConfigManager,
         broker_name: str, transactions: TransactionService | None = None,
+        recalls: RecallService | None = None,
     ) -> None:  # fmt: skip
         self.puts = puts
+        self.recalls = recalls
         self.transactions = transactions
         self.reads = reads
         self.pops = pops
         self.topics = topics
         self.broker_name = broker_name
+
+    @property
+    def max_body_size(self) -> int:
+        return self.puts.store.config.max_message_size
 
     def _queue_id(self, queue: MessageQueue | None) -> int:
         if queue is None:
@@ -103,6 +111,14 @@ class LocalMessageService:
         except (EndError, MessageDecodeError) as e:
             raise MessagingError(str(e), ResponseCode.SYSTEM_ERROR) from None
 
+    async def recall(self, topic: str, recall_handle: str, *, producer_group: str = "") -> str:
+        if self.recalls is None:
+            raise MessagingError("this message service recalls no message", ResponseCode.SYSTEM_ERROR)
+        try:
+            return await self.recalls.recall(topic, recall_handle, producer_group)
+        except RecallError as e:
+            raise MessagingError(str(e), e.code) from None
+
     async def read(
         self,
         group: str,
@@ -126,6 +142,13 @@ class LocalMessageService:
     async def commit_offset(self, group: str, queue: MessageQueue, offset: int) -> None:
         self.reads.commit_offset(group, queue.topic, self._queue_id(queue), offset)
 
+    async def queue_bounds(self, queue: MessageQueue) -> tuple[int, int]:
+        queue_id, store = self._queue_id(queue), self.reads.store
+        return store.get_min_offset(queue.topic, queue_id), store.get_max_offset(queue.topic, queue_id)
+
+    async def search_offset(self, queue: MessageQueue, timestamp_ms: int) -> int:
+        return self.reads.store.get_offset_in_queue_by_time(queue.topic, self._queue_id(queue), timestamp_ms)
+
     async def consumer_group(self, group: str, topic: str) -> SubscriptionGroupConfig | None:
         return self.pops.groups.find(group)
 
@@ -136,6 +159,9 @@ class LocalMessageService:
         return [
             QueueData(self.broker_name, tc.read_queue_nums, tc.write_queue_nums, tc.perm, tc.topic_sys_flag)
         ]
+
+    async def topic_config(self, topic: str) -> TopicConfig | None:
+        return self.topics.get(topic)
 
     async def pop(
         self,

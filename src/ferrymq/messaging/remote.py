@@ -10,11 +10,13 @@ from __future__ import annotations
 
 import itertools
 import random
+import time
 
 from ferrymq.client import pop_calls
 from ferrymq.client.instance import ClientError, ClientInstance
-from ferrymq.client.pull import master_addr, pull_addr, query_offset
+from ferrymq.client.pull import master_addr, pull_addr, query_offset, queue_offset
 from ferrymq.messaging.api import (
+    DEFAULT_MAX_BODY_SIZE,
     MessageQueue,
     MessagingError,
     PopOutcome,
@@ -22,6 +24,7 @@ from ferrymq.messaging.api import (
     ReadOutcome,
     SendOutcome,
     SubscriptionGroupConfig,
+    TopicConfig,
 )
 from ferrymq.net import RemotingError
 from ferrymq.protocol.bodies import SubscriptionGroupWrapper, decode_body
@@ -31,16 +34,19 @@ from ferrymq.protocol.headers import (
     ConsumerSendMsgBackRequestHeader,
     EndTransactionRequestHeader,
     PullMessageRequestHeader,
+    RecallMessageRequestHeader,
     SendMessageRequestHeader,
     UpdateConsumerOffsetRequestHeader,
 )
 from ferrymq.protocol.message_ext import decode_records
 from ferrymq.protocol.message_id import parse_offset_msg_id
 from ferrymq.protocol.pop import INIT_MODE_MAX, ReceiptHandle, real_topic
+from ferrymq.protocol.recall import RecallHandle
 from ferrymq.protocol.remoting import RemotingCommand
 from ferrymq.protocol.sys_flag import TRANSACTION_COMMIT_TYPE, TRANSACTION_ROLLBACK_TYPE
 
 AUTO_CREATE_TOPIC, AUTO_CREATE_QUEUE_NUMS = "TBW102", 4
+TOPIC_CONFIG_TTL_S = 20.0  # RocketMQ proxy's topicConfigCacheExpiredSeconds
 DEAD_LETTER_HOLD_MS = 60_000  # a message being moved to the DLQ stays invisible this long at most
 FLAG_COMMIT_OFFSET, FLAG_SUSPEND, FLAG_SUBSCRIPTION = 0x1, 0x2, 0x4
 _PULL_CODES = frozenset(
@@ -50,9 +56,13 @@ _PULL_CODES = frozenset(
 
 
 class RemoteMessageService:
-    def __init__(self, namesrv_addr: str, *, request_timeout: float = 3.0) -> None:
+    def __init__(
+        self, namesrv_addr: str, *, request_timeout: float = 3.0, max_body_size: int = DEFAULT_MAX_BODY_SIZE
+    ) -> None:
         self.instance = ClientInstance(namesrv_addr, request_timeout=request_timeout)
+        self.max_body_size = max_body_size  # the brokers' max_message_size
         self._turn = itertools.count()  # pops of any queue take the topic's masters in turn
+        self._topic_configs: dict[str, tuple[float, TopicConfig]] = {}  # by topic: (good until, config)
 
     async def start(self) -> RemoteMessageService:
         await self.instance.start()
@@ -113,7 +123,7 @@ class RemoteMessageService:
             return SendOutcome(response.code, response.remark)
         return SendOutcome(
             response.code, response.remark, queue.broker_name, int(ext["queueId"]), int(ext["queueOffset"]),
-            ext["msgId"], ext.get("transactionId"),
+            ext["msgId"], ext.get("transactionId"), ext.get("recallHandle"),
         )  # fmt: skip
 
     async def send(
@@ -150,6 +160,28 @@ class RemoteMessageService:
             RequestCode.SEND_BATCH_MESSAGE, topic, batch_body, "", queue, 0, sys_flag, born_timestamp, 0,
             producer_group, True,
         )  # fmt: skip
+
+    async def recall(self, topic: str, recall_handle: str, *, producer_group: str = "") -> str:
+        """RECALL_MESSAGE to the master of the broker the handle names."""
+        try:
+            broker_name = RecallHandle.decode(recall_handle).broker_name
+        except ValueError as e:
+            raise MessagingError(str(e), ResponseCode.ILLEGAL_OPERATION) from None
+        try:
+            addr = await master_addr(
+                self.instance, MessageQueue(topic=topic, broker_name=broker_name, queue_id=0)
+            )
+        except ClientError as e:
+            raise MessagingError(str(e), ResponseCode.TOPIC_NOT_EXIST) from e
+        header = RecallMessageRequestHeader(
+            topic=topic, recall_handle=recall_handle, producer_group=producer_group or None
+        )
+        response = await self._invoke(
+            addr, RemotingCommand(RequestCode.RECALL_MESSAGE, ext_fields=header.to_ext_fields())
+        )
+        if response.code != ResponseCode.SUCCESS:
+            raise MessagingError(response.remark or f"recall refused ({response.code})", response.code)
+        return (response.ext_fields or {}).get("msgId", "")
 
     # --- consuming by queue and offset ----------------------------------------------------------
 
@@ -216,6 +248,23 @@ class RemoteMessageService:
         if response.code != ResponseCode.SUCCESS:
             raise MessagingError(f"commit offset of {group} on {queue}: {response.remark}", response.code)
 
+    async def queue_bounds(self, queue: MessageQueue) -> tuple[int, int]:
+        low = await self._queue_offset(queue, RequestCode.GET_MIN_OFFSET)
+        return low, await self._queue_offset(queue, RequestCode.GET_MAX_OFFSET)
+
+    async def search_offset(self, queue: MessageQueue, timestamp_ms: int) -> int:
+        return await self._queue_offset(
+            queue, RequestCode.SEARCH_OFFSET_BY_TIMESTAMP, timestamp=str(timestamp_ms)
+        )
+
+    async def _queue_offset(self, queue: MessageQueue, code: int, **extra: str) -> int:
+        try:
+            return await queue_offset(
+                self.instance, await master_addr(self.instance, queue), queue, code, **extra
+            )
+        except (ClientError, RemotingError) as e:
+            raise MessagingError(f"offset of {queue}: {e}") from e
+
     async def consumer_group(self, group: str, topic: str) -> SubscriptionGroupConfig | None:
         try:
             masters = sorted((await self.instance.route(topic)).masters.values())
@@ -237,6 +286,31 @@ class RemoteMessageService:
         except ClientError as e:
             raise MessagingError(str(e)) from e
         return None if route is None else list(route.data.queue_datas)
+
+    async def topic_config(self, topic: str) -> TopicConfig | None:
+        """GET_TOPIC_CONFIG to a master of the topic; a config found is kept TOPIC_CONFIG_TTL_S (as
+        RocketMQ's proxy keeps it), so sends do not ask for it each time."""
+        kept = self._topic_configs.get(topic)
+        if kept is not None and kept[0] > time.monotonic():
+            return kept[1]
+        try:
+            route = await self.instance.existing_route(topic)
+        except ClientError as e:
+            raise MessagingError(str(e)) from e
+        if route is None:
+            return None
+        masters = sorted(route.masters.values())
+        if not masters:
+            raise MessagingError(f"no broker of topic {topic} has a master now")
+        request = RemotingCommand(RequestCode.GET_TOPIC_CONFIG, ext_fields={"topic": topic})
+        response = await self._invoke(masters[0], request)
+        if response.code == ResponseCode.TOPIC_NOT_EXIST:
+            return None
+        if response.code != ResponseCode.SUCCESS:
+            raise MessagingError(response.remark or f"topic config refused ({response.code})", response.code)
+        config = decode_body(TopicConfig, response.body)
+        self._topic_configs[topic] = (time.monotonic() + TOPIC_CONFIG_TTL_S, config)
+        return config
 
     # --- pop-style consumption: POP_MESSAGE to a master, settled at the master the handle names --
 

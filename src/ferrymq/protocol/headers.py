@@ -156,6 +156,16 @@ class SendMessageResponseHeader(CustomHeader):
     trace_on: bool | None = msgspec.field(default=None, name="TRACE_ON")
 
 
+class RecallMessageRequestHeader(CustomHeader):
+    topic: str
+    recall_handle: str
+    producer_group: str | None = None
+
+
+class RecallMessageResponseHeader(CustomHeader):
+    msg_id: str
+
+
 class EndTransactionRequestHeader(CustomHeader):
     producer_group: str
     tran_state_table_offset: Long

@@ -29,7 +29,7 @@ MIN_POLL_MS, MAX_POLL_MS = 5_000, 20_000
 DEADLINE_RESERVE_MS = 500  # kept back from the deadline so the answer still reaches the client
 MIN_INVISIBLE_MS, MAX_INVISIBLE_MS = 10_000, 12 * 3600 * 1000
 MAX_BATCH = 32
-_EXPRESSION_TYPES = {pb.FILTER_TYPE_UNSPECIFIED: "TAG", pb.TAG: "TAG", pb.SQL: "SQL92"}
+EXPRESSION_TYPES = {pb.FILTER_TYPE_UNSPECIFIED: "TAG", pb.TAG: "TAG", pb.SQL: "SQL92"}
 # what the pop services answer for a handle that is malformed or no longer current
 _STALE_HANDLE = frozenset((ResponseCode.INVALID_PARAMETER, ResponseCode.NO_MESSAGE))
 
@@ -80,6 +80,8 @@ async def receive_message(
         )
     elif poll_ms is None:
         failure = status(pb.ILLEGAL_POLLING_TIME, "the call's deadline leaves too little time to poll")
+    else:
+        failure = expression_problem(request.filter_expression)
     if failure is not None:
         yield pb.ReceiveMessageResponse(status=failure)
         return
@@ -90,7 +92,7 @@ async def receive_message(
         outcome = await service.pop(
             group, topic, request.batch_size, invisible_ms, queue=queue,
             expression=expression.expression or "*",
-            expression_type=_EXPRESSION_TYPES.get(expression.type, "TAG"),
+            expression_type=EXPRESSION_TYPES.get(expression.type, "TAG"),
             poll_ms=poll_ms, init_mode=INIT_MODE_MAX,
         )  # fmt: skip
     except MessagingError as e:
@@ -124,6 +126,13 @@ async def receive_message(
     now = pb.ReceiveMessageResponse()
     now.delivery_timestamp.FromMilliseconds(int(time.time() * 1000))
     yield now
+
+
+def expression_problem(expression: pb.FilterExpression) -> pb.Status | None:
+    """Why a filter cannot be applied before asking a broker (a blank SQL92 expression), or None."""
+    if expression.type == pb.SQL and not expression.expression.strip():
+        return status(pb.ILLEGAL_FILTER_EXPRESSION, "an SQL92 filter needs an expression")
+    return None
 
 
 def wanted_tags(expression: pb.FilterExpression) -> frozenset[str] | None:

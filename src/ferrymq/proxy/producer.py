@@ -6,9 +6,10 @@ from __future__ import annotations
 
 from ferrymq.messaging.api import MessageQueue, MessageService, MessagingError, QueueData
 from ferrymq.protocol.sys_flag import TRANSACTION_PREPARED_TYPE
+from ferrymq.protocol.topic_names import topic_problem
+from ferrymq.proxy.message_types import refusal, topic_type
 from ferrymq.proxy.messages import IllegalMessage, queue_for_group, to_stored
 from ferrymq.proxy.routes import PERM_WRITE
-from ferrymq.proxy.settings import MAX_BODY_SIZE
 from ferrymq.proxy.status import from_response_code, status
 from ferrymq.proxy.transactions import transaction_id
 from ferrymq.proxy.v2 import messaging_pb2 as pb
@@ -33,25 +34,31 @@ def overall(entries: list[pb.SendResultEntry] | list[pb.AckMessageResultEntry]) 
 
 
 async def send_message(service: MessageService, request: pb.SendMessageRequest) -> pb.SendMessageResponse:
-    if not request.messages:
-        return pb.SendMessageResponse(status=status(pb.BAD_REQUEST, "no message to send"))
+    if not request.messages:  # both MESSAGE_CORRUPTED, as RocketMQ's proxy answers
+        return pb.SendMessageResponse(status=status(pb.MESSAGE_CORRUPTED, "no message to send"))
     topic = request.messages[0].topic.name
     if any(m.topic.name != topic for m in request.messages):
-        return pb.SendMessageResponse(status=status(pb.BAD_REQUEST, "messages of one request share a topic"))
+        return pb.SendMessageResponse(
+            status=status(pb.MESSAGE_CORRUPTED, "messages of one request share a topic")
+        )
+    problem = topic_problem(topic)
+    if problem:
+        return pb.SendMessageResponse(status=status(pb.ILLEGAL_TOPIC, problem))
     try:
-        datas = await service.route(topic) if topic else None
+        datas = await service.route(topic)
+        kind = topic_type(await service.topic_config(topic)) if datas is not None else ""
     except MessagingError as e:
         return pb.SendMessageResponse(status=status(pb.INTERNAL_SERVER_ERROR, f"route of {topic}: {e}"))
     if datas is None:
-        code = pb.TOPIC_NOT_FOUND if topic else pb.ILLEGAL_TOPIC
-        return pb.SendMessageResponse(status=status(code, f"topic {topic!r} does not exist"))
-    entries = [await _send_one(service, topic, datas, m) for m in request.messages]
+        return pb.SendMessageResponse(status=status(pb.TOPIC_NOT_FOUND, f"topic {topic!r} does not exist"))
+    entries = [await _send_one(service, topic, kind, datas, m) for m in request.messages]
     return pb.SendMessageResponse(status=overall(entries), entries=entries)
 
 
 async def _send_one(
-    service: MessageService, topic: str, datas: list[QueueData], message: pb.Message
+    service: MessageService, topic: str, kind: str, datas: list[QueueData], message: pb.Message
 ) -> pb.SendResultEntry:
+    """`kind`: the topic's message type."""
     sp = message.system_properties
     entry = pb.SendResultEntry(message_id=sp.message_id)
     try:
@@ -59,12 +66,19 @@ async def _send_one(
     except IllegalMessage as e:
         entry.status.CopyFrom(status(e.code, str(e)))
         return entry
+    refused = refusal(topic, kind, properties)
+    if refused is not None:
+        entry.status.CopyFrom(refused)
+        return entry
     if not body:
         entry.status.CopyFrom(status(pb.MESSAGE_BODY_EMPTY, "message body is empty"))
         return entry
-    if len(body) > MAX_BODY_SIZE:
+    if len(body) > service.max_body_size:
         entry.status.CopyFrom(
-            status(pb.MESSAGE_BODY_TOO_LARGE, f"message body of {len(body)} bytes exceeds {MAX_BODY_SIZE}")
+            status(
+                pb.MESSAGE_BODY_TOO_LARGE,
+                f"message body of {len(body)} bytes exceeds {service.max_body_size}",
+            )
         )
         return entry
     half = sp.message_type == pb.TRANSACTION
@@ -87,6 +101,7 @@ async def _send_one(
     entry.status.CopyFrom(from_response_code(outcome.code, outcome.remark))
     if outcome.stored:
         entry.offset = outcome.queue_offset
+        entry.recall_handle = outcome.recall_handle or ""
         if half:
             entry.transaction_id = transaction_id(outcome)
     return entry

@@ -1,6 +1,6 @@
 """The MessagingService servicer: each RPC handed to the module that serves it, over one
-MessageService (local or remote). RPCs not defined here (PullMessage, offsets, RecallMessage, lite
-subscriptions) answer gRPC UNIMPLEMENTED, which clients raise at once."""
+MessageService (local or remote). RPCs not defined here (lite subscriptions) answer gRPC
+UNIMPLEMENTED, which clients raise at once."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ from collections.abc import AsyncIterator
 import grpc
 
 from ferrymq.messaging.api import MessageService
-from ferrymq.proxy import consumer, producer, routes, telemetry, transactions
+from ferrymq.proxy import consumer, offsets, producer, pull, recall, routes, telemetry, transactions
 from ferrymq.proxy.renewal import Renewals
 from ferrymq.proxy.status import OK
 from ferrymq.proxy.v2 import messaging_pb2 as pb
@@ -61,6 +61,22 @@ class MessagingServicer(pb_grpc.MessagingServiceServicer):
 
     async def ForwardMessageToDeadLetterQueue(self, request, context):
         return await consumer.forward_to_dead_letter_queue(self.service, self.renewals, request)
+
+    async def PullMessage(self, request, context) -> AsyncIterator[pb.PullMessageResponse]:
+        async for response in pull.pull_message(self.service, request, context.time_remaining()):
+            yield response
+
+    async def UpdateOffset(self, request, context):
+        return await offsets.update_offset(self.service, request)
+
+    async def GetOffset(self, request, context):
+        return await offsets.get_offset(self.service, request)
+
+    async def QueryOffset(self, request, context):
+        return await offsets.query_offset(self.service, request)
+
+    async def RecallMessage(self, request, context):
+        return await recall.recall_message(self.service, request)
 
     async def EndTransaction(self, request, context):
         return await transactions.end_transaction(self.service, request)

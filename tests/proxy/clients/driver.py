@@ -105,11 +105,14 @@ def run(command: dict) -> dict:
         for key, value in command.get("properties", {}).items():
             message.add_property(key, value)
         if "transaction" not in command:
-            return {"id": producer.send(message).message_id}
+            receipt = producer.send(message)
+            return {"id": receipt.message_id, "recall_handle": receipt.recall_handle}
         transaction = producer.begin_transaction()
         receipt = producer.send(message, transaction)
         transaction.commit() if command["transaction"] == "commit" else transaction.rollback()
         return {"id": receipt.message_id}
+    if op == "recall":
+        return {"id": producer.recall_message(command["topic"], command["handle"])}
     if op == "consumer":
         consumer = SimpleConsumer(
             config,

@@ -8,7 +8,7 @@ from ferrymq.broker.consumption import ConsumptionControl
 from ferrymq.broker.groups import SubscriptionGroupManager
 from ferrymq.broker.offsets import ConsumerOffsetManager
 from ferrymq.broker.processors.common import error, ok
-from ferrymq.broker.topics import TopicConfigManager, topic_problem
+from ferrymq.broker.topics import TopicConfigManager
 from ferrymq.net.connection import Connection
 from ferrymq.protocol.bodies import KVTable, SubscriptionGroupConfig, TopicConfig, decode_body, encode_body
 from ferrymq.protocol.codes import RequestCode, ResponseCode
@@ -21,6 +21,8 @@ from ferrymq.protocol.headers import (
     ViewMessageRequestHeader,
 )
 from ferrymq.protocol.remoting import RemotingCommand
+from ferrymq.protocol.topic_attributes import MIXED, AttributeChangeError, altered, topic_message_type
+from ferrymq.protocol.topic_names import topic_problem
 from ferrymq.store import MessageStore
 
 
@@ -29,8 +31,11 @@ class AdminProcessor:
         self, cluster_name: str, topics: TopicConfigManager, groups: SubscriptionGroupManager,
         offsets: ConsumerOffsetManager, store: MessageStore, consumption: ConsumptionControl, *,
         topics_changed: Callable[[], None], runtime_info: Callable[[], dict[str, str]],
+        mixed_message_type: bool = False,
     ) -> None:  # fmt: skip
-        """`topics_changed`: tell the NameServers soon; `runtime_info`: the broker's figures."""
+        """`topics_changed`: tell the NameServers soon; `runtime_info`: the broker's figures;
+        `mixed_message_type`: whether a topic may take every message type (RocketMQ's
+        enableMixedMessageType)."""
         self.cluster_name = cluster_name
         self.topics = topics
         self.groups = groups
@@ -39,11 +44,13 @@ class AdminProcessor:
         self.consumption = consumption
         self._topics_changed = topics_changed
         self._runtime_info = runtime_info
+        self.mixed_message_type = mixed_message_type
 
     def register(self, server) -> None:
         server.register(RequestCode.UPDATE_AND_CREATE_TOPIC, self.create_topic)
         server.register(RequestCode.DELETE_TOPIC_IN_BROKER, self.delete_topic)
         server.register(RequestCode.GET_ALL_TOPIC_CONFIG, self.all_topics)
+        server.register(RequestCode.GET_TOPIC_CONFIG, self.topic_config)
         server.register(RequestCode.UPDATE_AND_CREATE_SUBSCRIPTIONGROUP, self.create_group)
         server.register(RequestCode.GET_ALL_SUBSCRIPTIONGROUP_CONFIG, self.all_groups)
         server.register(RequestCode.DELETE_SUBSCRIPTIONGROUP, self.delete_group)
@@ -60,10 +67,17 @@ class AdminProcessor:
             return error(request, ResponseCode.INVALID_PARAMETER, f"topic {h.topic} is reserved")
         if not (0 < h.read_queue_nums <= 1024 and 0 < h.write_queue_nums <= 1024):
             return error(request, ResponseCode.INVALID_PARAMETER, "queue numbers must be between 1 and 1024")
+        current = self.topics.get(h.topic)
+        try:
+            attributes = altered(current.attributes if current else {}, h.attributes)
+        except AttributeChangeError as e:
+            return error(request, ResponseCode.INVALID_PARAMETER, str(e))
+        if topic_message_type(attributes) == MIXED and not self.mixed_message_type:
+            return error(request, ResponseCode.INVALID_PARAMETER, "MIXED message type is not supported")
         self.topics.put(
             TopicConfig(
                 h.topic, h.read_queue_nums, h.write_queue_nums, h.perm, h.topic_filter_type,
-                h.topic_sys_flag or 0, h.order,
+                h.topic_sys_flag or 0, h.order, attributes,
             )
         )  # fmt: skip
         self._topics_changed()
@@ -76,6 +90,14 @@ class AdminProcessor:
         self.offsets.remove_topic(h.topic)
         self._topics_changed()
         return ok(request)
+
+    async def topic_config(self, conn: Connection, request: RemotingCommand) -> RemotingCommand:
+        """One topic's config, attributes included (what a 5.x proxy reads message.type from)."""
+        h = TopicRequestHeader.from_ext_fields(request.ext_fields)
+        config = self.topics.get(h.topic)
+        if config is None:
+            return error(request, ResponseCode.TOPIC_NOT_EXIST, f"topic {h.topic} does not exist")
+        return ok(request, body=encode_body(config))
 
     async def all_topics(self, conn: Connection, request: RemotingCommand) -> RemotingCommand:
         return ok(request, body=encode_body(self.topics.wrapper()))

@@ -58,4 +58,6 @@ class SendProcessor:
         }
         if outcome.transaction_id:
             ext["transactionId"] = outcome.transaction_id
+        if outcome.recall_handle:
+            ext["recallHandle"] = outcome.recall_handle
         return request.make_response(code, outcome.remark, ext)

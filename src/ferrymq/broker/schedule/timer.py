@@ -10,6 +10,10 @@ on disk: `enqueueOffset` E (queue entries below it were taken in), `deliveredBef
 taken-in message due before D was redelivered) and `lowOffset` L (every entry below it is done).
 After a restart the entries from L on are read again; those below E due before D are skipped and
 the rest go back into the wheel. A crash therefore redelivers a few messages, never loses one.
+
+A recall (RocketMQ 5.3) is a delete marker stored like a timer message, due in the same slot as the
+message it cancels: when the slot comes, the marker and its message are dropped, not delivered.
+Markers are in the log, so a recall outlives a restart as the message does.
 """
 
 from __future__ import annotations
@@ -27,6 +31,7 @@ from ferrymq.broker.schedule.redeliver import prop_keys, redeliver
 from ferrymq.broker.schedule.service import DueService, now_ms
 from ferrymq.protocol.bodies import Body
 from ferrymq.protocol.properties import Prop, find_property
+from ferrymq.protocol.recall import DELETE_KEY, delete_key
 from ferrymq.protocol.record import BLANK, read_record_meta
 from ferrymq.store import MessageStore, PutStatus
 from ferrymq.store.consumequeue import BLANK_ENTRY_SIZE, ENTRY
@@ -36,7 +41,16 @@ log = logging.getLogger(__name__)
 BATCH = 1000  # entries taken in or redelivered before letting the event loop serve others
 RETRY_AFTER_FAILURE_MS = 10_000
 _OUT_KEY = (TIMER_OUT_MS + "\x01").encode()
+_DELETE_KEY = (DELETE_KEY + "\x01").encode()
+_REAL_TOPIC = (Prop.REAL_TOPIC + "\x01").encode()
+_UNIQ_KEY = (Prop.UNIQ_KEY + "\x01").encode()
 _DROP = prop_keys(Prop.REAL_TOPIC, Prop.REAL_QID)
+
+
+def _out_ms(props: bytes) -> int | None:
+    """A timer message's TIMER_OUT_MS (None if it has none)."""
+    raw = find_property(props, _OUT_KEY)
+    return int(raw) if raw is not None and raw.isdigit() else None
 
 
 class TimerCheckpoint(Body):
@@ -52,6 +66,7 @@ class TimerService(DueService):
         self.path = config_dir / "timercheck"
         self._slots: dict[int, array] = {}  # slot -> [queue offset, CommitLog offset, size, ...], queue order
         self._heap: list[int] = []  # the slots that hold messages
+        self._recalled: dict[int, set[bytes]] = {}  # slot -> delete keys of its markers
         self._retry_at = 0
         self._adopted: TimerCheckpoint | None = None  # a master's progress, put into the wheel when active
         self.enqueue_offset = 0  # the next timer-queue entry to take in (set by _reload)
@@ -65,7 +80,7 @@ class TimerService(DueService):
         """Take in new timer messages, redeliver the due ones, note the checkpoint; return when the
         next slot is due (ms), or None when nothing waits."""
         if self._adopted is not None:  # promoted: carry on from where the old master got to
-            self._slots, self._heap = {}, []
+            self._slots, self._heap, self._recalled = {}, [], {}
             self._reload(self._adopted)
             self._adopted = None
         await self._take_in()
@@ -85,49 +100,77 @@ class TimerService(DueService):
         return max((self._heap[0] + 1) * self.precision, self._retry_at)
 
     async def _take_in(self) -> None:
-        for offset, phys, size, out_ms in self._entries(self.enqueue_offset):
-            if out_ms is not None:
-                self._add(out_ms // self.precision, offset, phys, size)
+        for offset, phys, size, props in self._entries(self.enqueue_offset):
+            if (out_ms := _out_ms(props)) is not None:
+                self._add(out_ms // self.precision, offset, phys, size, props)
             self.enqueue_offset = offset + 1
             if offset % BATCH == 0:
                 await asyncio.sleep(0)
 
-    def _entries(self, offset: int) -> Iterator[tuple[int, int, int, int | None]]:
-        """(queue offset, CommitLog offset, size, TIMER_OUT_MS or None) of the timer queue from `offset`."""
+    def _entries(self, offset: int) -> Iterator[tuple[int, int, int, bytes]]:
+        """(queue offset, CommitLog offset, size, properties; none if unreadable) of the timer queue
+        from `offset`."""
         cq = self.store.queues.get(TIMER_TOPIC, 0)
         if cq is None:
             return
         offset = max(offset, cq.min_offset)
         while offset < cq.max_offset:
             for phys, size, _ in ENTRY.iter_unpack(cq.entries(offset, BATCH)):
-                yield offset, phys, size, self._out_ms(phys, size) if size != BLANK_ENTRY_SIZE else None
+                yield offset, phys, size, self._props(phys, size) if size != BLANK_ENTRY_SIZE else b""
                 offset += 1
 
-    def _out_ms(self, phys: int, size: int) -> int | None:
+    def _props(self, phys: int, size: int) -> bytes:
         record = self.store.commitlog.read(phys, size)
         if record is None:
-            return None
+            return b""
         meta = read_record_meta(record, 0, size)
         if meta is None or meta is BLANK:
-            return None
-        raw = find_property(bytes(record[meta.props_start : meta.props_end]), _OUT_KEY)
-        return int(raw) if raw is not None and raw.isdigit() else None
+            return b""
+        return bytes(record[meta.props_start : meta.props_end])
 
-    def _add(self, slot: int, queue_offset: int, phys: int, size: int) -> None:
+    def _add(self, slot: int, queue_offset: int, phys: int, size: int, props: bytes) -> None:
+        """Into its slot, a timer message or a delete marker (noted for its slot)."""
         entries = self._slots.get(slot)
         if entries is None:
             entries = self._slots[slot] = array("q")
             heapq.heappush(self._heap, slot)
         entries.extend((queue_offset, phys, size))
+        deleted = find_property(props, _DELETE_KEY)
+        if deleted is not None:
+            self._recalled.setdefault(slot, set()).add(deleted)
+
+    def _dropped(self, record: memoryview | None, recalled: set[bytes]) -> bool:
+        """Whether a due record is a delete marker or a message one of them recalled."""
+        if record is None:
+            return False  # redeliver says what is wrong with it
+        meta = read_record_meta(record, 0, len(record))
+        if meta is None or meta is BLANK:
+            return False
+        props = bytes(record[meta.props_start : meta.props_end])
+        if find_property(props, _DELETE_KEY) is not None:
+            return True
+        topic, uniq = find_property(props, _REAL_TOPIC), find_property(props, _UNIQ_KEY)
+        if (
+            topic is None
+            or uniq is None
+            or delete_key(topic.decode(), uniq.decode()).encode() not in recalled
+        ):
+            return False
+        log.info("timer: message %s of %s recalled", uniq.decode(), topic.decode())
+        return True
 
     async def _deliver(self, slot: int) -> bool:
         """Redeliver a slot's messages; False (keeping those left) if the store refused a put."""
         entries = self._slots[slot]
+        recalled = self._recalled.get(slot)
         read = self.store.commitlog.read
         while entries:
             for i in range(0, min(len(entries), 3 * BATCH), 3):
+                record = read(entries[i + 1], entries[i + 2])
+                if recalled is not None and self._dropped(record, recalled):
+                    continue
                 dequeued = f"{TIMER_DEQUEUE_MS}\x01{now_ms()}\x02".encode()
-                result = redeliver(self.store, read(entries[i + 1], entries[i + 2]), _DROP, dequeued)
+                result = redeliver(self.store, record, _DROP, dequeued)
                 if result.status is PutStatus.PUT_OK:
                     self._written()
                 elif result.status is PutStatus.MESSAGE_ILLEGAL:
@@ -143,6 +186,7 @@ class TimerService(DueService):
             if entries:
                 await asyncio.sleep(0)
         del self._slots[slot]
+        self._recalled.pop(slot, None)
         return True
 
     def _checkpoint(self) -> TimerCheckpoint:
@@ -162,9 +206,10 @@ class TimerService(DueService):
     def _reload(self, saved: TimerCheckpoint) -> None:
         """After a restart: put back into the wheel what the checkpoint does not prove delivered."""
         self.enqueue_offset, self.delivered_before = saved.enqueue_offset, saved.delivered_before_ms
-        for offset, phys, size, out_ms in self._entries(saved.low_offset):
+        for offset, phys, size, props in self._entries(saved.low_offset):
+            out_ms = _out_ms(props)
             if out_ms is not None and (offset >= saved.enqueue_offset or out_ms >= saved.delivered_before_ms):
-                self._add(out_ms // self.precision, offset, phys, size)
+                self._add(out_ms // self.precision, offset, phys, size, props)
             self.enqueue_offset = offset + 1
         if self._heap:
             log.info("timer: %d messages pending after restart", self.pending)

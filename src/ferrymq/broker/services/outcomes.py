@@ -21,9 +21,13 @@ class SendOutcome:
     """A put: `code` in STORED_CODES means stored, with its ids and place; else `remark` says why not.
 
     `msg_id` is the offset message id (comma-separated, one per message, for a batch);
-    `transaction_id` the message's UNIQ_KEY (the producer's message id; a transaction's id), if any."""
+    `transaction_id` the message's UNIQ_KEY (the producer's message id; a transaction's id), if any;
+    `recall_handle` what cancels a timed message before it is due (protocol.recall), if it is one."""
 
-    __slots__ = ("broker_name", "code", "msg_id", "queue_id", "queue_offset", "remark", "transaction_id")
+    __slots__ = (
+        "broker_name", "code", "msg_id", "queue_id", "queue_offset", "recall_handle", "remark",
+        "transaction_id",
+    )  # fmt: skip
 
     def __init__(
         self,
@@ -34,6 +38,7 @@ class SendOutcome:
         queue_offset: int = -1,
         msg_id: str = "",
         transaction_id: str | None = None,
+        recall_handle: str | None = None,
     ) -> None:
         self.code = code
         self.remark = remark
@@ -42,6 +47,7 @@ class SendOutcome:
         self.queue_offset = queue_offset
         self.msg_id = msg_id
         self.transaction_id = transaction_id
+        self.recall_handle = recall_handle
 
     @property
     def stored(self) -> bool:

@@ -23,7 +23,6 @@ from ferrymq.broker.topics import (
     PERM_WRITE,
     RETRY_GROUP_PREFIX,
     TopicConfigManager,
-    topic_problem,
 )
 from ferrymq.broker.transactions import HALF_TOPIC
 from ferrymq.protocol.codes import ResponseCode
@@ -31,8 +30,10 @@ from ferrymq.protocol.errors import MessageDecodeError
 from ferrymq.protocol.message_ext import decode_record
 from ferrymq.protocol.message_id import offset_msg_id, offset_msg_ids
 from ferrymq.protocol.properties import Prop, decode_properties, encode_properties, find_property
+from ferrymq.protocol.recall import RecallHandle
 from ferrymq.protocol.record import pack_host
 from ferrymq.protocol.sys_flag import TRANSACTION_TYPE_MASK
+from ferrymq.protocol.topic_names import topic_problem
 from ferrymq.store import MessageStore, PutStatus
 
 DLQ_NUMS_PER_GROUP = 1
@@ -55,6 +56,7 @@ PUT_STATUS_CODES = {
 _WAIT_FALSE = b"WAIT\x01false"
 _TRAN_MSG = b"TRAN_MSG\x01true"
 _UNIQ_KEY = b"UNIQ_KEY\x01"
+_TIMER_OUT_MS = b"TIMER_OUT_MS\x01"
 # Plain values of the names every put compares against (an enum attribute costs a look-up each time).
 _PUT_OK = PutStatus.PUT_OK
 _SUCCESS = int(ResponseCode.SUCCESS)
@@ -160,6 +162,7 @@ class PutService:
         if born_host is None:
             born_host = store.store_host
         if batch:
+            store_topic, store_props = topic, b""
             result = store.put_batch(topic, queue_id, body, sys_flag=sys_flag, born_timestamp=born_timestamp,
                                      born_host=born_host)  # fmt: skip
         else:
@@ -205,6 +208,11 @@ class PutService:
         )
         uniq = find_property(properties, _UNIQ_KEY) if properties else None
         remark = None if code == _SUCCESS else status.name
+        recall = None
+        if store_topic == TIMER_TOPIC and uniq and not topic.startswith(RETRY_GROUP_PREFIX):
+            due = find_property(store_props, _TIMER_OUT_MS)
+            if due is not None and due.isdigit():  # one past the slot's start: due within that slot
+                recall = RecallHandle(topic, config.broker_name, int(due) + 1, uniq.decode()).encode()
         return SendOutcome(
             code,
             remark,
@@ -213,6 +221,7 @@ class PutService:
             result.queue_offset,
             msg_id,
             uniq.decode() if uniq else None,
+            recall,
         )
 
     def _destination(
