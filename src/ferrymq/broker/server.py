@@ -17,6 +17,7 @@ from ferrymq.broker.long_polling import PullHoldService
 from ferrymq.broker.offsets import ConsumerOffsetManager
 from ferrymq.broker.pop import PopService
 from ferrymq.broker.processors.admin import AdminProcessor
+from ferrymq.broker.processors.client_calls import ClientCallProcessor
 from ferrymq.broker.processors.clients import ClientProcessor, notify_ids_changed
 from ferrymq.broker.processors.consumers import ConsumerAdminProcessor
 from ferrymq.broker.processors.offsets import OffsetProcessor
@@ -200,6 +201,7 @@ class Broker:
             AdminProcessor(config.broker_cluster_name, topics, groups, self.offsets, store, self.consumption,
                            topics_changed=changed, runtime_info=self.runtime_info),
             ConsumerAdminProcessor(config.broker_name, topics, self.offsets, store, self.clients),
+            ClientCallProcessor(self.clients, store),
             SendBackProcessor(self.puts, self.scheduler),
             EndTransactionProcessor(self.transactions, self),
         )  # fmt: skip

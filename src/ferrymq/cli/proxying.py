@@ -17,7 +17,13 @@ async def start_local_proxy(broker: Broker, host: str, port: int) -> tuple[Proxy
     from ferrymq.proxy.server import ProxyServer
 
     local = LocalMessageService(
-        broker.puts, broker.reads, broker.pops, broker.topics, broker.config.broker_name, broker.transactions
+        broker.puts,
+        broker.reads,
+        broker.pops,
+        broker.topics,
+        broker.config.broker_name,
+        broker.transactions,
+        broker.clients,
     )
     proxy = ProxyServer(local, host, port)
     return proxy, await proxy.start()

@@ -5,7 +5,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable
 
-from ferrymq.broker.clients import ClientRegistry
+from ferrymq.broker.clients import Channel, ClientRegistry
 from ferrymq.broker.filters import TAG_TYPE, FilterCache, FilterError
 from ferrymq.broker.groups import SubscriptionGroupManager
 from ferrymq.broker.locks import RebalanceLockManager
@@ -120,7 +120,7 @@ class ClientProcessor:
         return ok(request)
 
 
-async def notify_ids_changed(connections: list[Connection], group: str) -> None:
+async def notify_ids_changed(connections: list[Channel], group: str) -> None:
     """Tell every member of `group` to rebalance now (oneway NOTIFY_CONSUMER_IDS_CHANGED)."""
     for conn in connections:
         command = RemotingCommand(
