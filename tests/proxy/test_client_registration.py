@@ -61,6 +61,8 @@ def test_a_consumer_is_in_its_groups_list_while_it_lives_and_leaves_it_on_shutdo
     )
     client.ok("shutdown", of="consumer")
     assert consumer_ids(proxied.broker, "Bookkeepers") == []  # termination unregisters before it returns
+    gone = running_info(proxied.broker, "Bookkeepers", me)
+    assert gone.code == ResponseCode.SYSTEM_ERROR and "not online" in (gone.remark or ""), gone.remark
 
 
 def test_an_orphaned_transaction_is_checked_back_and_the_checkers_answer_holds(fast_checks, proxied, client):

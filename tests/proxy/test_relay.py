@@ -182,3 +182,10 @@ async def test_consume_directly_verifies_the_message_with_the_client(clients, st
     answer = await asyncio.wait_for(asking, 5)
     assert answer.code == ResponseCode.SUCCESS
     assert decode_body(ConsumeMessageDirectlyResult, answer.body).consume_result == result
+
+
+async def test_a_rebalance_notice_needs_no_answer(clients):
+    """5.x consumers get their queues from the proxy: the brokers' notice of a group change to the
+    members they know (which include the proxy's clients) is taken and dropped."""
+    notice = RemotingCommand(RequestCode.NOTIFY_CONSUMER_IDS_CHANGED, ext_fields={"consumerGroup": "Billing"})
+    assert await Relay(clients)(BROKER, notice) is None

@@ -56,8 +56,8 @@ class ClientRegistration:
 
 ClientCalls = Callable[[str, RemotingCommand], Awaitable[RemotingCommand | None]]
 """`async def call(broker_name, request)`: a broker's request to one of the registered clients
-(CHECK_TRANSACTION_STATE, GET_CONSUMER_RUNNING_INFO, CONSUME_MESSAGE_DIRECTLY); its answer, or None
-for a oneway request."""
+(CHECK_TRANSACTION_STATE, GET_CONSUMER_RUNNING_INFO, CONSUME_MESSAGE_DIRECTLY,
+NOTIFY_CONSUMER_IDS_CHANGED); its answer, or None for a oneway request."""
 
 
 class MessageService(Protocol):

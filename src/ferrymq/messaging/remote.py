@@ -56,7 +56,7 @@ FLAG_COMMIT_OFFSET, FLAG_SUSPEND, FLAG_SUBSCRIPTION = 0x1, 0x2, 0x4
 # the brokers' requests to the clients this service registers, which arrive on its connections
 CLIENT_CALLS = (
     RequestCode.CHECK_TRANSACTION_STATE, RequestCode.GET_CONSUMER_RUNNING_INFO,
-    RequestCode.CONSUME_MESSAGE_DIRECTLY,
+    RequestCode.CONSUME_MESSAGE_DIRECTLY, RequestCode.NOTIFY_CONSUMER_IDS_CHANGED,
 )  # fmt: skip
 _PULL_CODES = frozenset(
     (ResponseCode.SUCCESS, ResponseCode.PULL_NOT_FOUND, ResponseCode.PULL_RETRY_IMMEDIATELY,

@@ -50,6 +50,8 @@ class Relay:
             return await self.running_info(request)
         if request.code == RequestCode.CONSUME_MESSAGE_DIRECTLY:
             return await self.consume_directly(request)
+        if request.code == RequestCode.NOTIFY_CONSUMER_IDS_CHANGED:  # the proxy assigns 5.x consumers
+            return None
         return request.make_response(ResponseCode.REQUEST_CODE_NOT_SUPPORTED, f"code {request.code}")
 
     def answered(self, client_id: str, command: pb.TelemetryCommand) -> None:
