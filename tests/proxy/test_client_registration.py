@@ -14,9 +14,11 @@ import grpc
 import pytest
 
 from ferrymq.protocol.bodies import (
+    ConsumerConnection,
     ConsumerRunningInfo,
     GetConsumerListByGroupResponseBody,
     KVTable,
+    ProducerConnection,
     decode_body,
 )
 from ferrymq.protocol.codes import RequestCode, ResponseCode
@@ -54,6 +56,12 @@ def test_a_consumer_is_in_its_groups_list_while_it_lives_and_leaves_it_on_shutdo
     client.ok("consumer", group="Bookkeepers", topic="Ledger", await_s=5)
     me = client.ok("client_id", of="consumer")["client_id"]
     wait_until(lambda: me in consumer_ids(proxied.broker, "Bookkeepers"), 30, lambda: f"{me} listed")
+    reply = remoting_call(
+        proxied.broker, RequestCode.GET_CONSUMER_CONNECTION_LIST, {"consumerGroup": "Bookkeepers"}
+    )
+    connections = decode_body(ConsumerConnection, reply.body)
+    assert [c.client_id for c in connections.connection_set] == [me]
+    assert connections.subscription_table["Ledger"].sub_string == "*"
     # the 5.x Python client ignores PrintThreadStackTraceCommand: the broker hears that it said nothing
     silent = running_info(proxied.broker, "Bookkeepers", me)
     assert silent.code == ResponseCode.SYSTEM_ERROR and "did not answer" in (silent.remark or ""), (
@@ -63,6 +71,29 @@ def test_a_consumer_is_in_its_groups_list_while_it_lives_and_leaves_it_on_shutdo
     assert consumer_ids(proxied.broker, "Bookkeepers") == []  # termination unregisters before it returns
     gone = running_info(proxied.broker, "Bookkeepers", me)
     assert gone.code == ResponseCode.SYSTEM_ERROR and "not online" in (gone.remark or ""), gone.remark
+
+
+def producer_ids(broker: str, group: str) -> list[str]:
+    reply = remoting_call(broker, RequestCode.GET_PRODUCER_CONNECTION_LIST, {"producerGroup": group})
+    if reply.code != ResponseCode.SUCCESS:  # a group without members
+        return []
+    return [c.client_id for c in decode_body(ProducerConnection, reply.body).connection_set]
+
+
+def test_a_producer_is_in_the_group_of_each_topic_it_publishes_while_it_lives(proxied, client):
+    """Sends through the proxy name the topic as their producer group, so that is where the broker
+    looks for a producer to check a transaction with."""
+    proxied.create_topic("Ledger")
+    proxied.create_topic("Journal")
+    client.ok("producer", topics=["Ledger", "Journal"])
+    me = client.ok("client_id", of="producer")["client_id"]
+
+    def in_both() -> bool:
+        return producer_ids(proxied.broker, "Ledger") == producer_ids(proxied.broker, "Journal") == [me]
+
+    wait_until(in_both, 30, lambda: f"{me} in groups Ledger and Journal")
+    client.ok("shutdown", of="producer")
+    assert producer_ids(proxied.broker, "Ledger") == producer_ids(proxied.broker, "Journal") == []
 
 
 def test_an_orphaned_transaction_is_checked_back_and_the_checkers_answer_holds(fast_checks, proxied, client):

@@ -26,6 +26,7 @@ from ferrymq.messaging.api import (
     SubscriptionGroupConfig,
 )
 from ferrymq.net import RemotingError
+from ferrymq.net.client import ADDRESS
 from ferrymq.net.connection import Connection
 from ferrymq.protocol.bodies import (
     HeartbeatData,
@@ -417,7 +418,7 @@ class RemoteMessageService:
 
     def serve_client_calls(self, calls: ClientCalls) -> None:
         async def handle(conn: Connection, request: RemotingCommand) -> RemotingCommand | None:
-            return await calls(self._broker_at(conn.remote_address), request)
+            return await calls(self._broker_at(conn.attributes.get(ADDRESS, conn.remote_address)), request)
 
         for code in CLIENT_CALLS:
             self.instance.remoting.register(code, handle)
