@@ -2,7 +2,7 @@
 consumer list while it lives and leaves it when it shuts down; an orphaned transaction of a 5.x
 producer is checked back through its Telemetry stream and its checker's answer holds; a broker's
 GET_CONSUMER_RUNNING_INFO reaches the client's stream and carries its stack trace back (or says
-that the client did not answer)."""
+that the client did not answer), and CONSUME_MESSAGE_DIRECTLY has the client verify a stored message."""
 
 from __future__ import annotations
 
@@ -14,6 +14,7 @@ import grpc
 import pytest
 
 from ferrymq.protocol.bodies import (
+    ConsumeMessageDirectlyResult,
     ConsumerConnection,
     ConsumerRunningInfo,
     GetConsumerListByGroupResponseBody,
@@ -22,6 +23,7 @@ from ferrymq.protocol.bodies import (
     decode_body,
 )
 from ferrymq.protocol.codes import RequestCode, ResponseCode
+from ferrymq.protocol.headers import SendMessageRequestHeader
 from ferrymq.proxy.v2 import messaging_pb2 as pb
 from ferrymq.proxy.v2 import messaging_pb2_grpc as pb_grpc
 from tests.compat.conftest import remoting_call, wait_until
@@ -130,26 +132,30 @@ def transactions_ended(broker: str) -> tuple[str | None, str | None]:
 
 
 class RawClient:
-    """A gRPC client of our own stubs that answers PrintThreadStackTraceCommand, which the 5.x
-    Python client does not."""
+    """A gRPC client of our own stubs that answers PrintThreadStackTraceCommand and
+    VerifyMessageCommand (which the 5.x Python client ignores), remembering the messages verified."""
 
     def __init__(self, proxy: str, client_id: str) -> None:
         self.channel = grpc.insecure_channel(proxy)
         self.outgoing: queue.Queue[pb.TelemetryCommand | None] = queue.Queue()
         self.received: queue.Queue[pb.TelemetryCommand] = queue.Queue()
+        self.verified: list[pb.Message] = []
         stub = pb_grpc.MessagingServiceStub(self.channel)
         self.stream = stub.Telemetry(iter(self.outgoing.get, None), metadata=(("x-mq-client-id", client_id),))
         threading.Thread(target=self._read, daemon=True).start()
 
     def _read(self) -> None:
+        ok = pb.Status(code=pb.OK)
         try:
             for command in self.stream:
                 if command.HasField("print_thread_stack_trace_command"):
                     nonce = command.print_thread_stack_trace_command.nonce
                     trace = pb.ThreadStackTrace(nonce=nonce, thread_stack_trace="main: consuming Ledger")
-                    self.outgoing.put(
-                        pb.TelemetryCommand(status=pb.Status(code=pb.OK), thread_stack_trace=trace)
-                    )
+                    self.outgoing.put(pb.TelemetryCommand(status=ok, thread_stack_trace=trace))
+                elif command.HasField("verify_message_command"):
+                    self.verified.append(command.verify_message_command.message)
+                    result = pb.VerifyMessageResult(nonce=command.verify_message_command.nonce)
+                    self.outgoing.put(pb.TelemetryCommand(status=ok, verify_message_result=result))
                 self.received.put(command)
         except grpc.RpcError:  # cancelled when the test closes it
             pass
@@ -160,7 +166,18 @@ class RawClient:
         self.channel.close()
 
 
-def test_running_info_relays_the_clients_thread_stack_trace(proxied):
+def stored_message_id(broker: str, topic: str, body: bytes) -> str:
+    """Send one message straight to the broker; its offset message id."""
+    header = SendMessageRequestHeader(
+        producer_group="Tellers", topic=topic, default_topic="TBW102", default_topic_queue_nums=4, queue_id=0,
+        sys_flag=0, born_timestamp=int(time.time() * 1000), flag=0,
+    )  # fmt: skip
+    reply = remoting_call(broker, RequestCode.SEND_MESSAGE_V2, header.to_ext_fields_v2(), body=body)
+    assert reply.code == ResponseCode.SUCCESS, reply.remark
+    return reply.ext_fields["msgId"]
+
+
+def test_running_info_and_consume_directly_reach_the_client_and_bring_its_answers(proxied):
     proxied.create_topic("Ledger")
     raw = RawClient(proxied.proxy, "raw-consumer-1")
     try:
@@ -174,13 +191,20 @@ def test_running_info_relays_the_clients_thread_stack_trace(proxied):
         raw.outgoing.put(pb.TelemetryCommand(settings=settings))
         assert raw.received.get(timeout=30).HasField("settings")
         wait_until(
-            lambda: consumer_ids(proxied.broker, "Auditors") == ["raw-consumer-1"], 30, proxied.describe
+            lambda: consumer_ids(proxied.broker, "Auditors") == ["raw-consumer-1"], 30, lambda: "it listed"
         )
         answer = running_info(proxied.broker, "Auditors", "raw-consumer-1")
         assert answer.code == ResponseCode.SUCCESS, answer.remark
         info = decode_body(ConsumerRunningInfo, answer.body)
         assert info.jstack == "main: consuming Ledger"
         assert [s.topic for s in info.subscription_set] == ["Ledger"]
+
+        msg_id = stored_message_id(proxied.broker, "Ledger", b"audit me")
+        fields = {"consumerGroup": "Auditors", "clientId": "raw-consumer-1", "msgId": msg_id}
+        answer = remoting_call(proxied.broker, RequestCode.CONSUME_MESSAGE_DIRECTLY, fields, timeout=15)
+        assert answer.code == ResponseCode.SUCCESS, answer.remark
+        assert decode_body(ConsumeMessageDirectlyResult, answer.body).consume_result == "CR_SUCCESS"
+        assert [(m.topic.name, m.body) for m in raw.verified] == [("Ledger", b"audit me")]
     finally:
         raw.close()
     # its stream lost, the proxy unregisters it
