@@ -1,23 +1,35 @@
 """Who is connected: producer and consumer groups, filled by HEART_BEAT, emptied by expiry.
 
-The broker talks back to clients over their own connections (NOTIFY_CONSUMER_IDS_CHANGED, later
-CHECK_TRANSACTION_STATE), so each member keeps the Connection it heartbeats on.
+The broker talks back to clients over their own connections (NOTIFY_CONSUMER_IDS_CHANGED,
+CHECK_TRANSACTION_STATE, GET_CONSUMER_RUNNING_INFO), so each member keeps the channel it heartbeats
+on: a remoting Connection, or a proxy's channel to a gRPC client in this process.
 """
 
 from __future__ import annotations
 
 import time
 from dataclasses import dataclass, field
+from typing import Protocol
 
-from ferrymq.net.connection import Connection
 from ferrymq.protocol.bodies import ConsumerData, SubscriptionData
 from ferrymq.protocol.codes import LanguageCode
+from ferrymq.protocol.remoting import RemotingCommand
+
+
+class Channel(Protocol):
+    """What the broker needs of a client's connection to call it back (net.Connection has it)."""
+
+    remote_address: str
+
+    async def send_oneway(self, command: RemotingCommand) -> None: ...
+
+    async def request(self, command: RemotingCommand, timeout: float) -> RemotingCommand: ...
 
 
 @dataclass
 class Member:
     client_id: str
-    connection: Connection
+    connection: Channel
     last_heartbeat: float = field(default_factory=time.monotonic)
     language: LanguageCode = LanguageCode.JAVA  # some answers differ for C++ clients (offset resets)
 
@@ -40,7 +52,7 @@ class ClientRegistry:
         self.producers: dict[str, dict[str, Member]] = {}
 
     def heartbeat_consumer(
-        self, client_id: str, conn: Connection, data: ConsumerData, language: LanguageCode = LanguageCode.JAVA
+        self, client_id: str, conn: Channel, data: ConsumerData, language: LanguageCode = LanguageCode.JAVA
     ) -> bool:
         """Record a consumer's heartbeat; True when the group's membership changed."""
         group = self.consumers.get(data.group_name)
@@ -57,7 +69,7 @@ class ClientRegistry:
         group.members[client_id] = Member(client_id, conn, language=language)
         return member is None
 
-    def heartbeat_producer(self, client_id: str, conn: Connection, group: str) -> None:
+    def heartbeat_producer(self, client_id: str, conn: Channel, group: str) -> None:
         self.producers.setdefault(group, {})[client_id] = Member(client_id, conn)
 
     def unregister(self, client_id: str, producer_group: str | None, consumer_group: str | None) -> bool:
@@ -70,7 +82,7 @@ class ClientRegistry:
                 return True
         return False
 
-    def drop_connection(self, conn: Connection) -> list[str]:
+    def drop_connection(self, conn: Channel) -> list[str]:
         """Forget every client on a closed connection; return the consumer groups that changed."""
         changed = []
         for group in self.consumers.values():

@@ -17,6 +17,7 @@ from ferrymq.broker.long_polling import PullHoldService
 from ferrymq.broker.offsets import ConsumerOffsetManager
 from ferrymq.broker.pop import PopService
 from ferrymq.broker.processors.admin import AdminProcessor
+from ferrymq.broker.processors.client_calls import ClientCallProcessor
 from ferrymq.broker.processors.clients import ClientProcessor, notify_ids_changed
 from ferrymq.broker.processors.consumers import ConsumerAdminProcessor
 from ferrymq.broker.processors.offsets import OffsetProcessor
@@ -204,6 +205,7 @@ class Broker:
                            topics_changed=changed, runtime_info=self.runtime_info,
                            mixed_message_type=config.enable_mixed_message_type),
             ConsumerAdminProcessor(config.broker_name, topics, self.offsets, store, self.clients),
+            ClientCallProcessor(self.clients, store),
             SendBackProcessor(self.puts, self.scheduler),
             RecallProcessor(self.recalls),
             EndTransactionProcessor(self.transactions, self),

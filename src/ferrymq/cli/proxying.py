@@ -18,7 +18,7 @@ async def start_local_proxy(broker: Broker, host: str, port: int) -> tuple[Proxy
 
     local = LocalMessageService(
         broker.puts, broker.reads, broker.pops, broker.topics, broker.config.broker_name,
-        broker.transactions, broker.recalls,
+        broker.transactions, broker.recalls, broker.clients,
     )  # fmt: skip
     proxy = ProxyServer(local, host, port)
     return proxy, await proxy.start()

@@ -9,14 +9,25 @@ services decide them; a broker that cannot be reached raises MessagingError.
 
 from __future__ import annotations
 
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
 from typing import Protocol
 
 from ferrymq.broker.services.outcomes import STORED_CODES, PopOutcome, ReadOutcome, SendOutcome
-from ferrymq.protocol.bodies import MessageQueue, QueueData, SubscriptionGroupConfig, TopicConfig
+from ferrymq.protocol.bodies import (
+    ConsumerData,
+    MessageQueue,
+    QueueData,
+    SubscriptionGroupConfig,
+    TopicConfig,
+)
 from ferrymq.protocol.pop import INIT_MODE_MAX
+from ferrymq.protocol.remoting import RemotingCommand
 
 __all__ = [
     "STORED_CODES",
+    "ClientCalls",
+    "ClientRegistration",
     "MessageQueue",
     "MessageService",
     "MessagingError",
@@ -39,6 +50,24 @@ class MessagingError(Exception):
 
 
 DEFAULT_MAX_BODY_SIZE = 4 * 1024 * 1024  # RocketMQ's maxMessageSize, broker's and proxy's
+
+
+@dataclass(frozen=True)
+class ClientRegistration:
+    """A client the brokers must see as a member of its groups (a gRPC client, whose proxy
+    heartbeats for it): its producer groups, its consumer groups with their subscriptions, and the
+    topics whose brokers must know it."""
+
+    client_id: str
+    producer_groups: tuple[str, ...] = ()
+    consumers: tuple[ConsumerData, ...] = ()
+    topics: tuple[str, ...] = ()
+
+
+ClientCalls = Callable[[str, RemotingCommand], Awaitable[RemotingCommand | None]]
+"""`async def call(broker_name, request)`: a broker's request to one of the registered clients
+(CHECK_TRANSACTION_STATE, GET_CONSUMER_RUNNING_INFO, CONSUME_MESSAGE_DIRECTLY,
+NOTIFY_CONSUMER_IDS_CHANGED); its answer, or None for a oneway request."""
 
 
 class MessageService(Protocol):
@@ -197,4 +226,19 @@ class MessageService(Protocol):
         """Move a popped message of `topic` to the group's dead-letter queue (%DLQ%<group>) now and
         settle it: a consumer giving up on it (gRPC's ForwardMessageToDeadLetterQueue).
         MessagingError if the handle is not current."""
+        ...
+
+    # --- clients the brokers call back ----------------------------------------------------------
+
+    async def register_client(self, client: ClientRegistration) -> None:
+        """Make the brokers see `client` in its groups (and keep seeing it: call again within the
+        brokers' channel expiry). MessagingError if no broker could be told."""
+        ...
+
+    async def unregister_client(self, client: ClientRegistration) -> None:
+        """The client is gone: the brokers forget it in its groups."""
+        ...
+
+    def serve_client_calls(self, calls: ClientCalls) -> None:
+        """Hand the brokers' requests to registered clients to `calls`."""
         ...

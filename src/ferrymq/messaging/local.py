@@ -3,6 +3,9 @@ protocol front embedded in the broker process (RocketMQ 5 proxy's local mode).""
 
 from __future__ import annotations
 
+import asyncio
+
+from ferrymq.broker.clients import ClientRegistry
 from ferrymq.broker.pop import PopError, PopService
 from ferrymq.broker.schedule.recall import RecallError, RecallService
 from ferrymq.broker.services.put import PutService
@@ -10,6 +13,8 @@ from ferrymq.broker.services.read import ReadService
 from ferrymq.broker.topics import TopicConfigManager
 from ferrymq.broker.transactions import EndError, TransactionService
 from ferrymq.messaging.api import (
+    ClientCalls,
+    ClientRegistration,
     MessageQueue,
     MessagingError,
     PopOutcome,
@@ -19,13 +24,38 @@ from ferrymq.messaging.api import (
     SubscriptionGroupConfig,
     TopicConfig,
 )
+from ferrymq.net.errors import RemotingError, RemotingTimeoutError
 from ferrymq.protocol.codes import ResponseCode
 from ferrymq.protocol.errors import MessageDecodeError
 from ferrymq.protocol.message_id import parse_offset_msg_id
 from ferrymq.protocol.pop import INIT_MODE_MAX
+from ferrymq.protocol.remoting import RemotingCommand
 from ferrymq.protocol.sys_flag import TRANSACTION_COMMIT_TYPE, TRANSACTION_ROLLBACK_TYPE
 
 _DEFAULT_TOPIC, _DEFAULT_QUEUE_NUMS = "TBW102", 4
+
+
+class ClientChannel:
+    """A registered client as the broker's client registry sees it: the broker's calls back go to
+    the message service's `calls` instead of down a socket (RocketMQ proxy's GrpcClientChannel)."""
+
+    def __init__(self, service: LocalMessageService, client_id: str) -> None:
+        self.service = service
+        self.remote_address = f"proxy client {client_id}"
+
+    async def send_oneway(self, command: RemotingCommand) -> None:
+        await self.request(command, 0.0)
+
+    async def request(self, command: RemotingCommand, timeout: float) -> RemotingCommand:
+        calls = self.service.calls
+        try:
+            async with asyncio.timeout(timeout or None):
+                answer = None if calls is None else await calls(self.service.broker_name, command)
+        except TimeoutError:
+            raise RemotingTimeoutError(f"{self.remote_address}: no answer within {timeout:g} s") from None
+        if answer is None and not command.is_oneway:
+            raise RemotingError(f"{self.remote_address} cannot answer request code {command.code}")
+        return answer  # type: ignore[return-value]  # None only for a oneway request, unread
 
 
 class LocalMessageService:
@@ -33,7 +63,11 @@ class LocalMessageService:
         self, puts: PutService, reads: ReadService, pops: PopService, topics: TopicConfigManager,
         broker_name: str, transactions: TransactionService | None = None,
         recalls: RecallService | None = None,
+        clients: ClientRegistry | None = None,
     ) -> None:  # fmt: skip
+        self.clients = clients if clients is not None else ClientRegistry()
+        self.calls: ClientCalls | None = None
+        self._channels: dict[str, ClientChannel] = {}  # one per client: the registry knows it by identity
         self.puts = puts
         self.recalls = recalls
         self.transactions = transactions
@@ -207,3 +241,22 @@ class LocalMessageService:
             await self.pops.dead_letter(group, topic, receipt_handle)
         except PopError as e:
             raise MessagingError(str(e), e.code) from None
+
+    async def register_client(self, client: ClientRegistration) -> None:
+        channel = self._channels.get(client.client_id)
+        if channel is None:
+            channel = self._channels[client.client_id] = ClientChannel(self, client.client_id)
+        for group in client.producer_groups:
+            self.clients.heartbeat_producer(client.client_id, channel, group)
+        for consumer in client.consumers:
+            self.clients.heartbeat_consumer(client.client_id, channel, consumer)
+
+    async def unregister_client(self, client: ClientRegistration) -> None:
+        self._channels.pop(client.client_id, None)
+        for group in client.producer_groups:
+            self.clients.unregister(client.client_id, group, None)
+        for consumer in client.consumers:
+            self.clients.unregister(client.client_id, None, consumer.group_name)
+
+    def serve_client_calls(self, calls: ClientCalls) -> None:
+        self.calls = calls

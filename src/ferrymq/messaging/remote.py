@@ -17,6 +17,8 @@ from ferrymq.client.instance import ClientError, ClientInstance
 from ferrymq.client.pull import master_addr, pull_addr, query_offset, queue_offset
 from ferrymq.messaging.api import (
     DEFAULT_MAX_BODY_SIZE,
+    ClientCalls,
+    ClientRegistration,
     MessageQueue,
     MessagingError,
     PopOutcome,
@@ -27,7 +29,15 @@ from ferrymq.messaging.api import (
     TopicConfig,
 )
 from ferrymq.net import RemotingError
-from ferrymq.protocol.bodies import SubscriptionGroupWrapper, decode_body
+from ferrymq.net.client import ADDRESS
+from ferrymq.net.connection import Connection
+from ferrymq.protocol.bodies import (
+    HeartbeatData,
+    ProducerData,
+    SubscriptionGroupWrapper,
+    decode_body,
+    encode_body,
+)
 from ferrymq.protocol.codes import RequestCode, ResponseCode
 from ferrymq.protocol.errors import MessageDecodeError
 from ferrymq.protocol.headers import (
@@ -36,6 +46,7 @@ from ferrymq.protocol.headers import (
     PullMessageRequestHeader,
     RecallMessageRequestHeader,
     SendMessageRequestHeader,
+    UnregisterClientRequestHeader,
     UpdateConsumerOffsetRequestHeader,
 )
 from ferrymq.protocol.message_ext import decode_records
@@ -49,6 +60,11 @@ AUTO_CREATE_TOPIC, AUTO_CREATE_QUEUE_NUMS = "TBW102", 4
 TOPIC_CONFIG_TTL_S = 20.0  # RocketMQ proxy's topicConfigCacheExpiredSeconds
 DEAD_LETTER_HOLD_MS = 60_000  # a message being moved to the DLQ stays invisible this long at most
 FLAG_COMMIT_OFFSET, FLAG_SUSPEND, FLAG_SUBSCRIPTION = 0x1, 0x2, 0x4
+# the brokers' requests to the clients this service registers, which arrive on its connections
+CLIENT_CALLS = (
+    RequestCode.CHECK_TRANSACTION_STATE, RequestCode.GET_CONSUMER_RUNNING_INFO,
+    RequestCode.CONSUME_MESSAGE_DIRECTLY, RequestCode.NOTIFY_CONSUMER_IDS_CHANGED,
+)  # fmt: skip
 _PULL_CODES = frozenset(
     (ResponseCode.SUCCESS, ResponseCode.PULL_NOT_FOUND, ResponseCode.PULL_RETRY_IMMEDIATELY,
      ResponseCode.PULL_OFFSET_MOVED)
@@ -428,6 +444,66 @@ class RemoteMessageService:
         if response.code != ResponseCode.SUCCESS:
             raise MessagingError(response.remark or f"dead letter refused ({response.code})", response.code)
         await self.ack(group, topic, held)
+
+    # --- clients the brokers call back: heartbeats on their behalf, to each master of their topics --
+
+    async def _masters_of(self, topics: tuple[str, ...]) -> set[str]:
+        addrs: set[str] = set()
+        for topic in topics:
+            try:
+                addrs.update((await self.instance.route(topic)).masters.values())
+            except ClientError:  # a topic without a route has no broker to tell
+                continue
+        return addrs
+
+    async def register_client(self, client: ClientRegistration) -> None:
+        data = HeartbeatData(
+            client_id=client.client_id,
+            producer_data_set=[ProducerData(group_name=g) for g in client.producer_groups],
+            consumer_data_set=list(client.consumers),
+        )
+        request_body = encode_body(data)
+        failures = []
+        for addr in sorted(await self._masters_of(client.topics)):
+            try:
+                response = await self._invoke(
+                    addr, RemotingCommand(RequestCode.HEART_BEAT, body=request_body)
+                )
+            except MessagingError as e:
+                failures.append(str(e))
+                continue
+            if response.code != ResponseCode.SUCCESS:
+                failures.append(f"{addr}: {response.remark}")
+        if failures:
+            raise MessagingError(f"heartbeat of {client.client_id}: " + "; ".join(failures))
+
+    async def unregister_client(self, client: ClientRegistration) -> None:
+        headers = [
+            UnregisterClientRequestHeader(client.client_id, producer_group=g) for g in client.producer_groups
+        ]
+        headers += [
+            UnregisterClientRequestHeader(client.client_id, consumer_group=c.group_name)
+            for c in client.consumers
+        ]
+        for addr in sorted(await self._masters_of(client.topics)):
+            for header in headers:
+                request = RemotingCommand(RequestCode.UNREGISTER_CLIENT, ext_fields=header.to_ext_fields())
+                await self._invoke(addr, request)
+
+    def serve_client_calls(self, calls: ClientCalls) -> None:
+        async def handle(conn: Connection, request: RemotingCommand) -> RemotingCommand | None:
+            return await calls(self._broker_at(conn.attributes.get(ADDRESS, conn.remote_address)), request)
+
+        for code in CLIENT_CALLS:
+            self.instance.remoting.register(code, handle)
+
+    def _broker_at(self, addr: str) -> str:
+        """The name of the master at `addr`, as the routes this service knows say ("" if none)."""
+        for route in self.instance.routes.values():
+            for name, master in route.masters.items():
+                if master == addr:
+                    return name
+        return ""
 
     async def _invoke(
         self, addr: str, request: RemotingCommand, timeout: float | None = None

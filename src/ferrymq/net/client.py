@@ -28,6 +28,10 @@ def split_address(address: str) -> tuple[str, int]:
     return host.strip("[]"), int(port)
 
 
+ADDRESS = "address"
+"""The attribute of a client's connection that holds the address it was made to."""
+
+
 class RemotingClient:
     def __init__(
         self,
@@ -129,12 +133,14 @@ class RemotingClient:
         return connection
 
     def _new_connection(self, address: str) -> Connection:
-        return Connection(
+        connection = Connection(
             self._dispatcher.handle,
             max_frame_size=self._max_frame_size,
             limits=self._limits,
             on_close=functools.partial(self._forget, address),
         )
+        connection.attributes[ADDRESS] = address  # as asked for: servers' requests say who sent them
+        return connection
 
     def _forget(self, address: str, connection: Connection) -> None:
         if self._connections.get(address) is connection:

@@ -205,6 +205,48 @@ class GetConsumerListByGroupResponseBody(Body):
     consumer_id_list: list[str] = []
 
 
+class ClientConnection(Body):
+    """One member of a group in GET_*_CONNECTION_LIST answers (RocketMQ's `Connection`)."""
+
+    client_id: str
+    client_addr: str
+    language: str = "JAVA"
+    version: int = 0
+
+
+class ProducerConnection(Body):
+    connection_set: list[ClientConnection] = []
+
+
+class ConsumerConnection(Body):
+    connection_set: list[ClientConnection] = []
+    subscription_table: dict[str, SubscriptionData] = {}
+    consume_type: str | None = None
+    message_model: str | None = None
+    consume_from_where: str | None = None
+
+
+class ConsumerRunningInfo(Body):
+    """A client's answer to GET_CONSUMER_RUNNING_INFO; `jstack` its threads' stacks when asked."""
+
+    properties: dict[str, str] = {}
+    subscription_set: list[SubscriptionData] = []
+    mq_table: dict[str, dict] = {}
+    status_table: dict[str, dict] = {}
+    jstack: str | None = None
+
+
+class ConsumeMessageDirectlyResult(Body):
+    """A client's answer to CONSUME_MESSAGE_DIRECTLY; `consume_result` CR_SUCCESS, CR_LATER,
+    CR_ROLLBACK, CR_COMMIT, CR_THROW_EXCEPTION or CR_RETURN_NULL."""
+
+    order: bool = False
+    auto_commit: bool = True
+    consume_result: str | None = None
+    remark: str | None = None
+    spent_time_mills: int = 0
+
+
 # --- Broker registration and administration ---------------------------------------------------
 
 

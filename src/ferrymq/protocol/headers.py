@@ -297,6 +297,16 @@ class GetConsumerRunningInfoRequestHeader(CustomHeader):
     jstack_enable: bool = False
 
 
+class ConsumeMessageDirectlyResultRequestHeader(CustomHeader):
+    """CONSUME_MESSAGE_DIRECTLY: the body is the stored message for the client to consume."""
+
+    consumer_group: str
+    client_id: str | None = None
+    msg_id: str | None = None
+    broker_name: str | None = None
+    topic: str | None = None
+
+
 class GetConsumeStatsRequestHeader(CustomHeader):
     consumer_group: str
     topic: str | None = None
@@ -448,6 +458,7 @@ REQUEST_HEADERS: dict[int, type[CustomHeader]] = {
     RequestCode.INVOKE_BROKER_TO_RESET_OFFSET: ResetOffsetRequestHeader,
     RequestCode.GET_TOPICS_BY_CLUSTER: GetTopicsByClusterRequestHeader,
     RequestCode.GET_CONSUMER_RUNNING_INFO: GetConsumerRunningInfoRequestHeader,
+    RequestCode.CONSUME_MESSAGE_DIRECTLY: ConsumeMessageDirectlyResultRequestHeader,
     RequestCode.QUERY_DATA_VERSION: BrokerRequestHeader,
     RequestCode.GET_TOPIC_CONFIG: TopicRequestHeader,
     RequestCode.GET_SUBSCRIPTIONGROUP_CONFIG: GroupRequestHeader,

@@ -10,6 +10,8 @@ import grpc
 
 from ferrymq.messaging.api import MessageService
 from ferrymq.net.tasks import BackgroundTasks
+from ferrymq.proxy.clients import LiveClients
+from ferrymq.proxy.relay import Relay
 from ferrymq.proxy.renewal import Renewals
 from ferrymq.proxy.service import MessagingServicer
 from ferrymq.proxy.v2 import messaging_pb2 as pb
@@ -32,6 +34,8 @@ class ProxyServer:
         self.host = host
         self.port = port
         self.renewals = renewals if renewals is not None else Renewals(service)
+        self.clients = LiveClients(service)
+        self.relay = Relay(self.clients)
         self._server: grpc.aio.Server | None = None
         self._tasks = BackgroundTasks("proxy")
 
@@ -52,11 +56,13 @@ class ProxyServer:
             raise OSError(f"cannot listen on {self.host}:{self.port} (in use?)")
         self.port = bound
         endpoints = pb.Endpoints(scheme=pb.IPv4, addresses=[pb.Address(host=self.host, port=bound)])
-        servicer = MessagingServicer(self.service, endpoints, self.renewals)
+        servicer = MessagingServicer(self.service, endpoints, self.renewals, self.clients, self.relay)
+        self.service.serve_client_calls(self.relay)
         pb_grpc.add_MessagingServiceServicer_to_server(servicer, server)
         await server.start()
         self._server = server
         self._tasks.spawn(self.renewals.run(), "proxy-renewals")
+        self._tasks.spawn(self.clients.run(), "proxy-client-heartbeats")
         log.info("proxy (gRPC v2) listening on %s:%d", self.host, bound)
         return bound
 
@@ -65,3 +71,4 @@ class ProxyServer:
             await self._server.stop(STOP_GRACE_S)
             self._server = None
         await self._tasks.close()
+        await self.clients.close()

@@ -4,12 +4,15 @@ UNIMPLEMENTED, which clients raise at once."""
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import AsyncIterator
 
 import grpc
 
 from ferrymq.messaging.api import MessageService
 from ferrymq.proxy import consumer, offsets, producer, pull, recall, routes, telemetry, transactions
+from ferrymq.proxy.clients import LiveClients
+from ferrymq.proxy.relay import Relay
 from ferrymq.proxy.renewal import Renewals
 from ferrymq.proxy.status import OK
 from ferrymq.proxy.v2 import messaging_pb2 as pb
@@ -26,9 +29,14 @@ def client_id(context: grpc.aio.ServicerContext) -> str:
 
 
 class MessagingServicer(pb_grpc.MessagingServiceServicer):
-    def __init__(self, service: MessageService, endpoints: pb.Endpoints, renewals: Renewals) -> None:
+    def __init__(
+        self, service: MessageService, endpoints: pb.Endpoints, renewals: Renewals, clients: LiveClients,
+        relay: Relay,
+    ) -> None:  # fmt: skip
         self.service = service
         self.renewals = renewals
+        self.clients = clients
+        self.relay = relay
         self.endpoints = endpoints  # where clients reach this proxy, when they do not say
 
     async def QueryRoute(self, request, context):
@@ -42,6 +50,9 @@ class MessagingServicer(pb_grpc.MessagingServiceServicer):
 
     async def NotifyClientTermination(self, request, context):
         self.renewals.forget_client(client_id(context))
+        unregistering = self.clients.forget(client_id(context))
+        if unregistering is not None:  # the brokers forget it before the client is told it is done
+            await asyncio.shield(unregistering)
         return pb.NotifyClientTerminationResponse(status=OK)
 
     async def SendMessage(self, request, context):
@@ -84,7 +95,9 @@ class MessagingServicer(pb_grpc.MessagingServiceServicer):
     async def Telemetry(self, request_iterator, context) -> AsyncIterator[pb.TelemetryCommand]:
         client = client_id(context)
         try:
-            async for command in telemetry.serve(self.service, client, request_iterator):
+            async for command in telemetry.serve(
+                self.service, self.clients, self.relay, client, request_iterator
+            ):
                 yield command
         finally:  # the client closed its stream or went away
             self.renewals.forget_client(client)

@@ -2,7 +2,10 @@
 client's own venv, reads one JSON command per stdin line, answers each with one JSON line on stdout.
 
 Commands: producer {topics}; send {topic, body, tag?, keys?, properties?, group?, deliver_at_s?,
-transaction? ("commit" or "rollback": a transactional send ended so)};
+transaction? ("commit" or "rollback": a transactional send ended so; "open": left unended, and
+`check` ("commit" or "rollback", default rollback) is what the checker answers when asked)};
+checks (the bodies the transaction checker was asked about so far); client_id {of: producer,
+consumer or push}; shutdown {of} (shuts that client down);
 consumer {group, topic, await_s}; receive {max, invisible_s}; ack {id}; change {id, invisible_s};
 push {group, topic, fail_attempts?, fail_bodies?} (a PushConsumer); pushed (what its listener got so
 far); quit.
@@ -46,11 +49,23 @@ pushed: list[dict] = []
 pushed_lock = threading.Lock()
 
 
-class RollBack(TransactionChecker):
-    """Answers any check of an orphaned transaction with ROLLBACK."""
+class Checker(TransactionChecker):
+    """Answers a check of an orphaned transaction as its send said (by body), ROLLBACK otherwise;
+    records the bodies it was asked about."""
+
+    def __init__(self) -> None:
+        self.verdicts: dict[str, TransactionResolution] = {}
+        self.checked: list[str] = []
 
     def check(self, message: Message) -> TransactionResolution:
-        return TransactionResolution.ROLLBACK
+        body = message.body.decode()
+        with pushed_lock:
+            self.checked.append(body)
+        return self.verdicts.get(body, TransactionResolution.ROLLBACK)
+
+
+checker = Checker()
+CLIENTS = {"producer": "producer", "consumer": "consumer", "push": "pusher"}  # command name: global
 
 
 class Listener(MessageListener):
@@ -87,7 +102,7 @@ def run(command: dict) -> dict:
     global producer, consumer, pusher
     op = command["op"]
     if op == "producer":
-        producer = Producer(config, tuple(command["topics"]), checker=RollBack())
+        producer = Producer(config, tuple(command["topics"]), checker=checker)
         producer.startup()
         return {}
     if op == "send":
@@ -108,11 +123,25 @@ def run(command: dict) -> dict:
             receipt = producer.send(message)
             return {"id": receipt.message_id, "recall_handle": receipt.recall_handle}
         transaction = producer.begin_transaction()
+        if command["transaction"] == "open" and command.get("check") == "commit":
+            checker.verdicts[command["body"]] = TransactionResolution.COMMIT
         receipt = producer.send(message, transaction)
-        transaction.commit() if command["transaction"] == "commit" else transaction.rollback()
+        if command["transaction"] == "commit":
+            transaction.commit()
+        elif command["transaction"] == "rollback":
+            transaction.rollback()
         return {"id": receipt.message_id}
     if op == "recall":
         return {"id": producer.recall_message(command["topic"], command["handle"])}
+    if op == "checks":
+        with pushed_lock:
+            return {"bodies": list(checker.checked)}
+    if op == "client_id":
+        return {"client_id": globals()[CLIENTS[command["of"]]].client_id}
+    if op == "shutdown":
+        globals()[CLIENTS[command["of"]]].shutdown()
+        globals()[CLIENTS[command["of"]]] = None
+        return {}
     if op == "consumer":
         consumer = SimpleConsumer(
             config,

@@ -1,11 +1,12 @@
-"""Client membership: HEART_BEAT, UNREGISTER_CLIENT, GET_CONSUMER_LIST_BY_GROUP, queue locks."""
+"""Client membership: HEART_BEAT, UNREGISTER_CLIENT, who is in a group (GET_CONSUMER_LIST_BY_GROUP,
+GET_CONSUMER_CONNECTION_LIST, GET_PRODUCER_CONNECTION_LIST), queue locks."""
 
 from __future__ import annotations
 
 import logging
 from collections.abc import Callable
 
-from ferrymq.broker.clients import ClientRegistry
+from ferrymq.broker.clients import Channel, ClientRegistry, Member
 from ferrymq.broker.filters import TAG_TYPE, FilterCache, FilterError
 from ferrymq.broker.groups import SubscriptionGroupManager
 from ferrymq.broker.locks import RebalanceLockManager
@@ -15,17 +16,24 @@ from ferrymq.net.connection import Connection
 from ferrymq.net.errors import RemotingError
 from ferrymq.protocol.bodies import (
     CheckClientRequestBody,
+    ClientConnection,
+    ConsumerConnection,
     ConsumerData,
     GetConsumerListByGroupResponseBody,
     HeartbeatData,
     LockBatchRequestBody,
     LockBatchResponseBody,
+    ProducerConnection,
     UnlockBatchRequestBody,
     decode_body,
     encode_body,
 )
 from ferrymq.protocol.codes import RequestCode, ResponseCode
-from ferrymq.protocol.headers import ConsumerGroupRequestHeader, UnregisterClientRequestHeader
+from ferrymq.protocol.headers import (
+    ConsumerGroupRequestHeader,
+    ProducerGroupRequestHeader,
+    UnregisterClientRequestHeader,
+)
 from ferrymq.protocol.remoting import RemotingCommand
 
 log = logging.getLogger(__name__)
@@ -51,6 +59,8 @@ class ClientProcessor:
         server.register(RequestCode.HEART_BEAT, self.heartbeat)
         server.register(RequestCode.UNREGISTER_CLIENT, self.unregister)
         server.register(RequestCode.GET_CONSUMER_LIST_BY_GROUP, self.consumer_list)
+        server.register(RequestCode.GET_CONSUMER_CONNECTION_LIST, self.consumer_connections)
+        server.register(RequestCode.GET_PRODUCER_CONNECTION_LIST, self.producer_connections)
         server.register(RequestCode.LOCK_BATCH_MQ, self.lock)
         server.register(RequestCode.UNLOCK_BATCH_MQ, self.unlock)
         server.register(RequestCode.CHECK_CLIENT_CONFIG, self.check_client_config)
@@ -100,6 +110,30 @@ class ClientProcessor:
             )
         return ok(request, body=encode_body(GetConsumerListByGroupResponseBody(consumer_id_list=ids)))
 
+    async def consumer_connections(self, conn: Connection, request: RemotingCommand) -> RemotingCommand:
+        h = ConsumerGroupRequestHeader.from_ext_fields(request.ext_fields)
+        group = self.clients.consumers.get(h.consumer_group)
+        if group is None or not group.members:
+            return error(
+                request, ResponseCode.CONSUMER_NOT_ONLINE, f"the consumer group {h.consumer_group} not online"
+            )
+        body = ConsumerConnection(
+            connection_set=[_connection(m) for m in group.members.values()],
+            subscription_table=dict(group.subscriptions), consume_type=_name(group.consume_type),
+            message_model=_name(group.message_model), consume_from_where=_name(group.consume_from_where),
+        )  # fmt: skip
+        return ok(request, body=encode_body(body))
+
+    async def producer_connections(self, conn: Connection, request: RemotingCommand) -> RemotingCommand:
+        h = ProducerGroupRequestHeader.from_ext_fields(request.ext_fields)
+        members = self.clients.producers.get(h.producer_group)
+        if not members:
+            return error(
+                request, ResponseCode.SYSTEM_ERROR, f"the producer group {h.producer_group} not exist"
+            )
+        body = ProducerConnection(connection_set=[_connection(m) for m in members.values()])
+        return ok(request, body=encode_body(body))
+
     async def lock(self, conn: Connection, request: RemotingCommand) -> RemotingCommand:
         body = decode_body(LockBatchRequestBody, request.body)
         granted = self.locks.lock(body.consumer_group, body.client_id, body.mq_set)
@@ -120,7 +154,15 @@ class ClientProcessor:
         return ok(request)
 
 
-async def notify_ids_changed(connections: list[Connection], group: str) -> None:
+def _connection(member: Member) -> ClientConnection:
+    return ClientConnection(member.client_id, member.connection.remote_address, member.language.name)
+
+
+def _name(value: str | int | None) -> str | None:
+    return None if value is None else str(value)
+
+
+async def notify_ids_changed(connections: list[Channel], group: str) -> None:
     """Tell every member of `group` to rebalance now (oneway NOTIFY_CONSUMER_IDS_CHANGED)."""
     for conn in connections:
         command = RemotingCommand(
