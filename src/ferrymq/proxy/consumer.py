@@ -159,14 +159,12 @@ async def ack_message(
         return pb.AckMessageResponse(status=status(code, "consumer group and topic must not be blank"))
     if not request.entries:
         return pb.AckMessageResponse(status=status(pb.BAD_REQUEST, "no entry to ack"))
+    handles = [await renewals.settle(entry.receipt_handle) for entry in request.entries]
+    errors = await service.ack_batch(group, topic, handles)  # one ack record per pop, not per message
     entries = []
-    for entry in request.entries:
+    for entry, error in zip(request.entries, errors, strict=True):
         result = pb.AckMessageResultEntry(message_id=entry.message_id, receipt_handle=entry.receipt_handle)
-        try:
-            await service.ack(group, topic, await renewals.settle(entry.receipt_handle))
-            result.status.CopyFrom(OK)
-        except MessagingError as e:
-            result.status.CopyFrom(_settle_status(e))
+        result.status.CopyFrom(OK if error is None else _settle_status(error))
         entries.append(result)
     return pb.AckMessageResponse(status=overall(entries), entries=entries)
 

@@ -1,10 +1,13 @@
-"""SendMessage: each v2 message stored through the message service. The proxy chooses the queue of a
+"""SendMessage: v2 messages stored through the message service. The proxy chooses the queue of a
 message group (a hash of the group over the topic's writable queues), so one group keeps one queue
-whichever client, in whichever language, sends it; other messages go where the service chooses."""
+whichever client, in whichever language, sends it; other messages go where the service chooses.
+The plain messages of a request (no group, delivery time or transaction) are stored as one batch,
+in one queue, as the SDK's batches are: one put instead of one per message."""
 
 from __future__ import annotations
 
 from ferrymq.messaging.api import MessageQueue, MessageService, MessagingError, QueueData
+from ferrymq.protocol.batch import encode_batch
 from ferrymq.protocol.sys_flag import TRANSACTION_PREPARED_TYPE
 from ferrymq.proxy.messages import IllegalMessage, queue_for_group, to_stored
 from ferrymq.proxy.routes import PERM_WRITE
@@ -45,35 +48,79 @@ async def send_message(service: MessageService, request: pb.SendMessageRequest) 
     if datas is None:
         code = pb.TOPIC_NOT_FOUND if topic else pb.ILLEGAL_TOPIC
         return pb.SendMessageResponse(status=status(code, f"topic {topic!r} does not exist"))
-    entries = [await _send_one(service, topic, datas, m) for m in request.messages]
+    entries = [pb.SendResultEntry(message_id=m.system_properties.message_id) for m in request.messages]
+    plain: list[tuple[pb.Message, pb.SendResultEntry, bytes, str]] = []
+    for entry, message in zip(entries, request.messages, strict=True):
+        stored = _checked(message, entry)
+        if stored is None:
+            continue
+        if _plain(message.system_properties):
+            plain.append((message, entry, *stored))
+        else:
+            await _send_one(service, topic, datas, message, entry, *stored)
+    if len(plain) == 1:
+        await _send_one(service, topic, datas, *plain[0])
+    elif plain:
+        await _send_batch(service, topic, plain)
     return pb.SendMessageResponse(status=overall(entries), entries=entries)
 
 
-async def _send_one(
-    service: MessageService, topic: str, datas: list[QueueData], message: pb.Message
-) -> pb.SendResultEntry:
-    sp = message.system_properties
-    entry = pb.SendResultEntry(message_id=sp.message_id)
+def _plain(sp: pb.SystemProperties) -> bool:
+    """Whether a message can share a batch: RocketMQ's batches take no group, delay or transaction."""
+    return not (
+        sp.HasField("message_group") or sp.HasField("delivery_timestamp") or sp.message_type == pb.TRANSACTION
+    )
+
+
+def _checked(message: pb.Message, entry: pb.SendResultEntry) -> tuple[bytes, str] | None:
+    """(body, properties) to store `message` with, or None with the entry's status saying why not."""
     try:
         body, properties = to_stored(message)
     except IllegalMessage as e:
         entry.status.CopyFrom(status(e.code, str(e)))
-        return entry
+        return None
     if not body:
         entry.status.CopyFrom(status(pb.MESSAGE_BODY_EMPTY, "message body is empty"))
-        return entry
+        return None
     if len(body) > MAX_BODY_SIZE:
         entry.status.CopyFrom(
             status(pb.MESSAGE_BODY_TOO_LARGE, f"message body of {len(body)} bytes exceeds {MAX_BODY_SIZE}")
         )
-        return entry
+        return None
+    return body, properties
+
+
+async def _send_batch(
+    service: MessageService, topic: str, plain: list[tuple[pb.Message, pb.SendResultEntry, bytes, str]]
+) -> None:
+    """One put for all: each entry gets the outcome, and its own offset when stored."""
+    batch = encode_batch([(body, properties.encode(), 0) for _, _, body, properties in plain])
+    born = plain[0][0].system_properties.born_timestamp.ToMilliseconds()
+    try:
+        outcome = await service.send_batch(topic, batch, born_timestamp=born, producer_group=topic)
+    except MessagingError as e:
+        for _, entry, _, _ in plain:
+            entry.status.CopyFrom(from_response_code(e.code, str(e)))
+        return
+    result = from_response_code(outcome.code, outcome.remark)
+    for i, (_, entry, _, _) in enumerate(plain):
+        entry.status.CopyFrom(result)
+        if outcome.stored:
+            entry.offset = outcome.queue_offset + i
+
+
+async def _send_one(
+    service: MessageService, topic: str, datas: list[QueueData], message: pb.Message,
+    entry: pb.SendResultEntry, body: bytes, properties: str,
+) -> None:  # fmt: skip
+    sp = message.system_properties
     half = sp.message_type == pb.TRANSACTION
     queue = None
     if sp.HasField("message_group"):
         queues = writable_queues(topic, datas)
         if not queues:
             entry.status.CopyFrom(status(pb.FORBIDDEN, f"topic {topic} has no writable queue"))
-            return entry
+            return
         queue = queues[queue_for_group(sp.message_group, len(queues))]
     try:
         outcome = await service.send(
@@ -82,11 +129,10 @@ async def _send_one(
         )  # fmt: skip
     except MessagingError as e:
         entry.status.CopyFrom(from_response_code(e.code, str(e)))
-        return entry
+        return
     # stored but not as durable as asked answers *_PERSISTENCE_TIMEOUT, as RocketMQ's proxy does
     entry.status.CopyFrom(from_response_code(outcome.code, outcome.remark))
     if outcome.stored:
         entry.offset = outcome.queue_offset
         if half:
             entry.transaction_id = transaction_id(outcome)
-    return entry
