@@ -17,7 +17,7 @@ from ferrymq.messaging.api import MessageQueue, MessageService, MessagingError
 from ferrymq.protocol.codes import ResponseCode
 from ferrymq.protocol.message_ext import CompressedBodyError, decode_records, decompress_body
 from ferrymq.protocol.pop import INIT_MODE_MAX, POP_CK
-from ferrymq.proxy.messages import to_message
+from ferrymq.proxy.messages import set_millis, to_message
 from ferrymq.proxy.producer import overall
 from ferrymq.proxy.renewal import Renewals
 from ferrymq.proxy.status import OK, from_response_code, status
@@ -102,7 +102,7 @@ async def receive_message(
         )
         return
     tags = wanted_tags(expression)
-    messages = []
+    frames = []
     for record in decode_records(outcome.body):
         handle = record.properties.get(POP_CK)
         if tags is not None and record.tags not in tags:  # a tag hash collision: not ours, settle it
@@ -113,14 +113,15 @@ async def receive_message(
         except CompressedBodyError as e:  # left unacked: it comes back, then goes to the DLQ
             log.warning("%s: not handed out", e)
             continue
-        message = to_message(record, handle)
-        message.system_properties.invisible_duration.FromMilliseconds(invisible_ms)
-        messages.append(message)
+        frame = pb.ReceiveMessageResponse()
+        to_message(record, handle, frame.message)
+        set_millis(frame.message.system_properties.invisible_duration, invisible_ms)
+        frames.append(frame)
         if request.auto_renew and handle is not None:
             renewals.track(client_id, group, topic, handle)
     yield pb.ReceiveMessageResponse(status=OK)
-    for message in messages:
-        yield pb.ReceiveMessageResponse(message=message)
+    for frame in frames:
+        yield frame
     now = pb.ReceiveMessageResponse()
     now.delivery_timestamp.FromMilliseconds(int(time.time() * 1000))
     yield now

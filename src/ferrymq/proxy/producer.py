@@ -6,6 +6,8 @@ in one queue, as the SDK's batches are: one put instead of one per message."""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 from ferrymq.messaging.api import MessageQueue, MessageService, MessagingError, QueueData
 from ferrymq.protocol.batch import encode_batch
 from ferrymq.protocol.sys_flag import TRANSACTION_PREPARED_TYPE
@@ -27,7 +29,7 @@ def writable_queues(topic: str, datas: list[QueueData]) -> list[MessageQueue]:
     ]
 
 
-def overall(entries: list[pb.SendResultEntry] | list[pb.AckMessageResultEntry]) -> pb.Status:
+def overall(entries: Sequence[pb.SendResultEntry] | Sequence[pb.AckMessageResultEntry]) -> pb.Status:
     """The status of a call with one result per entry: theirs if they agree, else MULTIPLE_RESULTS."""
     codes = {e.status.code for e in entries}
     if len(codes) == 1:
@@ -48,9 +50,11 @@ async def send_message(service: MessageService, request: pb.SendMessageRequest) 
     if datas is None:
         code = pb.TOPIC_NOT_FOUND if topic else pb.ILLEGAL_TOPIC
         return pb.SendMessageResponse(status=status(code, f"topic {topic!r} does not exist"))
-    entries = [pb.SendResultEntry(message_id=m.system_properties.message_id) for m in request.messages]
+    response = pb.SendMessageResponse()
     plain: list[tuple[pb.Message, pb.SendResultEntry, bytes, str]] = []
-    for entry, message in zip(entries, request.messages, strict=True):
+    for message in request.messages:
+        entry = response.entries.add()
+        entry.message_id = message.system_properties.message_id
         stored = _checked(message, entry)
         if stored is None:
             continue
@@ -62,7 +66,8 @@ async def send_message(service: MessageService, request: pb.SendMessageRequest) 
         await _send_one(service, topic, datas, *plain[0])
     elif plain:
         await _send_batch(service, topic, plain)
-    return pb.SendMessageResponse(status=overall(entries), entries=entries)
+    response.status.CopyFrom(overall(response.entries))
+    return response
 
 
 def _plain(sp: pb.SystemProperties) -> bool:
@@ -103,10 +108,12 @@ async def _send_batch(
             entry.status.CopyFrom(from_response_code(e.code, str(e)))
         return
     result = from_response_code(outcome.code, outcome.remark)
+    code, remark, offset = result.code, result.message, outcome.queue_offset if outcome.stored else None
     for i, (_, entry, _, _) in enumerate(plain):
-        entry.status.CopyFrom(result)
-        if outcome.stored:
-            entry.offset = outcome.queue_offset + i
+        entry.status.code = code
+        entry.status.message = remark
+        if offset is not None:
+            entry.offset = offset + i
 
 
 async def _send_one(
