@@ -243,6 +243,22 @@ async def test_pop_ack_and_a_message_left_unacked_comes_back_with_its_attempt_ra
     assert nothing.code == ResponseCode.POLLING_TIMEOUT and not nothing.body
 
 
+async def test_a_batch_ack_settles_each_current_handle_and_names_the_stale_ones(served):
+    cluster, service = served
+    await make_topic(cluster, "Batch")
+    for i in range(6):
+        await service.send("Batch", b"m%d" % i, tagged("a"), queue=queue(cluster, "Batch", i % 2))
+    await cluster.settled()
+    got = popped(await service.pop("Batchers", "Batch", 32, 60_000, init_mode=INIT_MODE_MIN))
+    handles = [m.properties[POP_CK] for m in got]
+    await service.ack("Batchers", "Batch", handles[0])  # acked already: stale in the batch
+    errors = await service.ack_batch("Batchers", "Batch", [*handles, "not a handle"])
+    assert errors[1:-1] == [None] * 5
+    assert all(isinstance(e, MessagingError) for e in (errors[0], errors[-1]))
+    nothing = await service.pop("Batchers", "Batch", 32, 60_000, poll_ms=200)
+    assert nothing.code == ResponseCode.POLLING_TIMEOUT
+
+
 async def test_a_held_pop_wakes_up_when_a_message_arrives_and_filters_by_tag(served):
     cluster, service = served
     await make_topic(cluster, "Later", 1)

@@ -113,6 +113,21 @@ async def test_a_send_answers_per_message_and_multiple_results_when_they_differ(
     assert unknown.status.code == pb.TOPIC_NOT_FOUND
 
 
+async def test_the_plain_messages_of_a_send_are_stored_together_in_one_queue(stub):
+    grouped = message(b"g", message_id="g1", message_group="G1")
+    plain = [message(b"p%d" % i, message_id=f"p{i}") for i in range(4)]
+    reply = await stub.SendMessage(pb.SendMessageRequest(messages=[plain[0], grouped, *plain[1:]]))
+    assert reply.status.code == pb.OK
+    assert [e.message_id for e in reply.entries] == ["p0", "g1", "p1", "p2", "p3"]
+    offsets = [e.offset for e in reply.entries if e.message_id.startswith("p")]
+    assert offsets == list(range(offsets[0], offsets[0] + 4))  # one batch: consecutive in one queue
+    frames = await receive(stub, "Batched")
+    got = {f.message.system_properties.message_id: f.message for f in frames if f.HasField("message")}
+    assert sorted(got) == ["g1", "p0", "p1", "p2", "p3"]
+    assert len({got[f"p{i}"].system_properties.queue_id for i in range(4)}) == 1
+    assert got["p3"].body == b"p3" and got["g1"].system_properties.message_group == "G1"
+
+
 async def test_a_gzip_body_is_received_as_its_content(stub):
     sent = await stub.SendMessage(
         pb.SendMessageRequest(messages=[message(gzip.compress(b"z" * 5000), body_encoding=pb.GZIP)])

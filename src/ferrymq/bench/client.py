@@ -27,11 +27,13 @@ Progress = Callable[[str, int, int], None]
 class Cluster:
     namesrv: str
     broker_pid: int | None  # known when we started it, for its CPU figure
+    proxy: str | None = None  # the gRPC proxy inside the broker process, when asked for
 
 
 @contextlib.contextmanager
-def cluster(namesrv: str | None) -> Iterator[Cluster]:
-    """The cluster to measure: the given one, or a `ferrymq dev` started (and stopped) here."""
+def cluster(namesrv: str | None, *, proxy: bool = False) -> Iterator[Cluster]:
+    """The cluster to measure: the given one, or a `ferrymq dev` started (and stopped) here, with
+    its gRPC proxy if `proxy`."""
     if namesrv:
         yield Cluster(namesrv, None)
         return
@@ -49,7 +51,7 @@ def cluster(namesrv: str | None) -> Iterator[Cluster]:
             "--broker-port",
             "0",
             "--proxy-port",
-            "-1",
+            "0" if proxy else "-1",
         ],
         stdout=subprocess.PIPE,
         stderr=subprocess.DEVNULL,
@@ -67,7 +69,8 @@ def cluster(namesrv: str | None) -> Iterator[Cluster]:
         listening = re.search(r"NameServer\s+(\S+)", banner)
         if listening is None:
             raise RuntimeError(f"ferrymq dev did not say where its NameServer listens: {banner!r}")
-        yield Cluster(listening.group(1), proc.pid)
+        proxied = re.search(r"Proxy\s+(\S+)", banner)
+        yield Cluster(listening.group(1), proc.pid, proxied.group(1) if proxied else None)
     finally:
         proc.terminate()
         try:
@@ -78,13 +81,17 @@ def cluster(namesrv: str | None) -> Iterator[Cluster]:
 
 
 class CpuMeter:
-    """CPU % of this process and of the broker (with its indexer child) over a run, from /proc.
+    """CPU % of the client (this process, or `client_pid`) and of the broker (with its indexer
+    child) over a run, from /proc.
 
     100 means one full core.
     """
 
-    def __init__(self, broker_pid: int | None) -> None:
-        self.pids = {"client": [os.getpid()], "broker": _with_children(broker_pid) if broker_pid else []}
+    def __init__(self, broker_pid: int | None, client_pid: int | None = None) -> None:
+        self.pids = {
+            "client": [client_pid or os.getpid()],
+            "broker": _with_children(broker_pid) if broker_pid else [],
+        }
         self._start = self._sample()
         self._t0 = time.monotonic()
 

@@ -241,6 +241,7 @@ class ProcessCluster:
         controllers: int = 3,
         netns: bool = False,
         broker_settings: dict[str, object] | None = None,
+        proxy: bool = False,
     ) -> None:
         self.root = root
         self.logs = root / "logs"
@@ -283,6 +284,11 @@ class ProcessCluster:
                     "--controller", self.controller_list]  # fmt: skip
             prefix = self.network.prefix(i) if self.network else []
             self.procs[f"broker{i}"] = Proc(f"broker{i}", args, self.logs, env, prefix)
+        # a cluster-mode gRPC proxy in front of them (routes from the NameServer), if asked for
+        self.proxy_addr = f"{host}:{free_port()}" if proxy else None
+        if self.proxy_addr:
+            args = ["proxy", "--namesrv", self.namesrv_addr, "--listen", self.proxy_addr]
+            self.procs["proxy"] = Proc("proxy", args, self.logs, {}, [])
         self._remoting: RemotingClient | None = None
 
     @property
@@ -305,6 +311,9 @@ class ProcessCluster:
             await self.procs[node].wait_for_line("listening", 60)
         for name in self.brokers:  # one at a time: the first becomes master, deterministically
             await self.start_broker(name)
+        if self.proxy_addr:
+            self.procs["proxy"].start()
+            await self.procs["proxy"].wait_for_line("listening", 60)
 
     async def start_broker(self, name: str, timeout: float = 90) -> None:
         proc = self.procs[name]
@@ -330,6 +339,21 @@ class ProcessCluster:
 
     async def __aexit__(self, *exc) -> None:
         await self.stop()
+
+    async def create_topic(self, topic: str, queues: int = 4, timeout: float = 60.0) -> None:
+        """`topic` on every running broker of the group, once the NameServer routes it."""
+        fields = {"topic": topic, "defaultTopic": "TBW102", "readQueueNums": str(queues),
+                  "writeQueueNums": str(queues), "perm": "6", "topicFilterType": "SINGLE_TAG"}  # fmt: skip
+        for name, address in zip(self.brokers, self.broker_addrs, strict=True):
+            if self.procs[name].running:
+                reply = await self.call(address, RequestCode.UPDATE_AND_CREATE_TOPIC, fields)
+                if reply.code != ResponseCode.SUCCESS:
+                    raise RuntimeError(f"{name} did not create {topic}: {reply.remark}")
+        deadline = time.monotonic() + timeout
+        while (await self.call(self.namesrv_addr, RequestCode.GET_ROUTEINFO_BY_TOPIC, {"topic": topic})).code:
+            if time.monotonic() > deadline:
+                raise TimeoutError(f"the NameServer does not route {topic} after {timeout:g} s")
+            await asyncio.sleep(0.2)
 
     # --- Looking at it ------------------------------------------------------------------------
 

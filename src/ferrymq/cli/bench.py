@@ -93,8 +93,9 @@ def bench_store(count: int, body_size: int, recovery_gib: float, repeat: int, sa
     _save(save, "store", params, results)
 
 
-def _client_bench(suite: str, run, save: Path | None, params: dict) -> None:
-    """Run one SDK scenario under a progress bar on the cluster from --namesrv (or a fresh one)."""
+def _client_bench(suite: str, run, save: Path | None, params: dict, *, proxy: bool = False) -> None:
+    """Run one SDK scenario under a progress bar on the cluster from --namesrv (or a fresh one);
+    with `proxy`, a fresh one with its gRPC proxy, whose address `run` gets after the NameServer's."""
     import asyncio
 
     from ferrymq.bench.client import CpuMeter, cluster
@@ -103,8 +104,13 @@ def _client_bench(suite: str, run, save: Path | None, params: dict) -> None:
 
     install_uvloop()
     quiet_gc()
-    with cluster(params.get("namesrv")) as target, _progress_bar() as progress:
-        result = asyncio.run(run(target.namesrv, progress, lambda: CpuMeter(target.broker_pid)))
+    with (
+        cluster(None if proxy else params.get("namesrv"), proxy=proxy) as target,
+        _progress_bar() as progress,
+    ):
+        meter = lambda: CpuMeter(target.broker_pid)  # noqa: E731
+        args = (target.namesrv, target.proxy) if proxy else (target.namesrv,)
+        result = asyncio.run(run(*args, progress, meter))
     click.echo(json.dumps(result))
     _save(save, suite, params, [result])
 
@@ -222,6 +228,28 @@ def bench_pop_redelivery(namesrv, count, invisible_ms, save) -> None:
         lambda ns, progress, meter: redelivery(ns, count, invisible_ms, progress, meter),
         save,
         params,
+    )
+
+
+@bench.command("proxy")
+@click.option("--count", default=200_000, show_default=True)
+@_body
+@click.option("--batch", default=32, show_default=True, help="Messages per send request.")
+@click.option("--inflight", default=8, show_default=True, help="Requests in flight, each side.")
+@_save_opt
+def bench_proxy(count, body_size, batch, inflight, save) -> None:
+    """The same produce and pop-consume traffic through the gRPC proxy and over remoting, in one run."""
+    from ferrymq.bench.proxy import proxy_vs_remoting
+
+    params = {"count": count, "body_size": body_size, "batch": batch, "inflight": inflight}
+    _client_bench(
+        "proxy",
+        lambda ns, proxy, progress, meter: proxy_vs_remoting(
+            ns, proxy, count, body_size, batch, inflight, progress, meter
+        ),
+        save,
+        params,
+        proxy=True,
     )
 
 

@@ -215,6 +215,13 @@ class MessageService(Protocol):
         is not current: acked already, redelivered, or replaced by change_invisible_time."""
         ...
 
+    async def ack_batch(
+        self, group: str, topic: str, receipt_handles: list[str]
+    ) -> list[MessagingError | None]:
+        """Settle many popped messages of `topic` at once (one ack record per pop where the broker
+        allows): an error, or None, per handle, in order."""
+        ...
+
     async def change_invisible_time(
         self, group: str, topic: str, receipt_handle: str, invisible_ms: int
     ) -> str:

@@ -228,6 +228,12 @@ class LocalMessageService:
         except PopError as e:
             raise MessagingError(str(e), e.code) from None
 
+    async def ack_batch(
+        self, group: str, topic: str, receipt_handles: list[str]
+    ) -> list[MessagingError | None]:
+        errors = await self.pops.ack_batch(group, topic, receipt_handles)
+        return [None if e is None else MessagingError(str(e), e.code) for e in errors]
+
     async def change_invisible_time(
         self, group: str, topic: str, receipt_handle: str, invisible_ms: int
     ) -> str:

@@ -8,6 +8,7 @@ same outcomes the local service gives.
 
 from __future__ import annotations
 
+import asyncio
 import itertools
 import random
 import time
@@ -370,6 +371,18 @@ class RemoteMessageService:
             raise MessagingError(str(e)) from e
         if response.code != ResponseCode.SUCCESS:
             raise MessagingError(response.remark or f"ack refused ({response.code})", response.code)
+
+    async def ack_batch(
+        self, group: str, topic: str, receipt_handles: list[str]
+    ) -> list[MessagingError | None]:
+        """One ACK_MESSAGE per handle, all at once."""
+        results = await asyncio.gather(
+            *(self.ack(group, topic, h) for h in receipt_handles), return_exceptions=True
+        )
+        for r in results:
+            if isinstance(r, BaseException) and not isinstance(r, MessagingError):
+                raise r
+        return [r if isinstance(r, MessagingError) else None for r in results]
 
     async def change_invisible_time(
         self, group: str, topic: str, receipt_handle: str, invisible_ms: int

@@ -17,7 +17,7 @@ from ferrymq.messaging.api import MessageQueue, MessageService, MessagingError
 from ferrymq.protocol.codes import ResponseCode
 from ferrymq.protocol.message_ext import CompressedBodyError, decode_records, decompress_body
 from ferrymq.protocol.pop import INIT_MODE_MAX, POP_CK
-from ferrymq.proxy.messages import to_message
+from ferrymq.proxy.messages import set_millis, to_message
 from ferrymq.proxy.producer import overall
 from ferrymq.proxy.renewal import Renewals
 from ferrymq.proxy.status import OK, from_response_code, status
@@ -104,7 +104,7 @@ async def receive_message(
         )
         return
     tags = wanted_tags(expression)
-    messages = []
+    frames = []
     for record in decode_records(outcome.body):
         handle = record.properties.get(POP_CK)
         if tags is not None and record.tags not in tags:  # a tag hash collision: not ours, settle it
@@ -115,14 +115,15 @@ async def receive_message(
         except CompressedBodyError as e:  # left unacked: it comes back, then goes to the DLQ
             log.warning("%s: not handed out", e)
             continue
-        message = to_message(record, handle)
-        message.system_properties.invisible_duration.FromMilliseconds(invisible_ms)
-        messages.append(message)
+        frame = pb.ReceiveMessageResponse()
+        to_message(record, handle, frame.message)
+        set_millis(frame.message.system_properties.invisible_duration, invisible_ms)
+        frames.append(frame)
         if request.auto_renew and handle is not None:
             renewals.track(client_id, group, topic, handle)
     yield pb.ReceiveMessageResponse(status=OK)
-    for message in messages:
-        yield pb.ReceiveMessageResponse(message=message)
+    for frame in frames:
+        yield frame
     now = pb.ReceiveMessageResponse()
     now.delivery_timestamp.FromMilliseconds(int(time.time() * 1000))
     yield now
@@ -168,14 +169,12 @@ async def ack_message(
         return pb.AckMessageResponse(status=status(code, "consumer group and topic must not be blank"))
     if not request.entries:
         return pb.AckMessageResponse(status=status(pb.BAD_REQUEST, "no entry to ack"))
+    handles = [await renewals.settle(entry.receipt_handle) for entry in request.entries]
+    errors = await service.ack_batch(group, topic, handles)  # one ack record per pop, not per message
     entries = []
-    for entry in request.entries:
+    for entry, error in zip(request.entries, errors, strict=True):
         result = pb.AckMessageResultEntry(message_id=entry.message_id, receipt_handle=entry.receipt_handle)
-        try:
-            await service.ack(group, topic, await renewals.settle(entry.receipt_handle))
-            result.status.CopyFrom(OK)
-        except MessagingError as e:
-            result.status.CopyFrom(_settle_status(e))
+        result.status.CopyFrom(OK if error is None else _settle_status(error))
         entries.append(result)
     return pb.AckMessageResponse(status=overall(entries), entries=entries)
 

@@ -9,9 +9,11 @@ from __future__ import annotations
 import hashlib
 import zlib
 
+from google.protobuf.timestamp_pb2 import Timestamp
+
 from ferrymq.protocol.message_ext import MessageExt
 from ferrymq.protocol.pop import POP_CK
-from ferrymq.protocol.properties import Prop, encode_properties
+from ferrymq.protocol.properties import Prop
 from ferrymq.proxy.v2 import messaging_pb2 as pb
 
 # Properties the server owns: a user property may not carry these names (ILLEGAL_MESSAGE_PROPERTY_KEY).
@@ -37,7 +39,8 @@ class IllegalMessage(ValueError):
 
 def to_stored(message: pb.Message) -> tuple[bytes, str]:
     """(body, properties text) to store `message` with. A GZIP body is stored as its content: 4.x
-    consumers read stored bodies too, and know no gzip."""
+    consumers read stored bodies too, and know no gzip. Called per message sent: the properties
+    text is built directly, in the order encode_properties would give."""
     sp = message.system_properties
     body = message.body
     if sp.body_encoding == pb.GZIP:
@@ -45,29 +48,29 @@ def to_stored(message: pb.Message) -> tuple[bytes, str]:
             body = zlib.decompress(body, _GZIP_OR_ZLIB)
         except zlib.error as e:
             raise IllegalMessage(pb.MESSAGE_CORRUPTED, f"body is not gzip: {e}") from None
-    props: dict[str, str] = {}
-    for key, value in message.user_properties.items():
-        if key in RESERVED_KEYS or not key:
-            raise IllegalMessage(pb.ILLEGAL_MESSAGE_PROPERTY_KEY, f"property key {key!r} is reserved")
-        props[key] = value
+    parts = []
+    if message.user_properties:
+        for key, value in message.user_properties.items():
+            if key in RESERVED_KEYS or not key:
+                raise IllegalMessage(pb.ILLEGAL_MESSAGE_PROPERTY_KEY, f"property key {key!r} is reserved")
+            parts.append(f"{key}\x01{value}\x02")
     if sp.HasField("tag"):
         if not sp.tag.strip() or "|" in sp.tag:
             raise IllegalMessage(pb.ILLEGAL_MESSAGE_TAG, f"tag {sp.tag!r} is blank or contains '|'")
-        props[Prop.TAGS] = sp.tag
+        parts.append(f"{Prop.TAGS}\x01{sp.tag}\x02")
     if sp.keys:
-        props[Prop.KEYS] = " ".join(sp.keys)
+        parts.append(f"{Prop.KEYS}\x01{' '.join(sp.keys)}\x02")
     if sp.message_id:
-        props[Prop.UNIQ_KEY] = sp.message_id
+        parts.append(f"{Prop.UNIQ_KEY}\x01{sp.message_id}\x02")
     if sp.HasField("message_group"):
-        props[Prop.SHARDING_KEY] = sp.message_group
+        parts.append(f"{Prop.SHARDING_KEY}\x01{sp.message_group}\x02")
     if sp.HasField("delivery_timestamp"):
-        props[Prop.TIMER_DELIVER_MS] = str(sp.delivery_timestamp.ToMilliseconds())
+        parts.append(f"{Prop.TIMER_DELIVER_MS}\x01{sp.delivery_timestamp.ToMilliseconds()}\x02")
     if sp.message_type == pb.TRANSACTION:  # a half message; the topic names its producer group
-        props[Prop.TRAN_MSG] = "true"
-        props[Prop.PGROUP] = message.topic.name
+        parts.append(f"{Prop.TRAN_MSG}\x01true\x02{Prop.PGROUP}\x01{message.topic.name}\x02")
         if sp.HasField("orphaned_transaction_recovery_duration"):
-            props[CHECK_IMMUNITY] = str(sp.orphaned_transaction_recovery_duration.ToSeconds())
-    return body, encode_properties(props)
+            parts.append(f"{CHECK_IMMUNITY}\x01{sp.orphaned_transaction_recovery_duration.ToSeconds()}\x02")
+    return body, "".join(parts)
 
 
 def queue_for_group(group: str, queue_count: int) -> int:
@@ -77,11 +80,22 @@ def queue_for_group(group: str, queue_count: int) -> int:
     return int.from_bytes(digest[:8], "big") % queue_count
 
 
-def to_message(record: MessageExt, receipt_handle: str | None = None) -> pb.Message:
+def set_millis(timestamp: Timestamp, millis: int) -> None:
+    """Timestamp.FromMilliseconds without its Python-level checks (it runs for every message)."""
+    timestamp.seconds, rest = divmod(millis, 1000)
+    timestamp.nanos = rest * 1_000_000
+
+
+def to_message(
+    record: MessageExt, receipt_handle: str | None = None, message: pb.Message | None = None
+) -> pb.Message:
     """The v2 message a consumer receives for a stored record, whose body the caller decompressed
-    (message_ext.decompress_body: stored bodies may be LZ4 or zstd, which v2 clients cannot read)."""
+    (message_ext.decompress_body: stored bodies may be LZ4 or zstd, which v2 clients cannot read);
+    filled into `message` if given (a response's own, which then needs no copy)."""
     props = record.properties
-    message = pb.Message(body=record.body)
+    if message is None:
+        message = pb.Message()
+    message.body = record.body
     message.topic.name = props.get(Prop.RETRY_TOPIC) or record.topic
     for key, value in props.items():
         if key not in _SYSTEM_KEYS:
@@ -104,14 +118,14 @@ def to_message(record: MessageExt, receipt_handle: str | None = None) -> pb.Mess
         sp.message_group = group
     elif deliver_at is not None and deliver_at.isdigit():
         sp.message_type = pb.DELAY
-        sp.delivery_timestamp.FromMilliseconds(int(deliver_at))
+        set_millis(sp.delivery_timestamp, int(deliver_at))
     elif props.get(Prop.TRAN_MSG) == "true":
         sp.message_type = pb.TRANSACTION
     else:
         sp.message_type = pb.NORMAL
-    sp.born_timestamp.FromMilliseconds(record.born_timestamp)
+    set_millis(sp.born_timestamp, record.born_timestamp)
     sp.born_host = record.born_host[0]
-    sp.store_timestamp.FromMilliseconds(record.store_timestamp)
+    set_millis(sp.store_timestamp, record.store_timestamp)
     sp.store_host = f"{record.store_host[0]}:{record.store_host[1]}"
     sp.queue_id = record.queue_id
     sp.queue_offset = record.queue_offset

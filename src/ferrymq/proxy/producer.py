@@ -1,10 +1,15 @@
-"""SendMessage: each v2 message stored through the message service. The proxy chooses the queue of a
+"""SendMessage: v2 messages stored through the message service. The proxy chooses the queue of a
 message group (a hash of the group over the topic's writable queues), so one group keeps one queue
-whichever client, in whichever language, sends it; other messages go where the service chooses."""
+whichever client, in whichever language, sends it; other messages go where the service chooses.
+The plain messages of a request (no group, delivery time or transaction) are stored as one batch,
+in one queue, as the SDK's batches are: one put instead of one per message."""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 from ferrymq.messaging.api import MessageQueue, MessageService, MessagingError, QueueData
+from ferrymq.protocol.batch import encode_batch
 from ferrymq.protocol.sys_flag import TRANSACTION_PREPARED_TYPE
 from ferrymq.protocol.topic_names import topic_problem
 from ferrymq.proxy.message_types import refusal, topic_type
@@ -13,6 +18,8 @@ from ferrymq.proxy.routes import PERM_WRITE
 from ferrymq.proxy.status import from_response_code, status
 from ferrymq.proxy.transactions import transaction_id
 from ferrymq.proxy.v2 import messaging_pb2 as pb
+
+Stored = tuple[pb.Message, pb.SendResultEntry, bytes, str]  # a message, its entry, body, properties
 
 
 def writable_queues(topic: str, datas: list[QueueData]) -> list[MessageQueue]:
@@ -25,7 +32,7 @@ def writable_queues(topic: str, datas: list[QueueData]) -> list[MessageQueue]:
     ]
 
 
-def overall(entries: list[pb.SendResultEntry] | list[pb.AckMessageResultEntry]) -> pb.Status:
+def overall(entries: Sequence[pb.SendResultEntry] | Sequence[pb.AckMessageResultEntry]) -> pb.Status:
     """The status of a call with one result per entry: theirs if they agree, else MULTIPLE_RESULTS."""
     codes = {e.status.code for e in entries}
     if len(codes) == 1:
@@ -51,28 +58,50 @@ async def send_message(service: MessageService, request: pb.SendMessageRequest) 
         return pb.SendMessageResponse(status=status(pb.INTERNAL_SERVER_ERROR, f"route of {topic}: {e}"))
     if datas is None:
         return pb.SendMessageResponse(status=status(pb.TOPIC_NOT_FOUND, f"topic {topic!r} does not exist"))
-    entries = [await _send_one(service, topic, kind, datas, m) for m in request.messages]
-    return pb.SendMessageResponse(status=overall(entries), entries=entries)
+    response = pb.SendMessageResponse()
+    plain: list[Stored] = []
+    for message in request.messages:
+        entry = response.entries.add()
+        entry.message_id = message.system_properties.message_id
+        checked = _checked(service, topic, kind, message, entry)
+        if checked is None:
+            continue
+        if _plain(message.system_properties):
+            plain.append((message, entry, *checked))
+        else:
+            await _send_one(service, topic, datas, message, entry, *checked)
+    if len(plain) == 1:
+        await _send_one(service, topic, datas, *plain[0])
+    elif plain:
+        await _send_batch(service, topic, plain)
+    response.status.CopyFrom(overall(response.entries))
+    return response
 
 
-async def _send_one(
-    service: MessageService, topic: str, kind: str, datas: list[QueueData], message: pb.Message
-) -> pb.SendResultEntry:
-    """`kind`: the topic's message type."""
-    sp = message.system_properties
-    entry = pb.SendResultEntry(message_id=sp.message_id)
+def _plain(sp: pb.SystemProperties) -> bool:
+    """Whether a message can share a batch: RocketMQ's batches take no group, delay or transaction."""
+    return not (
+        sp.HasField("message_group") or sp.HasField("delivery_timestamp") or sp.message_type == pb.TRANSACTION
+    )
+
+
+def _checked(
+    service: MessageService, topic: str, kind: str, message: pb.Message, entry: pb.SendResultEntry
+) -> tuple[bytes, str] | None:
+    """(body, properties) to store `message` with, or None with the entry's status saying why not.
+    `kind`: the topic's message type."""
     try:
         body, properties = to_stored(message)
     except IllegalMessage as e:
         entry.status.CopyFrom(status(e.code, str(e)))
-        return entry
+        return None
     refused = refusal(topic, kind, properties)
     if refused is not None:
         entry.status.CopyFrom(refused)
-        return entry
+        return None
     if not body:
         entry.status.CopyFrom(status(pb.MESSAGE_BODY_EMPTY, "message body is empty"))
-        return entry
+        return None
     if len(body) > service.max_body_size:
         entry.status.CopyFrom(
             status(
@@ -80,14 +109,41 @@ async def _send_one(
                 f"message body of {len(body)} bytes exceeds {service.max_body_size}",
             )
         )
-        return entry
+        return None
+    return body, properties
+
+
+async def _send_batch(service: MessageService, topic: str, plain: list[Stored]) -> None:
+    """One put for all: each entry gets the outcome, and its own offset when stored."""
+    batch = encode_batch([(body, properties.encode(), 0) for _, _, body, properties in plain])
+    born = plain[0][0].system_properties.born_timestamp.ToMilliseconds()
+    try:
+        outcome = await service.send_batch(topic, batch, born_timestamp=born, producer_group=topic)
+    except MessagingError as e:
+        for _, entry, _, _ in plain:
+            entry.status.CopyFrom(from_response_code(e.code, str(e)))
+        return
+    result = from_response_code(outcome.code, outcome.remark)
+    code, remark, offset = result.code, result.message, outcome.queue_offset if outcome.stored else None
+    for i, (_, entry, _, _) in enumerate(plain):
+        entry.status.code = code
+        entry.status.message = remark
+        if offset is not None:
+            entry.offset = offset + i
+
+
+async def _send_one(
+    service: MessageService, topic: str, datas: list[QueueData], message: pb.Message,
+    entry: pb.SendResultEntry, body: bytes, properties: str,
+) -> None:  # fmt: skip
+    sp = message.system_properties
     half = sp.message_type == pb.TRANSACTION
     queue = None
     if sp.HasField("message_group"):
         queues = writable_queues(topic, datas)
         if not queues:
             entry.status.CopyFrom(status(pb.FORBIDDEN, f"topic {topic} has no writable queue"))
-            return entry
+            return
         queue = queues[queue_for_group(sp.message_group, len(queues))]
     try:
         outcome = await service.send(
@@ -96,7 +152,7 @@ async def _send_one(
         )  # fmt: skip
     except MessagingError as e:
         entry.status.CopyFrom(from_response_code(e.code, str(e)))
-        return entry
+        return
     # stored but not as durable as asked answers *_PERSISTENCE_TIMEOUT, as RocketMQ's proxy does
     entry.status.CopyFrom(from_response_code(outcome.code, outcome.remark))
     if outcome.stored:
@@ -104,4 +160,3 @@ async def _send_one(
         entry.recall_handle = outcome.recall_handle or ""
         if half:
             entry.transaction_id = transaction_id(outcome)
-    return entry
