@@ -137,8 +137,9 @@ def test_change_invisible_duration_brings_the_message_back_after_it(proxied, nod
     node.ok("ack", id=sent)  # with the handle of the latest copy
 
 
-def test_an_unknown_topic_is_refused_at_once_with_not_found(proxied, node):
-    node.ok("producer", topics=[])  # with no topic the client starts without asking for a route
+def test_an_unknown_topic_is_refused_at_once_with_not_found_and_a_known_one_works(proxied, node):
+    proxied.create_topic("Known", 1)
+    node.ok("producer", topics=[])  # the client starts without routes: its settings name no topic
     started = time.monotonic()
     answer = node.call("send", topic="NoSuchTopic", body="x")
     assert not answer["ok"] and answer["error"] == "NotFoundException", answer
@@ -146,6 +147,7 @@ def test_an_unknown_topic_is_refused_at_once_with_not_found(proxied, node):
     assert "response-code=40402" in answer["message"], answer
     assert "topic NoSuchTopic does not exist" in answer["message"], answer
     assert time.monotonic() - started < 10
+    node.ok("send", topic="Known", body="y")
 
 
 def test_a_push_consumer_gets_failed_messages_again_and_the_last_retry_goes_to_the_dead_letter_queue(
