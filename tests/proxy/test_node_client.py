@@ -4,8 +4,8 @@ with tag, keys and properties; a message group consumed in order; a delayed mess
 time; a transaction committed and one rolled back; a SimpleConsumer's ack, change of invisible duration
 and redelivery of an unacked message; a PushConsumer (1.0.8 has one) whose failed messages come back
 until the last retry ends in the dead letter queue, and a FIFO one that forwards a failed message there
-itself; an unknown topic; and the Python 5.x client reading what the Node client wrote, and the other
-way round.
+itself; an unknown topic; the Python 5.x client reading what the Node client wrote, and the other way
+round; and one message group sent by both, received in send order.
 
 Two traits of the Node client 1.0.8 show here: it ignores a customized backoff policy (what RocketMQ's
 proxy and ours send consumers), so a FIFO PushConsumer gives a message one attempt only and retries
@@ -212,3 +212,25 @@ def test_what_one_language_s_client_produces_the_other_s_consumes_intact(proxied
             assert m["keys"] == ["both", f"key-{i}"]
             assert m["properties"] == {"origin": topic, "n": i}
             consumer.ok("ack", id=message_id)
+
+
+@pytest.mark.parametrize("proxied", ["cluster"], indirect=True)  # the proxy picks queues alike in both modes
+def test_one_message_group_sent_by_both_languages_is_received_in_send_order(proxied, node, client):
+    # left to themselves the clients would put the group in different queues (Node's SipHash gives 0 of 4,
+    # Python's SHA-256 1): the proxy picks one queue for it, whichever client sends
+    proxied.create_topic("Accounts", 4)
+    proxied.create_group("Bookkeepers", orderly=True)
+    for producer in (node, client):
+        producer.ok("producer", topics=["Accounts"])
+    sent = [
+        (node if i % 2 else client).ok("send", topic="Accounts", body=f"entry-{i}", group="account-9")["id"]
+        for i in range(6)
+    ]
+    node.ok("consumer", group="Bookkeepers", topic="Accounts", await_s=3)
+    got: list[str] = []
+    deadline = time.monotonic() + WAIT
+    while len(got) < len(sent) and time.monotonic() < deadline:
+        for m in node.ok("receive", max=1, invisible_s=20)["messages"]:
+            got.append(m["id"])
+            node.ok("ack", id=m["id"])
+    assert got == sent, proxied.describe()
