@@ -7,7 +7,9 @@ until the last retry ends in the dead letter queue, and a FIFO one that forwards
 itself; an unknown topic; the Python 5.x client reading what the Node client wrote, and the other way
 round; and one message group sent by both, received in send order.
 
-Two traits of the Node client 1.0.8 show here: it ignores a customized backoff policy (what RocketMQ's
+Three traits of the Node client 1.0.8 show here: a receive's deadline is its request timeout (3 s)
+plus the await duration, and the proxy polls at least 5 s (as RocketMQ's does), so awaits are 3 s or
+more (2 s gets ILLEGAL_POLLING_TIME); it ignores a customized backoff policy (what RocketMQ's
 proxy and ours send consumers), so a FIFO PushConsumer gives a message one attempt only and retries
 other messages at once; and its PushConsumer drops a message whose CRC32 body digest is not its own
 decimal form, so the proxy sends MD5 digests, as RocketMQ's proxy does."""
