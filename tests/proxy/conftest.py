@@ -1,7 +1,8 @@
-"""The official RocketMQ 5.x Python client (rocketmq-python-client, in its own venv) against our proxy:
-in local mode (`ferrymq dev`, the proxy inside the broker process) and in cluster mode (`ferrymq
-proxy` in front of a NameServer and a broker, all separate processes). The client runs as a driver
-process the test sends commands to (clients/driver.py) and reads answers from, with bounded waits.
+"""The official RocketMQ 5.x clients (Python rocketmq-python-client and Node.js rocketmq-client-nodejs,
+each in its own cached environment) against our proxy: in local mode (`ferrymq dev`, the proxy inside
+the broker process) and in cluster mode (`ferrymq proxy` in front of a NameServer and a broker, all
+separate processes). A client runs as a driver process the test sends commands to (clients/driver.py,
+clients/driver.js: the same protocol) and reads answers from, with bounded waits.
 """
 
 from __future__ import annotations
@@ -11,7 +12,7 @@ import os
 import queue
 import subprocess
 import threading
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -21,10 +22,14 @@ from ferrymq.bench.processes import free_ports
 from ferrymq.protocol.bodies import SubscriptionGroupConfig, encode_body
 from ferrymq.protocol.codes import RequestCode, ResponseCode
 from tests.compat.conftest import SERVER_START_TIMEOUT, ServerProcess, remoting_call, stop_process, wait_until
-from tests.compat.venvs import client_venv
+from tests.compat.venvs import client_node_modules, client_venv
 
 PYTHON_CLIENT = ("rocketmq-python-client-5.1.2", ["rocketmq-python-client==5.1.2"])
+NODE_CLIENT = ("rocketmq-client-nodejs-1.0.8", ["rocketmq-client-nodejs@1.0.8"])
 DRIVER = Path(__file__).parent / "clients" / "driver.py"
+NODE_DRIVER = Path(__file__).parent / "clients" / "driver.js"
+PYTHON_LOG = "logs/rocketmq_python/rocketmq_client.log"  # under the client's home
+NODE_LOG = "logs/rocketmq/rocketmq_client_nodejs.log"
 DRIVER_LIFETIME = 240.0  # seconds before the driver's watchdog ends it, whatever the test does
 ANSWER_TIMEOUT = 60.0  # seconds for one command (a receive long-polls; client start-up waits for settings)
 
@@ -75,6 +80,12 @@ def client_python() -> Path:
     return client_venv(*PYTHON_CLIENT)
 
 
+@pytest.fixture(scope="session")
+def client_node() -> Path:
+    """The node_modules folder holding the Node.js client."""
+    return client_node_modules(*NODE_CLIENT)
+
+
 @pytest.fixture(params=["local", "cluster"])
 def proxied(request, tmp_path) -> Iterator[Proxied]:
     log_dir = tmp_path / "servers"
@@ -105,16 +116,21 @@ def proxied(request, tmp_path) -> Iterator[Proxied]:
 
 
 class ClientDriver:
-    """The driver process: `call` sends one command and returns its answer."""
+    """A driver process (`command` plus the endpoint and its lifetime) with `home` as its HOME, where the
+    client writes its log (`log`, relative to home): `call` sends one command and returns its answer."""
 
-    def __init__(self, python: Path, endpoint: str, home: Path) -> None:
+    def __init__(
+        self, command: Sequence[str], endpoint: str, home: Path, log: str, env: Mapping[str, str]
+    ) -> None:
         home.mkdir(parents=True, exist_ok=True)
-        env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "PYTHONHOME", "VIRTUAL_ENV")}
-        env.update(HOME=str(home), PYTHONUNBUFFERED="1")
+        dropped = ("PYTHONPATH", "PYTHONHOME", "VIRTUAL_ENV", "NODE_PATH")
+        environ = {k: v for k, v in os.environ.items() if k not in dropped}
+        environ.update(HOME=str(home), **env)
         self.home = home
+        self.log = home / log
         self.proc = subprocess.Popen(
-            [str(python), str(DRIVER), endpoint, str(DRIVER_LIFETIME)],
-            stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env,
+            [*command, endpoint, str(DRIVER_LIFETIME)],
+            stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=environ,
         )  # fmt: skip
         self._answers: queue.Queue[str] = queue.Queue()
         self._stderr: list[str] = []
@@ -135,9 +151,8 @@ class ClientDriver:
         return f"client driver {state}; stderr:\n{''.join(self._stderr[-30:])}\nclient log:\n{log}"
 
     def log_text(self) -> str:
-        """The client's own log (~/logs/rocketmq_python/rocketmq_client.log)."""
-        path = self.home / "logs" / "rocketmq_python" / "rocketmq_client.log"
-        return path.read_text(errors="replace") if path.exists() else ""
+        """The client's own log."""
+        return self.log.read_text(errors="replace") if self.log.exists() else ""
 
     def call(self, op: str, **fields) -> dict:
         assert self.proc.stdin is not None
@@ -165,9 +180,29 @@ class ClientDriver:
         stop_process(self.proc)
 
 
+def python_driver(python: Path, endpoint: str, home: Path) -> ClientDriver:
+    """The Python client's driver, run by the python of its venv."""
+    return ClientDriver([str(python), str(DRIVER)], endpoint, home, PYTHON_LOG, {"PYTHONUNBUFFERED": "1"})
+
+
+def node_driver(node_modules: Path, endpoint: str, home: Path) -> ClientDriver:
+    """The Node.js client's driver, finding the client in `node_modules`."""
+    env = {"NODE_PATH": str(node_modules)}
+    return ClientDriver(["node", str(NODE_DRIVER)], endpoint, home, NODE_LOG, env)
+
+
 @pytest.fixture
 def client(client_python, proxied, tmp_path) -> Iterator[ClientDriver]:
-    driver = ClientDriver(client_python, proxied.proxy, tmp_path / "client-home")
+    driver = python_driver(client_python, proxied.proxy, tmp_path / "client-home")
+    try:
+        yield driver
+    finally:
+        driver.close()
+
+
+@pytest.fixture
+def node(client_node, proxied, tmp_path) -> Iterator[ClientDriver]:
+    driver = node_driver(client_node, proxied.proxy, tmp_path / "node-home")
     try:
         yield driver
     finally:

@@ -10,7 +10,7 @@ import pytest
 
 from ferrymq.bench.processes import free_ports
 from tests.compat.conftest import ServerProcess
-from tests.proxy.conftest import ClientDriver, Proxied
+from tests.proxy.conftest import Proxied, python_driver
 
 pytestmark = pytest.mark.compat
 
@@ -36,7 +36,7 @@ def broker_with_proxy(tmp_path) -> Iterator[Proxied]:
 def test_a_broker_process_serves_5x_clients_on_its_proxy_port(client_python, broker_with_proxy, tmp_path):
     proxied = broker_with_proxy
     proxied.create_topic("Local", 1)
-    client = ClientDriver(client_python, proxied.proxy, tmp_path / "client-home")
+    client = python_driver(client_python, proxied.proxy, tmp_path / "client-home")
     try:
         client.ok("producer", topics=["Local"])
         sent = client.ok("send", topic="Local", body="in-process", tag="t")["id"]

@@ -88,8 +88,8 @@ def test_a_stored_message_is_delivered_with_its_system_properties():
     assert (m.topic.name, m.body, dict(m.user_properties)) == ("Orders", b"body", {"region": "eu"})
     assert (sp.tag, list(sp.keys), sp.message_id, sp.receipt_handle) == ("new", ["k1", "k2"], "01ABC", "h")
     assert (sp.message_type, sp.queue_id, sp.queue_offset, sp.delivery_attempt) == (pb.NORMAL, 1, 7, 1)
-    assert sp.body_digest.type == pb.CRC32
-    assert sp.body_digest.checksum == format(zlib.crc32(b"body"), "08X")
+    assert sp.body_digest.type == pb.MD5
+    assert sp.body_digest.checksum == "841A2D689AD86BD1611447453C22C6FC"  # MD5 of b"body", upper-case hex
     assert sp.born_timestamp.ToMilliseconds() == 1000 and sp.store_timestamp.ToMilliseconds() == 2000
     assert (sp.born_host, sp.store_host) == ("10.0.0.1", "10.0.0.2:10911")
 

@@ -108,8 +108,10 @@ def to_message(
     if keys:
         sp.keys.extend(keys.split())
     sp.message_id = record.msg_id
-    sp.body_digest.type = pb.CRC32
-    sp.body_digest.checksum = format(zlib.crc32(record.body) & 0xFFFFFFFF, "08X")
+    # MD5 as RocketMQ's proxy sends it: every client checks it alike (Node 1.0.8 reads a CRC32 as decimal
+    # and its PushConsumer drops a message whose checksum differs)
+    sp.body_digest.type = pb.MD5
+    sp.body_digest.checksum = hashlib.md5(record.body).hexdigest().upper()
     sp.body_encoding = pb.IDENTITY
     group = props.get(Prop.SHARDING_KEY)
     deliver_at = props.get(Prop.TIMER_DELIVER_MS)
