@@ -99,7 +99,7 @@ def test_a_producer_is_in_the_group_of_each_topic_it_publishes_while_it_lives(pr
 
 
 def test_an_orphaned_transaction_is_checked_back_and_the_checkers_answer_holds(fast_checks, proxied, client):
-    proxied.create_topic("Escrow", 1)
+    proxied.create_topic("Escrow", 1, "TRANSACTION")
     client.ok("consumer", group="Settlers", topic="Escrow", await_s=5)
     assert client.ok("receive", max=16, invisible_s=30)["messages"] == []  # the group reads from here on
     client.ok("producer", topics=["Escrow"])

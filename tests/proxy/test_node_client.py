@@ -66,7 +66,7 @@ def test_produce_and_receive_with_tag_keys_and_properties(proxied, node):
 
 
 def test_a_message_group_is_received_in_order_one_settled_message_at_a_time(proxied, node):
-    proxied.create_topic("Payments", 4)
+    proxied.create_topic("Payments", 4, "FIFO")
     proxied.create_group("Ledger", orderly=True)
     node.ok("producer", topics=["Payments"])
     sent = [node.ok("send", topic="Payments", body=f"pay-{i}", group="account-7")["id"] for i in range(4)]
@@ -87,7 +87,7 @@ def test_a_message_group_is_received_in_order_one_settled_message_at_a_time(prox
 
 
 def test_a_delayed_message_is_delivered_at_its_time(proxied, node):
-    proxied.create_topic("Reminders", 1)
+    proxied.create_topic("Reminders", 1, "DELAY")
     node.ok("producer", topics=["Reminders"])
     due = int(time.time()) + 3
     sent = node.ok("send", topic="Reminders", body="wake up", deliver_at_s=due)["id"]
@@ -99,7 +99,7 @@ def test_a_delayed_message_is_delivered_at_its_time(proxied, node):
 
 
 def test_a_transactional_message_is_delivered_when_committed_and_never_when_rolled_back(proxied, node):
-    proxied.create_topic("Transfers", 1)
+    proxied.create_topic("Transfers", 1, "TRANSACTION")
     node.ok("producer", topics=["Transfers"])
     dropped = node.ok("send", topic="Transfers", body="dropped", transaction="rollback")["id"]
     kept = node.ok("send", topic="Transfers", body="kept", transaction="commit")["id"]
@@ -178,7 +178,7 @@ def test_a_push_consumer_gets_failed_messages_again_and_the_last_retry_goes_to_t
 
 
 def test_a_fifo_push_consumer_forwards_a_failed_message_to_the_dead_letter_queue_then_goes_on(proxied, node):
-    proxied.create_topic("Shipments", 1)
+    proxied.create_topic("Shipments", 1, "FIFO")
     proxied.create_group("Shippers", orderly=True, retry_max_times=1)
     node.ok("producer", topics=["Shipments"])
     poison = node.ok("send", topic="Shipments", body="poison", group="parcel-1")["id"]
@@ -220,7 +220,7 @@ def test_what_one_language_s_client_produces_the_other_s_consumes_intact(proxied
 def test_one_message_group_sent_by_both_languages_is_received_in_send_order(proxied, node, client):
     # left to themselves the clients would put the group in different queues (Node's SipHash gives 0 of 4,
     # Python's SHA-256 1): the proxy picks one queue for it, whichever client sends
-    proxied.create_topic("Accounts", 4)
+    proxied.create_topic("Accounts", 4, "FIFO")
     proxied.create_group("Bookkeepers", orderly=True)
     for producer in (node, client):
         producer.ok("producer", topics=["Accounts"])
