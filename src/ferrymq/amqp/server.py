@@ -8,6 +8,7 @@ import contextlib
 
 from ferrymq.amqp.auth import Authenticator, StaticAuthenticator
 from ferrymq.amqp.session import Session
+from ferrymq.protocol.amqp.connection import CLOSE_OK_TIMEOUT
 
 
 class AMQPServer:
@@ -33,6 +34,8 @@ class AMQPServer:
             with contextlib.suppress(ConnectionError, OSError):
                 await session.shutdown()
         tasks = list(self._sessions.values())
+        if tasks:  # let clients answer close-ok, then stop whoever did not
+            await asyncio.wait(tasks, timeout=CLOSE_OK_TIMEOUT)
         for task in tasks:
             task.cancel()
         await asyncio.gather(*tasks, return_exceptions=True)

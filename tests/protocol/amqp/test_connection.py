@@ -164,6 +164,19 @@ def test_publish_content_assembly_over_several_frames():
     assert content.properties == properties.marshal()
 
 
+def test_confirm_mode_numbers_publishes_from_one():
+    peer = Peer()
+    peer.open()
+    peer.method(1, commands.Channel.Open())
+    ((_, ok),) = peer.method(1, commands.Confirm.Select())
+    assert isinstance(ok, commands.Confirm.SelectOk)
+    assert peer.method(1, commands.Confirm.Select(nowait=True)) == []  # again: no answer, no reset
+    publish = frame.marshal(commands.Basic.Publish(routing_key="k"), 1)
+    publish += frame.marshal(header.ContentHeader(0, 0, commands.Basic.Properties()), 1)
+    peer.send(publish * 3)
+    assert [e.sequence for e in peer.events if isinstance(e, ev.ContentReceived)] == [1, 2, 3]
+
+
 def test_empty_body_completes_at_the_header():
     peer = Peer()
     peer.open()

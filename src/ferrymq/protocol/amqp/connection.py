@@ -70,10 +70,11 @@ _HANDSHAKE: dict[State, tuple[type[base.Frame], str]] = {
 
 
 class _Channel:
-    __slots__ = ("body", "closing", "expected", "properties", "publish")
+    __slots__ = ("body", "closing", "confirmed", "expected", "properties", "publish")
 
     def __init__(self) -> None:
         self.closing = False
+        self.confirmed: int | None = None  # in confirm mode: the number of publishes so far
         self.publish: fast.Publish | None = None  # a publish waiting for its content
         self.properties: bytes | None = None  # ... whose header has come
         self.expected = 0
@@ -469,7 +470,11 @@ class ServerConnection:
         if channel.expected == 0:
             body = channel.body[0] if len(channel.body) == 1 else b"".join(channel.body)
             assert channel.publish is not None and channel.properties is not None
-            self._events.append(ev.ContentReceived(frame.channel, channel.publish, channel.properties, body))
+            sequence = 0
+            if channel.confirmed is not None:
+                sequence = channel.confirmed = channel.confirmed + 1
+            content = ev.ContentReceived(frame.channel, channel.publish, channel.properties, body, sequence)
+            self._events.append(content)
             channel.publish = channel.properties = None
             channel.body = []
 
@@ -497,6 +502,11 @@ class ServerConnection:
             if not method.active:
                 raise ConnectionException(ReplyCode.NOT_IMPLEMENTED, "active=false", 20, 20)
             self.send_method(frame.channel, commands.Channel.FlowOk(active=True), now)
+        elif isinstance(method, commands.Confirm.Select):
+            if channel.confirmed is None:
+                channel.confirmed = 0
+            if not method.nowait:
+                self.send_method(frame.channel, commands.Confirm.SelectOk(), now)
         elif class_id in (_CONNECTION_CLASS, 20):
             raise ConnectionException(ReplyCode.COMMAND_INVALID, "unimplemented method", class_id, method_id)
         else:

@@ -49,12 +49,14 @@ class MethodReceived:
 
 @dataclass(frozen=True, slots=True)
 class ContentReceived:
-    """A whole basic.publish: method, properties in wire form, body."""
+    """A whole basic.publish: method, properties in wire form, body, and on a channel in confirm mode
+    its sequence number (the delivery tag of its basic.ack or basic.nack; 0 otherwise)."""
 
     channel: int
     publish: Publish
     properties: bytes
     body: bytes
+    sequence: int = 0
 
 
 @dataclass(frozen=True, slots=True)
