@@ -5,16 +5,30 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+from typing import TYPE_CHECKING
 
 from ferrymq.amqp.auth import Authenticator, StaticAuthenticator
 from ferrymq.amqp.session import Session
 from ferrymq.protocol.amqp.connection import CLOSE_OK_TIMEOUT
 
+if TYPE_CHECKING:
+    from ferrymq.messaging.api import MessageService
+
 
 class AMQPServer:
+    """`service` is the messaging core the gateway will publish into and consume from; this first
+    increment serves connections and channels only and does not call it yet."""
+
     def __init__(
-        self, host: str, port: int, authenticator: Authenticator | None = None, *, heartbeat: int = 60
+        self,
+        host: str,
+        port: int,
+        authenticator: Authenticator | None = None,
+        *,
+        heartbeat: int = 60,
+        service: MessageService | None = None,
     ) -> None:
+        self.service = service
         self.host = host
         self.port = port
         self._auth = authenticator or StaticAuthenticator()

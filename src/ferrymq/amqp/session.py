@@ -13,7 +13,7 @@ from ferrymq.amqp.auth import Authenticator
 from ferrymq.protocol.amqp import events as ev
 from ferrymq.protocol.amqp.connection import ServerConnection
 from ferrymq.protocol.amqp.errors import ChannelException, ConnectionException, ReplyCode
-from ferrymq.protocol.amqp.fast import BASIC, PUBLISH
+from ferrymq.protocol.amqp.fast import ACK_METHODS, BASIC, PUBLISH
 from ferrymq.protocol.amqp.methods import ids_of
 
 log = logging.getLogger(__name__)
@@ -97,7 +97,8 @@ class Session:
         elif hasattr(event.method, "index"):
             name, (class_id, method_id) = event.method.name.lower(), ids_of(event.method)
         else:  # a fast acknowledgement
-            name, (class_id, method_id) = f"basic.{type(event.method).__name__.lower()}", (BASIC, 0)
+            name = f"basic.{type(event.method).__name__.lower()}"
+            class_id, method_id = BASIC, ACK_METHODS[type(event.method)]
         error = ChannelException(
             ReplyCode.NOT_IMPLEMENTED, f"{name} is not implemented by this gateway yet", class_id, method_id
         )

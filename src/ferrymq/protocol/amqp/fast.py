@@ -48,6 +48,9 @@ class Reject:
     requeue: bool
 
 
+ACK_METHODS: dict[type, int] = {Ack: ACK, Nack: NACK, Reject: REJECT}
+
+
 def _short_str(data: bytes, offset: int) -> tuple[str, int]:
     length = data[offset]
     end = offset + 1 + length
