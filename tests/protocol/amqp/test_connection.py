@@ -177,6 +177,22 @@ def test_confirm_mode_numbers_publishes_from_one():
     assert [e.sequence for e in peer.events if isinstance(e, ev.ContentReceived)] == [1, 2, 3]
 
 
+def test_message_over_the_size_limit_closes_the_channel():
+    peer = Peer()
+    peer.open()
+    peer.method(1, commands.Channel.Open())
+    peer.method(1, commands.Basic.Publish(routing_key="k"))
+    answer = peer.send(frame.marshal(header.ContentHeader(0, 2**30, commands.Basic.Properties()), 1))
+    assert close_of(answer) == (
+        406,
+        "PRECONDITION_FAILED - message size 1073741824 is larger than configured max size 134217728",
+        60,
+        40,
+    )
+    assert peer.send(struct.pack(">BHI", 3, 1, 1) + b"x\xce") == []  # its body is dropped
+    assert not peer.server.closed
+
+
 def test_empty_body_completes_at_the_header():
     peer = Peer()
     peer.open()

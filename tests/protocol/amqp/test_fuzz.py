@@ -8,7 +8,7 @@ import struct
 
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from pamqp import commands, frame
+from pamqp import body, commands, frame, header
 
 from ferrymq.protocol.amqp import events as ev
 from ferrymq.protocol.amqp.errors import AMQPError, ReplyCode
@@ -49,6 +49,51 @@ def test_garbage_after_the_handshake_ends_in_a_reply_code(chunks, with_channel):
     for event in peer.events:
         if isinstance(event, ev.ConnectionClosed):
             assert event.code in CODES or event.code == 200
+
+
+def conversation() -> bytes:
+    """A client's whole side of a session: channels, publishes in confirm mode, acks, a close."""
+    parts = [commands.Channel.Open(), commands.Confirm.Select(), commands.Basic.Publish(routing_key="k")]
+    data = b"".join(frame.marshal(m, 1) for m in parts)
+    data += frame.marshal(header.ContentHeader(0, 10000, commands.Basic.Properties(headers={"h": 1})), 1)
+    data += frame.marshal(body.ContentBody(b"a" * 4088), 1) + frame.marshal(body.ContentBody(b"b" * 5912), 1)
+    data += frame.marshal(commands.Basic.Ack(3, True), 1) + frame.marshal(
+        commands.Queue.Declare(queue="q"), 1
+    )
+    return data + frame.marshal(commands.Channel.Close(200, "", 0, 0), 1)
+
+
+def plain(event: ev.Event) -> object:
+    """An event comparable by value (pamqp methods compare by identity)."""
+    method = getattr(event, "method", None)
+    if method is None or not hasattr(method, "__slots__") or not hasattr(method, "index"):
+        return event
+    return event.channel, method.name, [getattr(method, name) for name in method.__slots__]
+
+
+@settings(max_examples=100, deadline=None)
+@given(st.lists(st.integers(1, 400), max_size=30))
+def test_how_bytes_are_split_does_not_matter(cuts):
+    data = conversation()
+    whole = Peer()
+    whole.open()
+    expected = whole.send(data)
+    split = Peer()
+    split.open()
+    answers, start = [], 0
+    for cut in [*cuts, len(data)]:
+        answers += split.send(data[start : start + cut])
+        start += cut
+    answers += split.send(data[start:])
+    assert [(c, type(f)) for c, f in answers] == [(c, type(f)) for c, f in expected]
+    assert [plain(e) for e in split.events] == [plain(e) for e in whole.events]
+    assert [type(e).__name__ for e in whole.events] == [
+        "ChannelOpened",
+        "ContentReceived",
+        "MethodReceived",
+        "MethodReceived",
+        "ChannelClosed",
+    ]
 
 
 @settings(max_examples=300, deadline=None)

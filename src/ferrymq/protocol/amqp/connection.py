@@ -11,6 +11,7 @@ from pamqp import base, commands
 
 from ferrymq.protocol.amqp import events as ev
 from ferrymq.protocol.amqp import fast
+from ferrymq.protocol.amqp.content import ContentAssembler
 from ferrymq.protocol.amqp.errors import (
     AMQPError,
     ChannelException,
@@ -19,8 +20,6 @@ from ferrymq.protocol.amqp.errors import (
     ReplyCode,
 )
 from ferrymq.protocol.amqp.frames import (
-    FRAME_BODY,
-    FRAME_HEADER,
     FRAME_HEARTBEAT,
     FRAME_METHOD,
     FRAME_MIN_SIZE,
@@ -45,7 +44,6 @@ CAPABILITIES = {
 }
 HANDSHAKE_TIMEOUT = 10.0  # seconds from the first byte to connection.open (RabbitMQ's default)
 CLOSE_OK_TIMEOUT = 3.0  # seconds to wait for close-ok after sending connection.close
-MAX_MESSAGE_SIZE = 128 * 1024 * 1024  # RabbitMQ's default max_message_size
 _ACKS = frozenset((fast.ACK, fast.NACK, fast.REJECT))
 _CONNECTION_CLASS = 10
 
@@ -70,15 +68,12 @@ _HANDSHAKE: dict[State, tuple[type[base.Frame], str]] = {
 
 
 class _Channel:
-    __slots__ = ("body", "closing", "confirmed", "expected", "properties", "publish")
+    __slots__ = ("closing", "confirmed", "content")
 
     def __init__(self) -> None:
         self.closing = False
         self.confirmed: int | None = None  # in confirm mode: the number of publishes so far
-        self.publish: fast.Publish | None = None  # a publish waiting for its content
-        self.properties: bytes | None = None  # ... whose header has come
-        self.expected = 0
-        self.body: list[bytes] = []
+        self.content = ContentAssembler()
 
 
 class ServerConnection:
@@ -209,8 +204,7 @@ class ServerConnection:
         if state is None or state.closing or self.state is not State.OPEN:
             return
         state.closing = True
-        state.publish = state.properties = None
-        state.body = []
+        state.content.reset()
         close = commands.Channel.Close(error.code, error.reply_text, error.class_id, error.method_id)
         self.send_method(channel, close, now)
 
@@ -363,15 +357,16 @@ class ServerConnection:
             self._unopened_channel_frame(frame, now)
         elif channel.closing:
             self._closing_channel_frame(frame, channel, now)
-        elif channel.publish is not None:
-            self._content_frame(frame, channel)
-        elif frame.type != FRAME_METHOD:
+        elif channel.content.publish is None and frame.type != FRAME_METHOD:
             raise ConnectionException(
                 ReplyCode.UNEXPECTED_FRAME, "expected method frame, got non method frame instead"
             )
         else:
             try:
-                self._channel_method(frame, channel, now)
+                if channel.content.publish is not None:
+                    self._content_frame(frame, channel)
+                else:
+                    self._channel_method(frame, channel, now)
             except ChannelException as e:
                 self.close_channel(frame.channel, e, now)
 
@@ -423,67 +418,19 @@ class ServerConnection:
         self._events.append(ev.ChannelClosed(frame.channel))
 
     def _content_frame(self, frame: Frame, channel: _Channel) -> None:
-        if channel.properties is None:
-            if frame.type != FRAME_HEADER:
-                raise ConnectionException(
-                    ReplyCode.UNEXPECTED_FRAME,
-                    "expected content header for class 60, got non content header frame instead",
-                    fast.BASIC,
-                    fast.PUBLISH,
-                )
-            try:
-                class_id, size, properties = fast.decode_content_header(frame.payload)
-            except ValueError as e:
-                raise ConnectionException(ReplyCode.FRAME_ERROR, str(e), fast.BASIC, fast.PUBLISH) from None
-            if class_id != fast.BASIC:
-                raise ConnectionException(
-                    ReplyCode.UNEXPECTED_FRAME,
-                    f"expected content header for class 60, got one for class {class_id} instead",
-                    fast.BASIC,
-                    fast.PUBLISH,
-                )
-            if size > MAX_MESSAGE_SIZE:
-                raise ChannelException(
-                    ReplyCode.PRECONDITION_FAILED,
-                    f"message size {size} is larger than configured max size {MAX_MESSAGE_SIZE}",
-                    fast.BASIC,
-                    fast.PUBLISH,
-                )
-            channel.properties, channel.expected = properties, size
-        elif frame.type != FRAME_BODY:
-            raise ConnectionException(
-                ReplyCode.UNEXPECTED_FRAME,
-                "expected content body, got non content body frame instead",
-                fast.BASIC,
-                fast.PUBLISH,
-            )
-        else:
-            channel.body.append(frame.payload)
-            channel.expected -= len(frame.payload)
-            if channel.expected < 0:
-                raise ConnectionException(
-                    ReplyCode.FRAME_ERROR,
-                    "content body longer than its header said",
-                    fast.BASIC,
-                    fast.PUBLISH,
-                )
-        if channel.expected == 0:
-            body = channel.body[0] if len(channel.body) == 1 else b"".join(channel.body)
-            assert channel.publish is not None and channel.properties is not None
+        whole = channel.content.take(frame)
+        if whole is not None:
             sequence = 0
             if channel.confirmed is not None:
                 sequence = channel.confirmed = channel.confirmed + 1
-            content = ev.ContentReceived(frame.channel, channel.publish, channel.properties, body, sequence)
-            self._events.append(content)
-            channel.publish = channel.properties = None
-            channel.body = []
+            self._events.append(ev.ContentReceived(frame.channel, *whole, sequence))
 
     def _channel_method(self, frame: Frame, channel: _Channel, now: float) -> None:
         class_id, method_id = method_ids(frame.payload)
         if class_id == fast.BASIC and (method_id == fast.PUBLISH or method_id in _ACKS):
             try:
                 if method_id == fast.PUBLISH:
-                    channel.publish = fast.decode_publish(frame.payload)
+                    channel.content.start(fast.decode_publish(frame.payload))
                 else:
                     self._events.append(ev.MethodReceived(frame.channel, fast.decode_ack(frame.payload)))
             except ValueError:
