@@ -3,6 +3,7 @@
 import click
 
 from ferrymq.cli.admin import admin
+from ferrymq.cli.amqp import amqp
 from ferrymq.cli.bench import bench
 from ferrymq.cli.broker import broker
 from ferrymq.cli.clients import consume, produce
@@ -20,6 +21,7 @@ def main() -> None:
 
 
 main.add_command(admin)
+main.add_command(amqp)
 main.add_command(bench)
 main.add_command(broker)
 main.add_command(consume)

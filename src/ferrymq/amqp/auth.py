@@ -1,0 +1,34 @@
+"""Who may log in and which vhosts they may open. The metadata service will implement this interface;
+until then `StaticAuthenticator` knows RabbitMQ's default: user guest/guest and vhost "/"."""
+
+from __future__ import annotations
+
+import hmac
+from typing import Protocol
+
+
+class Authenticator(Protocol):
+    async def login(self, username: str, password: str) -> bool:
+        """True when the password is right for the user."""
+        ...
+
+    async def may_open(self, username: str, vhost: str) -> bool:
+        """True when the vhost exists and the user has access to it."""
+        ...
+
+
+class StaticAuthenticator:
+    """A fixed table of users and vhosts."""
+
+    def __init__(
+        self, users: dict[str, str] | None = None, vhosts: frozenset[str] = frozenset({"/"})
+    ) -> None:
+        self._users = {"guest": "guest"} if users is None else dict(users)
+        self._vhosts = vhosts
+
+    async def login(self, username: str, password: str) -> bool:
+        expected = self._users.get(username)
+        return expected is not None and hmac.compare_digest(expected.encode(), password.encode())
+
+    async def may_open(self, username: str, vhost: str) -> bool:
+        return vhost in self._vhosts

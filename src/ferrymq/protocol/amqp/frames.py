@@ -1,0 +1,82 @@
+"""AMQP frames: the protocol header, and frames of type, channel, size, payload and the frame-end
+octet. `FrameReader` cuts a byte stream into frames and checks each the way RabbitMQ does."""
+
+from __future__ import annotations
+
+import struct
+from dataclasses import dataclass
+
+from ferrymq.protocol.amqp.errors import FramingError, ReplyCode
+
+PROTOCOL_HEADER = b"AMQP\x00\x00\x09\x01"
+FRAME_METHOD = 1
+FRAME_HEADER = 2
+FRAME_BODY = 3
+FRAME_HEARTBEAT = 8
+FRAME_END = 0xCE
+FRAME_MIN_SIZE = 4096  # every peer accepts frames this large, before and after tuning
+FRAME_OVERHEAD = 8  # type, channel, size and frame-end: a body frame carries frame_max - 8 octets
+
+_HEAD = struct.Struct(">BHI")
+_TYPES = frozenset((FRAME_METHOD, FRAME_HEADER, FRAME_BODY, FRAME_HEARTBEAT))
+HEARTBEAT_FRAME = _HEAD.pack(FRAME_HEARTBEAT, 0, 0) + bytes((FRAME_END,))
+
+
+@dataclass(frozen=True, slots=True)
+class Frame:
+    type: int
+    channel: int
+    payload: bytes
+
+
+def frame(frame_type: int, channel: int, payload: bytes) -> bytes:
+    """One frame on the wire."""
+    return b"".join((_HEAD.pack(frame_type, channel, len(payload)), payload, b"\xce"))
+
+
+def frame_error(frame_type: int, detail: str) -> FramingError:
+    """RabbitMQ's words for a frame it cannot take: "FRAME_ERROR - type 1, all octets = <<>>: ..."."""
+    return FramingError(ReplyCode.FRAME_ERROR, f"type {frame_type}, all octets = <<>>: {detail}")
+
+
+class FrameReader:
+    """Buffers received bytes and hands out whole frames. The payload limit is frame_max - 8
+    (RabbitMQ's check); it starts at the server's own frame_max and drops to the negotiated one."""
+
+    def __init__(self, frame_max: int) -> None:
+        self._buffer = bytearray()
+        self.frame_max = frame_max
+
+    def feed(self, data: bytes) -> None:
+        self._buffer += data
+
+    def read_protocol_header(self) -> bytes | None:
+        """The first 8 octets once they have arrived (whatever they are: the caller judges them)."""
+        if len(self._buffer) < len(PROTOCOL_HEADER):
+            return None
+        head = bytes(self._buffer[: len(PROTOCOL_HEADER)])
+        del self._buffer[: len(PROTOCOL_HEADER)]
+        return head
+
+    def read_frame(self) -> Frame | None:
+        """The next complete frame, or None until more bytes come.
+
+        Raises FramingError (501 FRAME_ERROR) for an unknown type, an oversized frame or a wrong
+        frame-end octet: after any of these the stream cannot be resynchronised."""
+        buffer = self._buffer
+        if len(buffer) < _HEAD.size:
+            return None
+        frame_type, channel, size = _HEAD.unpack_from(buffer)
+        if frame_type not in _TYPES:
+            raise frame_error(frame_type, "unknown_frame")
+        limit = self.frame_max - FRAME_OVERHEAD
+        if size > limit:
+            raise frame_error(frame_type, f"{{frame_too_large,{size},{limit}}}")
+        end = _HEAD.size + size
+        if len(buffer) <= end:
+            return None
+        if buffer[end] != FRAME_END:
+            raise frame_error(frame_type, f"{{invalid_frame_end_marker,{buffer[end]}}}")
+        payload = bytes(buffer[_HEAD.size : end])
+        del buffer[: end + 1]
+        return Frame(frame_type, channel, payload)
