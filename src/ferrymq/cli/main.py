@@ -9,6 +9,7 @@ from ferrymq.cli.broker import broker
 from ferrymq.cli.clients import consume, produce
 from ferrymq.cli.controller import controller
 from ferrymq.cli.dev import dev
+from ferrymq.cli.meta import meta
 from ferrymq.cli.namesrv import namesrv
 from ferrymq.cli.proxy import proxy
 from ferrymq.cli.spark import spark
@@ -27,6 +28,7 @@ main.add_command(broker)
 main.add_command(consume)
 main.add_command(controller)
 main.add_command(dev)
+main.add_command(meta)
 main.add_command(namesrv)
 main.add_command(produce)
 main.add_command(proxy)
