@@ -115,13 +115,15 @@ def test_an_orphaned_transaction_is_checked_back_and_the_checkers_answer_holds(f
         got += client.ok("receive", max=16, invisible_s=30)["messages"]
     checked = client.ok("checks")["bodies"]
     assert {"kept", "dropped"} <= set(checked), f"checked {checked}\n{proxied.describe()}"
-    client.ok("send", topic="Escrow", body="after")  # once it is here, a rolled-back one would be too
+    client.ok(
+        "send", topic="Escrow", body="after", transaction="commit"
+    )  # once it is here, a rolled-back one would be too
     while "after" not in [m["body"] for m in got] and time.monotonic() < deadline:
         got += client.ok("receive", max=16, invisible_s=30)["messages"]
     assert sorted(m["body"] for m in got) == ["after", "kept"], proxied.describe()
     assert dropped not in [m["id"] for m in got]
     wait_until(
-        lambda: transactions_ended(proxied.broker) == ("1", "1"), 30, lambda: "the rollback to be done"
+        lambda: transactions_ended(proxied.broker) == ("2", "1"), 30, lambda: "the rollback to be done"
     )
 
 

@@ -103,7 +103,9 @@ def test_a_transactional_message_is_delivered_when_committed_and_never_when_roll
     node.ok("producer", topics=["Transfers"])
     dropped = node.ok("send", topic="Transfers", body="dropped", transaction="rollback")["id"]
     kept = node.ok("send", topic="Transfers", body="kept", transaction="commit")["id"]
-    node.ok("send", topic="Transfers", body="after")  # a marker: once it is here, so are the ended ones
+    node.ok(
+        "send", topic="Transfers", body="after", transaction="commit"
+    )  # a marker: once it is here, so are the ended ones
     node.ok("consumer", group="Auditors", topic="Transfers", await_s=5)
     got = receive_until(node, lambda got: "after" in [m["body"] for m in got])
     assert sorted(m["body"] for m in got) == ["after", "kept"], proxied.describe()
