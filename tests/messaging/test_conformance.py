@@ -407,3 +407,16 @@ async def test_a_consumer_group_config_is_looked_up_not_created(served):
     assert found is not None and found.consume_message_orderly and found.retry_max_times == 3
     assert await service.consumer_group("Unknown", "Grouped") is None
     assert "Unknown" not in cluster.broker.groups.groups
+
+
+async def test_a_cluster_route_is_kept_until_a_send_to_it_fails(make_cluster):  # noqa: F811
+    """Sends do not each ask the NameServers where the topic is; a refused send asks again."""
+    cluster = await make_cluster()
+    await make_topic(cluster, "Kept", 2)
+    async with RemoteMessageService(cluster.namesrv_addr) as remote:
+        assert [d.write_queue_nums for d in await remote.route("Kept") or []] == [2]
+        await make_topic(cluster, "Kept", 4, PERM_READ)  # the broker refuses sends from now on
+        assert [d.write_queue_nums for d in await remote.route("Kept") or []] == [2]
+        refused = await remote.send("Kept", b"x", tagged("x"))
+        assert refused.code == ResponseCode.NO_PERMISSION
+        assert [d.write_queue_nums for d in await remote.route("Kept") or []] == [4]

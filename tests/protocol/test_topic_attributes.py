@@ -8,7 +8,6 @@ from ferrymq.protocol.topic_attributes import (
     AttributeChangeError,
     accepts,
     altered,
-    message_type,
     topic_message_type,
 )
 
@@ -22,12 +21,7 @@ def test_changes_set_and_remove_attributes():
             altered({}, bad)
 
 
-def test_message_types_of_topics_and_messages():
+def test_message_types_of_topics():
     assert topic_message_type({}) == "NORMAL" and topic_message_type({"message.type": "DELAY"}) == "DELAY"
-    assert message_type({}) == "NORMAL"
-    assert message_type({"__SHARDINGKEY": "g"}) == "FIFO"
-    assert message_type({"__SHARDINGKEY": "g", "TIMER_DELIVER_MS": "1"}) == "DELAY"
-    assert message_type({"DELAY": "3"}) == "DELAY"
-    assert message_type({"TRAN_MSG": "true", "DELAY": "3"}) == "TRANSACTION"
     assert accepts("MIXED", "FIFO") and accepts("FIFO", "FIFO")
     assert not accepts("NORMAL", "FIFO") and not accepts("FIFO", "UNSPECIFIED")

@@ -9,6 +9,7 @@ import time
 import pytest
 
 from ferrymq.protocol.bodies import TopicConfig
+from ferrymq.proxy.message_types import sent_type
 from ferrymq.proxy.v2 import messaging_pb2 as pb
 
 from ..broker.conftest import make_cluster  # noqa: F401  (fixture)
@@ -73,3 +74,12 @@ async def test_a_topic_without_the_attribute_takes_normal_messages_only(typed):
     assert plain.status.code == pb.OK
     fifo = await typed.SendMessage(pb.SendMessageRequest(messages=[of_kind("FIFO", "Plain")]))
     assert fifo.status.code == pb.MESSAGE_PROPERTY_CONFLICT_WITH_TYPE
+
+
+def test_a_message_is_of_the_first_kind_its_system_properties_say():
+    assert sent_type(of_kind("NORMAL", "T").system_properties) == "NORMAL"
+    both = of_kind("DELAY", "T")
+    both.system_properties.message_group = "g"
+    assert sent_type(both.system_properties) == "DELAY"
+    both.system_properties.message_type = pb.TRANSACTION
+    assert sent_type(both.system_properties) == "TRANSACTION"

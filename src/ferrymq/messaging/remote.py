@@ -14,7 +14,7 @@ import random
 import time
 
 from ferrymq.client import pop_calls
-from ferrymq.client.instance import ClientError, ClientInstance
+from ferrymq.client.instance import ClientError, ClientInstance, TopicRoute
 from ferrymq.client.pull import master_addr, pull_addr, query_offset, queue_offset
 from ferrymq.messaging.api import (
     DEFAULT_MAX_BODY_SIZE,
@@ -59,6 +59,7 @@ from ferrymq.protocol.sys_flag import TRANSACTION_COMMIT_TYPE, TRANSACTION_ROLLB
 
 AUTO_CREATE_TOPIC, AUTO_CREATE_QUEUE_NUMS = "TBW102", 4
 TOPIC_CONFIG_TTL_S = 20.0  # RocketMQ proxy's topicConfigCacheExpiredSeconds
+ROUTE_TTL_S = 20.0  # RocketMQ proxy's topicRouteCacheExpiredSeconds; dropped at once when a send fails
 DEAD_LETTER_HOLD_MS = 60_000  # a message being moved to the DLQ stays invisible this long at most
 FLAG_COMMIT_OFFSET, FLAG_SUSPEND, FLAG_SUBSCRIPTION = 0x1, 0x2, 0x4
 # the brokers' requests to the clients this service registers, which arrive on its connections
@@ -80,6 +81,7 @@ class RemoteMessageService:
         self.max_body_size = max_body_size  # the brokers' max_message_size
         self._turn = itertools.count()  # pops of any queue take the topic's masters in turn
         self._topic_configs: dict[str, tuple[float, TopicConfig]] = {}  # by topic: (good until, config)
+        self._routes: dict[str, tuple[float, TopicRoute]] = {}  # by topic: (good until, its own route)
 
     async def start(self) -> RemoteMessageService:
         await self.instance.start()
@@ -118,7 +120,8 @@ class RemoteMessageService:
     ) -> SendOutcome:  # fmt: skip
         try:
             addr, queue = await self._target(topic, queue)
-        except ClientError as e:
+        except ClientError as e:  # no master now (one is being elected): the next send asks again
+            self._routes.pop(topic, None)
             return SendOutcome(ResponseCode.TOPIC_NOT_EXIST, str(e))
         header = SendMessageRequestHeader(
             producer_group=producer_group or "ferrymq-messaging",
@@ -134,9 +137,14 @@ class RemoteMessageService:
             batch=batch,
         )
         request = RemotingCommand(code, ext_fields=header.to_ext_fields_v2(), body=bytes(body))
-        response = await self._invoke(addr, request)
+        try:
+            response = await self._invoke(addr, request)
+        except MessagingError:  # the broker may be gone: the next send asks where its queues are now
+            self._routes.pop(topic, None)
+            raise
         ext = response.ext_fields or {}
         if "msgId" not in ext:
+            self._routes.pop(topic, None)  # a master demoted, a broker shutting down ...
             return SendOutcome(response.code, response.remark)
         return SendOutcome(
             response.code, response.remark, queue.broker_name, int(ext["queueId"]), int(ext["queueOffset"]),
@@ -298,11 +306,24 @@ class RemoteMessageService:
     # --- routes -------------------------------------------------------------------------------------
 
     async def route(self, topic: str) -> list[QueueData] | None:
+        route = await self._existing_route(topic)
+        return None if route is None else list(route.data.queue_datas)
+
+    async def _existing_route(self, topic: str) -> TopicRoute | None:
+        """The topic's own route, kept ROUTE_TTL_S so that sends do not each ask the NameServers
+        (a topic without one is asked about again each time: it may be created any moment)."""
+        kept = self._routes.get(topic)
+        if kept is not None and kept[0] > time.monotonic():
+            return kept[1]
         try:
             route = await self.instance.existing_route(topic)
         except ClientError as e:
             raise MessagingError(str(e)) from e
-        return None if route is None else list(route.data.queue_datas)
+        if route is None:
+            self._routes.pop(topic, None)
+        else:
+            self._routes[topic] = (time.monotonic() + ROUTE_TTL_S, route)
+        return route
 
     async def topic_config(self, topic: str) -> TopicConfig | None:
         """GET_TOPIC_CONFIG to a master of the topic; a config found is kept TOPIC_CONFIG_TTL_S (as
@@ -310,10 +331,7 @@ class RemoteMessageService:
         kept = self._topic_configs.get(topic)
         if kept is not None and kept[0] > time.monotonic():
             return kept[1]
-        try:
-            route = await self.instance.existing_route(topic)
-        except ClientError as e:
-            raise MessagingError(str(e)) from e
+        route = await self._existing_route(topic)
         if route is None:
             return None
         masters = sorted(route.masters.values())

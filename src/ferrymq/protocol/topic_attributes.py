@@ -9,12 +9,9 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-from ferrymq.protocol.properties import Prop
-
 MESSAGE_TYPE = "message.type"
 NORMAL, FIFO, DELAY, TRANSACTION, MIXED = "NORMAL", "FIFO", "DELAY", "TRANSACTION", "MIXED"
 MESSAGE_TYPES = frozenset(("UNSPECIFIED", NORMAL, FIFO, DELAY, TRANSACTION, MIXED))
-_DELAY_KEYS = (Prop.DELAY, Prop.TIMER_DELIVER_MS, Prop.TIMER_DELAY_SEC, Prop.TIMER_DELAY_MS)
 
 
 class AttributeChangeError(ValueError):
@@ -47,18 +44,6 @@ def altered(current: Mapping[str, str], changes: str | None) -> dict[str, str]:
 def topic_message_type(attributes: Mapping[str, str]) -> str:
     """The kind of message a topic takes: NORMAL unless its attributes say otherwise."""
     return attributes.get(MESSAGE_TYPE) or NORMAL
-
-
-def message_type(properties: Mapping[str, str]) -> str:
-    """The kind of a message, by its properties, as RocketMQ's proxy judges it: a half message is
-    TRANSACTION, then a delay level or delivery time is DELAY, then a message group FIFO."""
-    if properties.get(Prop.TRAN_MSG) == "true":
-        return TRANSACTION
-    if any(properties.get(key) is not None for key in _DELAY_KEYS):
-        return DELAY
-    if properties.get(Prop.SHARDING_KEY) is not None:
-        return FIFO
-    return NORMAL
 
 
 def accepts(topic_type: str, kind: str) -> bool:

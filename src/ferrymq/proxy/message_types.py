@@ -6,8 +6,15 @@ default). Retry and dead-letter topics take what they are given."""
 from __future__ import annotations
 
 from ferrymq.messaging.api import TopicConfig
-from ferrymq.protocol.properties import decode_properties
-from ferrymq.protocol.topic_attributes import MIXED, NORMAL, accepts, message_type, topic_message_type
+from ferrymq.protocol.topic_attributes import (
+    DELAY,
+    FIFO,
+    MIXED,
+    NORMAL,
+    TRANSACTION,
+    accepts,
+    topic_message_type,
+)
 from ferrymq.proxy.status import status
 from ferrymq.proxy.v2 import messaging_pb2 as pb
 
@@ -31,11 +38,24 @@ def accepted(kind: str) -> list[pb.MessageType]:
     return [_V2_TYPES.get(kind, pb.MESSAGE_TYPE_UNSPECIFIED)]
 
 
-def refusal(topic: str, kind: str, properties: str) -> pb.Status | None:
-    """Why a message stored with `properties` may not go to `topic` of `kind`, None if it may."""
+def sent_type(sp: pb.SystemProperties) -> str:
+    """The kind of a message, as RocketMQ's proxy judges it: a half message is TRANSACTION, then one
+    with a delivery time DELAY, then one with a group FIFO. Read from the system properties, which
+    alone set the keys that say so (a user property may not carry them)."""
+    if sp.message_type == pb.TRANSACTION:
+        return TRANSACTION
+    if sp.HasField("delivery_timestamp"):
+        return DELAY
+    if sp.HasField("message_group"):
+        return FIFO
+    return NORMAL
+
+
+def refusal(topic: str, kind: str, sp: pb.SystemProperties) -> pb.Status | None:
+    """Why a message with system properties `sp` may not go to `topic` of `kind`, None if it may."""
     if topic.startswith(_UNCHECKED_PREFIXES):
         return None
-    sent = message_type(decode_properties(properties))
+    sent = sent_type(sp)
     if accepts(kind, sent):
         return None
     return status(

@@ -95,7 +95,7 @@ def _checked(
     except IllegalMessage as e:
         entry.status.CopyFrom(status(e.code, str(e)))
         return None
-    refused = refusal(topic, kind, properties)
+    refused = refusal(topic, kind, message.system_properties)
     if refused is not None:
         entry.status.CopyFrom(refused)
         return None
