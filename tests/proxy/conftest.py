@@ -12,7 +12,8 @@ import os
 import queue
 import subprocess
 import threading
-from collections.abc import Iterator, Mapping, Sequence
+import time
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -207,3 +208,25 @@ def node(client_node, proxied, tmp_path) -> Iterator[ClientDriver]:
         yield driver
     finally:
         driver.close()
+
+
+WAIT = 30.0  # seconds for messages to arrive
+
+
+def receive_until(client, done: Callable[[list[dict]], bool], *, invisible_s: int = 30) -> list[dict]:
+    """What `client`'s SimpleConsumer receives (in order) until `done` says it is enough, or WAIT ends."""
+    got: list[dict] = []
+    deadline = time.monotonic() + WAIT
+    while not done(got) and time.monotonic() < deadline:
+        got += client.ok("receive", max=16, invisible_s=invisible_s)["messages"]
+    return got
+
+
+def wait_pushed(client, done: Callable[[list[dict]], bool]) -> list[dict]:
+    """The calls `client`'s PushConsumer listener got, once `done` says they are enough (or WAIT ends)."""
+    deadline = time.monotonic() + 2 * WAIT
+    calls = client.ok("pushed")["messages"]
+    while not done(calls) and time.monotonic() < deadline:
+        time.sleep(0.2)
+        calls = client.ok("pushed")["messages"]
+    return calls

@@ -1,11 +1,11 @@
 """The official 5.x Node.js client (npm rocketmq-client-nodejs 1.0.8, in its own cached environment)
 through our proxy, local and cluster mode, driven by clients/driver.js: a Producer's normal messages
 with tag, keys and properties; a message group consumed in order; a delayed message not before its
-time; a transaction committed and one rolled back; a SimpleConsumer's ack, change of invisible duration
-and redelivery of an unacked message; a PushConsumer (1.0.8 has one) whose failed messages come back
+time; a SimpleConsumer's acks; a PushConsumer (1.0.8 has one) whose failed messages come back
 until the last retry ends in the dead letter queue, and a FIFO one that forwards a failed message there
 itself; an unknown topic; the Python 5.x client reading what the Node client wrote, and the other way
-round; and one message group sent by both, received in send order.
+round; and one message group sent by both, received in send order. What both 5.x clients do alike is
+in test_both_clients.py.
 
 Three traits of the Node client 1.0.8 show here: a receive's deadline is its request timeout (3 s)
 plus the await duration, and the proxy polls at least 5 s (as RocketMQ's does), so awaits are 3 s or
@@ -17,32 +17,12 @@ decimal form, so the proxy sends MD5 digests, as RocketMQ's proxy does."""
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
 
 import pytest
 
+from tests.proxy.conftest import WAIT, receive_until, wait_pushed
+
 pytestmark = pytest.mark.compat
-
-WAIT = 30.0  # seconds for messages to arrive
-
-
-def receive_until(client, done: Callable[[list[dict]], bool], *, invisible_s: int = 30) -> list[dict]:
-    """What `client`'s SimpleConsumer receives (in order) until `done` says it is enough, or WAIT ends."""
-    got: list[dict] = []
-    deadline = time.monotonic() + WAIT
-    while not done(got) and time.monotonic() < deadline:
-        got += client.ok("receive", max=16, invisible_s=invisible_s)["messages"]
-    return got
-
-
-def wait_pushed(client, done: Callable[[list[dict]], bool]) -> list[dict]:
-    """The calls `client`'s PushConsumer listener got, once `done` says they are enough (or WAIT ends)."""
-    deadline = time.monotonic() + 2 * WAIT
-    calls = client.ok("pushed")["messages"]
-    while not done(calls) and time.monotonic() < deadline:
-        time.sleep(0.2)
-        calls = client.ok("pushed")["messages"]
-    return calls
 
 
 def test_produce_and_receive_with_tag_keys_and_properties(proxied, node):
@@ -96,49 +76,6 @@ def test_a_delayed_message_is_delivered_at_its_time(proxied, node):
     assert time.time() >= due - 0.5  # not before its time (the clocks are the same machine's)
     assert [(m["id"], m["body"], m["deliver_at_ms"]) for m in got] == [(sent, "wake up", due * 1000)]
     node.ok("ack", id=sent)
-
-
-def test_a_transactional_message_is_delivered_when_committed_and_never_when_rolled_back(proxied, node):
-    proxied.create_topic("Transfers", 1, "TRANSACTION")
-    node.ok("producer", topics=["Transfers"])
-    dropped = node.ok("send", topic="Transfers", body="dropped", transaction="rollback")["id"]
-    kept = node.ok("send", topic="Transfers", body="kept", transaction="commit")["id"]
-    node.ok(
-        "send", topic="Transfers", body="after", transaction="commit"
-    )  # a marker: once it is here, so are the ended ones
-    node.ok("consumer", group="Auditors", topic="Transfers", await_s=5)
-    got = receive_until(node, lambda got: "after" in [m["body"] for m in got])
-    assert sorted(m["body"] for m in got) == ["after", "kept"], proxied.describe()
-    assert kept in [m["id"] for m in got] and dropped not in [m["id"] for m in got]
-
-
-def test_an_unacked_message_comes_back_with_attempt_two_and_acks_once(proxied, node):
-    proxied.create_topic("Jobs", 1)
-    node.ok("producer", topics=["Jobs"])
-    sent = node.ok("send", topic="Jobs", body="job")["id"]
-    node.ok("consumer", group="Workers", topic="Jobs", await_s=5)
-    first = node.ok("receive", max=1, invisible_s=10)["messages"]
-    assert [(m["id"], m["attempt"]) for m in first] == [(sent, 1)]
-    started = time.monotonic()
-    again = receive_until(node, bool, invisible_s=10)
-    assert [(m["id"], m["attempt"], m["body"]) for m in again] == [(sent, 2, "job")], proxied.describe()
-    assert time.monotonic() - started >= 9  # not before its invisible time ended
-    node.ok("ack", id=sent)
-    stale = node.call("ack", id=sent)  # acked already: the handle is no longer current
-    assert not stale["ok"] and stale["error"] == "BadRequestException", stale
-
-
-def test_change_invisible_duration_brings_the_message_back_after_it(proxied, node):
-    proxied.create_topic("Tasks", 1)
-    node.ok("producer", topics=["Tasks"])
-    sent = node.ok("send", topic="Tasks", body="task")["id"]
-    node.ok("consumer", group="Runners", topic="Tasks", await_s=5)
-    (m,) = node.ok("receive", max=1, invisible_s=60)["messages"]
-    changed = node.ok("change", id=sent, invisible_s=2)
-    assert changed["handle"] != m["handle"]
-    back = receive_until(node, bool)
-    assert [(b["id"], b["body"], b["attempt"]) for b in back] == [(sent, "task", 2)], proxied.describe()
-    node.ok("ack", id=sent)  # with the handle of the latest copy
 
 
 def test_an_unknown_topic_is_refused_at_once_with_not_found_and_a_known_one_works(proxied, node):

@@ -1,13 +1,15 @@
 """The official 5.x Python client through our proxy, local and cluster mode: normal messages with tag,
-keys and properties produced and received by a SimpleConsumer; ack, change of invisible duration,
-redelivery of an unacked message, an unknown topic; a PushConsumer with a failing listener; a message
-group in order; a delayed message, and one recalled."""
+keys and properties produced and received by a SimpleConsumer; an unknown topic; a PushConsumer with a
+failing listener; a message group in order; a delayed message, and one recalled. What both 5.x clients
+do alike is in test_both_clients.py."""
 
 from __future__ import annotations
 
 import time
 
 import pytest
+
+from tests.proxy.conftest import receive_until
 
 pytestmark = pytest.mark.compat
 
@@ -21,11 +23,7 @@ def test_produce_and_receive_with_tag_keys_and_properties(proxied, client):
         for i in range(3)
     ]  # fmt: skip
     client.ok("consumer", group="Billing", topic="Orders", await_s=5)
-    got: dict[str, dict] = {}
-    deadline = time.monotonic() + 30
-    while len(got) < 3 and time.monotonic() < deadline:
-        for m in client.ok("receive", max=16, invisible_s=30)["messages"]:
-            got[m["id"]] = m
+    got = {m["id"]: m for m in receive_until(client, lambda got: len({m["id"] for m in got}) >= 3)}
     assert sorted(got) == sorted(sent), proxied.describe()
     for m in got.values():
         i = m["body"].removeprefix("order-")
@@ -34,41 +32,6 @@ def test_produce_and_receive_with_tag_keys_and_properties(proxied, client):
         assert client.ok("ack", id=m["id"])
     again = client.ok("receive", max=16, invisible_s=30)
     assert again["messages"] == []
-
-
-def test_an_unacked_message_comes_back_with_attempt_two(proxied, client):
-    proxied.create_topic("Jobs", 1)
-    client.ok("producer", topics=["Jobs"])
-    sent = client.ok("send", topic="Jobs", body="job")["id"]
-    client.ok("consumer", group="Workers", topic="Jobs", await_s=5)
-    first = client.ok("receive", max=1, invisible_s=10)["messages"]
-    assert [(m["id"], m["attempt"]) for m in first] == [(sent, 1)]
-    started = time.monotonic()
-    again: list[dict] = []
-    while not again and time.monotonic() - started < 40:
-        again = client.ok("receive", max=1, invisible_s=10)["messages"]
-    assert [(m["id"], m["attempt"], m["body"]) for m in again] == [(sent, 2, "job")], proxied.describe()
-    assert time.monotonic() - started >= 9  # not before its invisible time ended
-    client.ok("ack", id=sent)
-    stale = client.call("ack", id=sent)  # acked already: the handle is no longer current
-    assert not stale["ok"] and stale["error"] == "BadRequestException", stale
-
-
-def test_change_invisible_duration_brings_the_message_back_after_it(proxied, client):
-    proxied.create_topic("Tasks", 1)
-    client.ok("producer", topics=["Tasks"])
-    sent = client.ok("send", topic="Tasks", body="task")["id"]
-    client.ok("consumer", group="Runners", topic="Tasks", await_s=5)
-    (m,) = client.ok("receive", max=1, invisible_s=60)["messages"]
-    changed = client.ok("change", id=sent, invisible_s=2)
-    assert changed["handle"] != m["handle"]
-    started = time.monotonic()
-    back: list[dict] = []
-    while not back and time.monotonic() - started < 30:
-        back = client.ok("receive", max=1, invisible_s=30)["messages"]
-    assert [(b["id"], b["body"]) for b in back] == [(sent, "task")], proxied.describe()
-    assert back[0]["attempt"] == 2
-    client.ok("ack", id=sent)
 
 
 def test_an_unknown_topic_is_refused_at_once_with_topic_not_found(proxied, client):
@@ -132,10 +95,7 @@ def test_a_delayed_message_is_delivered_at_its_time(proxied, client):
     due = int(time.time()) + 3
     sent = client.ok("send", topic="Reminders", body="wake up", deliver_at_s=due)["id"]
     client.ok("consumer", group="Sleepers", topic="Reminders", await_s=5)
-    got: list[dict] = []
-    deadline = time.monotonic() + 30
-    while not got and time.monotonic() < deadline:
-        got = client.ok("receive", max=1, invisible_s=20)["messages"]
+    got = receive_until(client, bool, invisible_s=20)
     assert time.time() >= due - 0.5  # not before its time (the clocks are the same machine's)
     assert [(m["id"], m["body"], m["deliver_at_ms"]) for m in got] == [(sent, "wake up", due * 1000)]
     client.ok("ack", id=sent)
@@ -151,29 +111,10 @@ def test_a_recalled_delayed_message_is_never_delivered(proxied, client):
     assert cancelled["recall_handle"] and kept["recall_handle"]
     assert client.ok("recall", topic="Plans", handle=cancelled["recall_handle"])["id"] == cancelled["id"]
     client.ok("consumer", group="Planners", topic="Plans", await_s=5)
-    got: list[dict] = []
-    deadline = time.monotonic() + 30
-    while not got and time.monotonic() < deadline:
-        got = client.ok("receive", max=16, invisible_s=20)["messages"]
+    got = receive_until(client, bool, invisible_s=20)
     assert [m["body"] for m in got] == ["on"], proxied.describe()
     late = client.call("recall", topic="Plans", handle=kept["recall_handle"])  # delivered already
     assert not late["ok"]
-
-
-def test_a_transactional_message_is_delivered_when_committed_and_never_when_rolled_back(proxied, client):
-    proxied.create_topic("Transfers", 1, "TRANSACTION")
-    client.ok("producer", topics=["Transfers"])
-    dropped = client.ok("send", topic="Transfers", body="dropped", transaction="rollback")["id"]
-    kept = client.ok("send", topic="Transfers", body="kept", transaction="commit")["id"]
-    # a marker: once it is here, so are the ended ones (a transaction too: the topic takes no other)
-    client.ok("send", topic="Transfers", body="after", transaction="commit")
-    client.ok("consumer", group="Auditors", topic="Transfers", await_s=5)
-    got: list[dict] = []
-    deadline = time.monotonic() + 30
-    while "after" not in [m["body"] for m in got] and time.monotonic() < deadline:
-        got += client.ok("receive", max=16, invisible_s=30)["messages"]
-    assert sorted(m["body"] for m in got) == ["after", "kept"], proxied.describe()
-    assert kept in [m["id"] for m in got] and dropped not in [m["id"] for m in got]
 
 
 def test_a_fifo_push_consumer_retries_in_order_then_forwards_to_the_dead_letter_queue(proxied, client):
