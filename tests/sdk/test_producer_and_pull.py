@@ -97,10 +97,12 @@ async def test_sends_retry_on_another_broker_when_one_is_stopped(make_cluster, t
                 for _ in range(8):
                     await producer.send(Message("Shared", b"spread"))
                 assert time.monotonic() < deadline, "the topic never reached both brokers"
+            failed_before = producer.failed_attempts
             await second.stop()
             results = [await producer.send(Message("Shared", f"after{i}".encode())) for i in range(20)]
             assert all(r.status is SendStatus.SEND_OK for r in results)
             assert {r.message_queue.broker_name for r in results} == {"broker-a"}
+            assert producer.failed_attempts > failed_before  # the sends that met the stopped broker
     finally:
         if not second.stopped:
             await second.stop()

@@ -64,6 +64,8 @@ class SteadyProducer:
             await asyncio.wait(self._senders)
         await self._tasks.close()
         await self.producer.shutdown()
+        # a send the SDK retried after a timeout may have been stored too: its attempts count as well
+        self.log.failed_attempts += self.producer.failed_attempts
         return self.log
 
     async def _sender(self) -> None:

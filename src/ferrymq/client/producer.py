@@ -97,6 +97,7 @@ class Producer:
         self._own_instance = instance is None
         self.send_timeout = send_timeout
         self.retries = retry_times_when_send_failed
+        self.failed_attempts = 0  # sends to a broker that failed or timed out, retried or not
         self.compress_over = compress_msg_body_over_howmuch
         self.compress_level = compress_level  # zlib's 0-9 or zstd's 1-22 (LZ4 takes none); RocketMQ's is 5
         self.compression = Compression.named(compression)
@@ -330,6 +331,7 @@ class Producer:
                 if response.code not in _RETRY_CODES:
                     raise last_error
             failed_broker = mq.broker_name
+            self.failed_attempts += 1
             self.avoidance.failed(mq.broker_name)
             log.warning("send to %s (%s) failed: %s; %s", mq.broker_name, addr, last_error,
                         "retrying" if attempt < self.retries else "giving up")  # fmt: skip
