@@ -178,6 +178,7 @@ def test_producers_get_a_body_limit_and_an_exponential_backoff():
     out = settings.merged(client)
     assert [t.name for t in out.publishing.topics] == ["Orders"]
     assert (out.publishing.max_body_size, out.publishing.validate_message_type) == (4 << 20, True)
+    assert settings.merged(client, max_body_size=256 << 10).publishing.max_body_size == 256 << 10
     assert out.backoff_policy.max_attempts == 3
     assert out.backoff_policy.WhichOneof("strategy") == "exponential_backoff"
 

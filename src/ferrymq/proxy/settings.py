@@ -4,10 +4,9 @@ consumers, body size limit for producers."""
 
 from __future__ import annotations
 
-from ferrymq.messaging.api import SubscriptionGroupConfig
+from ferrymq.messaging.api import DEFAULT_MAX_BODY_SIZE, SubscriptionGroupConfig
 from ferrymq.proxy.v2 import messaging_pb2 as pb
 
-MAX_BODY_SIZE = 4 * 1024 * 1024
 RECEIVE_BATCH_SIZE = 32
 LONG_POLLING_TIMEOUT_S = 20
 PRODUCER_MAX_ATTEMPTS = 3
@@ -18,9 +17,15 @@ RETRY_LADDER_S = (1, 5, 10, 30, 60, 120, 180, 240, 300, 360, 420, 480, 540, 600,
 CONSUMER_TYPES = frozenset((pb.PUSH_CONSUMER, pb.SIMPLE_CONSUMER, pb.PULL_CONSUMER))
 
 
-def merged(client: pb.Settings, group: SubscriptionGroupConfig | None = None) -> pb.Settings:
+def merged(
+    client: pb.Settings,
+    group: SubscriptionGroupConfig | None = None,
+    *,
+    max_body_size: int = DEFAULT_MAX_BODY_SIZE,
+) -> pb.Settings:
     """The settings to answer `client`'s with; a consumer's follow its group's config where the
-    broker has one (orderly: fifo; retry_max_times + 1 attempts)."""
+    broker has one (orderly: fifo; retry_max_times + 1 attempts), a producer's the body size limit
+    of the message service behind the proxy."""
     out = pb.Settings()
     out.CopyFrom(client)
     if client.client_type == pb.PRODUCER:
@@ -30,7 +35,7 @@ def merged(client: pb.Settings, group: SubscriptionGroupConfig | None = None) ->
         policy.exponential_backoff.initial.FromMilliseconds(10)
         policy.exponential_backoff.max.FromMilliseconds(1000)
         policy.exponential_backoff.multiplier = 2.0
-        out.publishing.max_body_size = MAX_BODY_SIZE
+        out.publishing.max_body_size = max_body_size
         out.publishing.validate_message_type = True
     elif client.client_type in CONSUMER_TYPES:
         policy = out.backoff_policy

@@ -48,7 +48,8 @@ async def _read(
             kind = command.WhichOneof("command")
             if kind == "settings":
                 group = await _group_of(service, command.settings)
-                outbox.put_nowait(pb.TelemetryCommand(status=OK, settings=merged(command.settings, group)))
+                answer = merged(command.settings, group, max_body_size=service.max_body_size)
+                outbox.put_nowait(pb.TelemetryCommand(status=OK, settings=answer))
                 await clients.settle(client_id, command.settings)
             elif kind in ("thread_stack_trace", "verify_message_result"):
                 relay.answered(client_id, command)
