@@ -92,7 +92,6 @@ class PopResult:
     chunks: list[bytes] = field(default_factory=list)  # stamped records, one chunk per checkpoint
     count: int = 0
     rest_num: int = 0
-    start_offsets: list[tuple[str, int, int]] = field(default_factory=list)
     msg_offsets: list[tuple[str, int, str]] = field(default_factory=list)  # offsets comma-joined
     order_counts: list[tuple[str, int, int]] | None = None
     _checkpoints: list[tuple[str, CheckpointRecord]] = field(default_factory=list, repr=False)
@@ -119,7 +118,7 @@ class PopResult:
             self.invisible_time,
             self.revive_qid,
             self.rest_num,
-            start_offset_info(self.start_offsets),
+            start_offset_info([(ck.topic, ck.queue_id, ck.start_offset) for _, ck in self._checkpoints]),
             msg_offset_info(self.msg_offsets),
             None if self.order_counts is None else order_count_info(self.order_counts),
         )
@@ -364,7 +363,6 @@ class PopService:
         result.chunks.append(chunk)
         result.count += len(relative)
         result._checkpoints.append((prefix, ck))
-        result.start_offsets.append((topic, queue_id, start))
         result.msg_offsets.append((topic, queue_id, joined))
         if result.order_counts is not None:
             result.order_counts.append((topic, queue_id, reconsume))
