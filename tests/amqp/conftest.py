@@ -1,6 +1,7 @@
-"""The AMQP gateway (`ferrymq amqp`) as a subprocess on a free port, real AMQP clients in their own
-venvs as one-shot scenario scripts (clients/), and the machine's RabbitMQ (127.0.0.1:5672, read-only
-use) as the reference where it runs."""
+"""The AMQP gateway in this process over an in-process broker (`local_gateway`), or inside `ferrymq dev`
+as a subprocess shared by the session (`gateway`); real AMQP clients in their own venvs as one-shot
+scenario scripts (clients/); and the machine's RabbitMQ (127.0.0.1:5672) as the reference where it
+runs (the scenarios delete what they create there)."""
 
 from __future__ import annotations
 
@@ -8,13 +9,20 @@ import json
 import os
 import socket
 import subprocess
-from collections.abc import Iterator
+from collections.abc import AsyncIterator, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
 
+from ferrymq.amqp.gateway import Gateway
+from ferrymq.amqp.server import AMQPServer
 from ferrymq.bench.processes import free_port
+from ferrymq.cli.proxying import local_message_service
+from ferrymq.meta.database import database_url, make_engine
+from ferrymq.meta.service import MetaService
+from ferrymq.meta.store import MetaStore
+from tests.broker.conftest import Cluster, make_cluster  # noqa: F401  (fixture)
 from tests.compat.conftest import ServerProcess
 from tests.compat.venvs import client_venv
 
@@ -39,15 +47,51 @@ def rabbitmq_running() -> bool:
         return False
 
 
-@pytest.fixture
-def gateway(tmp_path) -> Iterator[Endpoint]:
-    port = free_port()
-    server = ServerProcess("amqp", ["--listen", f"127.0.0.1:{port}"], tmp_path)
+@pytest.fixture(scope="session")
+def gateway(tmp_path_factory) -> Iterator[Endpoint]:
+    """`ferrymq dev` with its gateway (local mode) on a free port, shared by the session's tests:
+    each test names its own queues and exchanges."""
+    port, where = free_port(), tmp_path_factory.mktemp("gateway")
+    argv = [
+        "--data-dir",
+        str(where / "data"),
+        "--namesrv-port",
+        "0",
+        "--broker-port",
+        "0",
+        "--proxy-port",
+        "-1",
+    ]
+    server = ServerProcess("dev", [*argv, "--amqp-port", str(port)], where)
     try:
         server.wait_listening(f"127.0.0.1:{port}")
         yield Endpoint("127.0.0.1", port)
     finally:
         server.stop()
+
+
+@dataclass
+class LocalGateway:
+    gateway: Gateway
+    server: AMQPServer
+    port: int
+    cluster: Cluster
+
+
+@pytest.fixture
+async def local_gateway(make_cluster, tmp_path) -> AsyncIterator[LocalGateway]:  # noqa: F811
+    """A broker, a SQLite metadata store and a gateway, all in this process."""
+    cluster = await make_cluster()
+    store = MetaStore(make_engine(database_url(tmp_path / "meta")))
+    store.ensure_defaults()
+    gateway = Gateway(local_message_service(cluster.broker), MetaService(store))
+    server = AMQPServer("127.0.0.1", 0, gateway)
+    port = await server.start()
+    try:
+        yield LocalGateway(gateway, server, port, cluster)
+    finally:
+        await server.close()
+        store.engine.dispose()
 
 
 @pytest.fixture

@@ -29,11 +29,10 @@ def test_wrong_password(aio_pika_python, gateway, rabbitmq):
     assert ours == run_scenario(aio_pika_python, SCRIPT, "wrong_password", rabbitmq)
 
 
-def test_unimplemented_method_is_a_channel_error(aio_pika_python, gateway):
+def test_passive_declare_of_an_absent_queue_is_a_channel_error(aio_pika_python, gateway):
     assert run_scenario(aio_pika_python, SCRIPT, "passive_declare", gateway) == {
-        "error": "ChannelClosed",
-        "code": 540,
-        "text": "NOT_IMPLEMENTED - queue.declare is not implemented by this gateway yet",
+        "error": "ChannelNotFoundEntity",
+        "args": ["NOT_FOUND - no queue 'ferrymq-compat-absent-queue' in vhost '/'"],
         "next_channel_open": True,
     }
 

@@ -1,10 +1,14 @@
-"""Who may log in and which vhosts they may open. The metadata service will implement this interface;
-until then `StaticAuthenticator` knows RabbitMQ's default: user guest/guest and vhost "/"."""
+"""Who may log in and which vhosts they may open: the metadata service's users and permissions
+(`MetaAuthenticator`), or a fixed table (`StaticAuthenticator`: RabbitMQ's default guest/guest on
+vhost "/")."""
 
 from __future__ import annotations
 
 import hmac
-from typing import Protocol
+from typing import TYPE_CHECKING, Protocol
+
+if TYPE_CHECKING:
+    from ferrymq.amqp.catalog import Metadata
 
 
 class Authenticator(Protocol):
@@ -32,3 +36,16 @@ class StaticAuthenticator:
 
     async def may_open(self, username: str, vhost: str) -> bool:
         return vhost in self._vhosts
+
+
+class MetaAuthenticator:
+    """Users, password hashes and permissions as the metadata service holds them."""
+
+    def __init__(self, metadata: Metadata) -> None:
+        self.metadata = metadata
+
+    async def login(self, username: str, password: str) -> bool:
+        return await self.metadata.authenticate(username, password) is not None
+
+    async def may_open(self, username: str, vhost: str) -> bool:
+        return await self.metadata.permission(username, vhost) is not None

@@ -1,6 +1,7 @@
 """`ferrymq dev`: a whole local cluster in one process, on loopback, with an embedded data directory.
 
-Today: a NameServer and a Broker (more roles join as they arrive). Ctrl-C stops everything cleanly:
+A NameServer, a Broker, and in the broker's process the gRPC proxy and the AMQP gateway (its
+metadata in SQLite under the data directory). Ctrl-C stops everything cleanly:
 the broker unregisters, flushes and writes its checkpoint.
 """
 
@@ -12,11 +13,13 @@ from typing import TYPE_CHECKING
 
 import click
 
-from ferrymq.cli.proxying import start_local_proxy
+from ferrymq.cli.gatewaying import open_metadata, start_gateway
+from ferrymq.cli.proxying import local_message_service, start_local_proxy
 from ferrymq.cli.serving import serve
 from ferrymq.store import StoreConfig, StoreError
 
 if TYPE_CHECKING:
+    from ferrymq.amqp.server import AMQPServer
     from ferrymq.proxy.server import ProxyServer
 
 
@@ -44,7 +47,14 @@ def default_data_dir() -> Path:
     show_default=True,
     help="gRPC proxy port on 127.0.0.1, for RocketMQ 5 clients (0: any, -1: no proxy).",
 )
-def dev(data_dir: Path, namesrv_port: int, broker_port: int, proxy_port: int) -> None:
+@click.option(
+    "--amqp-port",
+    default=5673,
+    show_default=True,
+    help="AMQP 0-9-1 gateway port on 127.0.0.1, for RabbitMQ clients (0: any, -1: no gateway; 5673 "
+    "because RabbitMQ's 5672 is often taken).",
+)
+def dev(data_dir: Path, namesrv_port: int, broker_port: int, proxy_port: int, amqp_port: int) -> None:
     """Start a local development cluster on DATA_DIR; stop it cleanly with Ctrl-C."""
     from ferrymq.broker.config import BrokerConfig
     from ferrymq.broker.server import Broker
@@ -55,9 +65,11 @@ def dev(data_dir: Path, namesrv_port: int, broker_port: int, proxy_port: int) ->
     store = StoreConfig(store_path_root_dir=data_dir / "store", mapped_file_size_commit_log=256 << 20)
     broker = Broker(BrokerConfig(listen_host="127.0.0.1", listen_port=broker_port, store=store))
     proxy: ProxyServer | None = None
+    gateway: AMQPServer | None = None
+    metadata, close_metadata = open_metadata(None, data_dir / "meta")
 
     async def start() -> str:
-        nonlocal proxy
+        nonlocal proxy, gateway
         await namesrv.start()
         namesrv_addr = f"127.0.0.1:{namesrv.port}"
         broker.config.namesrv_addr = namesrv_addr
@@ -74,6 +86,15 @@ def dev(data_dir: Path, namesrv_port: int, broker_port: int, proxy_port: int) ->
                 await stop()
                 raise
             lines.append(f"  Proxy       127.0.0.1:{port} (gRPC, RocketMQ 5 clients)")
+        if amqp_port >= 0:
+            try:
+                gateway, port = await start_gateway(
+                    local_message_service(broker), metadata, "127.0.0.1", amqp_port
+                )
+            except BaseException:
+                await stop()
+                raise
+            lines.append(f"  AMQP        127.0.0.1:{port} (RabbitMQ clients, guest/guest, vhost /)")
         return "\n".join(
             [
                 "ferrymq dev is running.",
@@ -90,6 +111,9 @@ def dev(data_dir: Path, namesrv_port: int, broker_port: int, proxy_port: int) ->
         )
 
     async def stop() -> None:
+        if gateway is not None:
+            await gateway.close()
+        await close_metadata()
         if proxy is not None:
             await proxy.close()
         await broker.stop()

@@ -52,7 +52,8 @@ async def passive_declare() -> dict:
     try:
         await channel.declare_queue("ferrymq-compat-absent-queue", passive=True)
     except ChannelClosed as e:
-        result = {"error": type(e).__name__, "code": e.args[0], "text": e.args[1]}
+        # aiormq raises a subclass per reply code; a 404 carries only the reply text
+        result = {"error": type(e).__name__, "args": list(e.args)}
     other = await connection.channel()
     result["next_channel_open"] = not other.is_closed
     await connection.close()

@@ -595,13 +595,16 @@ class PopService:
         put = self.log.append(ck.revive_queue, new)
         if put.status is not PutStatus.PUT_OK:
             raise PopError(ResponseCode.SYSTEM_ERROR, f"new checkpoint not stored: {put.status.name}")
-        self.table.add(OpenCheckpoint(new, ck.revive_queue, put.queue_offset))
+        opened = OpenCheckpoint(new, ck.revive_queue, put.queue_offset)
+        self.table.add(opened)
         ack = self._settle(ck, 1 << index)
         for p in (put, ack):
             if await p.durable() is not PutStatus.PUT_OK:
                 raise PopError(
                     ResponseCode.FLUSH_DISK_TIMEOUT, "invisible time changed, but not flushed in time"
                 )
+        if invisible_ms == 0 and not old.order:  # visible again now, not at the revive's next tick
+            await self.revive.revive_now(opened)
         return ReceiptHandle(
             offset,
             pop_time,

@@ -1,0 +1,179 @@
+"""Storing a channel's publishes: route each through its vhost's topology, put it into the topic of
+every queue it reaches (the messages of one read go as one batch per topic), return the unroutable
+mandatory ones (basic.return before their confirm, as RabbitMQ) and confirm in order. Batches of one
+channel are stored one after the other, so a queue sees a channel's messages in publish order."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Protocol
+
+from pamqp import commands
+
+from ferrymq.amqp.topology import Topology
+from ferrymq.messaging.api import MessagingError, SendOutcome
+from ferrymq.protocol.amqp import fast
+from ferrymq.protocol.amqp.errors import AMQPError, ChannelException, ConnectionException, ReplyCode
+from ferrymq.protocol.amqp.events import ContentReceived
+from ferrymq.protocol.amqp.fields import decode_properties
+from ferrymq.protocol.amqp.mapping import to_rocketmq
+from ferrymq.protocol.amqp.methods import encode_method
+from ferrymq.protocol.batch import encode_batch
+from ferrymq.protocol.codes import ResponseCode
+
+if TYPE_CHECKING:
+    from ferrymq.amqp.gateway import Gateway
+
+_PUBLISH = (fast.BASIC, fast.PUBLISH)
+
+
+def _has_headers(properties: bytes) -> bool:
+    """Whether the wire-form properties carry a headers table (flag bit 13)."""
+    return len(properties) >= 2 and bool(properties[0] & 0x20)
+
+
+class PublishOutput(Protocol):
+    """What the publisher sends back on its channel, and how it fails the channel."""
+
+    number: int
+
+    @property
+    def frame_max(self) -> int: ...
+
+    def send(self, data: bytes) -> None: ...
+
+    def fail(self, error: AMQPError) -> None: ...
+
+
+class Publisher:
+    def __init__(self, gateway: Gateway, vhost: str, out: PublishOutput) -> None:
+        self.gateway = gateway
+        self.vhost = vhost
+        self.out = out
+        self._batch: list[ContentReceived] = []
+        self._last: asyncio.Future | None = None
+
+    def add(self, event: ContentReceived) -> None:
+        self._batch.append(event)
+
+    def flush(self) -> None:
+        """Start storing what came since the last flush, after what is being stored already."""
+        if self._batch:
+            batch, self._batch = self._batch, []
+            self._last = self.gateway.tasks.spawn(self._after(self._last, batch), "store publishes")
+
+    async def settled(self) -> None:
+        """Wait until every publish added so far is stored (or refused)."""
+        self.flush()
+        if self._last is not None:
+            await asyncio.shield(self._last)
+
+    async def store(self, batch: Sequence[ContentReceived]) -> None:
+        """Store `batch` now (a transaction's commit) and confirm it."""
+        await self._after(self._last, batch)
+
+    async def _after(self, previous: asyncio.Future | None, batch: Sequence[ContentReceived]) -> None:
+        if previous is not None:
+            await asyncio.gather(previous, return_exceptions=True)
+        await self._store(batch)
+
+    async def _store(self, batch: Sequence[ContentReceived]) -> None:
+        """Route and store the publishes up to the first that fails the channel (or connection), confirm
+        those, then fail."""
+        topology = await self.gateway.catalog.get(self.vhost)
+        by_topic: dict[str, list[tuple[int, bytes, str]]] = {}  # topic: (index in batch, body, properties)
+        frames: list[bytes] = []
+        error: AMQPError | None = None
+        for index, event in enumerate(batch):
+            try:
+                routes = self._routes(topology, event, frames)
+            except AMQPError as e:
+                error, batch = e, batch[:index]
+                break
+            for topic, properties in routes:
+                by_topic.setdefault(topic, []).append((index, event.body, properties))
+        await self._put_all(batch, by_topic, frames)
+        if error is not None:
+            self.out.fail(error)
+
+    async def _put_all(
+        self,
+        batch: Sequence[ContentReceived],
+        by_topic: dict[str, list[tuple[int, bytes, str]]],
+        frames: list[bytes],
+    ) -> None:
+        if frames:  # returns go before any confirm
+            self.out.send(b"".join(frames))
+        stored = [True] * len(batch)
+        results = await asyncio.gather(*(self._put(topic, entries) for topic, entries in by_topic.items()))
+        for entries, ok in zip(by_topic.values(), results, strict=True):
+            if not ok:
+                for index, _, _ in entries:
+                    stored[index] = False
+        self.out.send(self._confirms(batch, stored))
+
+    def _routes(
+        self, topology: Topology, event: ContentReceived, frames: list[bytes]
+    ) -> list[tuple[str, str]]:
+        """(topic, RocketMQ properties) for each queue the publish reaches."""
+        publish, size = event.publish, len(event.body)
+        if size > self.gateway.max_message_size:
+            raise ChannelException(
+                ReplyCode.PRECONDITION_FAILED,
+                f"message size {size} is larger than configured max size {self.gateway.max_message_size}",
+                *_PUBLISH,
+            )
+        if publish.immediate:
+            raise ConnectionException(ReplyCode.NOT_IMPLEMENTED, "immediate=true", *_PUBLISH)
+        headers = decode_properties(event.properties).headers if _has_headers(event.properties) else None
+        routed = topology.route(publish.exchange, publish.routing_key, headers)
+        if routed.error is not None:
+            raise routed.error
+        queues = routed.queues
+        if not queues:
+            if publish.mandatory:
+                frames.append(self._returned(event))
+            return []
+        properties = to_rocketmq(publish.exchange, publish.routing_key, event.properties)
+        return [(queue.topic, properties) for queue in queues]
+
+    def _returned(self, event: ContentReceived) -> bytes:
+        method = commands.Basic.Return(
+            reply_code=ReplyCode.NO_ROUTE, reply_text="NO_ROUTE",
+            exchange=event.publish.exchange, routing_key=event.publish.routing_key,
+        )  # fmt: skip
+        number = self.out.number
+        return encode_method(number, method) + fast.encode_content(
+            number, event.properties, event.body, self.out.frame_max
+        )
+
+    async def _put(self, topic: str, entries: list[tuple[int, bytes, str]]) -> bool:
+        service = self.gateway.service
+        try:
+            if len(entries) == 1:
+                _, body, properties = entries[0]
+                outcome: SendOutcome = await service.send(topic, body, properties)
+            else:
+                batch = encode_batch([(body, properties.encode(), 0) for _, body, properties in entries])
+                outcome = await service.send_batch(topic, batch)
+        except MessagingError:
+            return False
+        if outcome.code == ResponseCode.TOPIC_NOT_EXIST:  # the queue went away meanwhile: as unroutable
+            return True
+        return outcome.stored
+
+    def _confirms(self, batch: Sequence[ContentReceived], stored: list[bool]) -> bytes:
+        """basic.ack / basic.nack for the confirm-mode publishes of `batch` (one ack with multiple when
+        all of them were stored)."""
+        sequences = [(e.sequence, ok) for e, ok in zip(batch, stored, strict=True) if e.sequence]
+        if not sequences:
+            return b""
+        number = self.out.number
+        if all(ok for _, ok in sequences):
+            last = sequences[-1][0]
+            return fast.encode_ack(number, fast.Ack(last, len(sequences) > 1))
+        return b"".join(
+            fast.encode_ack(number, fast.Ack(seq, False) if ok else fast.Nack(seq, False, False))
+            for seq, ok in sequences
+        )
