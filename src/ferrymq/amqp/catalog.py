@@ -33,6 +33,10 @@ class VhostCatalog:
         """Call `listener` with each queue deleted from any vhost this catalog watches."""
         self._queue_gone.append(listener)
 
+    def loaded(self) -> list[Topology]:
+        """The topologies of the vhosts loaded so far."""
+        return list(self._topologies.values())
+
     async def get(self, vhost: str) -> Topology:
         """The vhost's topology, loaded (and watched from then on) on first use."""
         topology = self._topologies.get(vhost)

@@ -23,9 +23,8 @@ from ferrymq.protocol.amqp.errors import AMQPError, ChannelException, Connection
 from ferrymq.protocol.amqp.events import ContentReceived
 from ferrymq.protocol.amqp.mapping import from_rocketmq
 from ferrymq.protocol.amqp.methods import encode_method, ids_of
-from ferrymq.protocol.codes import ResponseCode
-from ferrymq.protocol.message_ext import MessageExt, decode_records
-from ferrymq.protocol.pop import INIT_MODE_MIN, POP_CK
+from ferrymq.protocol.message_ext import MessageExt
+from ferrymq.protocol.pop import POP_CK
 
 if TYPE_CHECKING:
     from ferrymq.amqp.gateway import Gateway
@@ -33,10 +32,11 @@ if TYPE_CHECKING:
 
 
 class Unacked:
-    __slots__ = ("consumer", "handle", "queue")
+    __slots__ = ("consumer", "handle", "message", "queue")
 
-    def __init__(self, queue: Queue, handle: str, consumer: Consumer | None) -> None:
+    def __init__(self, queue: Queue, message: MessageExt, handle: str, consumer: Consumer | None) -> None:
         self.queue = queue
+        self.message = message  # kept for dead-lettering it
         self.handle = handle
         self.consumer = consumer  # None for basic.get
 
@@ -103,7 +103,7 @@ class Channel:
         self.next_tag += 1
         if not consumer.no_ack:
             consumer.in_flight += 1
-            self.unacked[tag] = Unacked(consumer.feed.queue, handle, consumer)
+            self.unacked[tag] = Unacked(consumer.feed.queue, message, handle, consumer)
         exchange, routing_key, properties = from_rocketmq(message.properties)
         self.send(
             fast.encode_delivery(
@@ -355,22 +355,17 @@ class Channel:
     async def _get(self, m: commands.Basic.Get) -> base.Frame | None:
         queue = await self._queue(m.queue, m)
         gateway = self.gateway
-        try:
-            outcome = await gateway.service.pop(
-                queue.group, queue.topic, 1, gateway.feeds.invisible_ms, init_mode=INIT_MODE_MIN
-            )
-        except MessagingError:
-            outcome = None
-        if outcome is None or outcome.code != ResponseCode.SUCCESS:
+        found = await gateway.feeds.pop(queue, 1, 0)
+        if not found:
             return commands.Basic.GetEmpty()
-        message = decode_records(outcome.body)[0]
+        message = found[0]
         handle = message.properties[POP_CK]
         if m.no_ack:
             gateway.feeds.settle(queue, [handle])
         tag = self.next_tag
         self.next_tag += 1
         if not m.no_ack:
-            self.unacked[tag] = Unacked(queue, handle, None)
+            self.unacked[tag] = Unacked(queue, message, handle, None)
         exchange, routing_key, properties = from_rocketmq(message.properties)
         ready = await gateway.ready_count(queue)
         get_ok = commands.Basic.GetOk(tag, message.reconsume_times > 0, exchange, routing_key, ready)
@@ -410,14 +405,25 @@ class Channel:
     def _settle(self, ack: fast.Ack | fast.Nack | fast.Reject, taken: list[Unacked]) -> None:
         if not taken:
             return
-        if isinstance(ack, fast.Ack) or not ack.requeue:
-            by_queue: dict[str, tuple[Queue, list[str]]] = {}
-            for delivery in taken:
-                by_queue.setdefault(delivery.queue.topic, (delivery.queue, []))[1].append(delivery.handle)
-            for queue, handles in by_queue.values():
-                self.gateway.feeds.settle(queue, handles)
-        else:
+        if isinstance(ack, fast.Ack):
+            self._ack(taken)
+        elif ack.requeue:
             self.gateway.tasks.spawn(self._requeue(taken), "requeue")
+        else:
+            self.gateway.tasks.spawn(self._reject(taken), "dead-letter")
+
+    def _ack(self, taken: list[Unacked]) -> None:
+        by_queue: dict[str, tuple[Queue, list[str]]] = {}
+        for delivery in taken:
+            by_queue.setdefault(delivery.queue.topic, (delivery.queue, []))[1].append(delivery.handle)
+        for queue, handles in by_queue.values():
+            self.gateway.feeds.settle(queue, handles)
+
+    async def _reject(self, taken: list[Unacked]) -> None:
+        """Rejected without requeue: to the queue's dead-letter exchange if it has one, then settled."""
+        for delivery in taken:
+            await self.gateway.dead_letters.send(delivery.queue, delivery.message, "rejected")
+        self._ack(taken)
 
     async def _requeue(self, deliveries: list[Unacked]) -> None:
         by_queue: dict[str, tuple[Queue, list[str]]] = {}

@@ -11,15 +11,17 @@ import logging
 from collections import deque
 from typing import TYPE_CHECKING, Protocol
 
-from ferrymq.messaging.api import MessageService, MessagingError
+from ferrymq.amqp.queue_settings import topic_queues
+from ferrymq.messaging.api import MessageQueue, MessagingError
 from ferrymq.meta.entities import Queue
-from ferrymq.net.tasks import BackgroundTasks
 from ferrymq.protocol.codes import ResponseCode
 from ferrymq.protocol.message_ext import MessageExt, decode_records
 from ferrymq.protocol.pop import INIT_MODE_MIN, POP_CK
 
 if TYPE_CHECKING:
     from collections.abc import Iterable
+
+    from ferrymq.amqp.gateway import Gateway
 
 log = logging.getLogger(__name__)
 POP_BATCH = 32  # the most one pop brings (RocketMQ's limit)
@@ -73,6 +75,7 @@ class QueueFeed:
         self._woken = asyncio.Event()
         self._held: deque[MessageExt] = deque()  # popped, waiting for credit
         self._task: asyncio.Task | None = None
+        self._single_active = queue.arguments.get("x-single-active-consumer") is True
 
     def add(self, consumer: Consumer) -> None:
         self.consumers.append(consumer)
@@ -91,47 +94,27 @@ class QueueFeed:
     async def _run(self) -> None:
         try:
             while self.consumers:
+                self._woken.clear()  # a wake from here on ends the next wait at once
                 if self._held:
                     self._hand_out()
-                    await asyncio.sleep(0)
                     if self._held:
-                        await self._wait()
+                        await self._woken.wait()  # for credit
+                    else:
+                        await asyncio.sleep(0)  # the other feeds' turn
                     continue
                 want = sum(min(c.credit(), POP_BATCH) for c in self.consumers)
                 if want <= 0:
-                    await self._wait()
+                    await self._woken.wait()
                     continue
-                self._held.extend(await self._pop(min(want, POP_BATCH)))
+                self._held.extend(await self.registry.pop(self.queue, min(want, POP_BATCH), POLL_MS))
         finally:
             self.registry.feed_idle(self)
             held, self._held = list(self._held), deque()
             await self.registry.requeue(self.queue, [m.properties[POP_CK] for m in held])
 
-    async def _wait(self) -> None:
-        self._woken.clear()
-        await self._woken.wait()
-
-    async def _pop(self, count: int) -> list[MessageExt]:
-        queue = self.queue
-        try:
-            outcome = await self.registry.service.pop(
-                queue.group, queue.topic, count, self.registry.invisible_ms, poll_ms=POLL_MS,
-                init_mode=INIT_MODE_MIN,
-            )  # fmt: skip
-        except MessagingError as e:
-            log.warning("popping %s: %s", queue.topic, e)
-            await asyncio.sleep(RETRY_AFTER_S)
-            return []
-        if outcome.code == ResponseCode.SUCCESS:
-            return decode_records(outcome.body)
-        if outcome.code != ResponseCode.POLLING_TIMEOUT:
-            log.warning("popping %s: %s (%s)", queue.topic, outcome.remark, outcome.code)
-            await asyncio.sleep(RETRY_AFTER_S)
-        return []
-
     def _hand_out(self) -> None:
         """Give held messages to the consumers in turn, each within its credit."""
-        consumers, held = self.consumers, self._held
+        consumers, held = self.consumers[:1] if self._single_active else self.consumers, self._held
         settle_now: list[str] = []
         misses = 0
         while held and consumers and misses < len(consumers):
@@ -153,11 +136,49 @@ class QueueFeed:
 class FeedRegistry:
     """The feeds of this gateway by (vhost, queue), and the broker calls that settle deliveries."""
 
-    def __init__(self, service: MessageService, tasks: BackgroundTasks, invisible_ms: int) -> None:
-        self.service = service
-        self.tasks = tasks
-        self.invisible_ms = invisible_ms
+    def __init__(self, gateway: Gateway) -> None:
+        self.service = gateway.service
+        self.tasks = gateway.tasks
+        self.invisible_ms = gateway.limits.consumer_timeout_ms
+        self.screen = gateway.screen  # takes out popped messages not to deliver (expired ...)
+        self.broker_queue = gateway.broker_queue
         self._feeds: dict[tuple[str, str], QueueFeed] = {}
+
+    async def pop(self, queue: Queue, count: int, poll_ms: int) -> list[MessageExt]:
+        """Up to `count` messages of `queue` to deliver, the highest priority level first (waiting up to
+        `poll_ms` for one when there is none); expired ones and the like are screened out."""
+        levels = topic_queues(queue)
+        if levels > 1:
+            for level in range(levels - 1, -1, -1):
+                found = await self.pop_place(queue, count, await self.broker_queue(queue.topic, level))
+                if found:
+                    return found
+        found = await self._pop(queue, count, None, poll_ms)
+        return await self.screen(queue, found) if found else found
+
+    async def pop_place(self, queue: Queue, count: int, place: MessageQueue) -> list[MessageExt]:
+        """Up to `count` messages of one broker queue of `queue`, screened, without waiting."""
+        found = await self._pop(queue, count, place, 0)
+        return await self.screen(queue, found) if found else found
+
+    async def _pop(
+        self, queue: Queue, count: int, place: MessageQueue | None, poll_ms: int
+    ) -> list[MessageExt]:
+        try:
+            outcome = await self.service.pop(
+                queue.group, queue.topic, count, self.invisible_ms, queue=place, poll_ms=poll_ms,
+                init_mode=INIT_MODE_MIN,
+            )  # fmt: skip
+        except MessagingError as e:
+            log.warning("popping %s: %s", queue.topic, e)
+            await asyncio.sleep(RETRY_AFTER_S)
+            return []
+        if outcome.code == ResponseCode.SUCCESS:
+            return decode_records(outcome.body)
+        if outcome.code != ResponseCode.POLLING_TIMEOUT:
+            log.warning("popping %s: %s (%s)", queue.topic, outcome.remark, outcome.code)
+            await asyncio.sleep(RETRY_AFTER_S)
+        return []
 
     def feed(self, queue: Queue) -> QueueFeed:
         key = (queue.vhost, queue.name)

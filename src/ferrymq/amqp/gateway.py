@@ -5,14 +5,21 @@ from __future__ import annotations
 
 import itertools
 import secrets
+import time
 from dataclasses import dataclass
 
 from ferrymq.amqp.catalog import Metadata, VhostCatalog
+from ferrymq.amqp.dead_letters import DeadLetters, Reason
+from ferrymq.amqp.expiry import ExpirySweeper
 from ferrymq.amqp.feeds import FeedRegistry
+from ferrymq.amqp.limits import QueueLimits
+from ferrymq.amqp.queue_settings import EXPIRES, SettingsCache, topic_queues
 from ferrymq.messaging.api import MessageQueue, MessageService, MessagingError
 from ferrymq.meta.entities import Queue
 from ferrymq.net.tasks import BackgroundTasks
-from ferrymq.protocol.pop import pop_retry_topic
+from ferrymq.protocol.codes import ResponseCode
+from ferrymq.protocol.message_ext import MessageExt, decode_records
+from ferrymq.protocol.pop import POP_CK, pop_retry_topic
 
 DEFAULT_MAX_MESSAGE_SIZE = 4 * 1024 * 1024  # RocketMQ's maxMessageSize; RabbitMQ's is 128 MiB
 CONSUMER_TIMEOUT_MS = 1_800_000  # RabbitMQ's consumer_timeout: 30 minutes
@@ -34,8 +41,14 @@ class Gateway:
         self.max_message_size = min(self.limits.max_message_size, service.max_body_size)
         self.tasks = BackgroundTasks("AMQP gateway")
         self.catalog = VhostCatalog(metadata, self.tasks)
-        self.feeds = FeedRegistry(service, self.tasks, self.limits.consumer_timeout_ms)
+        self.feeds = FeedRegistry(self)
         self.catalog.on_queue_gone(self.feeds.queue_gone)
+        self.settings = SettingsCache()
+        self.dead_letters = DeadLetters(self)
+        self.queue_limits = QueueLimits(self)
+        self.expiry = ExpirySweeper(self)
+        self.tasks.spawn(self.expiry.run(), "expire messages")
+        self._broker_queues: dict[tuple[str, int], MessageQueue] = {}
         self.id = secrets.token_hex(6)  # names this gateway in exclusive queues' owners
         self._connections = itertools.count(1)
 
@@ -44,11 +57,60 @@ class Gateway:
         return f"{self.id}-{next(self._connections)}"
 
     async def ensure_topic(self, queue: Queue) -> None:
-        """The queue's topic on the brokers: one queue, so a queue keeps RabbitMQ's order."""
-        await self.service.create_topic(queue.topic, 1)
+        """The queue's topic on the brokers: one queue, so a queue keeps RabbitMQ's order (one per
+        priority level for a priority queue)."""
+        await self.service.create_topic(queue.topic, topic_queues(queue))
 
-    async def _queues(self, queue: Queue) -> list[MessageQueue]:
-        topics = (queue.topic, pop_retry_topic(queue.group, queue.topic))
+    async def broker_queue(self, topic: str, queue_id: int) -> MessageQueue:
+        """Queue `queue_id` of `topic` on its (first) broker: where a priority level lives."""
+        known = self._broker_queues.get((topic, queue_id))
+        if known is None:
+            route = await self.service.route(topic)
+            if not route:
+                raise MessagingError(f"topic {topic} has no route")
+            known = self._broker_queues[(topic, queue_id)] = MessageQueue(
+                topic, route[0].broker_name, queue_id
+            )
+        return known
+
+    async def screen(self, queue: Queue, messages: list[MessageExt]) -> list[MessageExt]:
+        """The popped messages still to deliver; those expired or past the queue's delivery limit
+        are dead-lettered and settled."""
+        settings = self.settings.of(await self.catalog.get(queue.vhost), queue)
+        now_ms, limit = int(time.time() * 1000), settings.delivery_limit
+        live: list[MessageExt] = []
+        dead: list[tuple[MessageExt, Reason]] = []
+        for message in messages:
+            expires = message.properties.get(EXPIRES)
+            if expires is not None and int(expires) <= now_ms:
+                dead.append((message, "expired"))
+            elif limit is not None and message.reconsume_times > limit:
+                dead.append((message, "delivery_limit"))
+            else:
+                live.append(message)
+        for message, reason in dead:
+            await self.dead_letters.send(queue, message, reason)
+        if dead:
+            await self.service.ack_batch(queue.group, queue.topic, [m.properties[POP_CK] for m, _ in dead])
+        return live
+
+    async def usage(self, queue: Queue, with_bytes: bool) -> tuple[int, int]:
+        """(ready messages, their body bytes if asked, else 0) of the queue."""
+        count = size = 0
+        for mq, at, high in await self._backlog(queue):
+            count += max(0, high - at)
+            while with_bytes and at < high:
+                read = await self.service.read(queue.group, mq, at, 32)
+                records = decode_records(read.body()) if read.code == ResponseCode.SUCCESS else []
+                if not records:
+                    break
+                size += sum(len(m.body) for m in records)
+                at = records[-1].queue_offset + 1
+        return count, size
+
+    async def queue_places(self, queue: Queue, with_retry: bool = False) -> list[MessageQueue]:
+        """The broker queues of the queue's topic (and of its retry topic, when asked)."""
+        topics = (queue.topic, pop_retry_topic(queue.group, queue.topic)) if with_retry else (queue.topic,)
         found = []
         for topic in topics:
             for data in await self.service.route(topic) or []:
@@ -58,7 +120,7 @@ class Gateway:
     async def _backlog(self, queue: Queue) -> list[tuple[MessageQueue, int, int]]:
         """(broker queue, where the queue's group is, its end) for the queue's topic and retry topic."""
         service, found = self.service, []
-        for mq in await self._queues(queue):
+        for mq in await self.queue_places(queue, with_retry=True):
             low, high = await service.queue_bounds(mq)
             offset = await service.query_offset(queue.group, mq)
             found.append((mq, max(low, offset if offset is not None else low), high))
@@ -85,6 +147,7 @@ class Gateway:
         await self.metadata.delete_queue(queue.vhost, queue.name, owner)
         for topic in (queue.topic, pop_retry_topic(queue.group, queue.topic)):
             await self.service.delete_topic(topic)
+        self._broker_queues = {k: v for k, v in self._broker_queues.items() if k[0] != queue.topic}
         await self.catalog.refresh(queue.vhost)
 
     async def close(self) -> None:

@@ -6,13 +6,16 @@ channel are stored one after the other, so a queue sees a channel's messages in 
 from __future__ import annotations
 
 import asyncio
+import time
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Protocol
 
 from pamqp import commands
 
+from ferrymq.amqp.queue_settings import placed
 from ferrymq.amqp.topology import Topology
 from ferrymq.messaging.api import MessagingError, SendOutcome
+from ferrymq.meta.entities import Queue
 from ferrymq.protocol.amqp import fast
 from ferrymq.protocol.amqp.errors import AMQPError, ChannelException, ConnectionException, ReplyCode
 from ferrymq.protocol.amqp.events import ContentReceived
@@ -28,9 +31,14 @@ if TYPE_CHECKING:
 _PUBLISH = (fast.BASIC, fast.PUBLISH)
 
 
-def _has_headers(properties: bytes) -> bool:
-    """Whether the wire-form properties carry a headers table (flag bit 13)."""
-    return len(properties) >= 2 and bool(properties[0] & 0x20)
+Entry = tuple[int, ContentReceived, str]  # index in its batch, the publish, its RocketMQ properties
+_HEADERS_EXPIRATION_PRIORITY = 0x20 | 0x01 | 0x08  # flag bits 13, 8 and 11 in the first octet
+
+
+def _needs_decoding(properties: bytes) -> bool:
+    """Whether the wire-form properties carry headers, an expiration or a priority, which routing
+    and queue settings read (most messages carry none and skip decoding)."""
+    return len(properties) >= 2 and bool(properties[0] & _HEADERS_EXPIRATION_PRIORITY)
 
 
 class PublishOutput(Protocol):
@@ -82,41 +90,47 @@ class Publisher:
         """Route and store the publishes up to the first that fails the channel (or connection), confirm
         those, then fail."""
         topology = await self.gateway.catalog.get(self.vhost)
-        by_topic: dict[str, list[tuple[int, bytes, str]]] = {}  # topic: (index in batch, body, properties)
+        now_ms = int(time.time() * 1000)
+        by_place: dict[tuple[str, int], tuple[Queue, list[Entry]]] = {}  # (topic, queue id): entries
         frames: list[bytes] = []
         error: AMQPError | None = None
         for index, event in enumerate(batch):
             try:
-                routes = self._routes(topology, event, frames)
+                routes = self._routes(topology, event, frames, now_ms)
             except AMQPError as e:
                 error, batch = e, batch[:index]
                 break
-            for topic, properties in routes:
-                by_topic.setdefault(topic, []).append((index, event.body, properties))
-        await self._put_all(batch, by_topic, frames)
-        if error is not None:
-            self.out.fail(error)
-
-    async def _put_all(
-        self,
-        batch: Sequence[ContentReceived],
-        by_topic: dict[str, list[tuple[int, bytes, str]]],
-        frames: list[bytes],
-    ) -> None:
+            for queue, queue_id, properties in routes:
+                by_place.setdefault((queue.topic, queue_id), (queue, []))[1].append(
+                    (index, event, properties)
+                )
         if frames:  # returns go before any confirm
             self.out.send(b"".join(frames))
         stored = [True] * len(batch)
-        results = await asyncio.gather(*(self._put(topic, entries) for topic, entries in by_topic.items()))
-        for entries, ok in zip(by_topic.values(), results, strict=True):
+        limited = {
+            place: v for place, v in by_place.items() if self.gateway.settings.of(topology, v[0]).limited
+        }
+        for place, (queue, entries) in limited.items():
+            by_place[place] = (queue, await self.gateway.queue_limits.admit(topology, queue, entries, stored))
+        results = await asyncio.gather(
+            *(self._put(place, entries) for place, (_, entries) in by_place.items())
+        )
+        for (_, entries), ok in zip(by_place.values(), results, strict=True):
             if not ok:
                 for index, _, _ in entries:
                     stored[index] = False
+        for queue, _ in limited.values():
+            await self.gateway.queue_limits.trim(topology, queue)
+        for queue, _ in by_place.values():
+            self.gateway.expiry.wake(queue)
         self.out.send(self._confirms(batch, stored))
+        if error is not None:
+            self.out.fail(error)
 
     def _routes(
-        self, topology: Topology, event: ContentReceived, frames: list[bytes]
-    ) -> list[tuple[str, str]]:
-        """(topic, RocketMQ properties) for each queue the publish reaches."""
+        self, topology: Topology, event: ContentReceived, frames: list[bytes], now_ms: int
+    ) -> list[tuple[Queue, int, str]]:
+        """(queue, queue id or -1, RocketMQ properties) for each queue the publish reaches."""
         publish, size = event.publish, len(event.body)
         if size > self.gateway.max_message_size:
             raise ChannelException(
@@ -126,8 +140,8 @@ class Publisher:
             )
         if publish.immediate:
             raise ConnectionException(ReplyCode.NOT_IMPLEMENTED, "immediate=true", *_PUBLISH)
-        headers = decode_properties(event.properties).headers if _has_headers(event.properties) else None
-        routed = topology.route(publish.exchange, publish.routing_key, headers)
+        decoded = decode_properties(event.properties) if _needs_decoding(event.properties) else None
+        routed = topology.route(publish.exchange, publish.routing_key, decoded.headers if decoded else None)
         if routed.error is not None:
             raise routed.error
         queues = routed.queues
@@ -136,7 +150,10 @@ class Publisher:
                 frames.append(self._returned(event))
             return []
         properties = to_rocketmq(publish.exchange, publish.routing_key, event.properties)
-        return [(queue.topic, properties) for queue in queues]
+        settings_of = self.gateway.settings.of
+        return [
+            (queue, *placed(settings_of(topology, queue), properties, decoded, now_ms)) for queue in queues
+        ]
 
     def _returned(self, event: ContentReceived) -> bytes:
         method = commands.Basic.Return(
@@ -148,15 +165,18 @@ class Publisher:
             number, event.properties, event.body, self.out.frame_max
         )
 
-    async def _put(self, topic: str, entries: list[tuple[int, bytes, str]]) -> bool:
-        service = self.gateway.service
+    async def _put(self, place: tuple[str, int], entries: list[Entry]) -> bool:
+        if not entries:
+            return True
+        service, (topic, queue_id) = self.gateway.service, place
+        queue = None if queue_id < 0 else await self.gateway.broker_queue(topic, queue_id)
         try:
             if len(entries) == 1:
-                _, body, properties = entries[0]
-                outcome: SendOutcome = await service.send(topic, body, properties)
+                _, event, properties = entries[0]
+                outcome: SendOutcome = await service.send(topic, event.body, properties, queue=queue)
             else:
-                batch = encode_batch([(body, properties.encode(), 0) for _, body, properties in entries])
-                outcome = await service.send_batch(topic, batch)
+                batch = encode_batch([(e.body, properties.encode(), 0) for _, e, properties in entries])
+                outcome = await service.send_batch(topic, batch, queue=queue)
         except MessagingError:
             return False
         if outcome.code == ResponseCode.TOPIC_NOT_EXIST:  # the queue went away meanwhile: as unroutable

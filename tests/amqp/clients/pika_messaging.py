@@ -248,7 +248,98 @@ def queue_lifecycle() -> dict:
     return result
 
 
+def death_view(properties: pika.BasicProperties) -> dict:
+    """The dead-lettering headers without their times."""
+    headers = dict(properties.headers or {})
+    deaths = [{k: v for k, v in d.items() if k != "time"} for d in headers.pop("x-death", [])]
+    return {"x-death": deaths, **{k: v for k, v in headers.items() if k.startswith("x-first-death")}}
+
+
+def wait_get(channel, queue: str) -> tuple | None:
+    deadline = time.monotonic() + WAIT
+    while time.monotonic() < deadline:
+        method, properties, body = channel.basic_get(queue, auto_ack=True)
+        if method is not None:
+            return method, properties, body
+        time.sleep(0.05)
+    return None
+
+
+def queue_arguments() -> dict:
+    """TTL with a dead-letter exchange as a delay line, per-message expiration, rejected messages
+    dead-lettered, max-length with drop-head and reject-publish, priorities."""
+    connection = connect()
+    channel = connection.channel()
+    channel.confirm_delivery()
+    names = {k: name(k) for k in ("delay", "target", "plain", "work", "dead", "short", "full", "prio")}
+    channel.queue_declare(names["target"])
+    channel.queue_declare(
+        names["delay"],
+        arguments={
+            "x-message-ttl": 300,
+            "x-dead-letter-exchange": "",
+            "x-dead-letter-routing-key": names["target"],
+        },
+    )
+    channel.basic_publish("", names["delay"], b"later", pika.BasicProperties(headers={"n": 1}))
+    arrived = wait_get(channel, names["target"])
+    result: dict = {"delayed": None if arrived is None else [arrived[2].decode(), death_view(arrived[1])]}
+    result["delayed"][1]["x-death"][0]["routing-keys"] = [
+        k.replace(PREFIX, "<prefix>") for k in result["delayed"][1]["x-death"][0]["routing-keys"]
+    ]
+    for d in result["delayed"][1]["x-death"]:
+        d["queue"] = d["queue"].replace(PREFIX, "<prefix>")
+    result["delayed"][1]["x-first-death-queue"] = result["delayed"][1]["x-first-death-queue"].replace(
+        PREFIX, "<prefix>"
+    )
+    channel.queue_declare(names["plain"])
+    channel.basic_publish("", names["plain"], b"short-lived", pika.BasicProperties(expiration="50"))
+    time.sleep(0.3)
+    result["expired_get"] = channel.basic_get(names["plain"])[0] is None
+    channel.queue_declare(names["dead"])
+    channel.queue_declare(
+        names["work"], arguments={"x-dead-letter-exchange": "", "x-dead-letter-routing-key": names["dead"]}
+    )
+    channel.basic_publish("", names["work"], b"bad")
+    method, _, _ = channel.basic_get(names["work"])
+    channel.basic_reject(method.delivery_tag, requeue=False)
+    dead = wait_get(channel, names["dead"])
+    result["rejected"] = (
+        None
+        if dead is None
+        else [
+            dead[2].decode(),
+            dead[1].headers["x-death"][0]["reason"],
+            dead[1].headers["x-death"][0]["count"],
+        ]
+    )
+    channel.queue_declare(names["short"], arguments={"x-max-length": 2})
+    for i in range(4):
+        channel.basic_publish("", names["short"], f"s{i}".encode())
+    result["drop_head"] = [m["body"] for m in drain(channel, names["short"])]
+    channel.queue_declare(names["full"], arguments={"x-max-length": 1, "x-overflow": "reject-publish"})
+    outcomes = []
+    for i in range(2):
+        try:
+            channel.basic_publish("", names["full"], f"f{i}".encode())
+            outcomes.append("ack")
+        except pika.exceptions.NackError:
+            outcomes.append("nack")
+    result["reject_publish"] = outcomes
+    channel.queue_declare(names["prio"], arguments={"x-max-priority": 5})
+    for priority in (1, 5, 3, 0):
+        channel.basic_publish(
+            "", names["prio"], f"p{priority}".encode(), pika.BasicProperties(priority=priority)
+        )
+    result["priority_order"] = [m["body"] for m in drain(channel, names["prio"])]
+    for queue in names.values():
+        channel.queue_delete(queue)
+    connection.close()
+    return result
+
+
 SCENARIOS = {
+    "queue_arguments": queue_arguments,
     "properties_round_trip": properties_round_trip,
     "routing": routing,
     "mandatory_and_errors": mandatory_and_errors,
