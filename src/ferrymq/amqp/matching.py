@@ -7,6 +7,7 @@ one exchange whose bindings changed. A destination is (destination_type, name), 
 from __future__ import annotations
 
 import datetime
+from collections import OrderedDict
 from collections.abc import Iterable, Mapping, Sequence
 from decimal import Decimal
 from typing import Any
@@ -99,7 +100,7 @@ class TopicMatcher(Matcher):
             for word in topic_words(binding.routing_key):
                 node = node.child(word)
             node.destinations.append(_destination(binding))
-        self._cache: dict[str, tuple[Destination, ...]] = {}
+        self._cache: OrderedDict[str, tuple[Destination, ...]] = OrderedDict()
 
     def match(self, keys: Sequence[str], headers: Headers | None) -> tuple[Destination, ...]:
         if len(keys) == 1:
@@ -113,7 +114,7 @@ class TopicMatcher(Matcher):
             self._walk(self._root, topic_words(key), 0, out, set())
             found = _unique(out)
             if len(self._cache) >= TOPIC_CACHE_SIZE:
-                del self._cache[next(iter(self._cache))]
+                self._cache.popitem(last=False)
             self._cache[key] = found
         return found
 
@@ -180,9 +181,10 @@ class _HeadersBinding:
         )
         self.destination = _destination(binding)
 
-    def matches(self, headers: Headers) -> bool:
+    def matches(self, headers: Mapping[str, tuple[str, Any]]) -> bool:
+        """`headers` with values as _erlang_value gives them."""
         for name, expected in self.pairs:
-            hit = name in headers and (expected is _VOID or _erlang_value(headers[name]) == expected)
+            hit = name in headers and (expected is _VOID or headers[name] == expected)
             if hit and self.any:
                 return True
             if not hit and not self.any:
@@ -199,7 +201,7 @@ class HeadersMatcher(Matcher):
         self._bindings = [_HeadersBinding(b) for b in bindings]
 
     def match(self, keys: Sequence[str], headers: Headers | None) -> tuple[Destination, ...]:
-        present = headers or {}
+        present = {name: _erlang_value(value) for name, value in headers.items()} if headers else {}
         return _unique(b.destination for b in self._bindings if b.matches(present))
 
 
