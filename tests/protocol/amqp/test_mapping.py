@@ -87,6 +87,45 @@ def test_short_strings_that_are_not_utf8_come_back_as_they_were(values):
     assert encode_basic_properties(decode_basic_properties(wire)) == wire
 
 
+_any_value = st.recursive(
+    st.one_of(
+        _header_value,
+        st.decimals(places=2, min_value=0, max_value=10**6, allow_nan=False),
+        st.datetimes(timezones=st.just(datetime.UTC), min_value=datetime.datetime(1971, 1, 1)),
+    ),
+    lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=5), inner, max_size=3),
+    max_leaves=6,
+)
+
+
+@settings(max_examples=400, deadline=None)
+@given(st.dictionaries(st.text(max_size=10), _any_value, max_size=6))
+def test_headers_of_any_type_decode_as_pamqp_decodes_them(headers):
+    wire = commands.Basic.Properties(headers=headers).marshal()
+    assert decode_basic_properties(wire).headers == fields.decode_properties(wire).headers
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.dictionaries(st.text(max_size=140), st.text(max_size=30), max_size=6))
+def test_string_headers_encode_as_pamqp_encodes_them(headers):
+    assert (
+        encode_basic_properties(BasicProperties(headers=headers))
+        == commands.Basic.Properties(headers=headers).marshal()
+    )
+
+
+@settings(max_examples=2000, deadline=None)
+@given(st.binary(max_size=60))
+def test_any_headers_table_we_read_pamqp_reads_alike(table):
+    """A table we accept (in the fast path or through pamqp) is the table pamqp reads."""
+    wire = b"\x20\x00" + len(table).to_bytes(4, "big") + table
+    try:
+        ours = decode_basic_properties(wire).headers
+    except ValueError:
+        return
+    assert ours == fields.decode_properties(wire).headers
+
+
 @pytest.mark.parametrize(
     ("wire", "problem"),
     [
