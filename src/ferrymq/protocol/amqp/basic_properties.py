@@ -135,9 +135,9 @@ def _plain_table(raw: bytes, at: int, stop: int) -> dict[str, Any] | None:
     return table
 
 
-def _string_table(table: dict[str, str]) -> bytes:
+def _string_table(table: dict[str, Any]) -> bytes:
     """A table of strings as pamqp encodes it: names sorted, each value a long string."""
-    parts = []
+    parts: list[bytes] = []
     for key, value in sorted(table.items()):
         name, data = key.encode(), value.encode()
         if len(name) > 128:
