@@ -12,7 +12,8 @@ from collections.abc import Iterable, Mapping, Sequence
 from decimal import Decimal
 from typing import Any
 
-from ferrymq.meta.entities import Binding
+from ferrymq.meta.entities import Arguments, Binding
+from ferrymq.meta.equivalence import amqp_type
 
 Destination = tuple[str, str]  # ("queue" | "exchange", name)
 Headers = Mapping[str, Any]
@@ -190,6 +191,17 @@ class _HeadersBinding:
             if not hit and not self.any:
                 return False
         return not self.any
+
+
+def binding_problem(exchange_type: str, arguments: Arguments) -> str | None:
+    """Why RabbitMQ refuses a binding with these arguments (406 PRECONDITION_FAILED), if it does: only
+    a headers exchange checks them, for x-match."""
+    kind = arguments.get("x-match")
+    if exchange_type != "headers" or kind is None or kind in _MATCH_KINDS:
+        return None
+    if not isinstance(kind, str):
+        return f"Invalid x-match field type {amqp_type(kind)} (value {kind}); expected longstr"
+    return f'Invalid x-match field value <<"{kind}">>; expected all, any, all-with-x, or any-with-x'
 
 
 class HeadersMatcher(Matcher):
