@@ -105,7 +105,8 @@ class Topology:
 
     def apply(self, change: Change) -> bool:
         """Apply one change of this vhost's log; one at or below `version` was seen already and is
-        skipped. Whether it was applied. Deleting the vhost empties the topology."""
+        skipped. Whether it was applied. Deleting the vhost empties the topology. (When a watch
+        answers `reset`, the log has no way from here: build a new topology from a snapshot.)"""
         if change.scope != self.vhost:
             raise ValueError(f"a change of scope '{change.scope}' given to the topology of '{self.vhost}'")
         if change.version <= self.version:
