@@ -7,11 +7,13 @@ one exchange whose bindings changed. A destination is (destination_type, name), 
 from __future__ import annotations
 
 import datetime
+from collections import OrderedDict
 from collections.abc import Iterable, Mapping, Sequence
 from decimal import Decimal
 from typing import Any
 
-from ferrymq.meta.entities import Binding
+from ferrymq.meta.entities import Arguments, Binding
+from ferrymq.meta.equivalence import amqp_type
 
 Destination = tuple[str, str]  # ("queue" | "exchange", name)
 Headers = Mapping[str, Any]
@@ -99,7 +101,7 @@ class TopicMatcher(Matcher):
             for word in topic_words(binding.routing_key):
                 node = node.child(word)
             node.destinations.append(_destination(binding))
-        self._cache: dict[str, tuple[Destination, ...]] = {}
+        self._cache: OrderedDict[str, tuple[Destination, ...]] = OrderedDict()
 
     def match(self, keys: Sequence[str], headers: Headers | None) -> tuple[Destination, ...]:
         if len(keys) == 1:
@@ -113,7 +115,7 @@ class TopicMatcher(Matcher):
             self._walk(self._root, topic_words(key), 0, out, set())
             found = _unique(out)
             if len(self._cache) >= TOPIC_CACHE_SIZE:
-                del self._cache[next(iter(self._cache))]
+                self._cache.popitem(last=False)
             self._cache[key] = found
         return found
 
@@ -180,14 +182,26 @@ class _HeadersBinding:
         )
         self.destination = _destination(binding)
 
-    def matches(self, headers: Headers) -> bool:
+    def matches(self, headers: Mapping[str, tuple[str, Any]]) -> bool:
+        """`headers` with values as _erlang_value gives them."""
         for name, expected in self.pairs:
-            hit = name in headers and (expected is _VOID or _erlang_value(headers[name]) == expected)
+            hit = name in headers and (expected is _VOID or headers[name] == expected)
             if hit and self.any:
                 return True
             if not hit and not self.any:
                 return False
         return not self.any
+
+
+def binding_problem(exchange_type: str, arguments: Arguments) -> str | None:
+    """Why RabbitMQ refuses a binding with these arguments (406 PRECONDITION_FAILED), if it does: only
+    a headers exchange checks them, for x-match."""
+    kind = arguments.get("x-match")
+    if exchange_type != "headers" or kind is None or kind in _MATCH_KINDS:
+        return None
+    if not isinstance(kind, str):
+        return f"Invalid x-match field type {amqp_type(kind)} (value {kind}); expected longstr"
+    return f'Invalid x-match field value <<"{kind}">>; expected all, any, all-with-x, or any-with-x'
 
 
 class HeadersMatcher(Matcher):
@@ -199,7 +213,7 @@ class HeadersMatcher(Matcher):
         self._bindings = [_HeadersBinding(b) for b in bindings]
 
     def match(self, keys: Sequence[str], headers: Headers | None) -> tuple[Destination, ...]:
-        present = headers or {}
+        present = {name: _erlang_value(value) for name, value in headers.items()} if headers else {}
         return _unique(b.destination for b in self._bindings if b.matches(present))
 
 

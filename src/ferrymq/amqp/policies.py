@@ -2,7 +2,8 @@
 x-arguments and its policy both speak (RabbitMQ 3.10: rabbit_policy, rabbit_amqqueue_process).
 
 One policy applies at most: among those whose apply-to fits and whose pattern (a regular expression,
-unanchored, as Erlang's re:run) finds the name, the highest priority; among equals the first by name.
+unanchored, as Erlang's re:run) finds the name, the highest priority; among equals the first by name
+(RabbitMQ 3.10.8 picks among equals in its table's hash order: tried, neither name nor age decides).
 Numeric limits take the lower of argument and policy; names (dead-letter exchange and key) and the
 overflow mode take the argument. x-max-priority and x-single-active-consumer have no policy key."""
 

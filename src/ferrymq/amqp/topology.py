@@ -10,7 +10,7 @@ part)."""
 
 from __future__ import annotations
 
-from collections import deque
+from collections import OrderedDict, deque
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -85,7 +85,8 @@ class Topology:
         self._to_queue: dict[str, dict[_BindingKey, Binding]] = {}
         self._policies = Policies()
         self._matchers: dict[str, Matcher] = {}
-        self._routes: dict[tuple[str, str], RouteResult] = {}
+        self._alternates: dict[str, str | None] = {}
+        self._routes: OrderedDict[tuple[str, str], RouteResult] = OrderedDict()
 
     @classmethod
     def from_snapshot(cls, snapshot: Snapshot) -> Topology:
@@ -104,7 +105,8 @@ class Topology:
 
     def apply(self, change: Change) -> bool:
         """Apply one change of this vhost's log; one at or below `version` was seen already and is
-        skipped. Whether it was applied. Deleting the vhost empties the topology."""
+        skipped. Whether it was applied. Deleting the vhost empties the topology. (When a watch
+        answers `reset`, the log has no way from here: build a new topology from a snapshot.)"""
         if change.scope != self.vhost:
             raise ValueError(f"a change of scope '{change.scope}' given to the topology of '{self.vhost}'")
         if change.version <= self.version:
@@ -132,6 +134,7 @@ class Topology:
         elif change.kind == "vhost" and not put:
             self._clear()
         self._routes.clear()
+        self._alternates.clear()
         self.version = change.version
         return True
 
@@ -217,7 +220,7 @@ class Topology:
         result = RouteResult(queues)
         if cacheable and not uses_headers:
             if len(self._routes) >= ROUTE_CACHE_SIZE:
-                del self._routes[next(iter(self._routes))]
+                self._routes.popitem(last=False)
             self._routes[(exchange, routing_key)] = result
         return result
 
@@ -227,6 +230,11 @@ class Topology:
             bindings = self._from.get(exchange.name, {}).values()
             matcher = self._matchers[exchange.name] = matcher_for(exchange.name, exchange.type, bindings)
         return matcher
+
+    def _alternate(self, exchange: Exchange) -> str | None:
+        if exchange.name not in self._alternates:
+            self._alternates[exchange.name] = self._policies.alternate_exchange(exchange)
+        return self._alternates[exchange.name]
 
     def _walk(
         self, start: Exchange, keys: Sequence[str], headers: Headers | None
@@ -242,7 +250,7 @@ class Topology:
             uses_headers = uses_headers or matcher.uses_headers
             destinations = matcher.match(keys, headers)
             if not destinations:
-                alternate = self._policies.alternate_exchange(exchange)
+                alternate = self._alternate(exchange)
                 destinations = (("exchange", alternate),) if alternate is not None else ()
             for kind, name in destinations:
                 if kind == "queue":

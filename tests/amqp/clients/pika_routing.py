@@ -1,7 +1,9 @@
-"""Asks a real broker where messages go: reads routing cases as JSON on stdin (exchange type, bindings
-as routing key + arguments, messages as routing key + headers), binds one queue per binding, publishes
-each message and prints, per case and message, the indexes of the bindings whose queue got it. Every
-exchange and queue it declares is deleted before it exits. Usage: pika_routing.py HOST PORT < cases."""
+"""Asks a real broker where messages go. Reads routing cases as JSON on stdin, each with exchanges
+(name, type, arguments), queues, bindings (source, destination, kind "queue" or "exchange", key,
+arguments) and messages (exchange, key, headers; "to_queue" when the key, and CC and BCC, name queues).
+Names get a unique prefix (so do such keys); "" and amq.* exchanges are used as they are.
+Prints, per case and message, the sorted names of the queues that got it, once per copy. Everything
+it declares is deleted before it exits. Usage: pika_routing.py HOST PORT < cases."""
 
 from __future__ import annotations
 
@@ -13,37 +15,54 @@ import pika
 
 host, port = sys.argv[1], int(sys.argv[2])
 cases = json.load(sys.stdin)
-prefix = f"ferrymq-routing-{uuid.uuid4().hex[:8]}"
+run = f"ferrymq-routing-{uuid.uuid4().hex[:8]}"
 params = pika.ConnectionParameters(
     host, port, credentials=pika.PlainCredentials("guest", "guest"), connection_attempts=1, socket_timeout=10
 )
 connection = pika.BlockingConnection(params)
 channel = connection.channel()
-channel.confirm_delivery()  # each publish is routed once its confirm is back
+channel.confirm_delivery()  # a publish is routed once its confirm is back
 exchanges: list[str] = []
 queues: list[str] = []
 results = []
+
+
+def named(case: int, name: str) -> str:
+    return name if name == "" or name.startswith("amq.") else f"{run}-{case}-{name}"
+
+
 try:
     for n, case in enumerate(cases):
-        exchange = f"{prefix}-{n}"
-        channel.exchange_declare(exchange, case["type"])
-        exchanges.append(exchange)
-        bound = []
-        for i, binding in enumerate(case["bindings"]):
-            queue = f"{exchange}-q{i}"
-            channel.queue_declare(queue)
-            queues.append(queue)
-            channel.queue_bind(queue, exchange, binding["key"], arguments=binding.get("arguments"))
-            bound.append(queue)
+        for x in case.get("exchanges", []):
+            arguments = dict(x.get("arguments", {}))
+            if "alternate-exchange" in arguments:
+                arguments["alternate-exchange"] = named(n, arguments["alternate-exchange"])
+            channel.exchange_declare(named(n, x["name"]), x["type"], arguments=arguments)
+            exchanges.append(named(n, x["name"]))
+        for q in case["queues"]:
+            channel.queue_declare(named(n, q))
+            queues.append(named(n, q))
+        for b in case.get("bindings", []):
+            source, destination = named(n, b["source"]), named(n, b["destination"])
+            if b.get("kind", "queue") == "queue":
+                channel.queue_bind(destination, source, b.get("key", ""), arguments=b.get("arguments"))
+            else:
+                channel.exchange_bind(destination, source, b.get("key", ""), arguments=b.get("arguments"))
         got = []
-        for message in case["messages"]:
-            properties = pika.BasicProperties(headers=message.get("headers"))
-            channel.basic_publish(exchange, message["key"], b"m", properties)
+        for m in case["messages"]:
+            headers = m.get("headers")
+            if headers and m.get("to_queue"):
+                headers = {
+                    k: [named(n, q) for q in v] if k in ("CC", "BCC") and isinstance(v, list) else v
+                    for k, v in headers.items()
+                }
+            key = named(n, m["key"]) if m.get("to_queue") else m["key"]
+            channel.basic_publish(named(n, m["exchange"]), key, b"m", pika.BasicProperties(headers=headers))
             hits = []
-            for i, queue in enumerate(bound):
-                while channel.basic_get(queue, auto_ack=True)[0] is not None:
-                    hits.append(i)
-            got.append(hits)
+            for q in case["queues"]:
+                while channel.basic_get(named(n, q), auto_ack=True)[0] is not None:
+                    hits.append(q)
+            got.append(sorted(hits))
         results.append(got)
 finally:
     for queue in queues:
