@@ -34,6 +34,30 @@ EXPECTED = {
         },
     },
     "transactions": {"before_commit": 0, "got": ["committed"]},
+    "queue_arguments": {
+        "delayed": [
+            "later",
+            {
+                "x-death": [
+                    {
+                        "count": 1,
+                        "reason": "expired",
+                        "queue": f"{PREFIX}-delay",
+                        "exchange": "",
+                        "routing-keys": [f"{PREFIX}-delay"],
+                    }
+                ],
+                "x-first-death-exchange": "",
+                "x-first-death-queue": f"{PREFIX}-delay",
+                "x-first-death-reason": "expired",
+            },
+        ],
+        "expired_get": True,
+        "rejected": ["bad", "rejected", 1],
+        "drop_head": ["s2", "s3"],
+        "reject_publish": ["ack", "nack"],
+        "priority_order": ["p5", "p3", "p1", "p0"],
+    },
     "queue_lifecycle": {
         "declared": 3,
         "purged": 3,

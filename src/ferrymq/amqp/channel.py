@@ -104,7 +104,7 @@ class Channel:
         if not consumer.no_ack:
             consumer.in_flight += 1
             self.unacked[tag] = Unacked(consumer.feed.queue, message, handle, consumer)
-        exchange, routing_key, properties = from_rocketmq(message.properties)
+        exchange, routing_key, properties = from_rocketmq(message.properties, message.born_timestamp)
         self.send(
             fast.encode_delivery(
                 self.number,
@@ -366,7 +366,7 @@ class Channel:
         self.next_tag += 1
         if not m.no_ack:
             self.unacked[tag] = Unacked(queue, message, handle, None)
-        exchange, routing_key, properties = from_rocketmq(message.properties)
+        exchange, routing_key, properties = from_rocketmq(message.properties, message.born_timestamp)
         ready = await gateway.ready_count(queue)
         get_ok = commands.Basic.GetOk(tag, message.reconsume_times > 0, exchange, routing_key, ready)
         self.send(

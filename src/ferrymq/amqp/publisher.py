@@ -17,9 +17,9 @@ from ferrymq.amqp.topology import Topology
 from ferrymq.messaging.api import MessagingError, SendOutcome
 from ferrymq.meta.entities import Queue
 from ferrymq.protocol.amqp import fast
+from ferrymq.protocol.amqp.basic_properties import decode_basic_properties
 from ferrymq.protocol.amqp.errors import AMQPError, ChannelException, ConnectionException, ReplyCode
 from ferrymq.protocol.amqp.events import ContentReceived
-from ferrymq.protocol.amqp.fields import decode_properties
 from ferrymq.protocol.amqp.mapping import to_rocketmq
 from ferrymq.protocol.amqp.methods import encode_method
 from ferrymq.protocol.batch import encode_batch
@@ -32,13 +32,6 @@ _PUBLISH = (fast.BASIC, fast.PUBLISH)
 
 
 Entry = tuple[int, ContentReceived, str]  # index in its batch, the publish, its RocketMQ properties
-_HEADERS_EXPIRATION_PRIORITY = 0x20 | 0x01 | 0x08  # flag bits 13, 8 and 11 in the first octet
-
-
-def _needs_decoding(properties: bytes) -> bool:
-    """Whether the wire-form properties carry headers, an expiration or a priority, which routing
-    and queue settings read (most messages carry none and skip decoding)."""
-    return len(properties) >= 2 and bool(properties[0] & _HEADERS_EXPIRATION_PRIORITY)
 
 
 class PublishOutput(Protocol):
@@ -140,8 +133,13 @@ class Publisher:
             )
         if publish.immediate:
             raise ConnectionException(ReplyCode.NOT_IMPLEMENTED, "immediate=true", *_PUBLISH)
-        decoded = decode_properties(event.properties) if _needs_decoding(event.properties) else None
-        routed = topology.route(publish.exchange, publish.routing_key, decoded.headers if decoded else None)
+        try:
+            decoded = decode_basic_properties(event.properties)
+        except ValueError as e:
+            raise ConnectionException(
+                ReplyCode.FRAME_ERROR, f"cannot decode content header: {e}", *_PUBLISH
+            ) from None
+        routed = topology.route(publish.exchange, publish.routing_key, decoded.headers)
         if routed.error is not None:
             raise routed.error
         queues = routed.queues
@@ -149,7 +147,7 @@ class Publisher:
             if publish.mandatory:
                 frames.append(self._returned(event))
             return []
-        properties = to_rocketmq(publish.exchange, publish.routing_key, event.properties)
+        properties = to_rocketmq(publish.exchange, publish.routing_key, event.properties, decoded)
         settings_of = self.gateway.settings.of
         return [
             (queue, *placed(settings_of(topology, queue), properties, decoded, now_ms)) for queue in queues

@@ -9,6 +9,7 @@ from pamqp import commands
 
 from ferrymq.amqp.topology import Topology
 from ferrymq.meta.entities import Queue
+from ferrymq.protocol.amqp.basic_properties import BasicProperties
 
 MAX_PRIORITY = 10  # priorities above this share its level (RabbitMQ advises at most 10)
 
@@ -61,7 +62,10 @@ EXPIRES = "AMQP_EXPIRES"  # RocketMQ property: when the message expires in its q
 
 
 def placed(
-    settings: QueueSettings, properties: str, decoded: commands.Basic.Properties | None, now_ms: int
+    settings: QueueSettings,
+    properties: str,
+    decoded: BasicProperties | commands.Basic.Properties | None,
+    now_ms: int,
 ) -> tuple[int, str]:
     """(queue id for the message's priority, or -1; its RocketMQ properties with its expiry in this
     queue added): the queue's message TTL and the message's own expiration, whichever ends first."""
