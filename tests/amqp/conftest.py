@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from ferrymq.amqp.gateway import Gateway
+from ferrymq.amqp.gateway import Gateway, GatewayLimits
 from ferrymq.amqp.server import AMQPServer
 from ferrymq.bench.processes import free_port
 from ferrymq.cli.proxying import local_message_service
@@ -79,19 +79,28 @@ class LocalGateway:
 
 
 @pytest.fixture
-async def local_gateway(make_cluster, tmp_path) -> AsyncIterator[LocalGateway]:  # noqa: F811
-    """A broker, a SQLite metadata store and a gateway, all in this process."""
-    cluster = await make_cluster()
-    store = MetaStore(make_engine(database_url(tmp_path / "meta")))
-    store.ensure_defaults()
-    gateway = Gateway(local_message_service(cluster.broker), MetaService(store))
-    server = AMQPServer("127.0.0.1", 0, gateway)
-    port = await server.start()
-    try:
-        yield LocalGateway(gateway, server, port, cluster)
-    finally:
+async def make_local_gateway(make_cluster, tmp_path) -> AsyncIterator:  # noqa: F811
+    """Starts a broker, a SQLite metadata store and a gateway with given limits, all in this process."""
+    started: list[tuple[AMQPServer, MetaStore]] = []
+
+    async def start(limits: GatewayLimits | None = None) -> LocalGateway:
+        cluster = await make_cluster()
+        store = MetaStore(make_engine(database_url(tmp_path / f"meta{len(started)}")))
+        store.ensure_defaults()
+        gateway = Gateway(local_message_service(cluster.broker), MetaService(store), limits)
+        server = AMQPServer("127.0.0.1", 0, gateway)
+        started.append((server, store))
+        return LocalGateway(gateway, server, await server.start(), cluster)
+
+    yield start
+    for server, store in started:
         await server.close()
         store.engine.dispose()
+
+
+@pytest.fixture
+async def local_gateway(make_local_gateway) -> LocalGateway:
+    return await make_local_gateway()
 
 
 @pytest.fixture

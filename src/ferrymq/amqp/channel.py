@@ -8,6 +8,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import secrets
+import time
 from collections.abc import Awaitable, Callable, Iterable
 from typing import TYPE_CHECKING, Any
 
@@ -32,9 +33,10 @@ if TYPE_CHECKING:
 
 
 class Unacked:
-    __slots__ = ("consumer", "handle", "message", "queue")
+    __slots__ = ("consumer", "delivered", "handle", "message", "queue")
 
     def __init__(self, queue: Queue, message: MessageExt, handle: str, consumer: Consumer | None) -> None:
+        self.delivered = time.monotonic()
         self.queue = queue
         self.message = message  # kept for dead-lettering it
         self.handle = handle
@@ -55,6 +57,7 @@ class Channel:
         self.channel_prefetch = 0  # for the whole channel (global=true)
         self.last_queue = ""  # what an empty queue name means (AMQP's "current queue")
         self.tx: tuple[list[ContentReceived], list[Any]] | None = None  # publishes, acknowledgements
+        self.gateway.channels.add(self)
         self.closing = False  # channel.close sent to the client: nothing more goes out on it
         self.closed = False
         self._handlers: dict[type, Callable[[Any], Awaitable[base.Frame | None]]] = {
@@ -119,6 +122,11 @@ class Channel:
             )
         )
 
+    def overdue(self, timeout_s: float, now: float) -> bool:
+        """Whether its oldest unacknowledged delivery is older than the consumer timeout."""
+        oldest = next(iter(self.unacked.values()), None)
+        return oldest is not None and now - oldest.delivered > timeout_s
+
     def cancelled_by_broker(self, consumer: Consumer) -> None:
         """The consumer's queue is gone: basic.cancel to a client that understands it."""
         if self.consumers.pop(consumer.tag, None) is None:
@@ -166,6 +174,7 @@ class Channel:
         if self.closed:
             return
         self.closed = True
+        self.gateway.channels.discard(self)
         for consumer in self.consumers.values():
             consumer.feed.remove(consumer)
         await self._auto_delete(list(self.consumers.values()))

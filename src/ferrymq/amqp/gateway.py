@@ -3,10 +3,12 @@ metadata service, the vhosts' topologies and the queue feeds, and the limits Rab
 
 from __future__ import annotations
 
+import asyncio
 import itertools
 import secrets
 import time
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from ferrymq.amqp.catalog import Metadata, VhostCatalog
 from ferrymq.amqp.dead_letters import DeadLetters, Reason
@@ -17,12 +19,17 @@ from ferrymq.amqp.queue_settings import EXPIRES, SettingsCache, topic_queues
 from ferrymq.messaging.api import MessageQueue, MessageService, MessagingError
 from ferrymq.meta.entities import Queue
 from ferrymq.net.tasks import BackgroundTasks
+from ferrymq.protocol.amqp.errors import ChannelException, ReplyCode
 from ferrymq.protocol.codes import ResponseCode
 from ferrymq.protocol.message_ext import MessageExt, decode_records
 from ferrymq.protocol.pop import POP_CK, pop_retry_topic
 
+if TYPE_CHECKING:
+    from ferrymq.amqp.channel import Channel
+
 DEFAULT_MAX_MESSAGE_SIZE = 4 * 1024 * 1024  # RocketMQ's maxMessageSize; RabbitMQ's is 128 MiB
 CONSUMER_TIMEOUT_MS = 1_800_000  # RabbitMQ's consumer_timeout: 30 minutes
+CONSUMER_TIMEOUT_CHECK_S = 60.0  # how often channels are checked for it (RabbitMQ: once a minute)
 
 
 @dataclass(frozen=True)
@@ -48,6 +55,8 @@ class Gateway:
         self.queue_limits = QueueLimits(self)
         self.expiry = ExpirySweeper(self)
         self.tasks.spawn(self.expiry.run(), "expire messages")
+        self.channels: set[Channel] = set()
+        self.tasks.spawn(self._consumer_timeouts(), "consumer timeouts")
         self._broker_queues: dict[tuple[str, int], MessageQueue] = {}
         self.id = secrets.token_hex(6)  # names this gateway in exclusive queues' owners
         self._connections = itertools.count(1)
@@ -149,6 +158,22 @@ class Gateway:
             await self.service.delete_topic(topic)
         self._broker_queues = {k: v for k, v in self._broker_queues.items() if k[0] != queue.topic}
         await self.catalog.refresh(queue.vhost)
+
+    async def _consumer_timeouts(self) -> None:
+        """Close channels holding a delivery unacknowledged past the consumer timeout, as RabbitMQ."""
+        timeout_ms = self.limits.consumer_timeout_ms
+        while True:
+            await asyncio.sleep(min(CONSUMER_TIMEOUT_CHECK_S, timeout_ms / 2000))
+            now = time.monotonic()
+            for channel in [c for c in self.channels if c.overdue(timeout_ms / 1000, now)]:
+                channel.fail(
+                    ChannelException(
+                        ReplyCode.PRECONDITION_FAILED,
+                        f"delivery acknowledgement on channel {channel.number} timed out. Timeout value "
+                        f"used: {timeout_ms} ms. This timeout value can be configured, see consumers doc "
+                        "guide to learn more",
+                    )
+                )
 
     async def close(self) -> None:
         await self.tasks.close()

@@ -126,6 +126,17 @@ class Session:
             if await self._auth.may_open(connection.username, event.vhost):
                 return connection.open_vhost(now())
             return connection.refuse_vhost(f"vhost {event.vhost} not found", now())
+        elif isinstance(event, ev.SecretUpdated):
+            if await self._auth.login(connection.username, event.secret):
+                connection.accept_secret(now())
+            else:
+                refused = ConnectionException(
+                    ReplyCode.ACCESS_REFUSED,
+                    "new secret was refused for user " + repr(connection.username),
+                    10,
+                    70,
+                )
+                return connection.close(refused, now())
         elif isinstance(event, ev.ConnectionClosed):
             if event.code != ReplyCode.REPLY_SUCCESS:
                 log.info("AMQP connection closed: %s %s", event.code, event.text)

@@ -1,0 +1,59 @@
+"""Gateway behaviours best seen frame by frame, with a gateway in this process (and the raw client in
+a thread): the consumer timeout and connection.update-secret."""
+
+from __future__ import annotations
+
+import asyncio
+
+from pamqp import commands
+
+from ferrymq.amqp.gateway import GatewayLimits
+from tests.amqp.raw_client import RawClient
+
+
+def consume_without_ack(port: int) -> tuple[int, str]:
+    client = RawClient("127.0.0.1", port)
+    try:
+        client.open()
+        client.send(1, commands.Channel.Open())
+        client.expect(commands.Channel.OpenOk)
+        client.send(1, commands.Queue.Declare(queue="slow"))
+        client.expect(commands.Queue.DeclareOk)
+        client.publish(1, "", "slow", b"never acked")
+        client.send(1, commands.Basic.Consume(queue="slow"))
+        client.expect(commands.Basic.ConsumeOk)
+        close = client.expect(commands.Channel.Close, 1)
+        return close.reply_code, close.reply_text
+    finally:
+        client.close()
+
+
+async def test_a_delivery_unacked_past_the_consumer_timeout_closes_its_channel(make_local_gateway):
+    served = await make_local_gateway(GatewayLimits(consumer_timeout_ms=300))
+    assert await asyncio.to_thread(consume_without_ack, served.port) == (
+        406,
+        "PRECONDITION_FAILED - delivery acknowledgement on channel 1 timed out. Timeout value used: 300 ms. "
+        "This timeout value can be configured, see consumers doc guide to learn more",
+    )
+
+
+def update_secret(port: int, secret: str):
+    client = RawClient("127.0.0.1", port)
+    try:
+        client.open()
+        client.send(0, commands.Connection.UpdateSecret(new_secret=secret, reason="rotation"))
+        _, answer = client.next_frame()
+        return answer
+    finally:
+        client.close()
+
+
+async def test_update_secret_is_checked_like_a_login(local_gateway):
+    accepted = await asyncio.to_thread(update_secret, local_gateway.port, "guest")
+    assert isinstance(accepted, commands.Connection.UpdateSecretOk)
+    refused = await asyncio.to_thread(update_secret, local_gateway.port, "wrong")
+    assert isinstance(refused, commands.Connection.Close)
+    assert (refused.reply_code, refused.reply_text) == (
+        403,
+        "ACCESS_REFUSED - new secret was refused for user 'guest'",
+    )
