@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any
 
 from pamqp import base, commands
 
+from ferrymq.amqp.direct_reply import REPLY_TO
 from ferrymq.amqp.feeds import UNLIMITED, Consumer
 from ferrymq.amqp.publisher import Publisher
 from ferrymq.messaging.api import MessagingError
@@ -56,6 +57,8 @@ class Channel:
         self.prefetch = 0  # for consumers started from now on (basic.qos global=false)
         self.channel_prefetch = 0  # for the whole channel (global=true)
         self.last_queue = ""  # what an empty queue name means (AMQP's "current queue")
+        self.reply_token: str | None = None  # of its direct reply-to consumer, and that one's tag
+        self.reply_tag = ""
         self.tx: tuple[list[ContentReceived], list[Any]] | None = None  # publishes, acknowledgements
         self.gateway.channels.add(self)
         self.closing = False  # channel.close sent to the client: nothing more goes out on it
@@ -127,6 +130,18 @@ class Channel:
         oldest = next(iter(self.unacked.values()), None)
         return oldest is not None and now - oldest.delivered > timeout_s
 
+    def deliver_reply(
+        self, consumer_tag: str, exchange: str, routing_key: str, properties: bytes, body: bytes
+    ) -> None:
+        """A direct reply-to reply (no-ack: not tracked)."""
+        tag = self.next_tag
+        self.next_tag += 1
+        self.send(
+            fast.encode_delivery(
+                self.number, consumer_tag, tag, False, exchange, routing_key, properties, body, self.frame_max
+            )
+        )
+
     def cancelled_by_broker(self, consumer: Consumer) -> None:
         """The consumer's queue is gone: basic.cancel to a client that understands it."""
         if self.consumers.pop(consumer.tag, None) is None:
@@ -175,6 +190,7 @@ class Channel:
             return
         self.closed = True
         self.gateway.channels.discard(self)
+        self._stop_replies()
         for consumer in self.consumers.values():
             consumer.feed.remove(consumer)
         await self._auto_delete(list(self.consumers.values()))
@@ -325,12 +341,14 @@ class Channel:
         return commands.Basic.QosOk()
 
     async def _consume(self, m: commands.Basic.Consume) -> base.Frame | None:
-        queue = await self._queue(m.queue, m)
         tag = m.consumer_tag or f"amq.ctag-{secrets.token_urlsafe(16)}"
-        if tag in self.consumers:
+        if tag in self.consumers or tag == self.reply_tag:
             raise ConnectionException(
                 ReplyCode.NOT_ALLOWED, f"attempt to reuse consumer tag '{tag}'", *ids_of(m)
             )
+        if m.queue == REPLY_TO:
+            return await self._consume_replies(m, tag)
+        queue = await self._queue(m.queue, m)
         feed = self.gateway.feeds.feed(queue)
         if (m.exclusive and feed.consumers) or any(c.exclusive for c in feed.consumers):
             raise ChannelException(
@@ -345,7 +363,24 @@ class Channel:
         feed.add(consumer)
         return None
 
+    async def _consume_replies(self, m: commands.Basic.Consume, tag: str) -> base.Frame:
+        if not m.no_ack:
+            raise ChannelException(
+                ReplyCode.PRECONDITION_FAILED, "reply consumer cannot acknowledge", *ids_of(m)
+            )
+        if self.reply_token is not None:
+            raise ChannelException(ReplyCode.PRECONDITION_FAILED, "reply consumer already set", *ids_of(m))
+        self.reply_token, self.reply_tag = await self.gateway.replies.register(self, tag), tag
+        return commands.Basic.ConsumeOk(tag)
+
+    def _stop_replies(self) -> None:
+        if self.reply_token is not None:
+            self.gateway.replies.unregister(self.reply_token)
+            self.reply_token, self.reply_tag = None, ""
+
     async def _cancel(self, m: commands.Basic.Cancel) -> base.Frame:
+        if m.consumer_tag and m.consumer_tag == self.reply_tag:
+            self._stop_replies()
         consumer = self.consumers.pop(m.consumer_tag or "", None)
         if consumer is not None:
             consumer.feed.remove(consumer)

@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING
 
 from ferrymq.amqp.catalog import Metadata, VhostCatalog
 from ferrymq.amqp.dead_letters import DeadLetters, Reason
+from ferrymq.amqp.direct_reply import DirectReplies
 from ferrymq.amqp.expiry import ExpirySweeper
 from ferrymq.amqp.feeds import FeedRegistry
 from ferrymq.amqp.limits import QueueLimits
@@ -56,6 +57,7 @@ class Gateway:
         self.expiry = ExpirySweeper(self)
         self.tasks.spawn(self.expiry.run(), "expire messages")
         self.channels: set[Channel] = set()
+        self.replies = DirectReplies(self)
         self.tasks.spawn(self._consumer_timeouts(), "consumer timeouts")
         self._broker_queues: dict[tuple[str, int], MessageQueue] = {}
         self.id = secrets.token_hex(6)  # names this gateway in exclusive queues' owners

@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Protocol
 
 from pamqp import commands
 
+from ferrymq.amqp.direct_reply import REPLY_PREFIX, REPLY_TO, DirectReplies
 from ferrymq.amqp.queue_settings import placed
 from ferrymq.amqp.topology import Topology
 from ferrymq.messaging.api import MessagingError, SendOutcome
@@ -38,6 +39,7 @@ class PublishOutput(Protocol):
     """What the publisher sends back on its channel, and how it fails the channel."""
 
     number: int
+    reply_token: str | None  # of the channel's direct reply-to consumer
 
     @property
     def frame_max(self) -> int: ...
@@ -86,10 +88,11 @@ class Publisher:
         now_ms = int(time.time() * 1000)
         by_place: dict[tuple[str, int], tuple[Queue, list[Entry]]] = {}  # (topic, queue id): entries
         frames: list[bytes] = []
+        replies: list[tuple[ContentReceived, bytes]] = []
         error: AMQPError | None = None
         for index, event in enumerate(batch):
             try:
-                routes = self._routes(topology, event, frames, now_ms)
+                routes = self._routes(topology, event, frames, replies, now_ms)
             except AMQPError as e:
                 error, batch = e, batch[:index]
                 break
@@ -97,6 +100,10 @@ class Publisher:
                 by_place.setdefault((queue.topic, queue_id), (queue, []))[1].append(
                     (index, event, properties)
                 )
+        for event, wire in replies:
+            delivered = await self.gateway.replies.reply(event.publish.routing_key, wire, event.body)
+            if not delivered and event.publish.mandatory:
+                frames.append(self._returned(event))
         if frames:  # returns go before any confirm
             self.out.send(b"".join(frames))
         stored = [True] * len(batch)
@@ -121,9 +128,15 @@ class Publisher:
             self.out.fail(error)
 
     def _routes(
-        self, topology: Topology, event: ContentReceived, frames: list[bytes], now_ms: int
+        self,
+        topology: Topology,
+        event: ContentReceived,
+        frames: list[bytes],
+        replies: list[tuple[ContentReceived, bytes]],
+        now_ms: int,
     ) -> list[tuple[Queue, int, str]]:
-        """(queue, queue id or -1, RocketMQ properties) for each queue the publish reaches."""
+        """(queue, queue id or -1, RocketMQ properties) for each queue the publish reaches; a direct
+        reply goes to `replies` instead, a mandatory publish no queue takes to `frames` (returned)."""
         publish, size = event.publish, len(event.body)
         if size > self.gateway.max_message_size:
             raise ChannelException(
@@ -139,6 +152,17 @@ class Publisher:
             raise ConnectionException(
                 ReplyCode.FRAME_ERROR, f"cannot decode content header: {e}", *_PUBLISH
             ) from None
+        wire = event.properties
+        if decoded.reply_to == REPLY_TO:
+            if self.out.reply_token is None:
+                raise ChannelException(
+                    ReplyCode.PRECONDITION_FAILED, "fast reply consumer does not exist", *_PUBLISH
+                )
+            wire = DirectReplies.rewritten(decoded, self.out.reply_token)
+            decoded.reply_to = REPLY_PREFIX + self.out.reply_token
+        if not publish.exchange and publish.routing_key.startswith(REPLY_PREFIX):
+            replies.append((event, wire))
+            return []
         routed = topology.route(publish.exchange, publish.routing_key, decoded.headers)
         if routed.error is not None:
             raise routed.error
@@ -147,7 +171,7 @@ class Publisher:
             if publish.mandatory:
                 frames.append(self._returned(event))
             return []
-        properties = to_rocketmq(publish.exchange, publish.routing_key, event.properties, decoded)
+        properties = to_rocketmq(publish.exchange, publish.routing_key, wire, decoded)
         settings_of = self.gateway.settings.of
         return [
             (queue, *placed(settings_of(topology, queue), properties, decoded, now_ms)) for queue in queues
