@@ -8,6 +8,8 @@ import asyncio
 from pamqp import commands
 
 from ferrymq.amqp.gateway import GatewayLimits
+from ferrymq.meta.access import hash_password
+from ferrymq.meta.entities import Permission, User
 from tests.amqp.raw_client import RawClient
 
 
@@ -56,4 +58,33 @@ async def test_update_secret_is_checked_like_a_login(local_gateway):
     assert (refused.reply_code, refused.reply_text) == (
         403,
         "ACCESS_REFUSED - new secret was refused for user 'guest'",
+    )
+
+
+def declare_as(port: int, user: str, password: str, queue: str):
+    client = RawClient("127.0.0.1", port)
+    try:
+        client.open(user=user, password=password)
+        client.send(1, commands.Channel.Open())
+        client.expect(commands.Channel.OpenOk)
+        client.send(1, commands.Queue.Declare(queue=queue))
+        _, answer = client.next_frame()
+        return answer
+    finally:
+        client.close()
+
+
+async def test_permissions_of_the_metadata_service_are_enforced(local_gateway):
+    metadata = local_gateway.gateway.metadata
+    await metadata.put_user(User(name="app", password_hash=hash_password("pw")))
+    await metadata.set_permission(
+        Permission(user="app", vhost="/", configure="^app-", write="^app-", read="^app-")
+    )
+    allowed = await asyncio.to_thread(declare_as, local_gateway.port, "app", "pw", "app-orders")
+    assert isinstance(allowed, commands.Queue.DeclareOk)
+    refused = await asyncio.to_thread(declare_as, local_gateway.port, "app", "pw", "billing")
+    assert isinstance(refused, commands.Channel.Close)
+    assert (refused.reply_code, refused.reply_text) == (
+        403,
+        "ACCESS_REFUSED - access to queue 'billing' in vhost '/' refused for user 'app'",
     )

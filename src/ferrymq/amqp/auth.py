@@ -7,6 +7,8 @@ from __future__ import annotations
 import hmac
 from typing import TYPE_CHECKING, Protocol
 
+from ferrymq.meta.entities import Permission
+
 if TYPE_CHECKING:
     from ferrymq.amqp.catalog import Metadata
 
@@ -16,8 +18,8 @@ class Authenticator(Protocol):
         """True when the password is right for the user."""
         ...
 
-    async def may_open(self, username: str, vhost: str) -> bool:
-        """True when the vhost exists and the user has access to it."""
+    async def permission(self, username: str, vhost: str) -> Permission | None:
+        """The user's permissions in the vhost; None when the vhost is absent or closed to the user."""
         ...
 
 
@@ -34,8 +36,8 @@ class StaticAuthenticator:
         expected = self._users.get(username)
         return expected is not None and hmac.compare_digest(expected.encode(), password.encode())
 
-    async def may_open(self, username: str, vhost: str) -> bool:
-        return vhost in self._vhosts
+    async def permission(self, username: str, vhost: str) -> Permission | None:
+        return Permission(user=username, vhost=vhost) if vhost in self._vhosts else None
 
 
 class MetaAuthenticator:
@@ -47,5 +49,5 @@ class MetaAuthenticator:
     async def login(self, username: str, password: str) -> bool:
         return await self.metadata.authenticate(username, password) is not None
 
-    async def may_open(self, username: str, vhost: str) -> bool:
-        return await self.metadata.permission(username, vhost) is not None
+    async def permission(self, username: str, vhost: str) -> Permission | None:
+        return await self.metadata.permission(username, vhost)

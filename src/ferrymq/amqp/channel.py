@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any
 
 from pamqp import base, commands
 
+from ferrymq.amqp.access import Access, Kind, Operation
 from ferrymq.amqp.direct_reply import REPLY_TO
 from ferrymq.amqp.feeds import UNLIMITED, Consumer
 from ferrymq.amqp.publisher import Publisher
@@ -89,6 +90,10 @@ class Channel:
     @property
     def frame_max(self) -> int:
         return self.session.connection.frame_max
+
+    @property
+    def access(self) -> Access:
+        return self.session.access
 
     def send(self, data: bytes) -> None:
         if data and not (self.closed or self.closing):
@@ -200,7 +205,12 @@ class Channel:
 
     # --- exchanges ------------------------------------------------------------------------------
 
+    def _may(self, operation: Operation, kind: Kind, name: str, method: base.Frame) -> None:
+        self.session.access.check(operation, kind, name, *ids_of(method))
+
     async def _exchange_declare(self, m: commands.Exchange.Declare) -> base.Frame:
+        if not m.passive:
+            self._may("configure", "exchange", m.exchange, m)
         exchange = Exchange(
             vhost=self.vhost, name=m.exchange, type=m.exchange_type, durable=m.durable,
             auto_delete=m.auto_delete, internal=m.internal, arguments=dict(m.arguments or {}),
@@ -210,6 +220,7 @@ class Channel:
         return commands.Exchange.DeclareOk()
 
     async def _exchange_delete(self, m: commands.Exchange.Delete) -> base.Frame:
+        self._may("configure", "exchange", m.exchange, m)
         await self.gateway.metadata.delete_exchange(self.vhost, m.exchange, m.if_unused)
         await self.gateway.catalog.refresh(self.vhost)
         return commands.Exchange.DeleteOk()
@@ -221,11 +232,15 @@ class Channel:
         )  # fmt: skip
 
     async def _exchange_bind(self, m: commands.Exchange.Bind) -> base.Frame:
+        self._may("write", "exchange", m.destination, m)
+        self._may("read", "exchange", m.source, m)
         await self.gateway.metadata.bind(self._e2e(m))
         await self.gateway.catalog.refresh(self.vhost)
         return commands.Exchange.BindOk()
 
     async def _exchange_unbind(self, m: commands.Exchange.Unbind) -> base.Frame:
+        self._may("write", "exchange", m.destination, m)
+        self._may("read", "exchange", m.source, m)
         await self.gateway.metadata.unbind(self._e2e(m))
         await self.gateway.catalog.refresh(self.vhost)
         return commands.Exchange.UnbindOk()
@@ -248,6 +263,8 @@ class Channel:
         )  # fmt: skip
         if m.passive and not name:
             queue = Queue(vhost=self.vhost, name=self._queue_name(name, m))
+        if not m.passive and name:
+            self._may("configure", "queue", name, m)
         if m.passive and known is not None and known.exclusive_owner not in (None, owner):
             queue = Queue(vhost=self.vhost, name=queue.name, exclusive_owner=owner)
         declared = await gateway.metadata.declare_queue(queue, m.passive)
@@ -286,6 +303,8 @@ class Channel:
 
     async def _queue_bind(self, m: commands.Queue.Bind) -> base.Frame:
         name = self._queue_name(m.queue, m)
+        self._may("write", "queue", name, m)
+        self._may("read", "exchange", m.exchange, m)
         routing_key = m.routing_key if (m.queue or m.routing_key) else name
         binding = self._queue_binding(m, name)
         if routing_key != m.routing_key:
@@ -298,6 +317,8 @@ class Channel:
         return commands.Queue.BindOk()
 
     async def _queue_unbind(self, m: commands.Queue.Unbind) -> base.Frame:
+        self._may("write", "queue", self._queue_name(m.queue, m), m)
+        self._may("read", "exchange", m.exchange, m)
         await self.gateway.metadata.unbind(
             self._queue_binding(m, self._queue_name(m.queue, m)), self.session.owner
         )
@@ -306,6 +327,7 @@ class Channel:
 
     async def _queue_purge(self, m: commands.Queue.Purge) -> base.Frame:
         queue = await self._queue(m.queue, m)
+        self._may("read", "queue", queue.name, m)
         return commands.Queue.PurgeOk(await self.gateway.purge(queue))
 
     async def _queue_delete(self, m: commands.Queue.Delete) -> base.Frame:
@@ -315,6 +337,7 @@ class Channel:
         if topology.queue(name) is None:
             return commands.Queue.DeleteOk(0)  # RabbitMQ 3.10: deleting an absent queue is no error
         queue = await self._queue(name, m)
+        self._may("configure", "queue", name, m)
         where = f"queue '{name}' in vhost '{self.vhost}'"
         if m.if_unused and gateway.feeds.consumer_count(queue):
             raise ChannelException(ReplyCode.PRECONDITION_FAILED, f"{where} in use", *ids_of(m))
@@ -349,6 +372,7 @@ class Channel:
         if m.queue == REPLY_TO:
             return await self._consume_replies(m, tag)
         queue = await self._queue(m.queue, m)
+        self._may("read", "queue", queue.name, m)
         feed = self.gateway.feeds.feed(queue)
         if (m.exclusive and feed.consumers) or any(c.exclusive for c in feed.consumers):
             raise ChannelException(
@@ -398,6 +422,7 @@ class Channel:
 
     async def _get(self, m: commands.Basic.Get) -> base.Frame | None:
         queue = await self._queue(m.queue, m)
+        self._may("read", "queue", queue.name, m)
         gateway = self.gateway
         found = await gateway.feeds.pop(queue, 1, 0)
         if not found:

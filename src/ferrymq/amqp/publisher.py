@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Protocol
 
 from pamqp import commands
 
+from ferrymq.amqp.access import Access
 from ferrymq.amqp.direct_reply import REPLY_PREFIX, REPLY_TO, DirectReplies
 from ferrymq.amqp.queue_settings import placed
 from ferrymq.amqp.topology import Topology
@@ -40,6 +41,9 @@ class PublishOutput(Protocol):
 
     number: int
     reply_token: str | None  # of the channel's direct reply-to consumer
+
+    @property
+    def access(self) -> Access: ...
 
     @property
     def frame_max(self) -> int: ...
@@ -146,6 +150,7 @@ class Publisher:
             )
         if publish.immediate:
             raise ConnectionException(ReplyCode.NOT_IMPLEMENTED, "immediate=true", *_PUBLISH)
+        self.out.access.check("write", "exchange", publish.exchange, *_PUBLISH)
         try:
             decoded = decode_basic_properties(event.properties)
         except ValueError as e:

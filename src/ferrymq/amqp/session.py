@@ -11,9 +11,11 @@ import logging
 import time
 from typing import TYPE_CHECKING
 
+from ferrymq.amqp.access import Access
 from ferrymq.amqp.auth import Authenticator
 from ferrymq.amqp.channel import Channel
 from ferrymq.messaging.api import MessagingError
+from ferrymq.meta.entities import Permission
 from ferrymq.meta.errors import MetaError
 from ferrymq.protocol.amqp import events as ev
 from ferrymq.protocol.amqp import fast
@@ -47,6 +49,7 @@ class Session:
         self.channels: dict[int, Channel] = {}
         self.owner = gateway.connection_owner()  # of this connection's exclusive queues
         self.owned: set[str] = set()  # their names
+        self.access = Access(Permission(user="", vhost="", configure="", write="", read=""))  # until open
         self._write_scheduled = False
 
     async def run(self) -> None:
@@ -123,7 +126,9 @@ class Session:
                 return connection.accept_login(event.username, now())
             return connection.refuse_login(event.mechanism, now())
         elif isinstance(event, ev.VhostRequested):
-            if await self._auth.may_open(connection.username, event.vhost):
+            permission = await self._auth.permission(connection.username, event.vhost)
+            if permission is not None:
+                self.access = Access(permission)
                 return connection.open_vhost(now())
             return connection.refuse_vhost(f"vhost {event.vhost} not found", now())
         elif isinstance(event, ev.SecretUpdated):
