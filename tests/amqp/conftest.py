@@ -17,7 +17,7 @@ import pytest
 
 from ferrymq.amqp.gateway import Gateway, GatewayLimits
 from ferrymq.amqp.server import AMQPServer
-from ferrymq.bench.processes import free_port
+from ferrymq.bench.processes import free_port, free_ports
 from ferrymq.cli.proxying import local_message_service
 from ferrymq.meta.database import database_url, make_engine
 from ferrymq.meta.service import MetaService
@@ -25,6 +25,7 @@ from ferrymq.meta.store import MetaStore
 from tests.broker.conftest import Cluster, make_cluster  # noqa: F401  (fixture)
 from tests.compat.conftest import ServerProcess
 from tests.compat.venvs import client_venv
+from tests.meta.conftest import postgres_url  # noqa: F401  (fixture)
 
 CLIENTS = Path(__file__).parent / "clients"
 PIKA = ("pika-1.4.4", ["pika==1.4.4"])
@@ -70,6 +71,43 @@ def gateway(tmp_path_factory) -> Iterator[Endpoint]:
         server.stop()
 
 
+@pytest.fixture(scope="session")
+def two_gateways(tmp_path_factory, postgres_url) -> Iterator[tuple[Endpoint, Endpoint]]:  # noqa: F811
+    """Two stateless gateways (`ferrymq amqp`) in front of one cluster, sharing a metadata server
+    (`ferrymq meta`) on the machine's PostgreSQL."""
+    where = tmp_path_factory.mktemp("two-gateways")
+    namesrv, broker, meta, *gateways = free_ports(5)
+    for name in ("meta", *(f"gateway-{port}" for port in gateways)):
+        (where / name).mkdir()
+    started = [
+        ServerProcess(
+            "dev",
+            ["--data-dir", str(where / "data"), "--namesrv-port", str(namesrv), "--broker-port", str(broker),
+             "--proxy-port", "-1", "--amqp-port", "-1"],
+            where,
+        ),
+        ServerProcess("meta", ["--database", postgres_url, "--listen", f"127.0.0.1:{meta}"], where / "meta"),
+    ]  # fmt: skip
+    try:
+        started[0].wait_listening(f"127.0.0.1:{broker}")
+        started[1].wait_listening(f"127.0.0.1:{meta}")
+        for port in gateways:
+            argv = [
+                "--namesrv",
+                f"127.0.0.1:{namesrv}",
+                "--listen",
+                f"127.0.0.1:{port}",
+                "--meta",
+                f"127.0.0.1:{meta}",
+            ]
+            started.append(ServerProcess("amqp", argv, where / f"gateway-{port}"))
+            started[-1].wait_listening(f"127.0.0.1:{port}")
+        yield Endpoint("127.0.0.1", gateways[0]), Endpoint("127.0.0.1", gateways[1])
+    finally:
+        for server in reversed(started):
+            server.stop()
+
+
 @dataclass
 class LocalGateway:
     gateway: Gateway
@@ -110,10 +148,10 @@ def rabbitmq() -> Endpoint:
     return Endpoint(*RABBITMQ)
 
 
-def run_scenario(python: Path, script: str, scenario: str, where: Endpoint) -> dict:
-    """What the client script reported for `scenario` against `where`."""
+def run_scenario(python: Path, script: str, scenario: str, where: Endpoint, *more: str) -> dict:
+    """What the client script reported for `scenario` against `where` (`more` arguments after it)."""
     env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "PYTHONHOME", "VIRTUAL_ENV")}
-    argv = [str(python), str(CLIENTS / script), scenario, where.host, str(where.port)]
+    argv = [str(python), str(CLIENTS / script), scenario, where.host, str(where.port), *more]
     done = subprocess.run(
         argv, capture_output=True, text=True, timeout=SCENARIO_TIMEOUT, env=env, stdin=subprocess.DEVNULL
     )

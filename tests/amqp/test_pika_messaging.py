@@ -113,3 +113,12 @@ def test_rejected_and_unacked_messages_come_back_marked_redelivered(pika_python,
     assert [body for body, _ in ours["after_close"]] == ["m1", "m2", "m3", "m4", "m5"]
     redelivered = {body for body, again in ours["after_close"] if again}
     assert "m1" in redelivered and len(redelivered) == 3  # the nacked one and the two held at close
+
+
+def test_two_gateways_share_one_cluster_and_one_metadata_service(pika_python, two_gateways):
+    first, second = two_gateways
+    assert run_scenario(pika_python, SCRIPT, "two_gateways", first, str(second.port)) == {
+        "moved": ["o0", "o1", "o2"],
+        "replies": ["pong"],
+        "cancelled": ["eu-watcher"],
+    }

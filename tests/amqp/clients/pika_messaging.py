@@ -347,4 +347,53 @@ SCENARIOS = {
     "transactions": transactions,
     "queue_lifecycle": queue_lifecycle,
 }
+
+
+def two_gateways() -> dict:
+    """Declared through one gateway, seen by the other at once: publish on one, consume on the other,
+    RPC with direct reply-to across them, a queue deleted on one cancels its consumer on the other."""
+    other = int(sys.argv[4])
+    first = connect()
+    second = pika.BlockingConnection(pika.ConnectionParameters(host, other, socket_timeout=10))
+    one, two = first.channel(), second.channel()
+    one.confirm_delivery()
+    two.confirm_delivery()
+    exchange, queue = name("orders"), name("orders-eu")
+    one.exchange_declare(exchange, "topic")
+    one.queue_declare(queue)
+    one.queue_bind(queue, exchange, "order.eu.*")
+    for i in range(3):
+        two.basic_publish(exchange, "order.eu.created", f"o{i}".encode())
+    got = [m["body"] for m in drain(one, queue)]
+    requests = name("rpc")
+    two.queue_declare(requests)
+    replies = []
+    one.basic_consume("amq.rabbitmq.reply-to", lambda ch, m, p, b: replies.append(b.decode()), auto_ack=True)
+    one.basic_publish(
+        "", requests, b"ping", pika.BasicProperties(reply_to="amq.rabbitmq.reply-to", correlation_id="c2")
+    )
+    request = wait_get(two, requests)
+    if request is not None:
+        two.basic_publish(
+            "", request[1].reply_to, b"pong", pika.BasicProperties(correlation_id=request[1].correlation_id)
+        )
+    deadline = time.monotonic() + WAIT
+    while not replies and time.monotonic() < deadline:
+        first.process_data_events(time_limit=0.1)
+    cancelled = []
+    watch = first.channel()
+    watch.add_on_cancel_callback(lambda frame: cancelled.append(frame.method.consumer_tag))
+    watch.basic_consume(queue, lambda *a: None, consumer_tag="eu-watcher")
+    two.queue_delete(queue)
+    deadline = time.monotonic() + WAIT
+    while not cancelled and time.monotonic() < deadline:
+        first.process_data_events(time_limit=0.1)
+    two.queue_delete(requests)
+    two.exchange_delete(exchange)
+    first.close()
+    second.close()
+    return {"moved": got, "replies": replies, "cancelled": cancelled}
+
+
+SCENARIOS["two_gateways"] = two_gateways
 print(json.dumps(SCENARIOS[scenario]()), flush=True)
