@@ -142,6 +142,8 @@ class FeedRegistry:
         self.invisible_ms = gateway.limits.consumer_timeout_ms
         self.screen = gateway.screen  # takes out popped messages not to deliver (expired ...)
         self.broker_queue = gateway.broker_queue
+        self._to_settle: dict[str, tuple[Queue, list[str]]] = {}  # by topic: handles to acknowledge
+        self._settle_scheduled = False
         self._feeds: dict[tuple[str, str], QueueFeed] = {}
 
     async def pop(self, queue: Queue, count: int, poll_ms: int) -> list[MessageExt]:
@@ -208,8 +210,22 @@ class FeedRegistry:
                 cancel(consumer)
 
     def settle(self, queue: Queue, handles: list[str]) -> None:
-        """Acknowledge deliveries at the broker (in the background: the client has its answer)."""
-        self.tasks.spawn(self._ack(queue, handles), "settle deliveries")
+        """Acknowledge deliveries at the broker, in the background (the client has its answer): what
+        every channel settles in one turn of the event loop goes as one batch ack per queue."""
+        pending = self._to_settle.get(queue.topic)
+        if pending is None:
+            self._to_settle[queue.topic] = (queue, list(handles))
+        else:
+            pending[1].extend(handles)
+        if not self._settle_scheduled:
+            self._settle_scheduled = True
+            asyncio.get_running_loop().call_soon(self._settle_pending)
+
+    def _settle_pending(self) -> None:
+        self._settle_scheduled = False
+        pending, self._to_settle = self._to_settle, {}
+        for queue, handles in pending.values():
+            self.tasks.spawn(self._ack(queue, handles), "settle deliveries")
 
     async def _ack(self, queue: Queue, handles: list[str]) -> None:
         try:
