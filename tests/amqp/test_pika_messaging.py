@@ -122,3 +122,15 @@ def test_two_gateways_share_one_cluster_and_one_metadata_service(pika_python, tw
         "replies": ["pong"],
         "cancelled": ["eu-watcher"],
     }
+
+
+def test_what_the_gateway_adds_to_rabbitmq(pika_python, gateway):
+    assert run_scenario(pika_python, SCRIPT, "ferrymq_extras", gateway) == {
+        "past_max_retries": ["last job", "rejected"],
+        "graded_back_at_once": False,  # RabbitMQ would give it back at once; here after 10 s
+        "broadcast": [["n0", "n1", "n2"], ["n0", "n1", "n2"]],
+        "too_big": {
+            "code": 406,
+            "text": "PRECONDITION_FAILED - message size 4194305 is larger than configured max size 4194304",
+        },
+    }

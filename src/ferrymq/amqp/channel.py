@@ -373,6 +373,8 @@ class Channel:
             return await self._consume_replies(m, tag)
         queue = await self._queue(m.queue, m)
         self._may("read", "queue", queue.name, m)
+        if self.gateway.settings.of(await self.gateway.catalog.get(self.vhost), queue).broadcast:
+            queue = await self.gateway.broadcast_view(queue, f"{self.session.owner}/{self.number}/{tag}")
         feed = self.gateway.feeds.feed(queue)
         if (m.exclusive and feed.consumers) or any(c.exclusive for c in feed.consumers):
             raise ChannelException(
@@ -477,7 +479,7 @@ class Channel:
         if isinstance(ack, fast.Ack):
             self._ack(taken)
         elif ack.requeue:
-            self.gateway.tasks.spawn(self._requeue(taken), "requeue")
+            self.gateway.tasks.spawn(self._give_back(taken), "requeue")
         else:
             self.gateway.tasks.spawn(self._reject(taken), "dead-letter")
 
@@ -487,6 +489,18 @@ class Channel:
             by_queue.setdefault(delivery.queue.topic, (delivery.queue, []))[1].append(delivery.handle)
         for queue, handles in by_queue.values():
             self.gateway.feeds.settle(queue, handles)
+
+    async def _give_back(self, taken: list[Unacked]) -> None:
+        """Requeued by the client: at once, or after a delay on a queue with graded retry."""
+        gateway, now = self.gateway, []
+        topology = await gateway.catalog.get(self.vhost)
+        for delivery in taken:
+            settings = gateway.settings.of(topology, delivery.queue)
+            if settings.graded_retry:
+                await gateway.retries.give_back(delivery.queue, settings, delivery.message, delivery.handle)
+            else:
+                now.append(delivery)
+        await self._requeue(now)
 
     async def _reject(self, taken: list[Unacked]) -> None:
         """Rejected without requeue: to the queue's dead-letter exchange if it has one, then settled."""

@@ -144,7 +144,7 @@ class FeedRegistry:
         self.broker_queue = gateway.broker_queue
         self._to_settle: dict[str, tuple[Queue, list[str]]] = {}  # by topic: handles to acknowledge
         self._settle_scheduled = False
-        self._feeds: dict[tuple[str, str], QueueFeed] = {}
+        self._feeds: dict[str, QueueFeed] = {}  # by consumer group: a queue's, or a broadcast consumer's
 
     async def pop(self, queue: Queue, count: int, poll_ms: int) -> list[MessageExt]:
         """Up to `count` messages of `queue` to deliver, the highest priority level first (waiting up to
@@ -183,24 +183,27 @@ class FeedRegistry:
         return []
 
     def feed(self, queue: Queue) -> QueueFeed:
-        key = (queue.vhost, queue.name)
-        feed = self._feeds.get(key)
+        feed = self._feeds.get(queue.group)
         if feed is None or feed.queue.topic != queue.topic:
-            feed = self._feeds[key] = QueueFeed(self, queue)
+            feed = self._feeds[queue.group] = QueueFeed(self, queue)
         return feed
 
     def consumer_count(self, queue: Queue) -> int:
-        feed = self._feeds.get((queue.vhost, queue.name))
+        """The queue's consumers on this gateway (broadcast consumers, each in a group of its own,
+        are not among them)."""
+        feed = self._feeds.get(queue.group)
         return 0 if feed is None else len(feed.consumers)
 
     def consumers_of(self, queue: Queue) -> Iterable[Consumer]:
-        feed = self._feeds.get((queue.vhost, queue.name))
-        return [] if feed is None else list(feed.consumers)
+        """Every consumer of the queue on this gateway, broadcast ones included."""
+        return [
+            c for f in self._feeds.values() if (f.queue.vhost, f.queue.name) == (queue.vhost, queue.name)
+            for c in f.consumers
+        ]  # fmt: skip
 
     def feed_idle(self, feed: QueueFeed) -> None:
-        key = (feed.queue.vhost, feed.queue.name)
-        if self._feeds.get(key) is feed and not feed.consumers:
-            del self._feeds[key]
+        if self._feeds.get(feed.queue.group) is feed and not feed.consumers:
+            del self._feeds[feed.queue.group]
 
     def queue_gone(self, queue: Queue) -> None:
         """A queue was deleted (through any gateway): its consumers here are cancelled."""

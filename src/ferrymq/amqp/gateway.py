@@ -4,11 +4,14 @@ metadata service, the vhosts' topologies and the queue feeds, and the limits Rab
 from __future__ import annotations
 
 import asyncio
+import hashlib
 import itertools
 import secrets
 import time
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
+
+import msgspec
 
 from ferrymq.amqp.catalog import Metadata, VhostCatalog
 from ferrymq.amqp.dead_letters import DeadLetters, Reason
@@ -17,6 +20,7 @@ from ferrymq.amqp.expiry import ExpirySweeper
 from ferrymq.amqp.feeds import FeedRegistry
 from ferrymq.amqp.limits import QueueLimits
 from ferrymq.amqp.queue_settings import EXPIRES, SettingsCache, topic_queues
+from ferrymq.amqp.retries import GradedRetries
 from ferrymq.messaging.api import MessageQueue, MessageService, MessagingError
 from ferrymq.meta.entities import Queue
 from ferrymq.net.tasks import BackgroundTasks
@@ -54,6 +58,7 @@ class Gateway:
         self.settings = SettingsCache()
         self.dead_letters = DeadLetters(self)
         self.queue_limits = QueueLimits(self)
+        self.retries = GradedRetries(self)
         self.expiry = ExpirySweeper(self)
         self.tasks.spawn(self.expiry.run(), "expire messages")
         self.channels: set[Channel] = set()
@@ -83,6 +88,15 @@ class Gateway:
                 topic, route[0].broker_name, queue_id
             )
         return known
+
+    async def broadcast_view(self, queue: Queue, consumer: str) -> Queue:
+        """The queue as one broadcast consumer reads it: in a consumer group of its own, which starts
+        at the messages arriving from now on."""
+        digest = hashlib.sha256(f"{queue.group}/{consumer}".encode()).hexdigest()[:24]
+        view = msgspec.structs.replace(queue, group=f"AMQP_BC-{digest}")
+        for place in await self.queue_places(view):
+            await self.service.commit_offset(view.group, place, (await self.service.queue_bounds(place))[1])
+        return view
 
     async def screen(self, queue: Queue, messages: list[MessageExt]) -> list[MessageExt]:
         """The popped messages still to deliver; those expired or past the queue's delivery limit

@@ -5,7 +5,8 @@ One policy applies at most: among those whose apply-to fits and whose pattern (a
 unanchored, as Erlang's re:run) finds the name, the highest priority; among equals the first by name
 (RabbitMQ 3.10.8 picks among equals in its table's hash order: tried, neither name nor age decides).
 Numeric limits take the lower of argument and policy; names (dead-letter exchange and key) and the
-overflow mode take the argument. x-max-priority and x-single-active-consumer have no policy key."""
+overflow mode take the argument. x-max-priority and x-single-active-consumer have no policy key.
+ferrymq adds graded-retry, max-retries and broadcast (x-graded-retry ... as arguments)."""
 
 from __future__ import annotations
 
@@ -31,6 +32,10 @@ QUEUE_SETTINGS: dict[str, tuple[str, str, type]] = {
     "dead-letter-routing-key": ("dead_letter_routing_key", _ARGUMENT, str),
     "max-priority": ("max_priority", _ONLY_ARGUMENT, int),
     "single-active-consumer": ("single_active_consumer", _ONLY_ARGUMENT, bool),
+    # ferrymq's own, for what RabbitMQ lacks (a policy switches them on for a whole vhost)
+    "graded-retry": ("graded_retry", _ARGUMENT, bool),
+    "max-retries": ("max_retries", _LOWER, int),
+    "broadcast": ("broadcast", _ARGUMENT, bool),
 }
 
 

@@ -16,8 +16,19 @@ MAX_PRIORITY = 10  # priorities above this share its level (RabbitMQ advises at 
 
 class QueueSettings:
     __slots__ = (
-        "dead_letter_exchange", "dead_letter_routing_key", "delivery_limit", "expires", "max_length",
-        "max_length_bytes", "max_priority", "message_ttl", "overflow", "single_active_consumer",
+        "broadcast",
+        "dead_letter_exchange",
+        "dead_letter_routing_key",
+        "delivery_limit",
+        "expires",
+        "graded_retry",
+        "max_length",
+        "max_length_bytes",
+        "max_priority",
+        "max_retries",
+        "message_ttl",
+        "overflow",
+        "single_active_consumer",
     )  # fmt: skip
 
     def __init__(self, settings: dict[str, Any]) -> None:
@@ -32,6 +43,9 @@ class QueueSettings:
         self.max_priority: int = min(priority, MAX_PRIORITY) if priority else 0
         self.single_active_consumer: bool = bool(settings.get("single_active_consumer"))
         self.delivery_limit: int | None = settings.get("delivery_limit")
+        self.graded_retry: bool = bool(settings.get("graded_retry"))  # requeue after RocketMQ's delays
+        self.max_retries: int | None = settings.get("max_retries")  # then dead letters (default: the group's)
+        self.broadcast: bool = bool(settings.get("broadcast"))  # every consumer gets every message
 
     @property
     def limited(self) -> bool:

@@ -395,5 +395,51 @@ def two_gateways() -> dict:
     return {"moved": got, "replies": replies, "cancelled": cancelled}
 
 
+def ferrymq_extras() -> dict:
+    """What the gateway adds to RabbitMQ: graded retry (a requeued message comes back after a delay,
+    and past x-max-retries goes to the dead-letter exchange), broadcast queues (every consumer gets
+    every message) and the message size limit."""
+    connection = connect()
+    channel = connection.channel()
+    channel.confirm_delivery()
+    names = {k: name(k) for k in ("graded", "last", "dead", "news")}
+    channel.queue_declare(names["dead"])
+    channel.queue_declare(names["graded"], arguments={"x-graded-retry": True})
+    channel.queue_declare(names["last"], arguments={
+        "x-graded-retry": True, "x-max-retries": 0, "x-dead-letter-exchange": "",
+        "x-dead-letter-routing-key": names["dead"]})  # fmt: skip
+    result: dict = {}
+    for queue in ("graded", "last"):
+        channel.basic_publish("", names[queue], f"{queue} job".encode())
+        method, _, _ = channel.basic_get(names[queue])
+        channel.basic_nack(method.delivery_tag, requeue=True)
+    dead = wait_get(channel, names["dead"])
+    result["past_max_retries"] = (
+        None if dead is None else [dead[2].decode(), dead[1].headers["x-death"][0]["reason"]]
+    )
+    result["graded_back_at_once"] = channel.basic_get(names["graded"], auto_ack=True)[0] is not None
+    channel.queue_declare(names["news"], arguments={"x-broadcast": True})
+    readers = [connection.channel() for _ in range(2)]
+    got: list[list[str]] = [[], []]
+    for i, reader in enumerate(readers):
+        reader.basic_consume(names["news"], lambda ch, m, p, b, i=i: got[i].append(b.decode()), auto_ack=True)
+    connection.process_data_events(time_limit=0.5)
+    for i in range(3):
+        channel.basic_publish("", names["news"], f"n{i}".encode())
+    deadline = time.monotonic() + WAIT
+    while (len(got[0]) < 3 or len(got[1]) < 3) and time.monotonic() < deadline:
+        connection.process_data_events(time_limit=0.1)
+    result["broadcast"] = got
+    big = connection.channel()
+    result["too_big"] = closed_by_broker(
+        lambda: (big.basic_publish("", names["news"], b"x" * (4 * 1024 * 1024 + 1)), big.basic_qos())
+    )
+    for queue in names.values():
+        channel.queue_delete(queue)
+    connection.close()
+    return result
+
+
 SCENARIOS["two_gateways"] = two_gateways
+SCENARIOS["ferrymq_extras"] = ferrymq_extras
 print(json.dumps(SCENARIOS[scenario]()), flush=True)

@@ -33,7 +33,6 @@ from ferrymq.broker.groups import SubscriptionGroupManager
 from ferrymq.broker.long_polling import PullHoldService
 from ferrymq.broker.offsets import ConsumerOffsetManager
 from ferrymq.broker.pop.records import CheckpointRecord, revive_topic, settled
-from ferrymq.broker.pop.retry_policy import next_delay_ms
 from ferrymq.broker.pop.revive import (
     ReviveService,
     now_ms,
@@ -63,6 +62,7 @@ from ferrymq.protocol.pop import (
     start_offset_info,
     topic_type,
 )
+from ferrymq.protocol.retry_policy import next_delay_ms
 from ferrymq.store import GetStatus, MessageStore, PutResult, PutStatus
 
 log = logging.getLogger(__name__)
