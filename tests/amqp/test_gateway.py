@@ -8,8 +8,10 @@ import asyncio
 from pamqp import commands
 
 from ferrymq.amqp.gateway import GatewayLimits
+from ferrymq.client.admin import Admin
 from ferrymq.meta.access import hash_password
 from ferrymq.meta.entities import Permission, User
+from ferrymq.meta.naming import queue_group
 from tests.amqp.raw_client import RawClient
 
 
@@ -88,3 +90,55 @@ async def test_permissions_of_the_metadata_service_are_enforced(local_gateway):
         403,
         "ACCESS_REFUSED - access to queue 'billing' in vhost '/' refused for user 'app'",
     )
+
+
+def consume_through_pause(port: int, control) -> list[str]:
+    """Consume a queue; `control(step)` pauses its group before the second publish and resumes it after
+    checking that nothing came meanwhile. What arrived, and when ("before" / "paused" / "resumed")."""
+    client = RawClient("127.0.0.1", port)
+    seen = []
+    try:
+        client.open()
+        client.send(1, commands.Channel.Open())
+        client.expect(commands.Channel.OpenOk)
+        client.send(1, commands.Queue.Declare(queue="pausable"))
+        client.expect(commands.Queue.DeclareOk)
+        client.send(1, commands.Basic.Consume(queue="pausable", no_ack=True))
+        client.expect(commands.Basic.ConsumeOk)
+        client.publish(1, "", "pausable", b"one")
+        client.expect(commands.Basic.Deliver)
+        seen.append("before")
+        control("pause")
+        client.publish(1, "", "pausable", b"two")
+        client.sock.settimeout(1.5)  # a paused group gets nothing: wait a bounded while for a delivery
+        try:
+            client.expect(commands.Basic.Deliver)
+            seen.append("paused")
+        except (TimeoutError, OSError):
+            pass
+        client.sock.settimeout(10)
+        control("resume")
+        client.expect(commands.Basic.Deliver)
+        seen.append("resumed")
+        return seen
+    finally:
+        client.close()
+
+
+async def test_the_brokers_consumption_controls_apply_to_amqp_consumers(local_gateway):
+    """`ferrymq admin pause/resume` on the queue's consumer group stops and restarts its consumers."""
+    loop = asyncio.get_running_loop()
+    admin = Admin(f"127.0.0.1:{local_gateway.cluster.namesrv.port}")
+    group = queue_group("/", "pausable")
+
+    def control(step: str) -> None:
+        action = admin.pause(group) if step == "pause" else admin.resume(group)
+        asyncio.run_coroutine_threadsafe(action, loop).result(10)
+
+    try:
+        assert await asyncio.to_thread(consume_through_pause, local_gateway.port, control) == [
+            "before",
+            "resumed",
+        ]
+    finally:
+        await admin.shutdown()

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import click
 
-from ferrymq.cli.gatewaying import META_HELP, open_metadata, start_gateway
+from ferrymq.cli.gatewaying import META_HELP, limit_options, open_metadata, start_gateway
 from ferrymq.cli.serving import host_port, serve
 
 
@@ -30,9 +30,19 @@ from ferrymq.cli.serving import host_port, serve
     help="Where the SQLite metadata lives when --meta is not given.",
 )
 @click.option("--heartbeat", default=60, show_default=True, help="Heartbeat interval offered to clients (s).")
-def amqp(namesrv: str, listen: tuple[str, int], meta: str | None, data_dir: Path, heartbeat: int) -> None:
+@limit_options
+def amqp(
+    namesrv: str,
+    listen: tuple[str, int],
+    meta: str | None,
+    data_dir: Path,
+    heartbeat: int,
+    max_message_size: int,
+    consumer_timeout: int,
+) -> None:
     """Serve AMQP 0-9-1 (RabbitMQ) clients: exchanges, queues and bindings from the metadata service,
     messages in the cluster's topics."""
+    from ferrymq.amqp.gateway import GatewayLimits
     from ferrymq.messaging.remote import RemoteMessageService
 
     host, port = listen
@@ -43,7 +53,10 @@ def amqp(namesrv: str, listen: tuple[str, int], meta: str | None, data_dir: Path
     async def start() -> str:
         await service.start()
         try:
-            server, bound = await start_gateway(service, metadata, host, port, heartbeat=heartbeat)
+            limits = GatewayLimits(max_message_size, consumer_timeout)
+            server, bound = await start_gateway(
+                service, metadata, host, port, heartbeat=heartbeat, limits=limits
+            )
         except BaseException:
             await service.close()
             await close_metadata()

@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING
 
 import click
 
-from ferrymq.cli.gatewaying import open_metadata, start_gateway
+from ferrymq.cli.gatewaying import limit_options, open_metadata, start_gateway
 from ferrymq.cli.proxying import local_message_service, start_local_proxy
 from ferrymq.cli.serving import serve
 from ferrymq.store import StoreConfig, StoreError
@@ -54,8 +54,18 @@ def default_data_dir() -> Path:
     help="AMQP 0-9-1 gateway port on 127.0.0.1, for RabbitMQ clients (0: any, -1: no gateway; 5673 "
     "because RabbitMQ's 5672 is often taken).",
 )
-def dev(data_dir: Path, namesrv_port: int, broker_port: int, proxy_port: int, amqp_port: int) -> None:
+@limit_options
+def dev(
+    data_dir: Path,
+    namesrv_port: int,
+    broker_port: int,
+    proxy_port: int,
+    amqp_port: int,
+    max_message_size: int,
+    consumer_timeout: int,
+) -> None:
     """Start a local development cluster on DATA_DIR; stop it cleanly with Ctrl-C."""
+    from ferrymq.amqp.gateway import GatewayLimits
     from ferrymq.broker.config import BrokerConfig
     from ferrymq.broker.server import Broker
     from ferrymq.namesrv.config import NamesrvConfig
@@ -88,8 +98,9 @@ def dev(data_dir: Path, namesrv_port: int, broker_port: int, proxy_port: int, am
             lines.append(f"  Proxy       127.0.0.1:{port} (gRPC, RocketMQ 5 clients)")
         if amqp_port >= 0:
             try:
+                limits = GatewayLimits(max_message_size, consumer_timeout)
                 gateway, port = await start_gateway(
-                    local_message_service(broker), metadata, "127.0.0.1", amqp_port
+                    local_message_service(broker), metadata, "127.0.0.1", amqp_port, limits=limits
                 )
             except BaseException:
                 await stop()

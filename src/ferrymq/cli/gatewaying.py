@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
     from ferrymq.amqp.catalog import Metadata
+    from ferrymq.amqp.gateway import GatewayLimits
     from ferrymq.amqp.server import AMQPServer
     from ferrymq.messaging.api import MessageService
 
@@ -41,11 +42,33 @@ def open_metadata(meta: str | None, data_dir: Path) -> tuple[Metadata, Callable[
 
 
 async def start_gateway(
-    service: MessageService, metadata: Metadata, host: str, port: int, *, heartbeat: int = 60
+    service: MessageService,
+    metadata: Metadata,
+    host: str,
+    port: int,
+    *,
+    heartbeat: int = 60,
+    limits: GatewayLimits | None = None,
 ) -> tuple[AMQPServer, int]:
     """An AMQP gateway serving on host:port (0: any free port); the server and the port it bound."""
     from ferrymq.amqp.gateway import Gateway
     from ferrymq.amqp.server import AMQPServer
 
-    server = AMQPServer(host, port, Gateway(service, metadata), heartbeat=heartbeat)
+    server = AMQPServer(host, port, Gateway(service, metadata, limits), heartbeat=heartbeat)
     return server, await server.start()
+
+
+def limit_options(fn: Callable) -> Callable:
+    """--max-message-size and --consumer-timeout, for the commands that start a gateway."""
+    import click
+
+    from ferrymq.amqp.gateway import CONSUMER_TIMEOUT_MS, DEFAULT_MAX_MESSAGE_SIZE
+
+    fn = click.option(
+        "--consumer-timeout", default=CONSUMER_TIMEOUT_MS, show_default=True,
+        help="AMQP: ms a delivery may stay unacknowledged before its channel is closed (RabbitMQ's).",
+    )(fn)  # fmt: skip
+    return click.option(
+        "--max-message-size", default=DEFAULT_MAX_MESSAGE_SIZE, show_default=True,
+        help="AMQP: the largest message body taken (larger: channel closed with 406).",
+    )(fn)  # fmt: skip

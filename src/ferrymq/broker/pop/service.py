@@ -245,6 +245,8 @@ class PopService:
             if result.count or not wanted or remaining <= 0 or self._closing:
                 break
             await self._wait(group, self._watched(group, topic, queues, fifo), remaining, fifo)
+            if control.gate(group):  # paused or limited while this pop waited
+                wanted = await control.admit(group, client, max_messages, max(deadline - time.monotonic(), 0))
         if result.count:
             control.took(group, result.count)
             for put in result._puts:  # SYNC_FLUSH: the checkpoints are on disk before the messages go
