@@ -90,9 +90,10 @@ class RawClient:
             if not isinstance(value, _SKIPPED):
                 pytest.fail(f"expected {kind.__name__}, got {value!r}")
 
-    def publish(self, channel: int, exchange: str, routing_key: str, body: bytes) -> None:
+    def publish(self, channel: int, exchange: str, routing_key: str, body: bytes, properties=None) -> None:
+        properties = properties or commands.Basic.Properties()
         self.sock.sendall(
             frame.marshal(commands.Basic.Publish(exchange=exchange, routing_key=routing_key), channel)
-            + frame.marshal(content_header.ContentHeader(0, len(body), commands.Basic.Properties()), channel)
+            + frame.marshal(content_header.ContentHeader(0, len(body), properties), channel)
             + frame.marshal(content_body.ContentBody(body), channel)
         )
