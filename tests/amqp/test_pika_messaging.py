@@ -57,6 +57,7 @@ EXPECTED = {
         "drop_head": ["s2", "s3"],
         "reject_publish": ["ack", "nack"],
         "priority_order": ["p5", "p3", "p1", "p0"],
+        "unused_queue_expired": 404,
     },
     "queue_lifecycle": {
         "declared": 3,

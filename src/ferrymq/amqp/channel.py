@@ -274,6 +274,7 @@ class Channel:
             self.session.owned.add(declared.name)
         await gateway.catalog.refresh(self.vhost)
         self.last_queue = declared.name
+        gateway.expiry.touch(declared)  # a declaration, passive too, renews an x-expires lease
         ready = await gateway.ready_count(declared)
         return commands.Queue.DeclareOk(declared.name, ready, gateway.feeds.consumer_count(declared))
 
@@ -410,6 +411,7 @@ class Channel:
         consumer = self.consumers.pop(m.consumer_tag or "", None)
         if consumer is not None:
             consumer.feed.remove(consumer)
+            self.gateway.expiry.touch(consumer.feed.queue)
             await self._auto_delete([consumer])
         return commands.Basic.CancelOk(m.consumer_tag)
 
@@ -426,6 +428,7 @@ class Channel:
         queue = await self._queue(m.queue, m)
         self._may("read", "queue", queue.name, m)
         gateway = self.gateway
+        gateway.expiry.touch(queue)
         found = await gateway.feeds.pop(queue, 1, 0)
         if not found:
             return commands.Basic.GetEmpty()

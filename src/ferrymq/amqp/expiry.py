@@ -1,7 +1,13 @@
-"""Expiring messages at the head of queues nobody here consumes, as RabbitMQ does, so that a queue with
-a message TTL and a dead-letter exchange works as a delay line. A queue with consumers on this gateway
-needs none of this: its feed screens out what expired before delivering. Each swept queue is looked at
-when its head is due (or every IDLE_CHECK_S while it holds nothing due)."""
+"""Expiry as RabbitMQ does it, in the background.
+
+Messages: at the head of queues nobody here consumes, so that a queue with a message TTL and a
+dead-letter exchange works as a delay line (a queue with consumers on this gateway needs none of this:
+its feed screens out what expired before delivering). Each swept queue is looked at when its head is
+due, or every IDLE_CHECK_S while it holds nothing due.
+
+Queues (x-expires): deleted once unused that long (no consumer, no basic.get, no redeclare). The
+gateway that declared a queue keeps its clock, since only it knows its own use; a queue whose
+gateway restarted does not expire (it is never deleted while in use elsewhere)."""
 
 from __future__ import annotations
 
@@ -11,6 +17,7 @@ import time
 from typing import TYPE_CHECKING
 
 from ferrymq.amqp.queue_settings import EXPIRES
+from ferrymq.amqp.topology import Topology
 from ferrymq.messaging.api import MessageQueue, MessagingError
 from ferrymq.meta.entities import Queue
 from ferrymq.protocol.codes import ResponseCode
@@ -30,6 +37,12 @@ class ExpirySweeper:
     def __init__(self, gateway: Gateway) -> None:
         self.gateway = gateway
         self._next_check: dict[tuple[str, str], float] = {}
+        self._last_used: dict[tuple[str, str], float] = {}  # queues with x-expires declared here
+
+    def touch(self, queue: Queue) -> None:
+        """The queue was declared or used through this gateway."""
+        if queue.arguments.get("x-expires") is not None or (queue.vhost, queue.name) in self._last_used:
+            self._last_used[(queue.vhost, queue.name)] = time.monotonic()
 
     def wake(self, queue: Queue) -> None:
         """A message went into `queue` through this gateway: look at it again soon."""
@@ -50,12 +63,26 @@ class ExpirySweeper:
         for topology in gateway.catalog.loaded():
             for queue in topology.queues():
                 key = (queue.vhost, queue.name)
+                if key in self._last_used and await self._expire_queue(topology, queue, now):
+                    continue
                 if self._next_check.get(key, 0.0) > now or gateway.feeds.consumer_count(queue):
                     continue
                 settings = gateway.settings.of(topology, queue)
                 if settings.message_ttl is None and settings.dead_letter_exchange is None:
                     continue
                 self._next_check[key] = now + await self._expire_head(queue)
+
+    async def _expire_queue(self, topology: Topology, queue: Queue, now: float) -> bool:
+        """Delete the queue if unused past its x-expires; whether it went."""
+        key = (queue.vhost, queue.name)
+        expires = self.gateway.settings.of(topology, queue).expires
+        if self.gateway.feeds.consumers_of(queue):
+            self._last_used[key] = now
+        elif expires is not None and now - self._last_used[key] > expires / 1000:
+            del self._last_used[key]
+            await self.gateway.delete_queue(queue, queue.exclusive_owner)
+            return True
+        return False
 
     async def _expire_head(self, queue: Queue) -> float:
         """Expire what is due at the head of each of the queue's broker queues; seconds until the

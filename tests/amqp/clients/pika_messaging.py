@@ -54,6 +54,12 @@ def closed_by_broker(action) -> dict:
     return {"code": None}
 
 
+def passive_probe(connection, queue: str) -> dict:
+    """A passive declare on a fresh channel: its close code and text, or code None."""
+    probe = connection.channel()
+    return closed_by_broker(lambda: probe.queue_declare(queue, passive=True))
+
+
 def properties_round_trip() -> dict:
     """Every basic property and a header table of each type survive publish and consume."""
     connection = connect()
@@ -334,6 +340,12 @@ def queue_arguments() -> dict:
     result["priority_order"] = [m["body"] for m in drain(channel, names["prio"])]
     for queue in names.values():
         channel.queue_delete(queue)
+    channel.queue_declare(name("unused"), arguments={"x-expires": 300})
+    deadline, gone = time.monotonic() + WAIT, None
+    while gone is None and time.monotonic() < deadline:
+        time.sleep(1.0)  # each probe (a passive declare) renews the lease: look less often than it lasts
+        gone = passive_probe(connection, name("unused"))["code"]
+    result["unused_queue_expired"] = gone
     connection.close()
     return result
 
