@@ -268,8 +268,7 @@ class Channel:
         if m.passive and known is not None and known.exclusive_owner not in (None, owner):
             queue = Queue(vhost=self.vhost, name=queue.name, exclusive_owner=owner)
         declared = await gateway.metadata.declare_queue(queue, m.passive)
-        if known is None or known.topic != declared.topic:
-            await gateway.ensure_topic(declared)
+        await gateway.ensure_topic(declared, known=known is not None and known.topic == declared.topic)
         if declared.exclusive_owner is not None:
             self.session.owned.add(declared.name)
         await gateway.catalog.refresh(self.vhost)

@@ -142,6 +142,7 @@ class FeedRegistry:
         self.invisible_ms = gateway.limits.consumer_timeout_ms
         self.screen = gateway.screen  # takes out popped messages not to deliver (expired ...)
         self.broker_queue = gateway.broker_queue
+        self.ensure_topic = gateway.ensure_topic
         self._to_settle: dict[str, tuple[Queue, list[str]]] = {}  # by topic: handles to acknowledge
         self._settle_scheduled = False
         self._feeds: dict[str, QueueFeed] = {}  # by consumer group: a queue's, or a broadcast consumer's
@@ -149,6 +150,7 @@ class FeedRegistry:
     async def pop(self, queue: Queue, count: int, poll_ms: int) -> list[MessageExt]:
         """Up to `count` messages of `queue` to deliver, the highest priority level first (waiting up to
         `poll_ms` for one when there is none); expired ones and the like are screened out."""
+        await self.ensure_topic(queue, known=True)
         levels = topic_queues(queue)
         if levels > 1:
             for level in range(levels - 1, -1, -1):

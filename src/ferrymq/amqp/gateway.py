@@ -65,6 +65,8 @@ class Gateway:
         self.replies = DirectReplies(self)
         self.tasks.spawn(self._consumer_timeouts(), "consumer timeouts")
         self._broker_queues: dict[tuple[str, int], MessageQueue] = {}
+        self._topics: set[str] = set()  # queues' topics known to exist on the brokers
+        self.catalog.on_queue_gone(lambda queue: self._topics.discard(queue.topic))
         self.id = secrets.token_hex(6)  # names this gateway in exclusive queues' owners
         self._connections = itertools.count(1)
 
@@ -72,10 +74,16 @@ class Gateway:
         """A name, unique across gateways, for a new connection's exclusive queues."""
         return f"{self.id}-{next(self._connections)}"
 
-    async def ensure_topic(self, queue: Queue) -> None:
-        """The queue's topic on the brokers: one queue, so a queue keeps RabbitMQ's order (one per
-        priority level for a priority queue)."""
-        await self.service.create_topic(queue.topic, topic_queues(queue))
+    async def ensure_topic(self, queue: Queue, known: bool = False) -> None:
+        """The queue's topic on the brokers, created unless `known` to exist or found: one queue, so a
+        queue keeps RabbitMQ's order (one per priority level for a priority queue). A queue can come
+        through the metadata alone (an import of definitions): its first publish or consumer
+        creates it here, never the broker's auto-creation with its default queue count."""
+        if queue.topic in self._topics:
+            return
+        if not known or await self.service.topic_config(queue.topic) is None:
+            await self.service.create_topic(queue.topic, topic_queues(queue))
+        self._topics.add(queue.topic)
 
     async def broker_queue(self, topic: str, queue_id: int) -> MessageQueue:
         """Queue `queue_id` of `topic` on its (first) broker: where a priority level lives."""
@@ -173,6 +181,7 @@ class Gateway:
         for topic in (queue.topic, pop_retry_topic(queue.group, queue.topic)):
             await self.service.delete_topic(topic)
         self._broker_queues = {k: v for k, v in self._broker_queues.items() if k[0] != queue.topic}
+        self._topics.discard(queue.topic)
         await self.catalog.refresh(queue.vhost)
 
     async def _consumer_timeouts(self) -> None:

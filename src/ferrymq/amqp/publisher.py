@@ -25,7 +25,6 @@ from ferrymq.protocol.amqp.events import ContentReceived
 from ferrymq.protocol.amqp.mapping import to_rocketmq
 from ferrymq.protocol.amqp.methods import encode_method
 from ferrymq.protocol.batch import encode_batch
-from ferrymq.protocol.codes import ResponseCode
 
 if TYPE_CHECKING:
     from ferrymq.amqp.gateway import Gateway
@@ -110,6 +109,8 @@ class Publisher:
                 frames.append(self._returned(event))
         if frames:  # returns go before any confirm
             self.out.send(b"".join(frames))
+        for queue, _ in by_place.values():
+            await self.gateway.ensure_topic(queue, known=True)
         stored = [True] * len(batch)
         limited = {
             place: v for place, v in by_place.items() if self.gateway.settings.of(topology, v[0]).limited
@@ -206,8 +207,6 @@ class Publisher:
                 outcome = await service.send_batch(topic, batch, queue=queue)
         except MessagingError:
             return False
-        if outcome.code == ResponseCode.TOPIC_NOT_EXIST:  # the queue went away meanwhile: as unroutable
-            return True
         return outcome.stored
 
     def _confirms(self, batch: Sequence[ContentReceived], stored: list[bool]) -> bytes:
