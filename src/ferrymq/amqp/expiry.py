@@ -38,11 +38,15 @@ class ExpirySweeper:
         self.gateway = gateway
         self._next_check: dict[tuple[str, str], float] = {}
         self._last_used: dict[tuple[str, str], float] = {}  # queues with x-expires declared here
+        self._candidates_of: dict[str, tuple[int, list[Queue]]] = {}  # by vhost: (version, queues)
 
     def touch(self, queue: Queue) -> None:
         """The queue was declared or used through this gateway."""
-        if queue.arguments.get("x-expires") is not None or (queue.vhost, queue.name) in self._last_used:
-            self._last_used[(queue.vhost, queue.name)] = time.monotonic()
+        key = (queue.vhost, queue.name)
+        if queue.arguments.get("x-expires") is not None or key in self._last_used:
+            if key not in self._last_used:
+                self._candidates_of.pop(queue.vhost, None)  # a new candidate
+            self._last_used[key] = time.monotonic()
 
     def wake(self, queue: Queue) -> None:
         """A message went into `queue` through this gateway: look at it again soon."""
@@ -61,7 +65,7 @@ class ExpirySweeper:
     async def sweep(self) -> None:
         gateway, now = self.gateway, time.monotonic()
         for topology in gateway.catalog.loaded():
-            for queue in topology.queues():
+            for queue in self._candidates(topology):
                 key = (queue.vhost, queue.name)
                 if key in self._last_used and await self._expire_queue(topology, queue, now):
                     continue
@@ -71,6 +75,20 @@ class ExpirySweeper:
                 if settings.message_ttl is None and settings.dead_letter_exchange is None:
                     continue
                 self._next_check[key] = now + await self._expire_head(queue)
+
+    def _candidates(self, topology: Topology) -> list[Queue]:
+        """The vhost's queues with a TTL, a dead-letter exchange or an x-expires clock here,
+        found again only when its topology changes."""
+        known = self._candidates_of.get(topology.vhost)
+        if known is None or known[0] != topology.version:
+            settings = self.gateway.settings.of
+            found = [
+                q for q in topology.queues()
+                if (q.vhost, q.name) in self._last_used
+                or (s := settings(topology, q)).message_ttl is not None or s.dead_letter_exchange is not None
+            ]  # fmt: skip
+            known = self._candidates_of[topology.vhost] = (topology.version, found)
+        return known[1]
 
     async def _expire_queue(self, topology: Topology, queue: Queue, now: float) -> bool:
         """Delete the queue if unused past its x-expires; whether it went."""

@@ -26,7 +26,7 @@ if TYPE_CHECKING:
     from ferrymq.amqp.gateway import Gateway
 
 log = logging.getLogger(__name__)
-READ_SIZE = 65536
+READ_SIZE = 16384  # bytes taken from a socket per turn: a busy connection holds the event loop briefly
 
 
 class Session:
