@@ -35,19 +35,24 @@ SCENARIOS = [
 
 
 def start_gateway(where: Path, port: int) -> subprocess.Popen:
+    """`ferrymq dev` with its gateway on `port`, which must be free (a gateway already there would be
+    measured instead)."""
+    with socket.socket() as probe:
+        if probe.connect_ex(("127.0.0.1", port)) == 0:
+            raise SystemExit(f"port {port} is taken: pick another with --port")
     argv = [sys.executable, "-m", "ferrymq", "dev", "--data-dir", str(where), "--namesrv-port", "0",
             "--broker-port", "0", "--proxy-port", "-1", "--amqp-port", str(port)]  # fmt: skip
     log = open(where.parent / "gateway.log", "wb")  # noqa: SIM115  (open as long as the process)
     proc = subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
     deadline = time.monotonic() + 60
-    while time.monotonic() < deadline:
+    while time.monotonic() < deadline and proc.poll() is None:
         try:
             socket.create_connection(("127.0.0.1", port), timeout=0.5).close()
             return proc
         except OSError:
             time.sleep(0.2)
     proc.kill()
-    raise SystemExit("the gateway did not start within 60 s")
+    raise SystemExit(f"the gateway did not start on port {port}: see {where.parent / 'gateway.log'}")
 
 
 def run(url: str, pids: list[int], client: str, scenario: str, extra: list[str], count: int) -> dict:
@@ -69,7 +74,7 @@ def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--runs", type=int, default=3)
     p.add_argument("--count", type=int, default=20_000)
-    p.add_argument("--port", type=int, default=25673)
+    p.add_argument("--port", type=int, default=25676)
     p.add_argument("--save", type=Path)
     args = p.parse_args()
     rabbit = common.find_pids("beam.smp", "rabbit")
