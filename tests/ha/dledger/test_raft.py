@@ -290,3 +290,19 @@ def test_bad_configuration_is_refused():
         RaftNode("n5", ["n0", "n1"], MemoryLog(), HardState(), random.Random(0))
     with pytest.raises(ValueError):
         MemoryLog().append([Entry(3, 1, b"")])
+
+
+def test_a_leader_commits_an_older_terms_entry_only_with_one_of_its_own():
+    # Raft's figure 8: index 1 (term 2) on a majority is not committed until index 2 (term 4) is
+    cfg = RaftConfig(election_ticks=10, heartbeat_ticks=2, max_append_entries=1)
+    log = MemoryLog([Entry(0, 1, b"a"), Entry(1, 2, b"b")])
+    leader = RaftNode("n0", ["n0", "n1", "n2"], log, HardState(3), random.Random(0), cfg)
+    while leader.role is not Role.PRE_CANDIDATE:
+        leader.tick()
+    leader.step(VoteResponse("n1", "n0", 4, True, pre=True))
+    leader.step(VoteResponse("n1", "n0", 4, True))
+    assert leader.role is Role.LEADER and leader.log.last_index == 2
+    leader.step(AppendResponse("n1", "n0", 4, True, match_index=1))
+    assert leader.commit == -1
+    leader.step(AppendResponse("n1", "n0", 4, True, match_index=2))
+    assert leader.commit == 2

@@ -36,7 +36,7 @@ class RaftLog(Protocol):
         ...
 
     def read(self, start: int, max_count: int, max_bytes: int) -> Sequence[Entry]:
-        """Entries from `start` on: at least one if any, then up to the count and byte limits."""
+        """Entries from `start` on: at least one if any, then up to the count and body-byte limits."""
         ...
 
     def append(self, entries: Sequence[Entry]) -> None:
