@@ -1,0 +1,177 @@
+"""A Raft log kept as DLedger keeps it: a data file of entries and an index file of 32-byte units.
+
+`data` holds the entries back to back in DLedger's layout (`entry.py`), each with its own position
+in the `pos` field and a chain CRC linking it to the one before; `index` holds entry i's unit
+(magic, pos, size, index, term) at i * 32, so `term_at` and `read` find an entry with one small
+read. Writes go to the page cache; `sync` makes them durable, which the Raft driver calls before it
+sends what a Ready asks.
+
+Opening recovers from a crash: the index is trusted up to its last unit that points at a whole,
+well-formed entry; data written after it (entries whose index units never made it) is scanned,
+checked (position, index sequence, term order, body and chain CRC) and indexed again, and whatever
+follows the last good entry, a torn write, is cut off both files.
+
+This is one data file; DLedger's segments of 1 GiB with blank-filled tails, retention and the
+classic CommitLog prefix of an upgraded broker are the next step (docs/dledger.md).
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Sequence
+from pathlib import Path
+
+from ferrymq.ha.dledger import entry as codec
+from ferrymq.ha.dledger.log import Entry
+
+UNIT = codec.INDEX_UNIT.size
+
+
+class FileLog:
+    def __init__(self, root: Path) -> None:
+        root.mkdir(parents=True, exist_ok=True)
+        self.root = root
+        self._data = os.open(root / "data", os.O_RDWR | os.O_CREAT, 0o644)
+        self._index = os.open(root / "index", os.O_RDWR | os.O_CREAT, 0o644)
+        self._count = 0  # entries
+        self._end = 0  # data bytes
+        self._last_term = 0
+        self._last_chain = 0
+        self._recover()
+
+    # -- RaftLog ----------------------------------------------------------------------------------
+
+    @property
+    def last_index(self) -> int:
+        return self._count - 1
+
+    def term_at(self, index: int) -> int:
+        if index == -1:
+            return 0
+        if index == self._count - 1:
+            return self._last_term
+        return self._unit(index)[4]
+
+    def read(self, start: int, max_count: int, max_bytes: int) -> Sequence[Entry]:
+        """Entries from `start`, read with one pread; their bodies are views of that buffer."""
+        if not 0 <= start < self._count:
+            return []
+        stop = min(self._count, start + max(1, max_count))
+        units = os.pread(self._index, (stop - start) * UNIT, start * UNIT)
+        first_pos = codec.decode_index(units)[1]
+        span = 0
+        for k in range(stop - start):  # max_bytes counts bodies, as MemoryLog does
+            _, pos, size, _, _ = codec.decode_index(units, k * UNIT)
+            if k and pos + size - first_pos - (k + 1) * codec.BODY_OFFSET > max_bytes:
+                break
+            span = pos + size - first_pos
+        return self._entries(memoryview(os.pread(self._data, span, first_pos)))
+
+    @staticmethod
+    def _entries(buf: memoryview) -> list[Entry]:
+        out = []
+        offset = 0
+        while offset < len(buf):
+            h, body = codec.decode(buf, offset, verify=False)
+            out.append(Entry(h.index, h.term, body, h.magic))
+            offset += h.size
+        return out
+
+    def append(self, entries: Sequence[Entry]) -> None:
+        if not entries:
+            return
+        if entries[0].index != self._count:
+            raise ValueError(f"append at {entries[0].index}, log ends at {self._count - 1}")
+        parts: list[bytes | memoryview] = []
+        units = []
+        pos, chain = self._end, self._last_chain
+        for e in entries:
+            header = codec.encode_header(e.index, e.term, pos, e.body, magic=e.magic, prev_chain_crc=chain)
+            h = codec.decode_header(header)
+            parts += (header, e.body)
+            units.append(codec.encode_index(h))
+            pos += h.size
+            chain = h.chain_crc
+        os.pwritev(self._data, parts, self._end)
+        os.pwrite(self._index, b"".join(units), self._count * UNIT)
+        self._count += len(entries)
+        self._end, self._last_chain, self._last_term = pos, chain, entries[-1].term
+
+    def truncate(self, from_index: int) -> None:
+        if from_index >= self._count:
+            return
+        if from_index < 0:
+            raise ValueError(f"cannot truncate from {from_index}")
+        self._cut(from_index, self._unit(from_index)[1] if from_index else 0)
+
+    # -- durability -------------------------------------------------------------------------------
+
+    def sync(self) -> None:
+        os.fsync(self._data)
+        os.fsync(self._index)
+
+    def close(self) -> None:
+        os.close(self._data)
+        os.close(self._index)
+
+    # -- inside -----------------------------------------------------------------------------------
+
+    def _unit(self, index: int) -> tuple[int, int, int, int, int]:
+        if not 0 <= index < self._count:
+            raise IndexError(f"no entry {index} (last is {self._count - 1})")
+        return codec.decode_index(os.pread(self._index, UNIT, index * UNIT))
+
+    def _cut(self, count: int, end: int) -> None:
+        """Keep the first `count` entries, which end at data offset `end`."""
+        os.ftruncate(self._data, end)
+        os.ftruncate(self._index, count * UNIT)
+        self._count, self._end = count, end
+        self._last_term = self._last_chain = 0
+        if count:
+            h = codec.decode_header(os.pread(self._data, codec.BODY_OFFSET, self._unit(count - 1)[1]))
+            self._last_term, self._last_chain = h.term, h.chain_crc
+
+    def _entry_at_unit(self, index: int, data_size: int) -> codec.EntryHeader | None:
+        """The header index unit `index` points at, if that entry is whole and agrees with the unit."""
+        unit = codec.decode_index(os.pread(self._index, UNIT, index * UNIT))
+        _, pos, size, idx, _ = unit
+        if idx != index or pos < 0 or size < codec.BODY_OFFSET or pos + size > data_size:
+            return None
+        try:
+            h = codec.decode_header(os.pread(self._data, codec.BODY_OFFSET, pos))
+        except codec.EntryError:
+            return None
+        return h if (h.magic, h.pos, h.size, h.index, h.term) == unit else None
+
+    def _recover(self) -> None:
+        data_size = os.fstat(self._data).st_size
+        units = os.fstat(self._index).st_size // UNIT
+        # the index is written after the data: walk back to its last unit with a whole entry behind it
+        count, end, term, chain = 0, 0, 0, 0
+        for k in range(units - 1, -1, -1):
+            h = self._entry_at_unit(k, data_size)
+            if h is not None:
+                count, end, term, chain = k + 1, h.pos + h.size, h.term, h.chain_crc
+                break
+        # entries written to data whose units were lost: check each and index it again
+        indexed = count
+        tail = memoryview(os.pread(self._data, data_size - end, end))
+        new_units = []
+        offset = 0
+        while offset + codec.BODY_OFFSET <= len(tail):
+            try:
+                h, _ = codec.decode(tail, offset)
+            except codec.EntryError:
+                break
+            if (
+                (h.pos, h.index) != (end, count)
+                or h.term < term
+                or h.chain_crc != codec.chain_crc(chain, h.body_crc)
+            ):
+                break
+            new_units.append(codec.encode_index(h))
+            count, end, term, chain = count + 1, end + h.size, h.term, h.chain_crc
+            offset += h.size
+        tail.release()
+        os.pwrite(self._index, b"".join(new_units), indexed * UNIT)
+        self._cut(count, end)
