@@ -3,8 +3,9 @@
 `data` holds the entries back to back in DLedger's layout (`entry.py`), each with its own position
 in the `pos` field and a chain CRC linking it to the one before; `index` holds entry i's unit
 (magic, pos, size, index, term) at i * 32, so `term_at` and `read` find an entry with one small
-read. Writes go to the page cache; `sync` makes them durable, which the Raft driver calls before it
-sends what a Ready asks.
+read; the most recent entries, what a leader sends its followers, are served from memory. Writes
+go to the page cache; `sync` makes them durable, which the Raft driver calls before it sends what
+a Ready asks.
 
 Opening recovers from a crash: the index is trusted up to its last unit that points at a whole,
 well-formed entry; data written after it (entries whose index units never made it) is scanned,
@@ -18,6 +19,7 @@ classic CommitLog prefix of an upgraded broker are the next step (docs/dledger.m
 from __future__ import annotations
 
 import os
+import zlib
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -25,6 +27,7 @@ from ferrymq.ha.dledger import entry as codec
 from ferrymq.ha.dledger.log import Entry
 
 UNIT = codec.INDEX_UNIT.size
+RECENT_ENTRIES = 16384  # kept in memory for the leader's appends to followers
 
 
 class FileLog:
@@ -37,6 +40,7 @@ class FileLog:
         self._end = 0  # data bytes
         self._last_term = 0
         self._last_chain = 0
+        self._recent: list[Entry] = []  # the last entries appended, served without reading the file
         self._recover()
 
     # -- RaftLog ----------------------------------------------------------------------------------
@@ -56,6 +60,9 @@ class FileLog:
         """Entries from `start`, read with one pread; their bodies are views of that buffer."""
         if not 0 <= start < self._count:
             return []
+        first_recent = self._count - len(self._recent)
+        if start >= first_recent:
+            return self._from_recent(start - first_recent, max_count, max_bytes)
         stop = min(self._count, start + max(1, max_count))
         units = os.pread(self._index, (stop - start) * UNIT, start * UNIT)
         first_pos = codec.decode_index(units)[1]
@@ -66,6 +73,15 @@ class FileLog:
                 break
             span = pos + size - first_pos
         return self._entries(memoryview(os.pread(self._data, span, first_pos)))
+
+    def _from_recent(self, k: int, max_count: int, max_bytes: int) -> list[Entry]:
+        out = self._recent[k : k + max(1, max_count)]
+        size = 0
+        for n, e in enumerate(out):
+            size += len(e.body)
+            if n and size > max_bytes:
+                return out[:n]
+        return out
 
     @staticmethod
     def _entries(buf: memoryview) -> list[Entry]:
@@ -85,17 +101,23 @@ class FileLog:
         parts: list[bytes | memoryview] = []
         units = []
         pos, chain = self._end, self._last_chain
+        header, unit = codec.HEADER.pack, codec.INDEX_UNIT.pack
         for e in entries:
-            header = codec.encode_header(e.index, e.term, pos, e.body, magic=e.magic, prev_chain_crc=chain)
-            h = codec.decode_header(header)
-            parts += (header, e.body)
-            units.append(codec.encode_index(h))
-            pos += h.size
-            chain = h.chain_crc
+            if e.magic not in codec.ENTRY_MAGICS:
+                raise codec.EntryError(f"unknown entry magic {e.magic}")
+            crc = zlib.crc32(e.body)
+            chain = codec.chain_crc(chain, crc)
+            size = codec.BODY_OFFSET + len(e.body)
+            parts += (header(e.magic, size, e.index, e.term, pos, 0, chain, crc, len(e.body)), e.body)
+            units.append(unit(e.magic, pos, size, e.index, e.term))
+            pos += size
         os.pwritev(self._data, parts, self._end)
         os.pwrite(self._index, b"".join(units), self._count * UNIT)
         self._count += len(entries)
         self._end, self._last_chain, self._last_term = pos, chain, entries[-1].term
+        self._recent += entries
+        if len(self._recent) > 2 * RECENT_ENTRIES:
+            del self._recent[:-RECENT_ENTRIES]
 
     def truncate(self, from_index: int) -> None:
         if from_index >= self._count:
@@ -125,6 +147,7 @@ class FileLog:
         """Keep the first `count` entries, which end at data offset `end`."""
         os.ftruncate(self._data, end)
         os.ftruncate(self._index, count * UNIT)
+        del self._recent[max(0, len(self._recent) - (self._count - count)) :]
         self._count, self._end = count, end
         self._last_term = self._last_chain = 0
         if count:
