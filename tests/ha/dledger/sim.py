@@ -99,10 +99,14 @@ class Cluster:
         self.fault_ms = fault_ms
         self.end_ms = fault_ms + heal_ms
         preferred = rng.choice((None, None, "n1"))
+        per_append = rng.choice((1, 4, 64))
         self.config = config or RaftConfig(
-            election_ticks=10,
-            heartbeat_ticks=2,
-            max_append_entries=rng.choice((1, 4, 64)),
+            election_ticks=rng.choice((6, 10)),
+            heartbeat_ticks=rng.choice((1, 2, 3)),
+            max_append_entries=per_append,
+            max_inflight=8 if per_append == 1 else rng.choice((1, 2, 8)),  # keeps up with the clients
+            pre_vote=rng.random() < 0.8,
+            check_quorum=rng.random() < 0.8,
             preferred_leader=preferred,
         )
         self.node_factory = node_factory
