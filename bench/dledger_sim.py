@@ -3,6 +3,7 @@
 Each seed is a whole cluster (3 or 5 nodes) driven through drops, delays, duplicates, reorders,
 partitions, crashes (some between a write and its fsync), leadership transfers and client appends
 on a fake clock; see tests/ha/dledger/sim.py for what is checked. Seeds are split over processes.
+With `--files` the logs live in real files whose recovery runs at every restart.
 
     .venv/bin/python bench/dledger_sim.py --seeds 10000 --save bench/results/dledger-sim.json
 """
@@ -14,8 +15,10 @@ import json
 import multiprocessing
 import os
 import sys
+import tempfile
 import time
 from collections import Counter
+from functools import partial
 from pathlib import Path
 
 from tests.ha.dledger.sim import Violation, run_seed
@@ -23,10 +26,11 @@ from tests.ha.dledger.sim import Violation, run_seed
 from ferrymq.bench.machine import machine_info
 
 
-def one(seed: int) -> dict:
+def one(seed: int, files: bool = False) -> dict:
     started = time.process_time()
     try:
-        c = run_seed(seed)
+        with tempfile.TemporaryDirectory(prefix="dledger-sim-") as tmp:
+            c = run_seed(seed, files=Path(tmp) if files else None)
     except Violation as e:
         return {"seed": seed, "violation": str(e), "cpu_s": time.process_time() - started}
     return {
@@ -44,6 +48,7 @@ def main() -> None:
     ap.add_argument("--seeds", type=int, default=10_000)
     ap.add_argument("--first", type=int, default=0)
     ap.add_argument("--workers", type=int, default=os.cpu_count() or 1)
+    ap.add_argument("--files", action="store_true", help="logs in real files (FileLog), recovered at restart")
     ap.add_argument("--save", type=Path)
     args = ap.parse_args()
     load = os.getloadavg()[0]
@@ -55,7 +60,7 @@ def main() -> None:
     done = 0
     seeds = range(args.first, args.first + args.seeds)
     with multiprocessing.Pool(args.workers) as pool:
-        for r in pool.imap_unordered(one, seeds, chunksize=50):
+        for r in pool.imap_unordered(partial(one, files=args.files), seeds, chunksize=50):
             done += 1
             cpu += r["cpu_s"]
             if "violation" in r:
@@ -75,6 +80,7 @@ def main() -> None:
     print(file=sys.stderr)
     result = {
         "figure": "DLedger Raft simulation: seeds run without a broken property",
+        "logs": "FileLog" if args.files else "MemoryLog",
         "seeds_run": done,
         "first_seed": args.first,
         "violations": len(violations),

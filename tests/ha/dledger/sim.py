@@ -8,7 +8,8 @@ traffic, each node's election timeouts), so a failing seed replays exactly. The 
   (reorders), drops, duplicates, and cuts links one way or both (partitions, isolated nodes);
 - each node's clock ticks at its own rate;
 - a crash throws the node away and restarts it from its durable term, vote and log; a crash may
-  also strike between a Ready's log writes and its fsync, keeping either side of it;
+  also strike between a Ready's log writes and its fsync, keeping either side of it (or, with the
+  logs in real files, a torn write that the file log's recovery has to cut off);
 - clients propose unique bodies to whoever claims to lead and record an append as acknowledged
   when that node's commit index covers it with the term it was given;
 - operators ask the leader to hand over, and some seeds name a preferred leader.
@@ -23,9 +24,13 @@ its commit index, and every acknowledged append must be in its log.
 from __future__ import annotations
 
 import heapq
+import os
 import random
+from collections.abc import Sequence
 from dataclasses import dataclass, field
+from pathlib import Path
 
+from ferrymq.ha.dledger.filelog import FileLog
 from ferrymq.ha.dledger.log import Entry, MemoryLog
 from ferrymq.ha.dledger.raft import HardState, NotLeader, RaftConfig, RaftNode, RaftSafetyError, Role
 
@@ -57,23 +62,70 @@ class Faults:
         )
 
 
+class MemoryDisk:
+    """A node's log on a pretend disk: what the last sync saw survives a crash."""
+
+    def __init__(self) -> None:
+        self.entries: list[Entry] = []
+
+    def open(self) -> MemoryLog:
+        return MemoryLog(self.entries)
+
+    def synced(self, log) -> None:
+        self.entries = list(log.entries)
+
+    def crashed(self, log, torn: bool, rng: random.Random) -> None:
+        """Crash before the sync of writes already made: the disk keeps either side of them."""
+        if torn and rng.random() < 0.5:
+            self.synced(log)
+
+
+class FileDisk:
+    """A node's log in real files (`FileLog`), reopened (and recovered) after every crash.
+
+    A process crash keeps every write (the page cache survives it); a crash before a sync cuts
+    each file somewhere between its size at the last sync and its size now, a torn write.
+    """
+
+    def __init__(self, root: Path) -> None:
+        self.root = root
+        self.sizes = (0, 0)
+
+    def open(self) -> FileLog:
+        return FileLog(self.root)
+
+    def _now(self) -> tuple[int, int]:
+        return os.path.getsize(self.root / "data"), os.path.getsize(self.root / "index")
+
+    def synced(self, log) -> None:
+        self.sizes = self._now()
+
+    def crashed(self, log, torn: bool, rng: random.Random) -> None:
+        log.close()
+        if torn:
+            for name, synced, now in zip(("data", "index"), self.sizes, self._now(), strict=True):
+                os.truncate(self.root / name, rng.randint(min(synced, now), now))
+
+
+def entries_of(log) -> Sequence[Entry]:
+    return log.entries if isinstance(log, MemoryLog) else log.read(0, 1 << 30, 1 << 62)
+
+
 @dataclass
 class SimNode:
     id: str
     tick_ms: int
+    disk: MemoryDisk | FileDisk
     hard: HardState = field(default_factory=HardState)
-    durable: list[Entry] = field(default_factory=list)
     raft: RaftNode | None = None
     applied: int = -1
     pending: list[tuple[int, int, bytes]] = field(default_factory=list)  # (index, term, body)
     crash_at_next_sync: bool = False
 
     @property
-    def log(self) -> MemoryLog:
+    def entries(self) -> Sequence[Entry]:
         assert self.raft is not None
-        log = self.raft.log
-        assert isinstance(log, MemoryLog)
-        return log
+        return entries_of(self.raft.log)
 
 
 class Violation(AssertionError):
@@ -90,7 +142,9 @@ class Cluster:
         heal_ms: int = 8_000,
         config: RaftConfig | None = None,
         node_factory: type[RaftNode] = RaftNode,
+        files: Path | None = None,
     ) -> None:
+        """`files`: keep the logs in FileLogs under this directory instead of in memory."""
         self.rng = random.Random(seed)
         self.seed = seed
         rng = self.rng
@@ -111,7 +165,10 @@ class Cluster:
         )
         self.node_factory = node_factory
         self.ids = [f"n{i}" for i in range(self.size)]
-        self.nodes = {i: SimNode(i, tick_ms=rng.randint(90, 110)) for i in self.ids}
+        self.nodes = {
+            i: SimNode(i, rng.randint(90, 110), FileDisk(files / i) if files else MemoryDisk())
+            for i in self.ids
+        }
         self.cut: set[tuple[str, str]] = set()  # (src, dst) links that lose everything
         self._link_last: dict[tuple[str, str], int] = {}  # latest delivery time scheduled per link
         self.now = 0
@@ -121,7 +178,7 @@ class Cluster:
         self.committed: dict[int, Entry] = {}  # index -> the entry some node applied there
         self.acked: dict[int, bytes] = {}  # index -> body of an acknowledged append
         self.proposed = 0
-        self.stats = {"elections": 0, "crashes": 0, "partitions": 0, "transfers": 0, "messages": 0}
+        self.stats = {"elections": 0, "crashes": 0, "torn": 0, "partitions": 0, "transfers": 0, "messages": 0}
         self._next_body = 0
         for node in self.nodes.values():
             self._start(node)
@@ -140,14 +197,17 @@ class Cluster:
         node.raft = self.node_factory(
             node.id,
             self.ids,
-            MemoryLog(node.durable),
+            node.disk.open(),
             node.hard,
             random.Random(self.rng.random()),
             self.config,
         )
         node.applied = -1
 
-    def _crash(self, node: SimNode, down_ms: int) -> None:
+    def _crash(self, node: SimNode, down_ms: int, torn: bool = False) -> None:
+        assert node.raft is not None
+        node.disk.crashed(node.raft.log, torn, self.rng)
+        self.stats["torn"] += torn
         node.raft = None
         node.pending.clear()
         node.crash_at_next_sync = False
@@ -264,14 +324,12 @@ class Cluster:
             # the writes happened, the fsync did not: the disk keeps either side of them
             if rd.hard_state is not None and self.rng.random() < 0.5:
                 node.hard = rd.hard_state
-            if rd.unsynced_from is not None and self.rng.random() < 0.5:
-                node.durable = list(node.log.entries)
-            self._crash(node, self.rng.randint(100, 3000))
+            self._crash(node, self.rng.randint(100, 3000), torn=rd.unsynced_from is not None)
             return
         if rd.hard_state is not None:
             node.hard = rd.hard_state
         if rd.unsynced_from is not None:
-            node.durable = list(node.log.entries)
+            node.disk.synced(raft.log)
         for m in rd.messages:
             self._send(m)
         if rd.soft_state is not None and rd.soft_state.role is Role.LEADER:
@@ -284,7 +342,7 @@ class Cluster:
         other = self.leaders.setdefault(term, node.id)
         if other != node.id:
             raise Violation(f"seed {self.seed}: two leaders in term {term}: {other} and {node.id}")
-        entries = node.log.entries
+        entries = node.entries
         for index, entry in self.committed.items():
             if index >= len(entries) or entries[index] != entry:
                 raise Violation(
@@ -293,7 +351,7 @@ class Cluster:
         self._check_log_matching()
 
     def _apply(self, node: SimNode, commit: int) -> None:
-        entries = node.log.entries
+        entries = node.entries
         for i in range(node.applied + 1, commit + 1):
             known = self.committed.setdefault(i, entries[i])
             if known != entries[i]:
@@ -338,7 +396,7 @@ class Cluster:
     # -- checks -----------------------------------------------------------------------------------
 
     def _check_log_matching(self) -> None:
-        logs = [n.log.entries for n in self.nodes.values() if n.raft is not None]
+        logs = [n.entries for n in self.nodes.values() if n.raft is not None]
         for a in range(len(logs)):
             for b in range(a + 1, len(logs)):
                 x, y = logs[a], logs[b]
@@ -365,7 +423,7 @@ class Cluster:
                 f"seed {self.seed}: no leader {self.end_ms - self.fault_ms} ms after the faults stopped"
             )
         assert leader.raft is not None
-        entries = leader.log.entries
+        entries = leader.entries
         for index, body in self.acked.items():
             if index > leader.raft.commit or entries[index].body != body:
                 raise Violation(f"seed {self.seed}: acknowledged append {index} {body!r} lost")
