@@ -306,3 +306,15 @@ def test_a_leader_commits_an_older_terms_entry_only_with_one_of_its_own():
     assert leader.commit == -1
     leader.step(AppendResponse("n1", "n0", 4, True, match_index=2))
     assert leader.commit == 2
+
+
+def test_malformed_messages_are_dropped_without_changing_the_log():
+    net = Net()
+    leader = net.elect("n0")
+    net.tick(times=2)
+    n1 = net.nodes["n1"]
+    n1.step(Append("n0", "n1", 1, 0, 1, (Entry(5, 1, b"gap"),), 0))
+    n1.step(Append("n0", "n1", 1, 0, 1, (Entry(1, 1, b"a"), Entry(3, 1, b"c")), 0))
+    assert n1.log.last_index == 0 and not n1.ready().messages
+    leader.step(AppendResponse("n1", "n0", 1, True, match_index=99))
+    assert leader.progress["n1"].match == 0 and leader.commit == 0

@@ -416,6 +416,8 @@ class RaftNode:
                 pr.inflight.append(entries[-1].index)
 
     def _on_append_response(self, m: AppendResponse) -> None:
+        if m.match_index > self.log.last_index:
+            return  # claims entries this leader never had: not an answer to it
         pr = self.progress[m.src]
         pr.active = True
         if not m.success:
@@ -458,6 +460,11 @@ class RaftNode:
     def _on_append(self, m: Append) -> None:
         log = self.log
         last = log.last_index
+        entries = m.entries
+        if entries and (
+            entries[0].index != m.prev_index + 1 or entries[-1].index != m.prev_index + len(entries)
+        ):
+            return  # not a run of entries after prev_index: no Raft node sends that
         if m.prev_index > last:
             self._reject(m, conflict_index=last + 1, conflict_term=-1)
             return
@@ -468,8 +475,7 @@ class RaftNode:
                 i -= 1
             self._reject(m, conflict_index=i, conflict_term=prev_term)
             return
-        entries = m.entries
-        k = 0
+        k = 0  # skip what this log already holds (a duplicate or an overlapping append)
         while (
             k < len(entries) and entries[k].index <= last and log.term_at(entries[k].index) == entries[k].term
         ):
