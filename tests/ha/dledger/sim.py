@@ -26,7 +26,7 @@ from __future__ import annotations
 import heapq
 import os
 import random
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -204,7 +204,7 @@ class Cluster:
         )
         node.applied = -1
 
-    def _crash(self, node: SimNode, down_ms: int, torn: bool = False) -> None:
+    def crash(self, node: SimNode, down_ms: int, torn: bool = False) -> None:
         assert node.raft is not None
         node.disk.crashed(node.raft.log, torn, self.rng)
         self.stats["torn"] += torn
@@ -229,17 +229,20 @@ class Cluster:
 
     def run(self) -> Cluster:
         """Run the whole schedule; raises Violation on the first broken property."""
+        end, settle = self.end_ms, self.end_ms + SETTLE_MS
+        self.run_until(lambda when: when > end and (self._converged() or when > settle))
+        self._check_end()
+        return self
+
+    def run_until(self, stop: Callable[[int], bool]) -> None:
+        """Handle events in time order until `stop(time of the next event)` is true."""
         try:
-            while self._events:
+            while self._events and not stop(self._events[0][0]):
                 when, _, kind, payload = heapq.heappop(self._events)
-                if when > self.end_ms and (self._converged() or when > self.end_ms + SETTLE_MS):
-                    break
                 self.now = when
                 self._handle(kind, payload)
-            self._check_end()
         except RaftSafetyError as e:
             raise Violation(f"seed {self.seed}: node refused an unsafe step: {e}") from e
-        return self
 
     def _handle(self, kind: int, payload: object) -> None:
         if kind == DELIVER:
@@ -271,7 +274,7 @@ class Cluster:
             if node.raft is None:
                 self._start(node)
         elif kind == TRANSFER:
-            leader = self._leader()
+            leader = self.leader()
             if leader is not None and self.now < self.fault_ms:
                 assert leader.raft is not None
                 leader.raft.transfer_leadership(self.rng.choice(leader.raft.others))
@@ -284,13 +287,13 @@ class Cluster:
         choice = rng.random()
         if choice < 0.45:
             up = [n for n in self.nodes.values() if n.raft is not None]
-            leader = self._leader()
+            leader = self.leader()
             if up:
                 node = leader if leader is not None and rng.random() < 0.5 else rng.choice(up)
                 if rng.random() < self.faults.crash_before_sync:
                     node.crash_at_next_sync = True
                 else:
-                    self._crash(node, rng.randint(100, 4000))
+                    self.crash(node, rng.randint(100, 4000))
             return
         self.stats["partitions"] += 1
         if choice < 0.75:  # two sides
@@ -324,7 +327,7 @@ class Cluster:
             # the writes happened, the fsync did not: the disk keeps either side of them
             if rd.hard_state is not None and self.rng.random() < 0.5:
                 node.hard = rd.hard_state
-            self._crash(node, self.rng.randint(100, 3000), torn=rd.unsynced_from is not None)
+            self.crash(node, self.rng.randint(100, 3000), torn=rd.unsynced_from is not None)
             return
         if rd.hard_state is not None:
             node.hard = rd.hard_state
@@ -369,7 +372,8 @@ class Cluster:
                 self.acked[index] = body
         node.pending = still
 
-    def _leader(self) -> SimNode | None:
+    def leader(self) -> SimNode | None:
+        """The leader of the highest term among the nodes up (a deposed one may not know yet)."""
         leaders = [n for n in self.nodes.values() if n.raft is not None and n.raft.role is Role.LEADER]
         return max(leaders, key=lambda n: n.raft.term) if leaders else None  # type: ignore[union-attr]
 
@@ -377,7 +381,7 @@ class Cluster:
         up = [n for n in self.nodes.values() if n.raft is not None]
         if not up or self.now > self.end_ms - 3000:
             return
-        leader = self._leader()
+        leader = self.leader()
         node = leader if leader is not None and self.rng.random() < 0.9 else self.rng.choice(up)
         raft = node.raft
         assert raft is not None
@@ -407,7 +411,7 @@ class Cluster:
                     raise Violation(f"seed {self.seed}: logs agree at {i} but differ before it")
 
     def _converged(self) -> bool:
-        leader = self._leader()
+        leader = self.leader()
         if leader is None or leader.raft is None:
             return False
         commit = leader.raft.commit
@@ -417,7 +421,7 @@ class Cluster:
 
     def _check_end(self) -> None:
         self._check_log_matching()
-        leader = self._leader()
+        leader = self.leader()
         if leader is None:
             raise Violation(
                 f"seed {self.seed}: no leader {self.end_ms - self.fault_ms} ms after the faults stopped"
@@ -437,3 +441,26 @@ class Cluster:
 
 def run_seed(seed: int, **kw) -> Cluster:
     return Cluster(seed, **kw).run()
+
+
+def calm() -> Faults:
+    """A network that only delays (1-5 ms), and no scheduled faults."""
+    return Faults(
+        drop=0.0, duplicate=0.0, reorder=0.0, delay_ms=(1, 5), fault_every_ms=10**9, crash_before_sync=0.0
+    )
+
+
+def leader_failover(seed: int, config: RaftConfig) -> tuple[int, Cluster]:
+    """Crash the leader of a calm group of 3 after 5 s of traffic; return the milliseconds until an
+    append is acknowledged again, and the cluster (30 s without one is a Violation)."""
+    c = Cluster(seed, size=3, faults=calm(), fault_ms=0, heal_ms=60_000, config=config)
+    c.run_until(lambda when: when > 5000)
+    leader = c.leader()
+    if leader is None:
+        raise Violation(f"seed {seed}: no leader after 5 s")
+    c.crash(leader, 120_000)
+    crashed_at, acked = c.now, len(c.acked)
+    c.run_until(lambda when: len(c.acked) > acked or when > crashed_at + 30_000)
+    if len(c.acked) == acked:
+        raise Violation(f"seed {seed}: nothing acknowledged within 30 s of the leader's crash")
+    return c.now - crashed_at, c

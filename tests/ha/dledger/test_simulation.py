@@ -8,8 +8,8 @@ from __future__ import annotations
 
 import pytest
 
-from ferrymq.ha.dledger.raft import RaftNode, Ready
-from tests.ha.dledger.sim import Cluster, Violation, run_seed
+from ferrymq.ha.dledger.raft import RaftConfig, RaftNode, Ready
+from tests.ha.dledger.sim import Cluster, Violation, leader_failover, run_seed
 
 SEEDS = 300
 
@@ -71,3 +71,9 @@ def test_the_checks_catch_a_broken_node(broken):
         except Violation:
             return
     pytest.fail(f"{broken.__name__} went unnoticed in 300 seeds")
+
+
+def test_after_the_leader_crashes_a_new_one_acknowledges_appends():
+    for seed in range(5):
+        ms, c = leader_failover(seed, RaftConfig())  # raises Violation if no append is acknowledged
+        assert ms > 0 and c.stats["crashes"] == 1
