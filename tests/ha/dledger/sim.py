@@ -10,8 +10,8 @@ traffic, each node's election timeouts), so a failing seed replays exactly. The 
 - a crash throws the node away and restarts it from its durable term, vote and log; a crash may
   also strike between a Ready's log writes and its fsync, keeping either side of it (or, with the
   logs in real files, a torn write that the file log's recovery has to cut off);
-- clients propose unique bodies to whoever claims to lead and record an append as acknowledged
-  when that node's commit index covers it with the term it was given;
+- clients propose unique bodies to whoever claims to lead, and that node's `PendingAppends`
+  acknowledges an append when its commit index covers it with the term it was given;
 - operators ask the leader to hand over, and some seeds name a preferred leader.
 
 Checked all along: one leader per term (election safety), a new leader holds every committed entry
@@ -32,6 +32,7 @@ from pathlib import Path
 
 from ferrymq.ha.dledger.filelog import FileLog
 from ferrymq.ha.dledger.log import Entry, MemoryLog
+from ferrymq.ha.dledger.pending import PendingAppends
 from ferrymq.ha.dledger.raft import HardState, NotLeader, RaftConfig, RaftNode, RaftSafetyError, Role
 
 TICK, DELIVER, CLIENT, FAULT, HEAL_LINKS, RESTART, TRANSFER = range(7)
@@ -119,7 +120,7 @@ class SimNode:
     hard: HardState = field(default_factory=HardState)
     raft: RaftNode | None = None
     applied: int = -1
-    pending: list[tuple[int, int, bytes]] = field(default_factory=list)  # (index, term, body)
+    pending: PendingAppends[tuple[int, bytes]] = field(default_factory=PendingAppends)  # (index, body)
     crash_at_next_sync: bool = False
 
     @property
@@ -209,7 +210,7 @@ class Cluster:
         node.disk.crashed(node.raft.log, torn, self.rng)
         self.stats["torn"] += torn
         node.raft = None
-        node.pending.clear()
+        node.pending.drop_all()
         node.crash_at_next_sync = False
         self.stats["crashes"] += 1
         self._at(self.now + down_ms, RESTART, node.id)
@@ -362,15 +363,13 @@ class Cluster:
                     f"seed {self.seed}: {node.id} applies {entries[i]} at {i}, another applied {known}"
                 )
         node.applied = max(node.applied, commit)
-        still = []
-        for index, term, body in node.pending:
-            if index > commit:
-                still.append((index, term, body))
-            elif entries[index].term == term:
-                if entries[index].body != body:
-                    raise Violation(f"seed {self.seed}: entry {index} of term {term} changed its body")
-                self.acked[index] = body
-        node.pending = still
+        acked, _ = node.pending.settle(commit, lambda i: entries[i].term)
+        for index, body in acked:
+            if entries[index].body != body:
+                raise Violation(
+                    f"seed {self.seed}: entry {index} of term {entries[index].term} changed its body"
+                )
+            self.acked[index] = body
 
     def leader(self) -> SimNode | None:
         """The leader of the highest term among the nodes up (a deposed one may not know yet)."""
@@ -394,7 +393,8 @@ class Cluster:
         except NotLeader:
             return
         self.proposed += len(bodies)
-        node.pending.extend((first + i, raft.term, b) for i, b in enumerate(bodies))
+        for i, body in enumerate(bodies):
+            node.pending.add(first + i, raft.term, (first + i, body))
         self._process(node)
 
     # -- checks -----------------------------------------------------------------------------------
