@@ -316,5 +316,9 @@ def test_malformed_messages_are_dropped_without_changing_the_log():
     n1.step(Append("n0", "n1", 1, 0, 1, (Entry(5, 1, b"gap"),), 0))
     n1.step(Append("n0", "n1", 1, 0, 1, (Entry(1, 1, b"a"), Entry(3, 1, b"c")), 0))
     assert n1.log.last_index == 0 and not n1.ready().messages
+    n1.step(Append("n0", "n1", 1, -5, 0, (), 0))
+    assert not n1.ready().messages
     leader.step(AppendResponse("n1", "n0", 1, True, match_index=99))
-    assert leader.progress["n1"].match == 0 and leader.commit == 0
+    leader.step(AppendResponse("n1", "n0", 1, False, reject_index=99, conflict_index=50))
+    assert leader.progress["n1"].match == 0 and leader.progress["n1"].next == 1 and leader.commit == 0
+    net.tick("n0", times=2)  # heartbeats still work

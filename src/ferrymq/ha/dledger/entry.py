@@ -22,6 +22,8 @@ import struct
 import zlib
 from dataclasses import dataclass
 
+from ferrymq.protocol.errors import ProtocolError
+
 MAGIC_NORMAL = 1
 MAGIC_NOOP = 2  # a new leader's first entry (DLedger appends one for linearizable reads)
 MAGIC_CONFIG_CHANGE = 3
@@ -36,7 +38,7 @@ INDEX_UNIT = struct.Struct(">iqiqq")  # 32 bytes
 MAX_ENTRY_SIZE = 0x7FFFFFFF
 
 
-class EntryError(ValueError):
+class EntryError(ProtocolError):
     """Bytes that are not a well-formed DLedger entry."""
 
 

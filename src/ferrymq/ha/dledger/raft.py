@@ -421,8 +421,8 @@ class RaftNode:
         pr = self.progress[m.src]
         pr.active = True
         if not m.success:
-            if m.reject_index <= pr.match:
-                return  # late: the follower has matched beyond it since
+            if m.reject_index <= pr.match or m.reject_index > self.log.last_index:
+                return  # late (the follower has matched beyond it since), or not about anything sent
             nxt = m.conflict_index
             if m.conflict_term >= 0:
                 i = min(m.reject_index, self.log.last_index)
@@ -461,8 +461,9 @@ class RaftNode:
         log = self.log
         last = log.last_index
         entries = m.entries
-        if entries and (
-            entries[0].index != m.prev_index + 1 or entries[-1].index != m.prev_index + len(entries)
+        if m.prev_index < -1 or (
+            entries
+            and (entries[0].index != m.prev_index + 1 or entries[-1].index != m.prev_index + len(entries))
         ):
             return  # not a run of entries after prev_index: no Raft node sends that
         if m.prev_index > last:
