@@ -30,6 +30,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from ferrymq.ha.dledger import wire
 from ferrymq.ha.dledger.filelog import FileLog
 from ferrymq.ha.dledger.log import Entry, MemoryLog
 from ferrymq.ha.dledger.pending import PendingAppends
@@ -144,8 +145,12 @@ class Cluster:
         config: RaftConfig | None = None,
         node_factory: type[RaftNode] = RaftNode,
         files: Path | None = None,
+        wire: bool = False,
     ) -> None:
-        """`files`: keep the logs in FileLogs under this directory instead of in memory."""
+        """`files`: keep the logs in FileLogs under this directory instead of in memory.
+        `wire`: send every message as a frame (`wire.encode`) and deliver what `wire.decode` makes of it.
+        """
+        self.wire = wire
         self.rng = random.Random(seed)
         self.seed = seed
         rng = self.rng
@@ -216,6 +221,8 @@ class Cluster:
         self._at(self.now + down_ms, RESTART, node.id)
 
     def _send(self, m) -> None:
+        if self.wire:
+            m = wire.decode(b"".join(wire.encode(m)))
         f = self.faults
         if (m.src, m.dst) in self.cut or self.rng.random() < f.drop:
             return

@@ -34,9 +34,10 @@ def test_no_seed_breaks_raft_or_loses_an_acknowledged_append(size):
     assert sum(len(c.acked) for c in clusters) > 50 * len(clusters)
 
 
-def test_logs_in_real_files_survive_crashes_and_torn_writes(tmp_path):
-    """The same schedules with FileLog: every restart reopens the files and runs their recovery."""
-    clusters = [run_seed(seed, files=tmp_path / str(seed)) for seed in range(12)]
+def test_logs_in_real_files_and_messages_as_frames(tmp_path):
+    """The same schedules with FileLog (every restart reopens the files and runs their recovery) and
+    every message sent as a wire frame."""
+    clusters = [run_seed(seed, files=tmp_path / str(seed), wire=True) for seed in range(12)]
     assert sum(c.stats["torn"] for c in clusters) >= 3 and all(c.acked for c in clusters)
 
 
