@@ -72,6 +72,14 @@ def test_it_answers_like_the_memory_log_through_appends_truncations_and_reopenin
         log.append(entries(log.last_index + 2, term, 1))
 
 
+def test_an_append_of_more_entries_than_one_system_call_takes(tmp_path):
+    log = FileLog(tmp_path)
+    many = entries(0, 1, 3000)
+    log.append(many)
+    log.close()
+    assert same(FileLog(tmp_path).read(0, 5000, 1 << 30), many)
+
+
 def reopened_after(tmp_path, damage) -> FileLog:
     log = FileLog(tmp_path)
     log.append(entries(0, 1, 5) + entries(5, 2, 5))

@@ -28,6 +28,21 @@ from ferrymq.ha.dledger.log import Entry
 
 UNIT = codec.INDEX_UNIT.size
 RECENT_ENTRIES = 16384  # kept in memory for the leader's appends to followers
+IOV_MAX = os.sysconf("SC_IOV_MAX") if "SC_IOV_MAX" in os.sysconf_names else 1024
+
+
+def _write_all(fd: int, parts: list[bytes | memoryview], offset: int) -> None:
+    """pwritev in runs the kernel accepts (IOV_MAX buffers), finishing any short write."""
+    for i in range(0, len(parts), IOV_MAX):
+        run = parts[i : i + IOV_MAX]
+        size = sum(len(p) for p in run)
+        done = os.pwritev(fd, run, offset)
+        if done < size:
+            rest = memoryview(b"".join(run))[done:]
+            while rest:
+                n = os.pwrite(fd, rest, offset + size - len(rest))
+                rest = rest[n:]
+        offset += size
 
 
 class FileLog:
@@ -111,8 +126,8 @@ class FileLog:
             parts += (header(e.magic, size, e.index, e.term, pos, 0, chain, crc, len(e.body)), e.body)
             units.append(unit(e.magic, pos, size, e.index, e.term))
             pos += size
-        os.pwritev(self._data, parts, self._end)
-        os.pwrite(self._index, b"".join(units), self._count * UNIT)
+        _write_all(self._data, parts, self._end)
+        _write_all(self._index, [b"".join(units)], self._count * UNIT)
         self._count += len(entries)
         self._end, self._last_chain, self._last_term = pos, chain, entries[-1].term
         self._recent += entries
