@@ -3,7 +3,8 @@
 The leader proposes batches of `--batch` bodies; every Ready is carried out at once (log written,
 fsynced with `--fsync`, messages handed straight to the other nodes). The figure is committed
 entries per second and CPU per entry for the whole group (three logs written), beside the cost of
-writing the same entries to one log without Raft. It bounds what DLedger mode can reach once the
+writing the same entries to one log without Raft. `--wire` sends every message through the frame
+codec (encode, join, decode), as a transport would. It bounds what DLedger mode can reach once the
 broker drives the core over its transport.
 
     .venv/bin/python bench/dledger_core.py --entries 200000 --log file --save bench/results/dledger-core.json
@@ -22,6 +23,7 @@ from collections import deque
 from pathlib import Path
 
 from ferrymq.bench.machine import machine_info
+from ferrymq.ha.dledger import wire
 from ferrymq.ha.dledger.filelog import FileLog
 from ferrymq.ha.dledger.log import Entry, MemoryLog
 from ferrymq.ha.dledger.raft import HardState, RaftConfig, RaftNode, Role
@@ -40,7 +42,7 @@ def run_group(args: argparse.Namespace, root: Path) -> dict:
     leader = nodes["n0"]
     while leader.role is not Role.LEADER:
         leader.tick()
-        pump(nodes, args.fsync)
+        pump(nodes, args.fsync, args.wire)
     body = os.urandom(args.size)
     base = leader.commit
     proposed = leader.log.last_index
@@ -50,7 +52,7 @@ def run_group(args: argparse.Namespace, root: Path) -> dict:
         while proposed - leader.commit < args.window and proposed < target:
             leader.propose([body] * args.batch)
             proposed += args.batch
-        pump(nodes, args.fsync)
+        pump(nodes, args.fsync, args.wire)
     cpu, wall = time.process_time() - cpu, time.perf_counter() - wall
     done = leader.commit - base
     return {
@@ -60,7 +62,7 @@ def run_group(args: argparse.Namespace, root: Path) -> dict:
     }
 
 
-def pump(nodes: dict[str, RaftNode], fsync: bool) -> None:
+def pump(nodes: dict[str, RaftNode], fsync: bool, frames: bool = False) -> None:
     queue: deque = deque()
     while True:
         for node in nodes.values():
@@ -73,7 +75,7 @@ def pump(nodes: dict[str, RaftNode], fsync: bool) -> None:
             return
         while queue:
             m = queue.popleft()
-            nodes[m.dst].step(m)
+            nodes[m.dst].step(wire.decode(b"".join(wire.encode(m))) if frames else m)
 
 
 def run_plain(args: argparse.Namespace, root: Path) -> dict:
@@ -99,6 +101,7 @@ def main() -> None:
     ap.add_argument("--inflight", type=int, default=8)
     ap.add_argument("--log", choices=("memory", "file"), default="file")
     ap.add_argument("--fsync", action="store_true")
+    ap.add_argument("--wire", action="store_true", help="every message encoded and decoded as a frame")
     ap.add_argument("--save", type=Path)
     args = ap.parse_args()
     load = os.getloadavg()[0]

@@ -113,3 +113,29 @@ def test_bit_flips_in_a_valid_entry_never_pass_as_the_same_entry(noise, where):
     except e.EntryError:
         return
     assert (h.index, h.term, h.pos, h.channel, h.chain_crc) != (3, 2, 0, 0, e.chain_crc(0, zlib.crc32(noise)))
+
+
+def test_a_run_encodes_as_single_entries_would_and_decodes_back_without_copies():
+    entries = [e.Entry(4, 1, b"a"), e.Entry(5, 2, b"", e.MAGIC_NOOP), e.Entry(6, 2, b"ccc")]
+    parts, positions, chain = e.encode_run(entries, pos=100, prev_chain_crc=7)
+    raw = b"".join(parts)
+    assert positions == [100, 149, 197] and parts[1] is entries[0].body
+    one_by_one = e.encode(4, 1, 100, b"a", prev_chain_crc=7)
+    assert raw.startswith(one_by_one)
+    got, end = e.decode_run(raw)
+    assert got == entries and end == len(raw) and got[2].body.obj is raw
+    assert e.decode_header(raw, 97).chain_crc == chain
+    assert e.decode_run(raw, 49, 1) == ([entries[1]], 97)
+    with pytest.raises(e.EntryError, match="truncated"):
+        e.decode_run(raw, 0, 4)
+    with pytest.raises(e.EntryError):
+        e.encode_run([e.Entry(0, 1, b"", magic=9)])
+
+
+@given(st.binary(max_size=200), st.integers(-1, 5))
+def test_decoding_a_run_of_garbage_either_works_or_raises_entry_error(raw, count):
+    try:
+        entries, end = e.decode_run(raw, 0, count, verify=False)
+    except e.EntryError:
+        return
+    assert end <= len(raw) and (count < 0 or len(entries) == count)

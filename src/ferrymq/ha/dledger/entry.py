@@ -19,8 +19,10 @@ body and the order of the entries; files written by DLedger itself are read with
 from __future__ import annotations
 
 import struct
-import zlib
+from collections.abc import Sequence
 from dataclasses import dataclass
+
+from isal.isal_zlib import crc32
 
 from ferrymq.protocol.errors import ProtocolError
 
@@ -43,6 +45,16 @@ class EntryError(ProtocolError):
 
 
 @dataclass(frozen=True, slots=True)
+class Entry:
+    """One log entry as Raft and the stores see it: its place, its term and opaque bytes."""
+
+    index: int
+    term: int
+    body: bytes | memoryview
+    magic: int = MAGIC_NORMAL
+
+
+@dataclass(frozen=True, slots=True)
 class EntryHeader:
     magic: int
     size: int
@@ -56,12 +68,59 @@ class EntryHeader:
 
 
 def body_crc(body: bytes | memoryview) -> int:
-    return zlib.crc32(body)
+    return crc32(body)
 
 
 def chain_crc(prev_chain_crc: int, crc_of_body: int) -> int:
     """The CRC linking an entry to everything before it."""
-    return zlib.crc32(crc_of_body.to_bytes(4, "big"), prev_chain_crc)
+    return crc32(crc_of_body.to_bytes(4, "big"), prev_chain_crc)
+
+
+def encode_run(
+    entries: Sequence[Entry], pos: int = 0, prev_chain_crc: int = 0
+) -> tuple[list[bytes | memoryview], list[int], int]:
+    """Consecutive entries stored from `pos` on: headers interleaved with the bodies (which are not
+    copied), each entry's position, and the last chain CRC."""
+    parts: list[bytes | memoryview] = []
+    positions = []
+    chain = prev_chain_crc
+    pack = HEADER.pack
+    for e in entries:
+        if e.magic not in ENTRY_MAGICS:
+            raise EntryError(f"unknown entry magic {e.magic}")
+        if e.index < 0 or e.term < 0:
+            raise EntryError(f"negative index or term ({e.index}, {e.term})")
+        crc = crc32(e.body)
+        chain = crc32(crc.to_bytes(4, "big"), chain)
+        n = len(e.body)
+        parts += (pack(e.magic, BODY_OFFSET + n, e.index, e.term, pos, 0, chain, crc, n), e.body)
+        positions.append(pos)
+        pos += BODY_OFFSET + n
+    return parts, positions, chain
+
+
+def decode_run(
+    buf: bytes | memoryview, offset: int = 0, count: int = -1, *, verify: bool = True
+) -> tuple[list[Entry], int]:
+    """`count` entries from `offset` (-1: up to the end of `buf`) with bodies as views of `buf`,
+    and the offset after them; each header is checked as `decode_header` does."""
+    view = memoryview(buf)
+    end = len(view)
+    unpack = HEADER.unpack_from
+    out: list[Entry] = []
+    while (len(out) < count) if count >= 0 else (offset < end):
+        if end - offset < BODY_OFFSET:
+            raise EntryError(f"truncated entry header at {offset}: {end - offset} of 48 bytes")
+        magic, size, index, term, pos, _, _, crc, body_size = unpack(view, offset)
+        _check(offset, magic, size, index, term, pos, body_size)
+        if offset + size > end:
+            raise EntryError(f"truncated entry at {offset}: {end - offset} of {size} bytes")
+        body = view[offset + BODY_OFFSET : offset + size]
+        if verify and crc32(body) != crc:
+            raise EntryError(f"entry {index} at {offset}: body CRC mismatch")
+        out.append(Entry(index, term, body, magic))
+        offset += size
+    return out, offset
 
 
 def encode_header(
@@ -106,13 +165,17 @@ def decode_header(buf: bytes | memoryview, offset: int = 0) -> EntryHeader:
     if offset < 0 or len(buf) - offset < BODY_OFFSET:
         raise EntryError(f"truncated entry header at {offset}: {max(0, len(buf) - offset)} of 48 bytes")
     h = EntryHeader(*HEADER.unpack_from(buf, offset))
-    if h.magic not in ENTRY_MAGICS:
-        raise EntryError(f"bad entry magic {h.magic} at {offset}")
-    if h.size < BODY_OFFSET or h.body_size != h.size - BODY_OFFSET:
-        raise EntryError(f"entry at {offset}: size {h.size} does not match body size {h.body_size} + 48")
-    if h.index < 0 or h.term < 0 or h.pos < 0:
-        raise EntryError(f"entry at {offset}: negative index, term or pos ({h.index}, {h.term}, {h.pos})")
+    _check(offset, h.magic, h.size, h.index, h.term, h.pos, h.body_size)
     return h
+
+
+def _check(offset: int, magic: int, size: int, index: int, term: int, pos: int, body_size: int) -> None:
+    if magic not in ENTRY_MAGICS:
+        raise EntryError(f"bad entry magic {magic} at {offset}")
+    if size < BODY_OFFSET or body_size != size - BODY_OFFSET:
+        raise EntryError(f"entry at {offset}: size {size} does not match body size {body_size} + 48")
+    if index < 0 or term < 0 or pos < 0:
+        raise EntryError(f"entry at {offset}: negative index, term or pos ({index}, {term}, {pos})")
 
 
 def decode(

@@ -19,7 +19,6 @@ classic CommitLog prefix of an upgraded broker are the next step (docs/dledger.m
 from __future__ import annotations
 
 import os
-import zlib
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -31,11 +30,11 @@ RECENT_ENTRIES = 16384  # kept in memory for the leader's appends to followers
 IOV_MAX = os.sysconf("SC_IOV_MAX") if "SC_IOV_MAX" in os.sysconf_names else 1024
 
 
-def _write_all(fd: int, parts: list[bytes | memoryview], offset: int) -> None:
-    """pwritev in runs the kernel accepts (IOV_MAX buffers), finishing any short write."""
+def _write_all(fd: int, parts: list[bytes | memoryview], offset: int, total: int) -> None:
+    """pwritev `total` bytes in runs the kernel accepts (IOV_MAX buffers), finishing any short write."""
     for i in range(0, len(parts), IOV_MAX):
         run = parts[i : i + IOV_MAX]
-        size = sum(len(p) for p in run)
+        size = total if len(parts) <= IOV_MAX else sum(len(p) for p in run)
         done = os.pwritev(fd, run, offset)
         if done < size:
             rest = memoryview(b"".join(run))[done:]
@@ -87,7 +86,7 @@ class FileLog:
             if k and pos + size - first_pos - (k + 1) * codec.BODY_OFFSET > max_bytes:
                 break
             span = pos + size - first_pos
-        return self._entries(memoryview(os.pread(self._data, span, first_pos)))
+        return codec.decode_run(os.pread(self._data, span, first_pos), verify=False)[0]
 
     def _from_recent(self, k: int, max_count: int, max_bytes: int) -> list[Entry]:
         out = self._recent[k : k + max(1, max_count)]
@@ -98,38 +97,22 @@ class FileLog:
                 return out[:n]
         return out
 
-    @staticmethod
-    def _entries(buf: memoryview) -> list[Entry]:
-        out = []
-        offset = 0
-        while offset < len(buf):
-            h, body = codec.decode(buf, offset, verify=False)
-            out.append(Entry(h.index, h.term, body, h.magic))
-            offset += h.size
-        return out
-
     def append(self, entries: Sequence[Entry]) -> None:
         if not entries:
             return
         if entries[0].index != self._count:
             raise ValueError(f"append at {entries[0].index}, log ends at {self._count - 1}")
-        parts: list[bytes | memoryview] = []
-        units = []
-        pos, chain = self._end, self._last_chain
-        header, unit = codec.HEADER.pack, codec.INDEX_UNIT.pack
-        for e in entries:
-            if e.magic not in codec.ENTRY_MAGICS:
-                raise codec.EntryError(f"unknown entry magic {e.magic}")
-            crc = zlib.crc32(e.body)
-            chain = codec.chain_crc(chain, crc)
-            size = codec.BODY_OFFSET + len(e.body)
-            parts += (header(e.magic, size, e.index, e.term, pos, 0, chain, crc, len(e.body)), e.body)
-            units.append(unit(e.magic, pos, size, e.index, e.term))
-            pos += size
-        _write_all(self._data, parts, self._end)
-        _write_all(self._index, [b"".join(units)], self._count * UNIT)
+        parts, positions, chain = codec.encode_run(entries, self._end, self._last_chain)
+        unit = codec.INDEX_UNIT.pack
+        units = b"".join(
+            unit(e.magic, p, codec.BODY_OFFSET + len(e.body), e.index, e.term)
+            for e, p in zip(entries, positions, strict=True)
+        )
+        end = positions[-1] + codec.BODY_OFFSET + len(entries[-1].body)
+        _write_all(self._data, parts, self._end, end - self._end)
+        _write_all(self._index, [units], self._count * UNIT, len(units))
         self._count += len(entries)
-        self._end, self._last_chain, self._last_term = pos, chain, entries[-1].term
+        self._end, self._last_chain, self._last_term = end, chain, entries[-1].term
         self._recent += entries
         if len(self._recent) > 2 * RECENT_ENTRIES:
             del self._recent[:-RECENT_ENTRIES]

@@ -9,18 +9,11 @@ and has term 0.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
 from typing import Protocol
 
-from ferrymq.ha.dledger.entry import MAGIC_NORMAL
+from ferrymq.ha.dledger.entry import Entry
 
-
-@dataclass(frozen=True, slots=True)
-class Entry:
-    index: int
-    term: int
-    body: bytes | memoryview
-    magic: int = MAGIC_NORMAL
+__all__ = ["Entry", "MemoryLog", "RaftLog"]
 
 
 class RaftLog(Protocol):

@@ -13,7 +13,6 @@ import struct
 from collections.abc import Callable
 
 from ferrymq.ha.dledger import entry as codec
-from ferrymq.ha.dledger.log import Entry
 from ferrymq.ha.dledger.messages import Append, AppendResponse, Message, TimeoutNow, VoteRequest, VoteResponse
 from ferrymq.protocol.errors import ProtocolError
 
@@ -59,12 +58,8 @@ def encode(m: Message) -> list[bytes | memoryview]:
         return [head + APPEND_RESPONSE.pack(*fields)]
     if isinstance(m, TimeoutNow):
         return [head]
-    parts: list[bytes | memoryview] = [
-        head + APPEND.pack(m.prev_index, m.prev_term, m.commit, len(m.entries))
-    ]
-    for e in m.entries:
-        parts += (codec.encode_header(e.index, e.term, 0, e.body, magic=e.magic), e.body)
-    return parts
+    entries, _, _ = codec.encode_run(m.entries)
+    return [head + APPEND.pack(m.prev_index, m.prev_term, m.commit, len(m.entries)), *entries]
 
 
 def decode(frame: bytes | memoryview) -> Message:
@@ -122,11 +117,7 @@ def _decode(buf: memoryview) -> Message:
     offset += APPEND.size
     if count < 0 or count > (len(buf) - offset) // codec.BODY_OFFSET:
         raise WireError(f"append claims {count} entries in {len(buf) - offset} bytes")
-    entries = []
-    for _ in range(count):
-        h, body = codec.decode(buf, offset)
-        entries.append(Entry(h.index, h.term, body, h.magic))
-        offset += h.size
+    entries, offset = codec.decode_run(buf, offset, count)
     _expect(len(buf) - offset, 0, cls)
     return Append(src, dst, term, prev_index, prev_term, entries, commit)
 
