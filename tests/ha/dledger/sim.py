@@ -255,12 +255,12 @@ class Cluster:
     def _handle(self, kind: int, payload: object) -> None:
         if kind == DELIVER:
             self.stats["messages"] += 1
-            node = self.nodes[payload.dst]  # type: ignore[attr-defined]
-            if node.raft is not None and (payload.src, payload.dst) not in self.cut:  # type: ignore[attr-defined]
-                node.raft.step(payload)  # type: ignore[arg-type]
+            node = self.nodes[payload.dst]
+            if node.raft is not None and (payload.src, payload.dst) not in self.cut:
+                node.raft.step(payload)
                 self._process(node)
         elif kind == TICK:
-            node = self.nodes[payload]  # type: ignore[index]
+            node = self.nodes[payload]
             if node.raft is not None:
                 node.raft.tick()
                 self._process(node)
@@ -275,10 +275,10 @@ class Cluster:
             else:
                 self._heal()
         elif kind == HEAL_LINKS:
-            for link in payload:  # type: ignore[attr-defined]
+            for link in payload:
                 self.cut.discard(link)
         elif kind == RESTART:
-            node = self.nodes[payload]  # type: ignore[index]
+            node = self.nodes[payload]
             if node.raft is None:
                 self._start(node)
         elif kind == TRANSFER:
@@ -308,7 +308,7 @@ class Cluster:
             side = set(rng.sample(self.ids, rng.randint(1, self.size // 2)))
             links = {(a, b) for a in self.ids for b in self.ids if a != b and (a in side) != (b in side)}
         else:  # some links, one way
-            links = {tuple(rng.sample(self.ids, 2)) for _ in range(rng.randint(1, self.size))}  # type: ignore[misc]
+            links = {tuple(rng.sample(self.ids, 2)) for _ in range(rng.randint(1, self.size))}
         self.cut |= links
         self._at(self.now + rng.randint(300, 5000), HEAL_LINKS, links)
 
@@ -381,7 +381,7 @@ class Cluster:
     def leader(self) -> SimNode | None:
         """The leader of the highest term among the nodes up (a deposed one may not know yet)."""
         leaders = [n for n in self.nodes.values() if n.raft is not None and n.raft.role is Role.LEADER]
-        return max(leaders, key=lambda n: n.raft.term) if leaders else None  # type: ignore[union-attr]
+        return max(leaders, key=lambda n: n.raft.term) if leaders else None
 
     def _client(self) -> None:
         up = [n for n in self.nodes.values() if n.raft is not None]

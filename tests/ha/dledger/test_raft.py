@@ -57,7 +57,7 @@ class Net:
                 if rd.hard_state is not None:
                     self.hard[node.id] = rd.hard_state
                 if rd.unsynced_from is not None:
-                    self.durable[node.id] = list(node.log.entries)  # type: ignore[attr-defined]
+                    self.durable[node.id] = list(node.log.entries)
                 for m in rd.messages:
                     self.sent.append(m)
                     if m.src not in self.isolated and m.dst not in self.isolated:
@@ -84,7 +84,7 @@ class Net:
         return leader
 
     def terms(self, i: str) -> list[int]:
-        return [e.term for e in self.nodes[i].log.entries]  # type: ignore[attr-defined]
+        return [e.term for e in self.nodes[i].log.entries]
 
 
 def test_a_node_that_times_out_wins_with_pre_vote_then_vote_and_commits_a_noop():

@@ -58,7 +58,7 @@ def test_entry_bodies_are_neither_copied_on_encode_nor_on_decode():
     parts = wire.encode(Append("n0", "n1", 1, -1, 0, [Entry(0, 1, body)], -1))
     assert any(p is body for p in parts)
     raw = b"".join(parts)
-    (e,) = wire.decode(raw).entries  # type: ignore[union-attr]
+    (e,) = wire.decode(raw).entries
     assert isinstance(e.body, memoryview) and e.body.obj is raw
 
 
