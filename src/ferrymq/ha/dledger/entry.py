@@ -12,8 +12,8 @@ magic -1 and the remaining size (at least 8 bytes). The index file holds one 32-
 at `index * 32`: magic i32 | pos i64 | size i32 | index i64 | term i64.
 
 DLedger writes 0 in both CRC fields. We fill `body_crc` with the CRC32 of the body and `chain_crc`
-with the CRC32 of the previous entry's chain CRC and this entry's body CRC, so a reader can check a
-body and the order of the entries; files written by DLedger itself are read with `verify=False`.
+with the CRC32 of the body CRC continued from the previous entry's chain CRC, so a reader can check
+a body and the order of the entries; files written by DLedger itself are read with `verify=False`.
 """
 
 from __future__ import annotations
