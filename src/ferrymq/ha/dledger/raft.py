@@ -104,7 +104,7 @@ class Progress:
     paused: bool = False  # probing, with an append outstanding
     inflight: deque[int] = field(default_factory=deque)  # last index of each unacknowledged append
     active: bool = False  # heard from since the last quorum check
-    match_at_heartbeat: int = -1
+    match_at_heartbeat: int = -1  # match when the last heartbeat went out: no progress since means loss
 
 
 class RaftNode:
