@@ -12,7 +12,8 @@ from pamqp import commands, header
 from ferrymq.client.message import Message
 from ferrymq.client.producer import Producer
 from ferrymq.client.simple_consumer import SimpleConsumer
-from ferrymq.meta.naming import queue_topic
+from ferrymq.client.trace_view import message_trace
+from ferrymq.meta.naming import queue_group, queue_topic
 from tests.amqp.raw_client import RawClient
 
 QUEUE = "interop"
@@ -87,3 +88,45 @@ async def test_amqp_published_is_read_by_rocketmq_and_the_other_way(local_gatewa
     assert (get_ok.exchange, get_ok.routing_key, get_ok.redelivered) == ("", "created", False)
     assert properties.headers["a"] == "b"
     assert properties.message_id and properties.delivery_mode == 2
+
+
+def publish_and_consume_traced(port: int) -> None:
+    client = RawClient("127.0.0.1", port)
+    try:
+        client.open()
+        client.send(1, commands.Channel.Open())
+        client.expect(commands.Channel.OpenOk)
+        client.send(1, commands.Queue.Declare(queue="traced", arguments={"x-message-trace": True}))
+        client.expect(commands.Queue.DeclareOk)
+        client.publish(1, "", "traced", b"followed")
+        client.send(1, commands.Basic.Consume(queue="traced"))
+        client.expect(commands.Basic.ConsumeOk)
+        deliver = client.expect(commands.Basic.Deliver)
+        client.send(1, commands.Basic.Ack(delivery_tag=deliver.delivery_tag))
+        client.send(1, commands.Basic.Qos())  # answered after the ack was taken
+        client.expect(commands.Basic.QosOk)
+    finally:
+        client.close()
+
+
+async def test_a_traced_queue_s_messages_show_in_admin_trace(local_gateway):
+    """x-message-trace: the gateway writes RocketMQ trace records (Pub, SubBefore, SubAfter), so
+    `ferrymq admin trace MSG_ID` tells an AMQP message's life."""
+    namesrv = f"127.0.0.1:{local_gateway.cluster.namesrv.port}"
+    await asyncio.to_thread(publish_and_consume_traced, local_gateway.port)
+    await local_gateway.cluster.broker.registrar.register_all()
+    reader = SimpleConsumer("trace-test-readers", namesrv, subscriptions={queue_topic("/", "traced"): "*"})
+    await reader.start()
+    try:
+        msg_id = (await reader.receive(1))[0].msg_id
+        deadline = asyncio.get_running_loop().time() + 10
+        while True:
+            trace = await message_trace(reader.instance, msg_id)
+            if (trace.sends and trace.groups) or asyncio.get_running_loop().time() > deadline:
+                break
+            await asyncio.sleep(0.1)  # the gateway writes its records in batches, 100 ms apart
+    finally:
+        await reader.shutdown()
+    assert [(p.topic, p.success) for p in trace.sends] == [(queue_topic("/", "traced"), True)]
+    consumed = trace.groups[queue_group("/", "traced")]
+    assert [(a.retry_times, a.success) for a in consumed.attempts] == [(0, True)]

@@ -33,6 +33,10 @@ class VhostCatalog:
         """Call `listener` with each queue deleted from any vhost this catalog watches."""
         self._queue_gone.append(listener)
 
+    def known(self, vhost: str) -> Topology | None:
+        """The vhost's topology if loaded (without waiting)."""
+        return self._topologies.get(vhost)
+
     def loaded(self) -> list[Topology]:
         """The topologies of the vhosts loaded so far."""
         return list(self._topologies.values())

@@ -485,12 +485,21 @@ class Channel:
         else:
             self.gateway.tasks.spawn(self._reject(taken), "dead-letter")
 
-    def _ack(self, taken: list[Unacked]) -> None:
+    def _ack(self, taken: list[Unacked], success: bool = True) -> None:
+        self._trace(taken, success)
         by_queue: dict[str, tuple[Queue, list[str]]] = {}
         for delivery in taken:
             by_queue.setdefault(delivery.queue.topic, (delivery.queue, []))[1].append(delivery.handle)
         for queue, handles in by_queue.values():
             self.gateway.feeds.settle(queue, handles)
+
+    def _trace(self, taken: list[Unacked], success: bool) -> None:
+        settings_of, topology = self.gateway.settings.of, self.gateway.catalog.known(self.vhost)
+        if topology is None:
+            return
+        for delivery in taken:
+            if settings_of(topology, delivery.queue).message_trace:
+                self.gateway.tracer.settled(delivery.queue, delivery.message, delivery.delivered, success)
 
     async def _give_back(self, taken: list[Unacked]) -> None:
         """Requeued by the client: at once, or after a delay on a queue with graded retry."""
@@ -508,7 +517,7 @@ class Channel:
         """Rejected without requeue: to the queue's dead-letter exchange if it has one, then settled."""
         for delivery in taken:
             await self.gateway.dead_letters.send(delivery.queue, delivery.message, "rejected")
-        self._ack(taken)
+        self._ack(taken, success=False)
 
     async def _requeue(self, deliveries: list[Unacked]) -> None:
         by_queue: dict[str, tuple[Queue, list[str]]] = {}

@@ -21,6 +21,7 @@ from ferrymq.amqp.feeds import FeedRegistry
 from ferrymq.amqp.limits import QueueLimits
 from ferrymq.amqp.queue_settings import EXPIRES, SettingsCache, topic_queues
 from ferrymq.amqp.retries import GradedRetries
+from ferrymq.amqp.tracing import Tracer
 from ferrymq.messaging.api import MessageQueue, MessageService, MessagingError
 from ferrymq.meta.entities import Queue
 from ferrymq.net.tasks import BackgroundTasks
@@ -59,6 +60,7 @@ class Gateway:
         self.dead_letters = DeadLetters(self)
         self.queue_limits = QueueLimits(self)
         self.retries = GradedRetries(self)
+        self.tracer = Tracer(self)
         self.expiry = ExpirySweeper(self)
         self.tasks.spawn(self.expiry.run(), "expire messages")
         self.channels: set[Channel] = set()

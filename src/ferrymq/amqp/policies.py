@@ -6,7 +6,7 @@ unanchored, as Erlang's re:run) finds the name, the highest priority; among equa
 (RabbitMQ 3.10.8 picks among equals in its table's hash order: tried, neither name nor age decides).
 Numeric limits take the lower of argument and policy; names (dead-letter exchange and key) and the
 overflow mode take the argument. x-max-priority and x-single-active-consumer have no policy key.
-ferrymq adds graded-retry, max-retries and broadcast (x-graded-retry ... as arguments)."""
+ferrymq adds graded-retry, max-retries, broadcast and message-trace (x-graded-retry ... as arguments)."""
 
 from __future__ import annotations
 
@@ -36,6 +36,7 @@ QUEUE_SETTINGS: dict[str, tuple[str, str, type]] = {
     "graded-retry": ("graded_retry", _ARGUMENT, bool),
     "max-retries": ("max_retries", _LOWER, int),
     "broadcast": ("broadcast", _ARGUMENT, bool),
+    "message-trace": ("message_trace", _ARGUMENT, bool),
 }
 
 

@@ -118,7 +118,7 @@ class Publisher:
         for place, (queue, entries) in limited.items():
             by_place[place] = (queue, await self.gateway.queue_limits.admit(topology, queue, entries, stored))
         results = await asyncio.gather(
-            *(self._put(place, entries) for place, (_, entries) in by_place.items())
+            *(self._put(place, queue, entries, topology) for place, (queue, entries) in by_place.items())
         )
         for (_, entries), ok in zip(by_place.values(), results, strict=True):
             if not ok:
@@ -193,20 +193,27 @@ class Publisher:
             number, event.properties, event.body, self.out.frame_max
         )
 
-    async def _put(self, place: tuple[str, int], entries: list[Entry]) -> bool:
+    async def _put(
+        self, place: tuple[str, int], queue: Queue, entries: list[Entry], topology: Topology
+    ) -> bool:
         if not entries:
             return True
         service, (topic, queue_id) = self.gateway.service, place
-        queue = None if queue_id < 0 else await self.gateway.broker_queue(topic, queue_id)
+        target = None if queue_id < 0 else await self.gateway.broker_queue(topic, queue_id)
         try:
             if len(entries) == 1:
                 _, event, properties = entries[0]
-                outcome: SendOutcome = await service.send(topic, event.body, properties, queue=queue)
+                outcome: SendOutcome = await service.send(topic, event.body, properties, queue=target)
             else:
                 batch = encode_batch([(e.body, properties.encode(), 0) for _, e, properties in entries])
-                outcome = await service.send_batch(topic, batch, queue=queue)
+                outcome = await service.send_batch(topic, batch, queue=target)
         except MessagingError:
             return False
+        if self.gateway.settings.of(topology, queue).message_trace:
+            events = [e for _, e, _ in entries]
+            self.gateway.tracer.published(
+                queue, outcome, [e.publish.routing_key for e in events], [len(e.body) for e in events]
+            )
         return outcome.stored
 
     def _confirms(self, batch: Sequence[ContentReceived], stored: list[bool]) -> bytes:

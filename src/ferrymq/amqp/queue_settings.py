@@ -26,6 +26,7 @@ class QueueSettings:
         "max_length_bytes",
         "max_priority",
         "max_retries",
+        "message_trace",
         "message_ttl",
         "overflow",
         "single_active_consumer",
@@ -46,6 +47,7 @@ class QueueSettings:
         self.graded_retry: bool = bool(settings.get("graded_retry"))  # requeue after RocketMQ's delays
         self.max_retries: int | None = settings.get("max_retries")  # then dead letters (default: the group's)
         self.broadcast: bool = bool(settings.get("broadcast"))  # every consumer gets every message
+        self.message_trace: bool = bool(settings.get("message_trace"))  # trace records, as RocketMQ's
 
     @property
     def limited(self) -> bool:
