@@ -65,10 +65,20 @@ class RawClient:
     def send(self, channel: int, method) -> None:
         self.sock.sendall(frame.marshal(method, channel))
 
-    def open(self, heartbeat: int = 0, user: str = "guest", password: str = "guest") -> None:
+    def open(
+        self,
+        heartbeat: int = 0,
+        user: str = "guest",
+        password: str = "guest",
+        capabilities: dict | None = None,
+    ) -> None:
         self.sock.sendall(PROTOCOL_HEADER)
         assert isinstance(self.next_frame()[1], commands.Connection.Start)
-        self.send(0, commands.Connection.StartOk(mechanism="PLAIN", response=f"\0{user}\0{password}"))
+        properties = {"capabilities": capabilities or {}}
+        start_ok = commands.Connection.StartOk(
+            client_properties=properties, mechanism="PLAIN", response=f"\0{user}\0{password}"
+        )
+        self.send(0, start_ok)
         assert isinstance(self.next_frame()[1], commands.Connection.Tune)
         self.send(0, commands.Connection.TuneOk(channel_max=2047, frame_max=131072, heartbeat=heartbeat))
         self.send(0, commands.Connection.Open(virtual_host="/"))

@@ -4,6 +4,7 @@ a thread): the consumer timeout and connection.update-secret."""
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Callable
 
 from pamqp import commands
 
@@ -142,3 +143,51 @@ async def test_the_brokers_consumption_controls_apply_to_amqp_consumers(local_ga
         ]
     finally:
         await admin.shutdown()
+
+
+def publish_until_blocked(port: int, disk: Callable[[bool], None]) -> list[str]:
+    """Publish with confirms; `disk(True)` fills the broker's disk (as its housekeeping sees it), and
+    later `disk(False)` frees it. What the client saw, in order."""
+    client = RawClient("127.0.0.1", port)
+    seen = []
+    try:
+        client.open(capabilities={"connection.blocked": True})
+        client.send(1, commands.Channel.Open())
+        client.expect(commands.Channel.OpenOk)
+        client.send(1, commands.Queue.Declare(queue="alarmed"))
+        client.expect(commands.Queue.DeclareOk)
+        client.send(1, commands.Confirm.Select())
+        client.expect(commands.Confirm.SelectOk)
+        disk(True)
+        client.publish(1, "", "alarmed", b"refused")
+        answers = [client.next_frame()[1] for _ in range(2)]  # the nack, and blocked (sent first)
+        seen += sorted(
+            f"blocked: {a.reason}" if isinstance(a, commands.Connection.Blocked) else type(a).__name__
+            for a in answers
+        )
+        disk(False)
+        client.expect(commands.Connection.Unblocked, 0)
+        seen.append("unblocked")
+        client.publish(1, "", "alarmed", b"taken")
+        seen.append(type(client.expect(commands.Basic.Ack)).__name__)
+        return seen
+    finally:
+        client.close()
+
+
+async def test_a_broker_that_cannot_write_blocks_publishers_until_it_can(local_gateway):
+    """RabbitMQ's resource alarm: connection.blocked with the reason, unblocked once writes are taken."""
+    loop, store = asyncio.get_running_loop(), local_gateway.cluster.broker.store
+    normal = store.config.disk_space_warning_level_ratio
+
+    def disk(full: bool) -> None:
+        def check() -> None:
+            store.config.disk_space_warning_level_ratio = 0 if full else normal
+            store.retention.check_disk()  # the store's own housekeeping pass
+
+        loop.call_soon_threadsafe(check)
+
+    seen = await asyncio.to_thread(publish_until_blocked, local_gateway.port, disk)
+    assert seen[0] == "Nack"
+    assert seen[1].startswith("blocked: low on resources: disk full")
+    assert seen[2:] == ["unblocked", "Ack"]

@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING
 
 import msgspec
 
+from ferrymq.amqp.alarm import ResourceAlarm
 from ferrymq.amqp.catalog import Metadata, VhostCatalog
 from ferrymq.amqp.dead_letters import DeadLetters, Reason
 from ferrymq.amqp.direct_reply import DirectReplies
@@ -32,6 +33,7 @@ from ferrymq.protocol.pop import POP_CK, pop_retry_topic
 
 if TYPE_CHECKING:
     from ferrymq.amqp.channel import Channel
+    from ferrymq.amqp.session import Session
 
 DEFAULT_MAX_MESSAGE_SIZE = 4 * 1024 * 1024  # RocketMQ's maxMessageSize; RabbitMQ's is 128 MiB
 CONSUMER_TIMEOUT_MS = 1_800_000  # RabbitMQ's consumer_timeout: 30 minutes
@@ -61,6 +63,8 @@ class Gateway:
         self.queue_limits = QueueLimits(self)
         self.retries = GradedRetries(self)
         self.tracer = Tracer(self)
+        self.alarm = ResourceAlarm(self)
+        self._sessions: set[Session] = set()
         self.expiry = ExpirySweeper(self)
         self.tasks.spawn(self.expiry.run(), "expire messages")
         self.channels: set[Channel] = set()
@@ -71,6 +75,15 @@ class Gateway:
         self.catalog.on_queue_gone(lambda queue: self._topics.discard(queue.topic))
         self.id = secrets.token_hex(6)  # names this gateway in exclusive queues' owners
         self._connections = itertools.count(1)
+
+    def session_started(self, session: Session) -> None:
+        self._sessions.add(session)
+
+    def session_ended(self, session: Session) -> None:
+        self._sessions.discard(session)
+
+    def sessions(self) -> list[Session]:
+        return list(self._sessions)
 
     def connection_owner(self) -> str:
         """A name, unique across gateways, for a new connection's exclusive queues."""

@@ -209,6 +209,7 @@ class Publisher:
                 outcome = await service.send_batch(topic, batch, queue=target)
         except MessagingError:
             return False
+        self.gateway.alarm.check(outcome)
         if self.gateway.settings.of(topology, queue).message_trace:
             events = [e for _, e, _ in entries]
             self.gateway.tracer.published(

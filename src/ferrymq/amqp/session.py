@@ -11,6 +11,8 @@ import logging
 import time
 from typing import TYPE_CHECKING
 
+from pamqp import commands
+
 from ferrymq.amqp.access import Access
 from ferrymq.amqp.auth import Authenticator
 from ferrymq.amqp.channel import Channel
@@ -51,6 +53,8 @@ class Session:
         self.owned: set[str] = set()  # their names
         self.access = Access(Permission(user="", vhost="", configure="", write="", read=""))  # until open
         self._write_scheduled = False
+        self.published = False  # whether it ever published (the resource alarm blocks only publishers)
+        gateway.session_started(self)
 
     async def run(self) -> None:
         """Serve the connection until it ends, whatever the peer sends."""
@@ -59,6 +63,7 @@ class Session:
         except (ConnectionError, asyncio.IncompleteReadError):
             pass  # the peer went away
         finally:
+            self.gateway.session_ended(self)
             await self._release()
             self._writer.close()
             with contextlib.suppress(ConnectionError, OSError):
@@ -72,10 +77,16 @@ class Session:
         await self._handle(self.connection.close(error, self._clock()))
 
     async def _serve(self) -> None:
-        connection = self.connection
+        connection, alarm = self.connection, self.gateway.alarm
         while not connection.closed:
             deadline = connection.next_deadline()
             timeout = None if deadline is None else max(0.0, deadline - self._clock())
+            if alarm.on and self.published:  # a blocked publisher is not read from (RabbitMQ's way)
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(alarm.wait_cleared(), timeout)
+                connection.paused(self._clock())  # its silence meanwhile is ours, not a missed heartbeat
+                await self._handle(connection.tick(self._clock()))
+                continue
             try:
                 data = await asyncio.wait_for(self._reader.read(READ_SIZE), timeout)
             except TimeoutError:
@@ -105,6 +116,7 @@ class Session:
     async def _answer(self, event: ev.Event) -> list[ev.Event]:
         connection, now = self.connection, self._clock
         if isinstance(event, ev.ContentReceived):
+            self.published = True
             channel = self.channels.get(event.channel)
             if channel is not None:
                 channel.publish(event)
@@ -174,6 +186,20 @@ class Session:
         data = self.connection.data_to_send()
         if data and not self._writer.is_closing():
             self._writer.write(data)
+
+    def blocked(self, reason: str) -> None:
+        if self._understands("connection.blocked"):
+            self.connection.send_method(0, commands.Connection.Blocked(reason), self._clock())
+            self.send(b"")
+
+    def unblocked(self) -> None:
+        if self._understands("connection.blocked"):
+            self.connection.send_method(0, commands.Connection.Unblocked(), self._clock())
+            self.send(b"")
+
+    def _understands(self, capability: str) -> bool:
+        capabilities = self.connection.client_properties.get("capabilities")
+        return isinstance(capabilities, dict) and capabilities.get(capability) is True
 
     def fail(self, number: int, error: AMQPError) -> None:
         """An error found outside the reading loop (while storing publishes)."""

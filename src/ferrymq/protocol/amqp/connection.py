@@ -191,6 +191,11 @@ class ServerConnection:
         self._fail(ConnectionException(ReplyCode.NOT_ALLOWED, reason, 10, 40), now)
         return self._take_events()
 
+    def paused(self, now: float) -> None:
+        """The owner did not read from the peer until `now` on purpose (a blocked publisher): the
+        silence does not count as missed heartbeats."""
+        self._last_received = max(self._last_received, now)
+
     def accept_secret(self, now: float) -> None:
         """The secret of SecretUpdated is good (a refused one closes the connection)."""
         self.send_method(0, commands.Connection.UpdateSecretOk(), now)
