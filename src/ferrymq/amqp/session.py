@@ -53,6 +53,8 @@ class Session:
         self.owned: set[str] = set()  # their names
         self.access = Access(Permission(user="", vhost="", configure="", write="", read=""))  # until open
         self._write_scheduled = False
+        self._timer: asyncio.TimerHandle | None = None
+        self._timer_at = 0.0
         self.published = False  # whether it ever published (the resource alarm blocks only publishers)
         gateway.session_started(self)
 
@@ -78,24 +80,47 @@ class Session:
 
     async def _serve(self) -> None:
         connection, alarm = self.connection, self.gateway.alarm
-        while not connection.closed:
-            deadline = connection.next_deadline()
-            timeout = None if deadline is None else max(0.0, deadline - self._clock())
-            if alarm.on and self.published:  # a blocked publisher is not read from (RabbitMQ's way)
-                with contextlib.suppress(TimeoutError):
-                    await asyncio.wait_for(alarm.wait_cleared(), timeout)
-                connection.paused(self._clock())  # its silence meanwhile is ours, not a missed heartbeat
-                await self._handle(connection.tick(self._clock()))
-                continue
-            try:
-                data = await asyncio.wait_for(self._reader.read(READ_SIZE), timeout)
-            except TimeoutError:
-                await self._handle(connection.tick(self._clock()))
-                continue
-            if not data:
-                return
-            await self._handle(connection.receive_data(data, self._clock()))
-        await self._flush()
+        self._arm()
+        try:
+            while not connection.closed:
+                if alarm.on and self.published:  # a blocked publisher is not read from (RabbitMQ's way)
+                    await alarm.wait_cleared()
+                    connection.paused(self._clock())
+                    continue
+                data = await self._reader.read(READ_SIZE)
+                if not data:
+                    return
+                await self._handle(connection.receive_data(data, self._clock()))
+                self._arm()
+            await self._flush()
+        finally:
+            if self._timer is not None:
+                self._timer.cancel()
+
+    def _arm(self) -> None:
+        """Have `_tick` run by the state machine's next deadline (a timer per connection rather than a
+        timeout per read: idle connections cost one timer per heartbeat interval)."""
+        deadline = self.connection.next_deadline()
+        if deadline is None or (self._timer is not None and self._timer_at <= deadline):
+            return  # no deadline, or the timer set fires early enough (and looks again then)
+        if self._timer is not None:
+            self._timer.cancel()
+        self._timer_at = deadline
+        self._timer = asyncio.get_running_loop().call_later(max(0.0, deadline - self._clock()), self._tick)
+
+    def _tick(self) -> None:
+        self._timer = None
+        connection, now = self.connection, self._clock()
+        if self.gateway.alarm.on and self.published:
+            connection.paused(now)  # its silence while blocked is ours, not a missed heartbeat
+        events = connection.tick(now)
+        self._write_pending()
+        if events:
+            self.gateway.tasks.spawn(self._handle(events), "connection ticked")
+        if connection.closed:
+            self._writer.close()  # ends the read the serving loop waits in
+        else:
+            self._arm()
 
     async def _handle(self, events: list[ev.Event]) -> None:
         while events:
@@ -220,6 +245,6 @@ class Session:
 
     async def _flush(self) -> None:
         data = self.connection.data_to_send()
-        if data:
+        if data and not self._writer.is_closing():
             self._writer.write(data)
             await self._writer.drain()
