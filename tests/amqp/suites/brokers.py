@@ -4,7 +4,8 @@ subprocess) and the machine's RabbitMQ.
 A suite that hard-codes 127.0.0.1:5672 meets the gateway inside a network namespace made for the run:
 the gateway listens on the namespace's own loopback 5672, the suite runs there too, and the machine's
 RabbitMQ on the real 5672 is neither seen nor touched. Everything started is stopped by PID, and the
-namespace deleted, however the run ends.
+namespace deleted, however the run ends; a harness killed outright takes its gateway with it (SIGKILL on
+parent death), and the next run removes the namespace it left.
 
 On RabbitMQ the suites declare durable queues and exchanges and leave some behind. ``rabbitmq()`` lists
 them before and after the run (``rabbitmqctl``) and deletes what the run added, through AMQP since
@@ -13,6 +14,7 @@ them before and after the run (``rabbitmqctl``) and deletes what the run added, 
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import signal
@@ -24,7 +26,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from ferrymq.bench.processes import free_port, netns_available
+from ferrymq.bench.processes import _die_with_parent, free_port, netns_available
 from tests.compat.venvs import client_venv
 
 RABBITMQ = ("127.0.0.1", 5672)
@@ -32,6 +34,7 @@ GATEWAY_START_TIMEOUT = 30.0
 STOP_TIMEOUT = 15.0
 COMMAND_TIMEOUT = 60.0
 READY_LINE = "AMQP gateway listening on"
+NAMESPACE_PREFIX = "ferrymq-suites-"  # + the harness's PID
 CLEANUP_SCRIPT = Path(__file__).parent / "rabbitmq_cleanup.py"
 CLEANUP_VENV = ("pika-1.4.4", ["pika==1.4.4"])  # the venv tests/amqp's own pika tests use
 
@@ -73,12 +76,30 @@ def _namespace() -> Iterator[list[str]]:
     available, why = netns_available()
     if not available:
         raise BrokerError(f"a suite that dials 127.0.0.1:5672 needs a network namespace: {why}")
-    name = f"ferrymq-suites-{os.getpid()}"
+    _remove_orphans()
+    name = f"{NAMESPACE_PREFIX}{os.getpid()}"
     _ip("netns", "add", name)
     try:
         _ip("netns", "exec", name, "ip", "link", "set", "lo", "up")
         yield ["ip", "netns", "exec", name]  # `ip netns exec` execs the command: its PID is the command's
     finally:
+        subprocess.run(["ip", "netns", "del", name], capture_output=True, timeout=COMMAND_TIMEOUT)
+
+
+def _remove_orphans() -> None:
+    """Namespaces left by a harness that was killed outright (its PID is gone), and what runs in them."""
+    listed = subprocess.run(["ip", "netns", "list"], capture_output=True, text=True, timeout=COMMAND_TIMEOUT)
+    for line in listed.stdout.splitlines():
+        name = line.split(" ", 1)[0]
+        owner = name.removeprefix(NAMESPACE_PREFIX)
+        if name == owner or not owner.isdigit() or Path(f"/proc/{owner}").exists():
+            continue
+        pids = subprocess.run(
+            ["ip", "netns", "pids", name], capture_output=True, text=True, timeout=COMMAND_TIMEOUT
+        )
+        for pid in pids.stdout.split():
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(int(pid), signal.SIGKILL)
         subprocess.run(["ip", "netns", "del", name], capture_output=True, timeout=COMMAND_TIMEOUT)
 
 
@@ -93,7 +114,9 @@ def _gateway_process(log_dir: Path, prefix: list[str], port: int) -> Iterator[No
     log = log_dir / "gateway.log"
     argv = [*prefix, sys.executable, "-m", "ferrymq", "amqp", "--listen", f"127.0.0.1:{port}"]
     with log.open("wb") as out:
-        proc = subprocess.Popen(argv, stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
+        proc = subprocess.Popen(
+            argv, stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, preexec_fn=_die_with_parent
+        )
     try:
         deadline = time.monotonic() + GATEWAY_START_TIMEOUT
         while READY_LINE not in log.read_text(errors="replace"):

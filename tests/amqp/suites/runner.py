@@ -3,7 +3,8 @@
 Time is bounded twice: each test by the suite's own runner (pytest-timeout, ``node --test-timeout``)
 and the whole run by `Suite.suite_timeout`. At that limit the run gets SIGINT, on which pytest still
 writes its report; the tests it did not reach count as not run. The suite runs in a process group of
-its own, which is killed (by its id) when the run ends, so no client process outlives it.
+its own, which is killed (by its id) when the run ends, so no client process outlives it; the suite's
+main process also dies with the harness.
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
+from ferrymq.bench.processes import _die_with_parent
 from tests.amqp.suites import brokers, reports
 from tests.amqp.suites.catalog import Suite
 from tests.amqp.suites.reports import Outcome
@@ -73,6 +75,7 @@ def run(suite: Suite, target: brokers.Target, workdir: Path) -> SuiteRun:
             stderr=subprocess.STDOUT,
             stdin=subprocess.DEVNULL,
             start_new_session=True,
+            preexec_fn=_die_with_parent,
         )
     cut_short = False
     try:
