@@ -26,7 +26,7 @@ from tests.amqp.suites.catalog import SUITES, Suite
 @contextlib.contextmanager
 def target(against: str, suite: Suite, workdir: Path) -> Iterator[brokers.Target]:
     if against == "rabbitmq":
-        with brokers.rabbitmq() as found:
+        with brokers.rabbitmq(suite.declares) as found:
             yield found
     else:
         with brokers.gateway(workdir, suite.fixed_port) as found:

@@ -8,8 +8,9 @@ namespace deleted, however the run ends; a harness killed outright takes its gat
 parent death), and the next run removes the namespace it left.
 
 On RabbitMQ the suites declare durable queues and exchanges and leave some behind. ``rabbitmq()`` lists
-them before and after the run (``rabbitmqctl``) and deletes what the run added, through AMQP since
-``rabbitmqctl`` cannot delete an exchange.
+them before and after the run (``rabbitmqctl``) and deletes what the run added under the names the suite
+uses, through AMQP since ``rabbitmqctl`` cannot delete an exchange. Other clients of that RabbitMQ declare
+things too, meanwhile: those stay.
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -146,18 +148,20 @@ def stop(proc: subprocess.Popen) -> None:
 
 
 @contextmanager
-def rabbitmq() -> Iterator[Target]:
-    """The machine's RabbitMQ; queues and exchanges the run leaves there are deleted afterwards."""
+def rabbitmq(declares: str) -> Iterator[Target]:
+    """The machine's RabbitMQ; the queues and exchanges named as `declares` (a regular expression for the
+    whole name) that the run leaves there are deleted afterwards. Others that appear meanwhile belong to
+    someone else and stay."""
     version = _rabbitmqctl("version").strip()
     before = _objects()
     try:
         yield Target("RabbitMQ", *RABBITMQ, version=f"RabbitMQ {version}")
     finally:
-        left = _objects() - before
+        ours = re.compile(declares) if declares else None
+        left = {(kind, name) for kind, name in _objects() - before if ours and ours.fullmatch(name)}
         if left:
             _delete(left)
-            remaining = _objects() - before
-            if remaining:
+            if remaining := left & _objects():
                 raise BrokerError(f"could not delete from RabbitMQ: {sorted(remaining)}")
 
 

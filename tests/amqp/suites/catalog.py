@@ -43,6 +43,9 @@ class Suite:
     suite_timeout: float  # seconds the whole run may take; then it is interrupted, the rest "not run"
     prepare: Callable[[Path, str, int, float], Invocation]  # (workdir, host, port, test_timeout)
     read: Callable[[Path], dict[str, reports.Outcome]]  # the report's outcomes
+    # The queues and exchanges it declares and may leave on a broker (a regular expression for the whole
+    # name): after a run on the machine's RabbitMQ only new ones of these are deleted.
+    declares: str = ""
 
 
 def _pytest(python: Path, workdir: Path, test_timeout: float, args: list[str]) -> tuple[list[str], Path]:
@@ -119,14 +122,19 @@ SUITES = {
     suite.name: suite
     for suite in (
         Suite("kombu", "kombu 5.7.0 t/integration/test_py_amqp.py (PyPI sdist)", fixed_port=False,
-              test_timeout=20, suite_timeout=240, prepare=_kombu, read=reports.junit),
+              test_timeout=20, suite_timeout=240, prepare=_kombu, read=reports.junit,
+              declares=r"test|test[_-].+|revive_(in)?active_.+|(priority|ttl)_.+|simple_queue_test|"
+                       r"(direct|fanout|topic|rk_direct)\d"),
         Suite("py-amqp", "py-amqp 5.4.2 t/integration/test_rmq.py, not tls (PyPI sdist)", fixed_port=False,
-              test_timeout=20, suite_timeout=120, prepare=_py_amqp, read=reports.junit),
+              test_timeout=20, suite_timeout=120, prepare=_py_amqp, read=reports.junit,
+              declares=r"py-amqp-unittest"),
         # pika's slowest test takes 0.7 s on RabbitMQ; its async tests wait 15 s on their own for a reply
         # that never comes, which would add up to far more than the suite's limit.
         Suite("pika", "pika 1.4.4 tests/acceptance (vendored)", fixed_port=True,
-              test_timeout=4, suite_timeout=300, prepare=_pika, read=reports.junit),
+              test_timeout=4, suite_timeout=300, prepare=_pika, read=reports.junit,
+              declares=r"Test\w+|[eq]-Test\w+:[0-9a-f]+"),
         Suite("amqplib", "amqplib 2.3.1 test/channel_api + callback_api (vendored)", fixed_port=True,
-              test_timeout=10, suite_timeout=150, prepare=_amqplib, read=reports.node_events),
+              test_timeout=10, suite_timeout=150, prepare=_amqplib, read=reports.node_events,
+              declares=r"test\..+"),
     )
 }  # fmt: skip
