@@ -29,6 +29,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from ferrymq.bench.processes import _die_with_parent, free_port, netns_available
+from tests.amqp.conftest import PIKA
 from tests.compat.venvs import client_venv
 
 RABBITMQ = ("127.0.0.1", 5672)
@@ -38,7 +39,6 @@ COMMAND_TIMEOUT = 60.0
 READY_LINE = "AMQP gateway listening on"
 NAMESPACE_PREFIX = "ferrymq-suites-"  # + the harness's PID
 CLEANUP_SCRIPT = Path(__file__).parent / "rabbitmq_cleanup.py"
-CLEANUP_VENV = ("pika-1.4.4", ["pika==1.4.4"])  # the venv tests/amqp's own pika tests use
 
 
 class BrokerError(RuntimeError):
@@ -196,7 +196,7 @@ def _rabbitmqctl(*args: str) -> str:
 
 
 def _delete(objects: set[tuple[str, str]]) -> None:
-    python = client_venv(*CLEANUP_VENV)
+    python = client_venv(*PIKA)  # the venv of tests/amqp's own pika tests
     names = {kind: sorted(name for k, name in objects if k == kind) for kind in ("queue", "exchange")}
     argv = [str(python), str(CLEANUP_SCRIPT), f"{RABBITMQ[0]}:{RABBITMQ[1]}", json.dumps(names)]
     done = subprocess.run(

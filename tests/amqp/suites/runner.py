@@ -1,8 +1,9 @@
 """Run one suite against one broker and read back what happened to each test.
 
-Time is bounded twice: each test by the suite's own runner (pytest-timeout, ``node --test-timeout``)
+Time is bounded twice: each test by the suite's own runner (pytest-timeout, ``node_test_timeouts.js``)
 and the whole run by `Suite.suite_timeout`. At that limit the run gets SIGINT, on which pytest still
-writes its report; the tests it did not reach count as not run. The suite runs in a process group of
+writes its report (``node_reporter.js`` has written each result as it came); the tests it did not reach
+count as not run. The suite runs in a process group of
 its own, which is killed (by its id) when the run ends, so no client process outlives it; the suite's
 main process also dies with the harness.
 """
