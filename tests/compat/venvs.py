@@ -3,7 +3,8 @@
 The clients cannot share a venv (several install a top-level package called ``rocketmq``), and none may
 go into the project's own venv, so each Python client gets ``<project>/.compat-venvs/<name>/`` and each
 Node.js client ``<project>/.compat-node/<name>/``. An environment is built once and reused until its
-requirements (or the Python or Node that builds it) change. A file lock makes two pytest processes that
+requirements (or the Python or Node that builds it) change. Source distributions whose tests are run
+unpack into ``<project>/.compat-sdists/<name>/src/``. A file lock makes two pytest processes that
 ask at the same time build it only once.
 """
 
@@ -17,12 +18,15 @@ import platform
 import shutil
 import subprocess
 import sys
+import tarfile
+import tempfile
 import time
 from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 
 PROJECT_ROOT = Path(__file__).resolve().parents[2]
 VENVS_DIR = PROJECT_ROOT / ".compat-venvs"
+SDISTS_DIR = PROJECT_ROOT / ".compat-sdists"
 NODE_DIR = PROJECT_ROOT / ".compat-node"
 STAMP = ".compat-stamp"  # written last: a half-built environment is never taken as ready
 
@@ -63,6 +67,33 @@ def client_node_modules(name: str, packages: Sequence[str]) -> Path:
     node = _run(["node", "--version"], "asking node for its version").strip()
     _built_once(home, _key([list(packages), node]), modules, build)
     return modules
+
+
+def client_sdist(name: str, requirement: str) -> Path:
+    """The unpacked source distribution of `requirement` (``pkg==1.2.3``) from PyPI, downloaded on first use:
+    some clients publish their integration tests only there, never in the wheel."""
+    home = SDISTS_DIR / name
+
+    def build() -> None:
+        home.mkdir(parents=True)
+        with tempfile.TemporaryDirectory() as download:
+            pip = [sys.executable, "-m", "pip", "download", "--disable-pip-version-check", "--no-input"]
+            _run(
+                [*pip, "--no-deps", "--no-binary", ":all:", "-d", download, requirement],
+                f"downloading {requirement}",
+            )
+            archives = list(Path(download).iterdir())
+            if len(archives) != 1 or not archives[0].name.endswith(".tar.gz"):
+                raise ClientEnvError(
+                    f"downloading {requirement} gave {[a.name for a in archives]}, not one .tar.gz"
+                )
+            with tarfile.open(archives[0]) as archive:
+                archive.extractall(home, filter="data")
+        (tree,) = (entry for entry in home.iterdir() if entry.is_dir())
+        tree.rename(home / "src")
+
+    _built_once(home, _key([requirement]), home / "src", build)
+    return home / "src"
 
 
 def _built_once(directory: Path, key: str, product: Path, build: Callable[[], None]) -> None:
