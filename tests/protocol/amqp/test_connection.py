@@ -132,6 +132,25 @@ def test_channels_open_close_both_ways():
     assert peer.events[-1] == ev.ChannelClosed(2)
 
 
+def test_a_channel_both_sides_close_at_once_ends_at_the_peers_close_ok():
+    """As in RabbitMQ: the server answers the peer's close with close-ok and still waits for the
+    peer's close-ok to its own close (forgetting the channel earlier made that close-ok a 504)."""
+    from ferrymq.protocol.amqp.errors import ChannelException, ReplyCode
+
+    peer = Peer()
+    peer.open()
+    peer.method(1, commands.Channel.Open())
+    peer.server.close_channel(1, ChannelException(ReplyCode.NOT_FOUND, "no queue 'q'", 50, 10), 0.0)
+    assert close_of(peer.send(b""))[0] == 404
+    ((_, answer),) = peer.method(1, commands.Channel.Close(200, "bye", 0, 0))
+    assert isinstance(answer, commands.Channel.CloseOk)
+    assert ev.ChannelClosed(1) not in peer.events
+    assert peer.method(1, commands.Channel.CloseOk()) == []
+    assert peer.events[-1] == ev.ChannelClosed(1)
+    ((_, reopened),) = peer.method(1, commands.Channel.Open())
+    assert isinstance(reopened, commands.Channel.OpenOk)
+
+
 def test_flow():
     peer = Peer()
     peer.open()

@@ -419,14 +419,16 @@ class ServerConnection:
         self._events.append(ev.ChannelOpened(frame.channel))
 
     def _closing_channel_frame(self, frame: Frame, channel: _Channel, now: float) -> None:
-        """After our channel.close only close and close-ok count on that channel."""
+        """After our channel.close only close and close-ok count on that channel; it ends at the
+        peer's close-ok (as in RabbitMQ), also when the peer closed it at the same time."""
         if frame.type != FRAME_METHOD:
             return
         class_id, method_id = method_ids(frame.payload)
         if class_id != 20 or method_id not in (40, 41):
             return
-        if method_id == 40:
+        if method_id == 40:  # both sides closed at once: answer, and still wait for its close-ok
             self.send_method(frame.channel, commands.Channel.CloseOk(), now)
+            return
         del self._channels[frame.channel]
         self._events.append(ev.ChannelClosed(frame.channel))
 
