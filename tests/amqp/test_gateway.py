@@ -53,15 +53,11 @@ def update_secret(port: int, secret: str):
         client.close()
 
 
-async def test_update_secret_is_checked_like_a_login(local_gateway):
-    accepted = await asyncio.to_thread(update_secret, local_gateway.port, "guest")
+async def test_update_secret_is_taken_as_rabbitmq_takes_it_for_its_own_users(local_gateway):
+    """RabbitMQ's internal users accept any new secret (it matters to token backends); amqplib's suite
+    checks that update-secret-ok comes back."""
+    accepted = await asyncio.to_thread(update_secret, local_gateway.port, "new secret")
     assert isinstance(accepted, commands.Connection.UpdateSecretOk)
-    refused = await asyncio.to_thread(update_secret, local_gateway.port, "wrong")
-    assert isinstance(refused, commands.Connection.Close)
-    assert (refused.reply_code, refused.reply_text) == (
-        403,
-        "ACCESS_REFUSED - new secret was refused for user 'guest'",
-    )
 
 
 def declare_as(port: int, user: str, password: str, queue: str):

@@ -261,12 +261,10 @@ class Channel:
             vhost=self.vhost, name=name, durable=m.durable, auto_delete=m.auto_delete,
             exclusive_owner=owner if m.exclusive else None, arguments=dict(m.arguments or {}),
         )  # fmt: skip
-        if m.passive and not name:
-            queue = Queue(vhost=self.vhost, name=self._queue_name(name, m))
-        if not m.passive and name:
+        if m.passive:  # only whether it exists and this connection may use it
+            queue = Queue(vhost=self.vhost, name=self._queue_name(name, m), exclusive_owner=owner)
+        elif name:
             self._may("configure", "queue", name, m)
-        if m.passive and known is not None and known.exclusive_owner not in (None, owner):
-            queue = Queue(vhost=self.vhost, name=queue.name, exclusive_owner=owner)
         declared = await gateway.metadata.declare_queue(queue, m.passive)
         await gateway.ensure_topic(declared, known=known is not None and known.topic == declared.topic)
         if declared.exclusive_owner is not None:

@@ -21,7 +21,7 @@ from ferrymq.meta.entities import Permission
 from ferrymq.meta.errors import MetaError
 from ferrymq.protocol.amqp import events as ev
 from ferrymq.protocol.amqp import fast
-from ferrymq.protocol.amqp.connection import ServerConnection
+from ferrymq.protocol.amqp.connection import CLOSE_OK_TIMEOUT, ServerConnection
 from ferrymq.protocol.amqp.errors import AMQPError, ChannelException, ConnectionException, ReplyCode
 
 if TYPE_CHECKING:
@@ -54,6 +54,7 @@ class Session:
         self.access = Access(Permission(user="", vhost="", configure="", write="", read=""))  # until open
         self._write_scheduled = False
         self._timer: asyncio.TimerHandle | None = None
+        self._closed_by_peer = False
         self._timer_at = 0.0
         self.published = False  # whether it ever published (the resource alarm blocks only publishers)
         gateway.session_started(self)
@@ -62,7 +63,9 @@ class Session:
         """Serve the connection until it ends, whatever the peer sends."""
         try:
             await self._serve()
-        except (ConnectionError, asyncio.IncompleteReadError):
+            if self._closed_by_peer:  # as RabbitMQ: the client closes the socket after close-ok
+                await asyncio.wait_for(self._discard_until_eof(), CLOSE_OK_TIMEOUT)
+        except (ConnectionError, asyncio.IncompleteReadError, TimeoutError):
             pass  # the peer went away
         finally:
             self.gateway.session_ended(self)
@@ -70,6 +73,12 @@ class Session:
             self._writer.close()
             with contextlib.suppress(ConnectionError, OSError):
                 await self._writer.wait_closed()
+
+    async def _discard_until_eof(self) -> None:
+        """Read what the peer still sends after its close (closing with unread data would reset the
+        connection under the peer's last writes)."""
+        while await self._reader.read(READ_SIZE):
+            pass
 
     async def shutdown(self) -> None:
         """Close the connection as a stopping server does: 320 CONNECTION_FORCED."""
@@ -169,17 +178,10 @@ class Session:
                 return connection.open_vhost(now())
             return connection.refuse_vhost(f"vhost {event.vhost} not found", now())
         elif isinstance(event, ev.SecretUpdated):
-            if await self._auth.login(connection.username, event.secret):
-                connection.accept_secret(now())
-            else:
-                refused = ConnectionException(
-                    ReplyCode.ACCESS_REFUSED,
-                    "new secret was refused for user " + repr(connection.username),
-                    10,
-                    70,
-                )
-                return connection.close(refused, now())
+            # RabbitMQ's internal users take any new secret (it matters to token backends only)
+            connection.accept_secret(now())
         elif isinstance(event, ev.ConnectionClosed):
+            self._closed_by_peer = event.by_peer
             if event.code != ReplyCode.REPLY_SUCCESS:
                 log.info("AMQP connection closed: %s %s", event.code, event.text)
             await self._release()

@@ -239,12 +239,15 @@ class PopService:
         wanted = (
             await control.admit(group, client, max_messages, poll) if control.gate(group) else max_messages
         )
+        topic_config = self.topics.get(topic)
         while True:
             result = self._pop_now(group, config, topic, queues, wanted, invisible_ms, flt, fifo, init_mode)
             remaining = deadline - time.monotonic()
             if result.count or not wanted or remaining <= 0 or self._closing:
                 break
             await self._wait(group, self._watched(group, topic, queues, fifo), remaining, fifo)
+            if self.topics.get(topic) is not topic_config:
+                break  # deleted (or deleted and made again) while this pop waited: not its messages
             if control.gate(group):  # paused or limited while this pop waited
                 wanted = await control.admit(group, client, max_messages, max(deadline - time.monotonic(), 0))
         if result.count:

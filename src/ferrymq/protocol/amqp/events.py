@@ -28,7 +28,7 @@ class VhostRequested:
 
 @dataclass(frozen=True, slots=True)
 class SecretUpdated:
-    """connection.update-secret arrived: check the new secret, then call accept_secret or close."""
+    """connection.update-secret arrived: call accept_secret (or close the connection)."""
 
     secret: str
     reason: str
