@@ -11,7 +11,7 @@ import pytest
 from ferrymq.ha.dledger.raft import RaftConfig, RaftNode, Ready
 from tests.ha.dledger.sim import Cluster, Violation, leader_failover, run_seed
 
-SEEDS = 300
+SEEDS = 240
 
 
 def run_many(seeds: range, **kw) -> tuple[list[str], list[Cluster]]:
