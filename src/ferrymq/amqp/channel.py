@@ -58,6 +58,7 @@ class Channel:
         self.prefetch = 0  # for consumers started from now on (basic.qos global=false)
         self.channel_prefetch = 0  # for the whole channel (global=true)
         self.last_queue = ""  # what an empty queue name means (AMQP's "current queue")
+        self._handing_back: list[asyncio.Task] = []  # requeues and dead-letterings under way
         self.reply_token: str | None = None  # of its direct reply-to consumer, and that one's tag
         self.reply_tag = ""
         self.tx: tuple[list[ContentReceived], list[Any]] | None = None  # publishes, acknowledgements
@@ -180,7 +181,10 @@ class Channel:
             raise ChannelException(
                 ReplyCode.NOT_IMPLEMENTED, f"{method.name.lower()} is not implemented", *ids_of(method)
             )
-        await self.publisher.settled()  # a method sees every publish before it
+        await self.publisher.settled()  # a method sees every publish and requeue before it
+        handing_back, self._handing_back = self._handing_back, []
+        if handing_back:
+            await asyncio.gather(*handing_back, return_exceptions=True)
         try:
             answer = await handler(method)
         except MetaError as e:
@@ -479,9 +483,9 @@ class Channel:
         if isinstance(ack, fast.Ack):
             self._ack(taken)
         elif ack.requeue:
-            self.gateway.tasks.spawn(self._give_back(taken), "requeue")
+            self._handing_back.append(self.gateway.tasks.spawn(self._give_back(taken), "requeue"))
         else:
-            self.gateway.tasks.spawn(self._reject(taken), "dead-letter")
+            self._handing_back.append(self.gateway.tasks.spawn(self._reject(taken), "dead-letter"))
 
     def _ack(self, taken: list[Unacked], success: bool = True) -> None:
         self._trace(taken, success)

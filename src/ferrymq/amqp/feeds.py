@@ -16,7 +16,7 @@ from ferrymq.messaging.api import MessageQueue, MessagingError
 from ferrymq.meta.entities import Queue
 from ferrymq.protocol.codes import ResponseCode
 from ferrymq.protocol.message_ext import MessageExt, decode_records
-from ferrymq.protocol.pop import INIT_MODE_MIN, POP_CK
+from ferrymq.protocol.pop import INIT_MODE_MIN, POP_CK, pop_retry_topic
 
 if TYPE_CHECKING:
     from collections.abc import Iterable
@@ -144,6 +144,7 @@ class FeedRegistry:
         self.broker_queue = gateway.broker_queue
         self.ensure_topic = gateway.ensure_topic
         self._to_settle: dict[str, tuple[Queue, list[str]]] = {}  # by topic: handles to acknowledge
+        self._requeued: set[str] = set()  # queues' topics with messages just handed back here
         self._settle_scheduled = False
         self._feeds: dict[str, QueueFeed] = {}  # by consumer group: a queue's, or a broadcast consumer's
 
@@ -151,6 +152,11 @@ class FeedRegistry:
         """Up to `count` messages of `queue` to deliver, the highest priority level first (waiting up to
         `poll_ms` for one when there is none); expired ones and the like are screened out."""
         await self.ensure_topic(queue, known=True)
+        if queue.topic in self._requeued:  # what was handed back goes first, as in RabbitMQ
+            found = await self._pop(queue, count, None, 0, pop_retry_topic(queue.group, queue.topic))
+            if found:
+                return await self.screen(queue, found)
+            self._requeued.discard(queue.topic)
         levels = topic_queues(queue)
         if levels > 1:
             for level in range(levels - 1, -1, -1):
@@ -166,11 +172,12 @@ class FeedRegistry:
         return await self.screen(queue, found) if found else found
 
     async def _pop(
-        self, queue: Queue, count: int, place: MessageQueue | None, poll_ms: int
+        self, queue: Queue, count: int, place: MessageQueue | None, poll_ms: int, topic: str = ""
     ) -> list[MessageExt]:
+        """A pop of the queue's topic (or of `topic`: its retry topic)."""
         try:
             outcome = await self.service.pop(
-                queue.group, queue.topic, count, self.invisible_ms, queue=place, poll_ms=poll_ms,
+                queue.group, topic or queue.topic, count, self.invisible_ms, queue=place, poll_ms=poll_ms,
                 init_mode=INIT_MODE_MIN,
             )  # fmt: skip
         except MessagingError as e:
@@ -179,8 +186,13 @@ class FeedRegistry:
             return []
         if outcome.code == ResponseCode.SUCCESS:
             return decode_records(outcome.body)
-        if outcome.code != ResponseCode.POLLING_TIMEOUT:
-            log.warning("popping %s: %s (%s)", queue.topic, outcome.remark, outcome.code)
+        quiet = (
+            (ResponseCode.POLLING_TIMEOUT, ResponseCode.TOPIC_NOT_EXIST)
+            if topic
+            else (ResponseCode.POLLING_TIMEOUT,)
+        )
+        if outcome.code not in quiet:  # (a retry topic appears with the first message handed back)
+            log.warning("popping %s: %s (%s)", topic or queue.topic, outcome.remark, outcome.code)
             await asyncio.sleep(RETRY_AFTER_S)
         return []
 
@@ -252,6 +264,7 @@ class FeedRegistry:
         """Make deliveries visible again at once (they come back marked redelivered)."""
         if not handles:
             return
+        self._requeued.add(queue.topic)
         results = await asyncio.gather(
             *(self.service.change_invisible_time(queue.group, queue.topic, h, 0) for h in handles),
             return_exceptions=True,
