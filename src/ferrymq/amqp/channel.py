@@ -59,6 +59,8 @@ class Channel:
         self.channel_prefetch = 0  # for the whole channel (global=true)
         self.last_queue = ""  # what an empty queue name means (AMQP's "current queue")
         self._handing_back: list[asyncio.Task] = []  # requeues and dead-letterings under way
+        self._deleting: set[str] = set()  # queues this channel is deleting
+        self._after_answer: list[bytes] = []  # frames due after the current method's answer
         self.reply_token: str | None = None  # of its direct reply-to consumer, and that one's tag
         self.reply_tag = ""
         self.tx: tuple[list[ContentReceived], list[Any]] | None = None  # publishes, acknowledgements
@@ -154,7 +156,11 @@ class Channel:
             return
         consumer.feed.remove(consumer)
         if self.session.connection.client_properties.get("capabilities", {}).get("consumer_cancel_notify"):
-            self.send(encode_method(self.number, commands.Basic.Cancel(consumer.tag, nowait=True)))
+            cancel = encode_method(self.number, commands.Basic.Cancel(consumer.tag, nowait=True))
+            if consumer.feed.queue.name in self._deleting:  # after this channel's delete-ok, as RabbitMQ
+                self._after_answer.append(cancel)
+            else:
+                self.send(cancel)
 
     # --- what the session calls ----------------------------------------------------------------
 
@@ -192,6 +198,9 @@ class Channel:
             raise kind(ReplyCode(e.code), e.text, *ids_of(method)) from None
         if answer is not None and not getattr(method, "nowait", False):
             self.send(encode_method(self.number, answer))
+        if self._after_answer:
+            self.send(b"".join(self._after_answer))
+            self._after_answer.clear()
 
     async def close(self) -> None:
         """The channel ended: its consumers stop and every unacknowledged delivery goes back."""
@@ -346,7 +355,11 @@ class Channel:
         ready = await gateway.ready_count(queue)
         if m.if_empty and ready:
             raise ChannelException(ReplyCode.PRECONDITION_FAILED, f"{where} is not empty", *ids_of(m))
-        await gateway.delete_queue(queue, self.session.owner)
+        self._deleting.add(name)
+        try:
+            await gateway.delete_queue(queue, self.session.owner)
+        finally:
+            self._deleting.discard(name)
         self.session.owned.discard(name)
         return commands.Queue.DeleteOk(ready)
 
