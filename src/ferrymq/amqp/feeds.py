@@ -261,14 +261,16 @@ class FeedRegistry:
             )
 
     async def requeue(self, queue: Queue, handles: list[str]) -> None:
-        """Make deliveries visible again at once (they come back marked redelivered)."""
+        """Make deliveries visible again at once (they come back marked redelivered), one after the
+        other so that they come back in the order given."""
         if not handles:
             return
         self._requeued.add(queue.topic)
-        results = await asyncio.gather(
-            *(self.service.change_invisible_time(queue.group, queue.topic, h, 0) for h in handles),
-            return_exceptions=True,
-        )
-        failed = [r for r in results if isinstance(r, BaseException)]
+        failed: list[MessagingError] = []
+        for handle in handles:
+            try:
+                await self.service.change_invisible_time(queue.group, queue.topic, handle, 0)
+            except MessagingError as e:  # stale: redelivered meanwhile anyway
+                failed.append(e)
         if failed:
             log.info("%d of %d requeues of %s failed: %s", len(failed), len(handles), queue.topic, failed[0])
