@@ -1,7 +1,7 @@
 """Draining a live RabbitMQ into the gateway, against consuming the same backlog from RabbitMQ directly.
 
     python bench/migrate_drain.py [--messages 1000000] [--size 100] [--prefetch 2000] [--runs 1]
-                                  [--save bench/results/migrate-drain.json]
+                                  [--aio-pika-sample 200000] [--save bench/results/migrate-drain.json]
 
 Each run fills one RabbitMQ queue (127.0.0.1:5672, guest) with --messages bodies of --size bytes
 (pipelined publisher confirms), then (a) consumes them from RabbitMQ with the migrator's own AMQP
@@ -9,7 +9,8 @@ client (manual acks, one multiple ack per read, the same prefetch), refills, and
 `ferrymq migrate`'s drainer into the gateway of a `ferrymq dev` started here. Rates are msg/s from the
 first message to the last acknowledgement; CPU per message is read from /proc for RabbitMQ's beam.smp,
 the `ferrymq dev` process (broker + gateway) and this process (the client or the migrator). Zero lost
-means the gateway's queue then holds exactly --messages. Everything made is deleted afterwards."""
+means the gateway's queue then holds exactly --messages. For context, aio-pika (what applications
+use, an ack per message) consumes --aio-pika-sample of them too. Everything made is deleted afterwards."""
 
 from __future__ import annotations
 
@@ -120,6 +121,30 @@ async def consume_direct(queue: str, count: int, prefetch: int) -> float:
     return finished - started
 
 
+async def consume_aio_pika(queue: str, count: int, prefetch: int) -> float:
+    """For context: how fast a usual application client (aio-pika, an ack per message) consumes."""
+    import aio_pika
+
+    connection = await aio_pika.connect(RABBITMQ)
+    channel = await connection.channel()
+    await channel.set_qos(prefetch_count=prefetch)
+    source = await channel.get_queue(queue, ensure=True)
+    received, done = 0, asyncio.get_running_loop().create_future()
+
+    async def on_message(message: aio_pika.abc.AbstractIncomingMessage) -> None:
+        nonlocal received
+        await message.ack()
+        received += 1
+        if received >= count and not done.done():
+            done.set_result(time.monotonic())
+
+    started = time.monotonic()
+    await source.consume(on_message)
+    finished = await done
+    await connection.close()
+    return finished - started
+
+
 async def drain(queue: str, gateway: str, count: int, prefetch: int) -> tuple[float, QueueProgress]:
     """The migrator's drain of `queue`; seconds from the start to the last upstream ack."""
 
@@ -198,6 +223,12 @@ async def one_run(args, gateway: str, dev_pid: int) -> dict:
         before = cpu_now(pids)
         seconds = await consume_direct(queue, args.messages, args.prefetch)
         direct = measured("consume from RabbitMQ", pids, args.messages, seconds, before)
+        context = None
+        if args.aio_pika_sample:
+            await fill(queue, args.aio_pika_sample, args.size)
+            before = cpu_now(pids)
+            seconds = await consume_aio_pika(queue, args.aio_pika_sample, args.prefetch)
+            context = measured("aio-pika consume from RabbitMQ", pids, args.aio_pika_sample, seconds, before)
         await fill(queue, args.messages, args.size)
         await declare_in_gateway(gateway, queue)
         pids = {"rabbitmq": beam, "migrator": 0, "gateway": dev_pid}
@@ -208,8 +239,10 @@ async def one_run(args, gateway: str, dev_pid: int) -> dict:
         moved.update(state=progress.state, in_gateway=in_gateway, lost=args.messages - in_gateway,
                      redelivered=progress.redelivered)  # fmt: skip
         ratio = round(moved["msg_per_s"] / direct["msg_per_s"], 3)
-        print(json.dumps({"direct": direct, "drain": moved, "ratio": ratio}), flush=True)
-        return {"fill_msg_per_s": round(fill_rate), "direct": direct, "drain": moved, "ratio": ratio}
+        run = {"fill_msg_per_s": round(fill_rate), "direct": direct, "drain": moved, "ratio": ratio,
+               "aio_pika_context": context}  # fmt: skip
+        print(json.dumps(run), flush=True)
+        return run
     finally:
         await delete_source(queue)
         await declare_in_gateway(gateway, queue, delete=True)
@@ -237,6 +270,7 @@ def main() -> None:
     parser.add_argument("--size", type=int, default=100)
     parser.add_argument("--prefetch", type=int, default=2000)
     parser.add_argument("--runs", type=int, default=1)
+    parser.add_argument("--aio-pika-sample", type=int, default=200_000, help="0: skip the aio-pika context")
     parser.add_argument("--save", type=Path)
     args = parser.parse_args()
     where = Path(tempfile.mkdtemp(prefix="migrate-drain-"))

@@ -19,10 +19,11 @@ from ferrymq.protocol.amqp import fast
 from ferrymq.protocol.amqp.errors import AMQPError
 from ferrymq.protocol.amqp.frames import (
     FRAME_BODY,
+    FRAME_END,
     FRAME_HEADER,
     FRAME_METHOD,
+    FRAME_OVERHEAD,
     PROTOCOL_HEADER,
-    FrameReader,
 )
 from ferrymq.protocol.amqp.methods import decode_method, encode_method
 
@@ -36,6 +37,7 @@ _CANCEL = (fast.BASIC << 16) | 30
 _CHANNEL_CLOSE = (20 << 16) | 40
 _CONNECTION_CLOSE = (10 << 16) | 50
 _IDS = struct.Struct(">HH")
+_HEAD = struct.Struct(">BHI")
 _TAG_BITS = struct.Struct(">QB")
 _BODY_SIZE = struct.Struct(">Q")
 
@@ -191,7 +193,7 @@ class Connection(asyncio.Protocol):
         self.after_read: list[Callable[[], None]] = []
         self.server_properties: dict[str, Any] = {}
         self.lost: asyncio.Future[None] = asyncio.get_running_loop().create_future()
-        self._reader = FrameReader(FRAME_MAX)
+        self._buffer = bytearray()
         self._transport: asyncio.Transport | None = None
         self._zero = Channel(self, 0)
         self._next = 1
@@ -299,26 +301,39 @@ class Connection(asyncio.Protocol):
             self.lost.set_result(None)
 
     def data_received(self, data: bytes) -> None:
-        reader = self._reader
-        reader.feed(data)
+        """Every whole frame of the buffer, cut in one pass (the buffer is trimmed once per read)."""
+        buffer = self._buffer
+        buffer += data
+        at, size_of, limit = 0, len(buffer), self.frame_max - FRAME_OVERHEAD
+        channels, zero = self.channels, self._zero
         try:
-            while (frame := reader.read_frame()) is not None:
-                channel = self.channels.get(frame.channel) if frame.channel else self._zero
+            while size_of - at > _HEAD.size:
+                frame_type, number, size = _HEAD.unpack_from(buffer, at)
+                end = at + _HEAD.size + size
+                if end >= size_of:
+                    break
+                if size > limit or buffer[end] != FRAME_END:
+                    raise WireError(f"{self.url} sent a malformed frame (type {frame_type}, {size} octets)")
+                payload = bytes(buffer[at + _HEAD.size : end])
+                at = end + 1
+                channel = channels.get(number) if number else zero
                 if channel is None:
                     continue
-                if frame.type == FRAME_METHOD:
-                    if frame.channel == 0:
-                        self._connection_method(frame.payload)
+                if frame_type == FRAME_BODY:
+                    channel._body(payload)
+                elif frame_type == FRAME_HEADER:
+                    channel._header(payload)
+                elif frame_type == FRAME_METHOD:
+                    if number:
+                        channel._method(payload)
                     else:
-                        channel._method(frame.payload)
-                elif frame.type == FRAME_BODY:
-                    channel._body(frame.payload)
-                elif frame.type == FRAME_HEADER:
-                    channel._header(frame.payload)
-        except (AMQPError, ValueError, struct.error) as e:
-            self.connection_lost(WireError(f"{self.url} sent what cannot be read: {e}"))
+                        self._connection_method(payload)
+        except (WireError, AMQPError, ValueError, struct.error) as e:
+            self.connection_lost(e if isinstance(e, WireError) else WireError(f"{self.url}: {e}"))
             self.abort()
             return
+        finally:
+            del buffer[:at]
         for hook in self.after_read:
             hook()
 
