@@ -49,6 +49,34 @@ class QueueProgress:
         return self.drained / elapsed if elapsed > 0 else 0.0
 
 
+class ConfirmWindow:
+    """Upstream delivery tags in the order they were published to the gateway, settled by its confirms
+    (sequence numbers from 1; an ack or nack covers one sequence or, multiple, every one up to it).
+    What settles comes out in publish order, so upstream acks can be multiple."""
+
+    def __init__(self) -> None:
+        self._pending: collections.deque[int] = collections.deque()
+        self._head = 1  # the confirm sequence of _pending[0]
+        self._early: dict[int, bool] = {}  # single confirms for a sequence past the head
+
+    def __len__(self) -> int:
+        return len(self._pending)
+
+    def add(self, tag: int) -> None:
+        self._pending.append(tag)
+
+    def settle(self, seq: int, multiple: bool, ok: bool) -> list[tuple[int, bool]]:
+        """(upstream tag, stored) of every publish settled now, in publish order."""
+        pending, early, settled = self._pending, self._early, []
+        if not multiple and seq != self._head:
+            early[seq] = ok
+            seq = self._head - 1  # only what is now contiguous at the head
+        while pending and (self._head <= seq or self._head in early):
+            settled.append((pending.popleft(), early.pop(self._head, ok)))
+            self._head += 1
+        return settled
+
+
 @dataclass(frozen=True)
 class DrainOptions:
     prefetch: int = 2000
@@ -69,9 +97,7 @@ class QueueDrain:
         self.progress = QueueProgress(name)
         self._source, self._sink = source, sink
         self._options, self._stop = options, stop
-        self._pending: collections.deque[int] = collections.deque()  # upstream tags, publish order
-        self._head_seq = 1  # the gateway's confirm sequence of _pending[0]
-        self._early: dict[int, bool] = {}  # confirms that came for a sequence past the head
+        self._pending = ConfirmWindow()
         self._out: list[bytes] = []  # publishes for the gateway, written once per read
         self._upstream: list[bytes] = []  # nacks for RabbitMQ, in order with the acks
         self._ack_to = 0  # the last upstream tag to acknowledge (multiple)
@@ -180,7 +206,7 @@ class QueueDrain:
     # -- the hot path --------------------------------------------------------------------------------
 
     def _deliver(self, tag: int, redelivered: bool, properties: bytes, body: bytes) -> None:
-        self._pending.append(tag)
+        self._pending.add(tag)
         self._out.append(self._publish)
         self._out.append(fast.encode_content(self._publishing.number, properties, body, self._sink.frame_max))  # type: ignore[union-attr]
         if redelivered:
@@ -194,15 +220,8 @@ class QueueDrain:
     def _confirm(self, seq: int, multiple: bool, ok: bool) -> None:
         if self._failed:
             return  # a return came first: no more acks go upstream
-        pending, early = self._pending, self._early
-        if not multiple and seq != self._head_seq:
-            early[seq] = ok
-            seq = self._head_seq - 1  # settle only what is now contiguous at the head
-        while pending and (self._head_seq <= seq or self._head_seq in early):
-            head_ok = early.pop(self._head_seq, ok)
-            tag = pending.popleft()
-            self._head_seq += 1
-            if head_ok:
+        for tag, stored in self._pending.settle(seq, multiple, ok):
+            if stored:
                 self._ack_to = tag
                 self.progress.drained += 1
             else:
