@@ -145,7 +145,9 @@ async def consume_aio_pika(queue: str, count: int, prefetch: int) -> float:
     return finished - started
 
 
-async def drain(queue: str, gateway: str, count: int, prefetch: int) -> tuple[float, QueueProgress]:
+async def drain(
+    queue: str, gateway: str, count: int, prefetch: int, lanes: int
+) -> tuple[float, QueueProgress]:
     """The migrator's drain of `queue`; seconds from the start to the last upstream ack."""
 
     class Watch:
@@ -169,7 +171,7 @@ async def drain(queue: str, gateway: str, count: int, prefetch: int) -> tuple[fl
         RABBITMQ,
         gateway,
         [queue],
-        DrainOptions(prefetch=prefetch, settle_s=0.5),
+        DrainOptions(prefetch=prefetch, lanes=lanes, settle_s=0.5),
         1,
         watch,  # type: ignore[arg-type]
     )
@@ -233,7 +235,7 @@ async def one_run(args, gateway: str, dev_pid: int) -> dict:
         await declare_in_gateway(gateway, queue)
         pids = {"rabbitmq": beam, "migrator": 0, "gateway": dev_pid}
         before = cpu_now(pids)
-        seconds, progress = await drain(queue, gateway, args.messages, args.prefetch)
+        seconds, progress = await drain(queue, gateway, args.messages, args.prefetch, args.lanes)
         moved = measured("drain into the gateway", pids, args.messages, seconds, before)
         in_gateway = await declare_in_gateway(gateway, queue)
         moved.update(state=progress.state, in_gateway=in_gateway, lost=args.messages - in_gateway,
@@ -269,6 +271,7 @@ def main() -> None:
     parser.add_argument("--messages", type=int, default=1_000_000)
     parser.add_argument("--size", type=int, default=100)
     parser.add_argument("--prefetch", type=int, default=2000)
+    parser.add_argument("--lanes", type=int, default=1, help="the migrator's gateway channels per queue")
     parser.add_argument("--runs", type=int, default=1)
     parser.add_argument("--aio-pika-sample", type=int, default=200_000, help="0: skip the aio-pika context")
     parser.add_argument("--save", type=Path)

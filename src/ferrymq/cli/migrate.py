@@ -58,6 +58,14 @@ def migrate() -> None:
     help="Messages in flight per queue (RabbitMQ's prefetch window).",
 )
 @click.option(
+    "--lanes",
+    default=1,
+    show_default=True,
+    type=click.IntRange(1, 64),
+    help="Gateway channels per queue: more is faster, but RabbitMQ's order then holds only within a "
+    "read of a few hundred messages.",
+)
+@click.option(
     "--parallel", default=4, show_default=True, type=click.IntRange(1, 256), help="Queues drained at once."
 )
 @click.option(
@@ -72,7 +80,7 @@ def migrate() -> None:
 def rabbitmq(
     source: str, gateway_url: str, meta: str | None, meta_database: str | None, definitions: Path | None,
     management_url: str | None, no_import: bool, no_drain: bool, queues: tuple[str, ...], prefetch: int,
-    parallel: int, settle: float, follow: bool, dry_run: bool,
+    lanes: int, parallel: int, settle: float, follow: bool, dry_run: bool,
 ) -> None:  # fmt: skip
     """Import RabbitMQ's definitions into the gateway's metadata, then drain every queue's backlog into
     the gateway: each message is acknowledged in RabbitMQ only after the gateway confirmed it."""
@@ -121,7 +129,7 @@ def rabbitmq(
         raise click.ClickException(str(e)) from None
     if no_drain or not names:
         return
-    options = DrainOptions(prefetch=prefetch, settle_s=settle, follow=follow)
+    options = DrainOptions(prefetch=prefetch, lanes=lanes, settle_s=settle, follow=follow)
     display = Display([])
     try:
         outcome = asyncio.run(drain_queues(source, gateway_url, names, options, parallel, display))

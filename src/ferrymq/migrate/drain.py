@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import collections
+import functools
 import itertools
 import time
 from dataclasses import dataclass, field
@@ -80,13 +81,27 @@ class ConfirmWindow:
 @dataclass(frozen=True)
 class DrainOptions:
     prefetch: int = 2000
+    lanes: int = 1  # gateway channels per queue: more store in parallel, but keep order only per read
     settle_s: float = 2.0  # RabbitMQ's count must stay 0 this long
     follow: bool = False  # keep draining until stopped
 
 
+@dataclass
+class _Lane:
+    """One confirming channel on the gateway: what it was given and not yet confirmed."""
+
+    channel: Channel
+    publish: bytes  # the basic.publish method frame, the same for every message of the queue
+    window: ConfirmWindow = field(default_factory=ConfirmWindow)
+    out: list[bytes] = field(default_factory=list)  # publishes to write after this read
+
+
 class QueueDrain:
-    """One queue: a consuming channel and a control channel on RabbitMQ, a confirming channel on the
-    gateway."""
+    """One queue: a consuming channel and a control channel on RabbitMQ, and one or more confirming
+    channels (lanes) on the gateway. The gateway stores one channel's publishes one batch after the
+    other, so with several lanes it stores batches side by side; each read's messages go to one lane
+    (the next read to the next), so RabbitMQ's order holds within a read, and across reads only with
+    a single lane. Upstream acks stay in delivery order whatever lane confirms first."""
 
     _tags = itertools.count(1)
 
@@ -97,14 +112,14 @@ class QueueDrain:
         self.progress = QueueProgress(name)
         self._source, self._sink = source, sink
         self._options, self._stop = options, stop
-        self._pending = ConfirmWindow()
-        self._out: list[bytes] = []  # publishes for the gateway, written once per read
+        self._lanes: list[_Lane] = []
+        self._turn = 0  # the lane this read's messages go to
+        self._order: collections.deque[int] = collections.deque()  # upstream tags not yet settled
+        self._verdict: dict[int, bool] = {}  # settled by a lane, waiting for earlier tags
         self._upstream: list[bytes] = []  # nacks for RabbitMQ, in order with the acks
         self._ack_to = 0  # the last upstream tag to acknowledge (multiple)
         self._failed = ""
         self._consuming: Channel | None = None
-        self._publishing: Channel | None = None
-        self._publish = b""
         self._consumer_tag = f"ferrymq-migrate-{next(self._tags)}"
 
     async def run(self) -> QueueProgress:
@@ -124,23 +139,26 @@ class QueueDrain:
 
     async def _run(self) -> None:
         source, sink, options, progress = self._source, self._sink, self._options, self.progress
-        publishing = self._publishing = await sink.channel()
+        checking = await sink.channel()
         try:
-            await publishing.call(commands.Queue.Declare(queue=self.name, passive=True))
+            await checking.call(commands.Queue.Declare(queue=self.name, passive=True))
         except WireError as e:
             missing = f"queue '{self.name}' is not in the gateway ({e}); import the definitions first"
             raise WireError(missing) from None
-        await publishing.call(commands.Confirm.Select())
+        await checking.close()
+        publish = commands.Basic.Publish(exchange="", routing_key=self.name, mandatory=True)
+        for _ in range(max(1, options.lanes)):
+            channel = await sink.channel()
+            await channel.call(commands.Confirm.Select())
+            lane = _Lane(channel, encode_method(channel.number, publish))
+            channel.on_confirm = functools.partial(self._confirm, lane)
+            channel.on_return = self._returned
+            self._lanes.append(lane)
         control = await source.channel()
         consuming = self._consuming = await source.channel()
         await consuming.call(commands.Basic.Qos(prefetch_count=options.prefetch))
-        self._publish = encode_method(
-            publishing.number, commands.Basic.Publish(exchange="", routing_key=self.name, mandatory=True)
-        )
         consuming.on_deliver = self._deliver
         consuming.on_cancel = lambda: self._fail(f"RabbitMQ cancelled the consumer of '{self.name}'")
-        publishing.on_confirm = self._confirm
-        publishing.on_return = self._returned
         source.after_read.append(self._flush_publishes)
         sink.after_read.append(self._flush_acks)
         progress.state, progress.started = "draining", time.monotonic()
@@ -153,13 +171,13 @@ class QueueDrain:
         if progress.state == "draining":
             progress.state = "stopped"
         # closing hands RabbitMQ back what it delivered and was not confirmed (after a failure)
-        for channel in (consuming, control, publishing):
+        for channel in (consuming, control, *(lane.channel for lane in self._lanes)):
             await channel.close()
 
     async def _count(self, control: Channel) -> int:
         ok = await control.call(commands.Queue.Declare(queue=self.name, passive=True))
         assert isinstance(ok, commands.Queue.DeclareOk)
-        return (ok.message_count or 0) + len(self._pending)
+        return (ok.message_count or 0) + len(self._order)
 
     async def _watch(self, control: Channel) -> None:
         """Until the queue stays empty for the settle time (or, following, until stopped)."""
@@ -169,7 +187,7 @@ class QueueDrain:
             ready = await self._count(control)
             progress.remaining = ready
             now = time.monotonic()
-            if ready or self._pending:
+            if ready or self._order:
                 empty_since = None
             elif empty_since is None:
                 empty_since = now
@@ -183,9 +201,9 @@ class QueueDrain:
     async def _settle(self) -> None:
         """Wait (bounded) until every publish made is confirmed and acknowledged upstream."""
         deadline = time.monotonic() + CLOSE_TIMEOUT_S
-        while self._pending and not self._failed:
+        while self._order and not self._failed:
             if time.monotonic() > deadline:
-                raise WireError(f"{len(self._pending)} publishes of '{self.name}' were not confirmed in time")
+                raise WireError(f"{len(self._order)} publishes of '{self.name}' were not confirmed in time")
             await asyncio.sleep(0.05)
 
     def _fail(self, reason: str) -> None:
@@ -206,28 +224,43 @@ class QueueDrain:
     # -- the hot path --------------------------------------------------------------------------------
 
     def _deliver(self, tag: int, redelivered: bool, properties: bytes, body: bytes) -> None:
-        self._pending.add(tag)
-        self._out.append(self._publish)
-        self._out.append(fast.encode_content(self._publishing.number, properties, body, self._sink.frame_max))  # type: ignore[union-attr]
+        lane = self._lanes[self._turn]
+        lane.window.add(tag)
+        self._order.append(tag)
+        lane.out.append(lane.publish)
+        lane.out.append(fast.encode_content(lane.channel.number, properties, body, self._sink.frame_max))
         if redelivered:
             self.progress.redelivered += 1
 
     def _flush_publishes(self) -> None:
-        if self._out:
-            self._sink.write(b"".join(self._out))
-            self._out.clear()
+        lane = self._lanes[self._turn] if self._lanes else None
+        if lane is not None and lane.out:
+            self._sink.write(b"".join(lane.out))
+            lane.out.clear()
+            self._turn = (self._turn + 1) % len(self._lanes)
 
-    def _confirm(self, seq: int, multiple: bool, ok: bool) -> None:
+    def _confirm(self, lane: _Lane, seq: int, multiple: bool, ok: bool) -> None:
         if self._failed:
             return  # a return came first: no more acks go upstream
-        for tag, stored in self._pending.settle(seq, multiple, ok):
+        order, verdict, progress = self._order, self._verdict, self.progress
+        settled = lane.window.settle(seq, multiple, ok)
+        if len(self._lanes) == 1:  # one lane settles in delivery order already
+            for _ in settled:
+                order.popleft()
+        else:
+            verdict.update(settled)
+            settled = []
+            while order and order[0] in verdict:
+                tag = order.popleft()
+                settled.append((tag, verdict.pop(tag)))
+        for tag, stored in settled:
             if stored:
                 self._ack_to = tag
-                self.progress.drained += 1
+                progress.drained += 1
             else:
                 self._ack_upstream()
                 self._upstream.append(fast.encode_ack(self._consuming.number, fast.Nack(tag, False, True)))  # type: ignore[union-attr]
-                self.progress.nacked += 1
+                progress.nacked += 1
 
     def _returned(self, reason: str) -> None:
         self._flush_acks()  # what was confirmed before the return is safe
