@@ -22,7 +22,8 @@ def _line(p: QueueProgress) -> str:
 
 
 class Display:
-    """Updated by `refresh()` (called periodically) and closed with `finish()`."""
+    """Updated by `refresh()` (called periodically; `queues` may be set after it is made) and closed
+    with `finish()`."""
 
     def __init__(self, queues: Sequence[QueueProgress], out: IO[str] | None = None, tty: bool | None = None):
         self.queues = queues
@@ -32,19 +33,21 @@ class Display:
         self._bars = None
         self._ids: dict[str, object] = {}
         if self.tty:
+            from rich.console import Console
             from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
             self._bars = Progress(
                 TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
                 TextColumn("{task.fields[note]}"), TimeElapsedColumn(),
+                console=Console(file=self.out, force_terminal=True),
             )  # fmt: skip
             self._bars.start()
-            for p in queues:
-                self._ids[p.name] = self._bars.add_task(p.name, total=None, note="waiting")
 
     def refresh(self) -> None:
         if self._bars is not None:
             for p in self.queues:
+                if p.name not in self._ids:
+                    self._ids[p.name] = self._bars.add_task(p.name, total=None, note="")
                 total = None if p.remaining is None else p.drained + p.remaining
                 note = f"{p.state} {p.rate():,.0f} msg/s" + (f" {p.error}" if p.error else "")
                 self._bars.update(self._ids[p.name], completed=p.drained, total=total, note=note)  # type: ignore[arg-type]
