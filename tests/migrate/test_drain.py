@@ -146,3 +146,28 @@ def test_a_queue_missing_in_the_gateway_fails_and_keeps_its_messages(source: Sou
     assert done.returncode == 1
     assert "is not in the gateway" in done.stdout
     assert source.count(queue) == 10
+
+
+def test_a_message_too_large_for_the_gateway_stays_in_rabbitmq(source: Source, target: Target) -> None:
+    queue = source.queue("large")
+    with source.connect() as c:
+        ch = c.channel()
+        ch.confirm_delivery()
+        for i in range(5):
+            ch.basic_publish("", queue, b"small", pika.BasicProperties(message_id=f"s{i}"))
+        ch.basic_publish("", queue, b"L" * (5 << 20), pika.BasicProperties(message_id="large"))  # > 4 MiB
+        ch.basic_publish("", queue, b"after", pika.BasicProperties(message_id="after"))
+    migrate(target, "-q", queue, "--no-drain")
+    done = subprocess.run(
+        migrate_argv(target, "-q", queue, "--no-import"), capture_output=True, text=True, timeout=120,
+        stdin=subprocess.DEVNULL, env=migrate_env(),
+    )  # fmt: skip
+    assert done.returncode == 1, done.stdout + done.stderr
+    assert "larger than" in done.stdout
+    assert source.count(queue) >= 2  # the large one and what came after it are still in RabbitMQ
+    with target.connect() as c:
+        ch = c.channel()
+        got = []
+        while (m := ch.basic_get(queue, auto_ack=True))[0] is not None:
+            got.append(m[1].message_id)
+    assert got == [f"s{i}" for i in range(5)]

@@ -184,6 +184,7 @@ class QueueDrain:
         options, progress = self._options, self.progress
         empty_since: float | None = None
         while not self._failed and not self._stop.is_set():
+            self._check_channels()
             ready = await self._count(control)
             progress.remaining = ready
             now = time.monotonic()
@@ -198,10 +199,19 @@ class QueueDrain:
             await asyncio.wait([stopped], timeout=POLL_S)
             stopped.cancel()
 
+    def _check_channels(self) -> None:
+        """Fail the queue when a channel it moves messages on was closed (by the gateway, say, for a
+        message larger than it takes) or its connection was lost."""
+        for channel in (self._consuming, *(lane.channel for lane in self._lanes)):
+            if channel is not None and channel.closed is not None:
+                self._fail(str(channel.closed))
+                return
+
     async def _settle(self) -> None:
         """Wait (bounded) until every publish made is confirmed and acknowledged upstream."""
         deadline = time.monotonic() + CLOSE_TIMEOUT_S
         while self._order and not self._failed:
+            self._check_channels()
             if time.monotonic() > deadline:
                 raise WireError(f"{len(self._order)} publishes of '{self.name}' were not confirmed in time")
             await asyncio.sleep(0.05)
@@ -225,6 +235,9 @@ class QueueDrain:
 
     def _deliver(self, tag: int, redelivered: bool, properties: bytes, body: bytes) -> None:
         lane = self._lanes[self._turn]
+        if lane.channel.closed is not None:  # nothing more on a closed channel: the rest stays upstream
+            self._fail(str(lane.channel.closed))
+            return
         lane.window.add(tag)
         self._order.append(tag)
         lane.out.append(lane.publish)
