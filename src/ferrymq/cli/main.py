@@ -10,6 +10,7 @@ from ferrymq.cli.clients import consume, produce
 from ferrymq.cli.controller import controller
 from ferrymq.cli.dev import dev
 from ferrymq.cli.meta import meta
+from ferrymq.cli.migrate import migrate
 from ferrymq.cli.namesrv import namesrv
 from ferrymq.cli.proxy import proxy
 from ferrymq.cli.spark import spark
@@ -29,6 +30,7 @@ main.add_command(consume)
 main.add_command(controller)
 main.add_command(dev)
 main.add_command(meta)
+main.add_command(migrate)
 main.add_command(namesrv)
 main.add_command(produce)
 main.add_command(proxy)

@@ -1,0 +1,1 @@
+"""Moving applications and their messages from another broker to ferrymq."""
