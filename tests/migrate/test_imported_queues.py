@@ -1,5 +1,5 @@
-"""What the gateway does not do yet and the migrator works around (strict xfail: each turns into a
-failure to remove once the gateway does it)."""
+"""A queue that reaches the gateway only through the metadata (a definitions import) gets its own
+one-queue topic at its first publish, so its messages keep RabbitMQ's order."""
 
 from __future__ import annotations
 
@@ -9,20 +9,11 @@ import uuid
 
 import pika
 import pika.exceptions
-import pytest
 
 from ferrymq.migrate.definitions import import_into
 from tests.migrate.conftest import Target
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="a queue that reaches the gateway only through the metadata (a definitions import) gets no "
-    "topic of its own: the first publish auto-creates one with the broker's 4 default queues, so its "
-    "messages come out of RabbitMQ's order (and where auto-create is off, publishes to it are "
-    "confirmed and dropped: publisher.py takes TOPIC_NOT_EXIST as unroutable). `ferrymq migrate` "
-    "declares each queue through the gateway before importing.",
-)
 def test_a_queue_imported_into_the_metadata_keeps_fifo_order(target: Target) -> None:
     queue = f"ferrymq-imported-{uuid.uuid4().hex[:8]}"
     with target.connect() as c:  # the gateway has loaded vhost '/' before the import
