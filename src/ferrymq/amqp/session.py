@@ -165,6 +165,8 @@ class Session:
             self.channels[event.channel] = Channel(self, event.channel)
         elif isinstance(event, ev.ChannelClosed):
             closed = self.channels.pop(event.channel, None)
+            if event.reply:  # after the answers to its earlier methods
+                connection.send_frames(event.reply, now())
             if closed is not None:
                 await closed.close()
         elif isinstance(event, ev.LoginRequested):

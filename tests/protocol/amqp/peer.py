@@ -28,8 +28,12 @@ class Peer:
 
     def send(self, data: bytes) -> list[tuple[int, object]]:
         """Give the server bytes; return what it answered, decoded (its events go to self.events)."""
-        self.events += self.server.receive_data(data, self.now)
-        return decode_all(self.server.data_to_send())
+        events = self.server.receive_data(data, self.now)
+        self.events += events
+        replies = b"".join(
+            e.reply for e in events if isinstance(e, ev.ChannelClosed)
+        )  # as the owner sends them
+        return decode_all(self.server.data_to_send() + replies)
 
     def method(self, channel: int, method: base.Frame) -> list[tuple[int, object]]:
         return self.send(frame.marshal(method, channel))

@@ -457,9 +457,9 @@ class ServerConnection:
         if isinstance(method, commands.Channel.Open):
             raise ConnectionException(ReplyCode.CHANNEL_ERROR, "second 'channel.open' seen", 20, 10)
         if isinstance(method, commands.Channel.Close):
-            self.send_method(frame.channel, commands.Channel.CloseOk(), now)
             del self._channels[frame.channel]
-            self._events.append(ev.ChannelClosed(frame.channel))
+            close_ok = encode_method(frame.channel, commands.Channel.CloseOk())
+            self._events.append(ev.ChannelClosed(frame.channel, close_ok))
         elif isinstance(method, commands.Channel.Flow):
             if not method.active:
                 raise ConnectionException(ReplyCode.NOT_IMPLEMENTED, "active=false", 20, 20)

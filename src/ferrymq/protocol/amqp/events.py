@@ -41,9 +41,12 @@ class ChannelOpened:
 
 @dataclass(frozen=True, slots=True)
 class ChannelClosed:
-    """The channel is gone (closed by either side; its number may be opened again)."""
+    """The channel is gone (closed by either side; its number may be opened again). When the peer
+    closed it, `reply` is the close-ok to send once the answers to the channel's earlier methods are
+    sent (they must not be overtaken by it)."""
 
     channel: int
+    reply: bytes = b""
 
 
 @dataclass(frozen=True, slots=True)
