@@ -12,11 +12,15 @@ from typing import TYPE_CHECKING
 
 import click
 
+from ferrymq.cli.metrics import metrics_option, start_metrics, stop_metrics
 from ferrymq.cli.proxying import start_local_proxy
 from ferrymq.cli.serving import serve
+from ferrymq.metrics.registry import Registry
+from ferrymq.metrics.roles import add_broker, add_namesrv, add_proxy
 from ferrymq.store import StoreConfig, StoreError
 
 if TYPE_CHECKING:
+    from ferrymq.metrics.http import MetricsServer
     from ferrymq.proxy.server import ProxyServer
 
 
@@ -44,7 +48,10 @@ def default_data_dir() -> Path:
     show_default=True,
     help="gRPC proxy port on 127.0.0.1, for RocketMQ 5 clients (0: any, -1: no proxy).",
 )
-def dev(data_dir: Path, namesrv_port: int, broker_port: int, proxy_port: int) -> None:
+@metrics_option("broker")
+def dev(
+    data_dir: Path, namesrv_port: int, broker_port: int, proxy_port: int, metrics_port: int | None
+) -> None:
     """Start a local development cluster on DATA_DIR; stop it cleanly with Ctrl-C."""
     from ferrymq.broker.config import BrokerConfig
     from ferrymq.broker.server import Broker
@@ -55,9 +62,11 @@ def dev(data_dir: Path, namesrv_port: int, broker_port: int, proxy_port: int) ->
     store = StoreConfig(store_path_root_dir=data_dir / "store", mapped_file_size_commit_log=256 << 20)
     broker = Broker(BrokerConfig(listen_host="127.0.0.1", listen_port=broker_port, store=store))
     proxy: ProxyServer | None = None
+    registry = Registry()
+    metrics: MetricsServer | None = None
 
     async def start() -> str:
-        nonlocal proxy
+        nonlocal proxy, metrics
         await namesrv.start()
         namesrv_addr = f"127.0.0.1:{namesrv.port}"
         broker.config.namesrv_addr = namesrv_addr
@@ -67,13 +76,21 @@ def dev(data_dir: Path, namesrv_port: int, broker_port: int, proxy_port: int) ->
             await namesrv.stop()
             raise click.ClickException(str(e)) from None
         lines = []
-        if proxy_port >= 0:
-            try:
+        add_namesrv(registry, namesrv)
+        add_broker(registry, broker)
+        try:
+            if proxy_port >= 0:
                 proxy, port = await start_local_proxy(broker, "127.0.0.1", proxy_port)
-            except BaseException:
-                await stop()
-                raise
-            lines.append(f"  Proxy       127.0.0.1:{port} (gRPC, RocketMQ 5 clients)")
+                add_proxy(registry, proxy, broker.config.broker_cluster_name)
+                lines.append(f"  Proxy       127.0.0.1:{port} (gRPC, RocketMQ 5 clients)")
+            metrics, _ = await start_metrics(registry, "127.0.0.1", metrics_port, "broker")
+        except BaseException:
+            await stop()
+            raise
+        if metrics is not None:
+            lines.append(
+                f"  Metrics     http://127.0.0.1:{metrics.port}/metrics (and /health/live, /health/ready)"
+            )
         return "\n".join(
             [
                 "ferrymq dev is running.",
@@ -90,9 +107,11 @@ def dev(data_dir: Path, namesrv_port: int, broker_port: int, proxy_port: int) ->
         )
 
     async def stop() -> None:
+        registry.stopping = True
         if proxy is not None:
             await proxy.close()
         await broker.stop()
         await namesrv.stop()
+        await stop_metrics(metrics)
 
     serve(start, stop, "ferrymq dev")
