@@ -1,5 +1,5 @@
-"""A real Prometheus server for the tests: Debian's package, installed when missing, run as our own
-process on a free loopback port with its own configuration and data directory.
+"""A real Prometheus server for tests and benchmarks: Debian's package, installed when missing, run as
+our own process on a free loopback port with its own configuration and data directory.
 
 Installing the package may start Debian's own prometheus service (on :9090). Only a prometheus
 process that appeared during our install is stopped (and its service disabled); one that was
@@ -16,8 +16,6 @@ import time
 import urllib.parse
 import urllib.request
 from pathlib import Path
-
-import pytest
 
 from ferrymq.bench.processes import free_port
 
@@ -48,7 +46,7 @@ def prometheus_binary() -> str:
     if found:
         return found
     if os.geteuid() != 0 or shutil.which("apt-get") is None:
-        pytest.skip("prometheus is not installed, and installing it needs root and apt-get")
+        raise Unavailable("prometheus is not installed, and installing it needs root and apt-get")
     before = _prometheus_pids()
     install = ("install", "-y", "--no-install-recommends", "prometheus")
     done = _apt(*install)
@@ -66,14 +64,20 @@ def prometheus_binary() -> str:
         for pid in started_by_install & _prometheus_pids():
             os.kill(pid, 15)
     found = shutil.which("prometheus")
-    assert found, "the prometheus package installed no prometheus binary"
+    if found is None:
+        raise Unavailable("the prometheus package installed no prometheus binary")
     return found
+
+
+class Unavailable(Exception):
+    """Prometheus is not installed and cannot be installed here."""
 
 
 class Prometheus:
     """Our own prometheus process scraping `targets` every second."""
 
     def __init__(self, workdir: Path, targets: list[str]) -> None:
+        binary = prometheus_binary()
         self.port = free_port()
         workdir.mkdir(parents=True, exist_ok=True)
         config = workdir / "prometheus.yml"
@@ -84,7 +88,7 @@ class Prometheus:
         )
         self.log = open(workdir / "prometheus.log", "w")  # noqa: SIM115  (closed in stop)
         self.process = subprocess.Popen(
-            [prometheus_binary(), f"--config.file={config}", f"--storage.tsdb.path={workdir / 'data'}",
+            [binary, f"--config.file={config}", f"--storage.tsdb.path={workdir / 'data'}",
              f"--web.listen-address=127.0.0.1:{self.port}"],
             stdin=subprocess.DEVNULL, stdout=self.log, stderr=subprocess.STDOUT,
         )  # fmt: skip
@@ -96,7 +100,8 @@ class Prometheus:
     def wait_ready(self, timeout: float = 60.0) -> None:
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
-            assert self.process.poll() is None, "prometheus exited; see prometheus.log"
+            if self.process.poll() is not None:
+                raise RuntimeError(f"prometheus exited; see {self.log.name}")
             try:
                 with urllib.request.urlopen(f"http://127.0.0.1:{self.port}/-/ready", timeout=2) as answer:
                     if answer.status == 200:
@@ -104,12 +109,13 @@ class Prometheus:
             except OSError:
                 pass
             time.sleep(0.2)
-        raise AssertionError("prometheus did not become ready")
+        raise TimeoutError("prometheus did not become ready")
 
     def query(self, promql: str) -> list[dict]:
         """The result vector of an instant PromQL query through the HTTP API."""
         answer = self._get("/api/v1/query?" + urllib.parse.urlencode({"query": promql}))
-        assert answer["status"] == "success", answer
+        if answer.get("status") != "success":
+            raise RuntimeError(f"query {promql!r} failed: {answer}")
         return answer["data"]["result"]
 
     def scalar(self, promql: str) -> float | None:
