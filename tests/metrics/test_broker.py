@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from ferrymq.broker.server import Broker
-from ferrymq.client import Message, Producer, PullConsumer
+from ferrymq.client import Message, Producer, PullConsumer, SimpleConsumer
 from ferrymq.metrics.broker import broker_ready
 from ferrymq.metrics.registry import Registry
 from ferrymq.metrics.roles import add_broker, add_namesrv
@@ -115,3 +115,31 @@ async def test_a_slave_is_ready_once_it_copies_its_master(group, serve):
     await slave.stop()
     status, body = await scraper.ready()
     assert status == 503 and "stopping" in body
+
+
+async def test_popped_messages_are_out_and_in_flight_until_acked(make_cluster, serve):
+    cluster = await make_cluster()
+    registry = Registry()
+    add_broker(registry, cluster.broker)
+    scraper = await serve(registry)
+    group = "PopMetricsGroup"
+    async with Producer("PopProducers", cluster.namesrv_addr) as producer:
+        await producer.send_batch([Message(TOPIC, b"p%d" % i) for i in range(6)])
+    labels = {**BROKER, "consumer_group": group}
+    async with SimpleConsumer(group, cluster.namesrv_addr, subscriptions={TOPIC: "*"}, await_duration=2) as c:
+        received = []
+        while len(received) < 6:
+            received += await c.receive(max_messages=6, invisible_duration=60)
+        text = await scraper.metrics()
+        assert value(text, "rocketmq_messages_out_total", **labels) == 6
+        assert value(text, "rocketmq_consumer_inflight_messages", **labels) == 6
+        assert value(text, "rocketmq_consumer_lag_messages", **labels) == 6
+        for message in received[:4]:
+            await c.ack(message)
+
+        async def two_left():
+            text = await scraper.metrics()
+            return value(text, "rocketmq_consumer_inflight_messages", **labels) == 2 and text
+
+        text = await eventually(two_left, what="two messages still in flight")
+        assert value(text, "rocketmq_consumer_lag_messages", **labels) == 2

@@ -194,8 +194,11 @@ class Position:
 
 @dataclass
 class Snapshot:
+    """What one scrape reads of a broker, computed once for every family that shows it."""
+
     positions: dict[tuple[str, str], Position] = field(default_factory=dict)  # (topic, group) →
     topic_ends: dict[str, int] = field(default_factory=dict)
+    delivered: dict[tuple[str, str], list[int]] = field(default_factory=dict)  # → [messages, bytes]
 
 
 def snapshot(broker: Broker) -> Snapshot:
@@ -217,6 +220,11 @@ def snapshot(broker: Broker) -> Snapshot:
         pos = snap.positions.setdefault((topic, group), Position())
         pos.lag += popped
         pos.inflight += popped
+    for tally in (broker.reads.delivered, broker.pops.delivered):
+        for pair, count, size in tally.items():
+            total = snap.delivered.setdefault(pair, [0, 0])
+            total[0] += count
+            total[1] += size
     return snap
 
 
@@ -232,24 +240,18 @@ class BrokerCollector:
     def collect(self) -> Iterator[Metric]:
         broker, node = self.broker, self.node
         snap = snapshot(broker)
-        yield from self._traffic(node)
+        yield from self._traffic(node, snap)
         yield from self._consumers(node, snap)
-        yield from self._runtime()
+        yield from self._runtime(snap)
         yield from self._exporter(snap)
 
-    def _traffic(self, node: Node) -> Iterator[Metric]:
+    def _traffic(self, node: Node, snap: Snapshot) -> Iterator[Metric]:
         broker = self.broker
         fams = [spec.family() for spec in (MESSAGES_IN, THROUGHPUT_IN, MESSAGES_OUT, THROUGHPUT_OUT)]
         for topic, count, size in broker.puts.stored.items():
             sample(fams[0], (*node, topic), count)
             sample(fams[1], (*node, topic), size)
-        out: dict[tuple[str, str], list[int]] = {}
-        for tally in (broker.reads.delivered, broker.pops.delivered):
-            for key, count, size in tally.items():
-                total = out.setdefault(key, [0, 0])
-                total[0] += count
-                total[1] += size
-        for (topic, group), (count, size) in out.items():
+        for (topic, group), (count, size) in snap.delivered.items():
             sample(fams[2], (*node, topic, group), count)
             sample(fams[3], (*node, topic, group), size)
         yield from fams
@@ -274,7 +276,7 @@ class BrokerCollector:
             sample(ready, labels, pos.ready)
         yield from (lag, inflight, ready)
 
-    def _runtime(self) -> Iterator[Metric]:
+    def _runtime(self, snap: Snapshot) -> Iterator[Metric]:
         broker = self.broker
         config, store = broker.config, broker.store
         labels = (
@@ -286,12 +288,9 @@ class BrokerCollector:
             f"ferrymq {__version__}",
         )
         end = store.commitlog.max_offset
-        delivered = sum(
-            n for tally in (broker.reads.delivered, broker.pops.delivered) for _, n, _ in tally.items()
-        )
         values = (
             (RT_PUT, sum(n for _, n, _ in broker.puts.stored.items())),
-            (RT_GET, delivered),
+            (RT_GET, sum(count for count, _ in snap.delivered.values())),
             (RT_DISK, store.disk_usage_ratio() / 100),
             (RT_MAX, end),
             (RT_DISPATCH, max(0, end - store.dispatcher.offset)),
