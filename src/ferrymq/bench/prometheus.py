@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import signal
 import subprocess
 import time
 import urllib.parse
@@ -80,18 +81,34 @@ class Prometheus:
         binary = prometheus_binary()
         self.port = free_port()
         workdir.mkdir(parents=True, exist_ok=True)
-        config = workdir / "prometheus.yml"
-        config.write_text(
-            "global:\n  scrape_interval: 1s\n  evaluation_interval: 1s\n"
-            "scrape_configs:\n  - job_name: ferrymq\n    static_configs:\n"
-            f"      - targets: {json.dumps(targets)}\n"
-        )
+        self.config = config = workdir / "prometheus.yml"
+        self._write_config(targets)
         self.log = open(workdir / "prometheus.log", "w")  # noqa: SIM115  (closed in stop)
         self.process = subprocess.Popen(
             [binary, f"--config.file={config}", f"--storage.tsdb.path={workdir / 'data'}",
              f"--web.listen-address=127.0.0.1:{self.port}"],
             stdin=subprocess.DEVNULL, stdout=self.log, stderr=subprocess.STDOUT,
         )  # fmt: skip
+
+    def _write_config(self, targets: list[str]) -> None:
+        self.config.write_text(
+            "global:\n  scrape_interval: 1s\n  evaluation_interval: 1s\n"
+            "scrape_configs:\n  - job_name: ferrymq\n    static_configs:\n"
+            f"      - targets: {json.dumps(targets)}\n"
+        )
+
+    def retarget(self, targets: list[str], timeout: float = 30.0) -> None:
+        """Scrape `targets` from now on (none: stop scraping); returns once each was scraped."""
+        self._write_config(targets)
+        self.process.send_signal(signal.SIGHUP)  # prometheus reloads its configuration
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            active = self._get("/api/v1/targets")["data"]["activeTargets"]
+            up = sorted(t["labels"]["instance"] for t in active if t["health"] == "up")
+            if up == sorted(targets) and len(active) == len(targets):
+                return
+            time.sleep(0.2)
+        raise TimeoutError(f"prometheus did not switch to scraping {targets}")
 
     def _get(self, path: str) -> dict:
         with urllib.request.urlopen(f"http://127.0.0.1:{self.port}{path}", timeout=10) as answer:
