@@ -54,6 +54,12 @@ def parse_args(system: str, clients: tuple[str, ...], default_url: str) -> argpa
         "--loop", choices=("uvloop", "asyncio"), default="uvloop", help="event loop of the asyncio clients"
     )
     p.add_argument("--timeout", type=float, default=300, help="hard limit in seconds for each phase")
+    p.add_argument(
+        "--server-pid",
+        type=int,
+        action="append",
+        help="server process(es) whose CPU to report (default: found)",
+    )
     args = p.parse_args()
     if args.scenario == "e2e":
         planned = max(1, round(args.rate * args.duration))

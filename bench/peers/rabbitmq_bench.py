@@ -328,7 +328,7 @@ async def _aio_scenario(conn, channel, queue: str, args, servers: list[int]) -> 
 def main() -> None:
     args = common.parse_args("RabbitMQ", CLIENTS, "amqp://guest:guest@127.0.0.1:5672/%2F")
     queue = common.resource_name(SYSTEM, args.scenario)
-    servers = common.find_pids("beam.smp", "rabbit")
+    servers = args.server_pid or common.find_pids("beam.smp", "rabbit")
     if args.client == "pika":
         line = _pika(args, queue, servers)
     else:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from tests.amqp.conftest import run_scenario
+from tests.amqp.conftest import RABBITMQ, Endpoint, rabbitmq_running, run_scenario
 
 pytestmark = pytest.mark.compat
 SCRIPT = "aio_pika_scenarios.py"
@@ -29,11 +29,10 @@ def test_wrong_password(aio_pika_python, gateway, rabbitmq):
     assert ours == run_scenario(aio_pika_python, SCRIPT, "wrong_password", rabbitmq)
 
 
-def test_unimplemented_method_is_a_channel_error(aio_pika_python, gateway):
+def test_passive_declare_of_an_absent_queue_is_a_channel_error(aio_pika_python, gateway):
     assert run_scenario(aio_pika_python, SCRIPT, "passive_declare", gateway) == {
-        "error": "ChannelClosed",
-        "code": 540,
-        "text": "NOT_IMPLEMENTED - queue.declare is not implemented by this gateway yet",
+        "error": "ChannelNotFoundEntity",
+        "args": ["NOT_FOUND - no queue 'ferrymq-compat-absent-queue' in vhost '/'"],
         "next_channel_open": True,
     }
 
@@ -43,3 +42,17 @@ def test_session_as_rabbitmq(aio_pika_python, gateway, rabbitmq):
     theirs = run_scenario(aio_pika_python, SCRIPT, "session", rabbitmq)
     assert (ours.pop("product"), theirs.pop("product")) == ("ferrymq", "RabbitMQ")
     assert ours == theirs
+
+
+@pytest.mark.parametrize(
+    ("scenario", "expected"),
+    [
+        ("rpc", {"replies": [[str(i), f"PING {i}"] for i in range(5)]}),
+        ("confirms_and_prefetch", {"confirmed": 200, "in_order": True, "left": 0}),
+    ],
+)
+def test_messaging_as_rabbitmq(aio_pika_python, gateway, scenario, expected):
+    """Direct reply-to RPC, a window of confirms and a prefetching consumer: what RabbitMQ 3.10 gives."""
+    assert run_scenario(aio_pika_python, SCRIPT, scenario, gateway) == expected
+    if rabbitmq_running():
+        assert run_scenario(aio_pika_python, SCRIPT, scenario, Endpoint(*RABBITMQ)) == expected

@@ -29,9 +29,8 @@ async def handshake(port: int, user: str, password: str):
     return reader, writer, await next_frame(reader)
 
 
-async def test_stopping_server_closes_connections_with_320():
-    server = AMQPServer("127.0.0.1", 0)
-    port = await server.start()
+async def test_stopping_server_closes_connections_with_320(local_gateway):
+    server, port = local_gateway.server, local_gateway.port
     reader, writer, tune = await handshake(port, "guest", "guest")
     assert isinstance(tune, commands.Connection.Tune)
     writer.write(frame.marshal(commands.Connection.TuneOk(0, 0, 0), 0))
@@ -49,8 +48,8 @@ async def test_stopping_server_closes_connections_with_320():
     writer.close()
 
 
-async def test_authenticator_users():
-    server = AMQPServer("127.0.0.1", 0, StaticAuthenticator({"app": "s3cret"}))
+async def test_authenticator_users(local_gateway):
+    server = AMQPServer("127.0.0.1", 0, local_gateway.gateway, StaticAuthenticator({"app": "s3cret"}))
     port = await server.start()
     try:
         _, writer, tune = await handshake(port, "app", "s3cret")

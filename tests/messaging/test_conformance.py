@@ -34,7 +34,14 @@ async def served(request, make_cluster):  # noqa: F811
     if request.param == "local":
         name = broker.config.broker_name
         local = LocalMessageService(
-            broker.puts, broker.reads, broker.pops, broker.topics, name, broker.transactions, broker.recalls
+            broker.puts,
+            broker.reads,
+            broker.pops,
+            broker.topics,
+            name,
+            broker.transactions,
+            broker.recalls,
+            topic_admin=broker.topic_admin,
         )
         yield cluster, local
     else:
@@ -97,6 +104,18 @@ async def test_a_new_topic_is_created_by_its_first_send(served):
     route = await service.route("Fresh")
     assert route is not None and [q.broker_name for q in route] == [cluster.broker.config.broker_name]
     assert await service.route("NeverSent") is None
+
+
+async def test_a_created_topic_is_served_at_once_and_a_deleted_one_is_gone_with_its_messages(served):
+    cluster, service = served
+    await service.create_topic("created", 1)
+    assert [q.read_queue_nums for q in await service.route("created") or []] == [1]
+    sent = await service.send("created", b"kept until the topic goes")
+    assert sent.code == ResponseCode.SUCCESS, sent
+    await service.delete_topic("created")
+    assert cluster.broker.topics.get("created") is None
+    assert cluster.broker.store.get_max_offset("created", 0) == 0
+    await service.delete_topic("created")  # an absent topic is no error
 
 
 async def test_read_filters_by_tag_and_by_sql92(served):

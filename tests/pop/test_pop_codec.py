@@ -9,7 +9,6 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from ferrymq.broker.pop.records import AckRecord, CheckpointRecord, decode, encode
-from ferrymq.broker.pop.retry_policy import next_delay_ms
 from ferrymq.broker.pop.table import CheckpointTable, OpenCheckpoint
 from ferrymq.protocol.bodies import ExponentialRetryPolicy, GroupRetryPolicy
 from ferrymq.protocol.errors import ProtocolError
@@ -29,6 +28,7 @@ from ferrymq.protocol.pop import (
     start_offset_info,
     topic_type,
 )
+from ferrymq.protocol.retry_policy import next_delay_ms
 
 handles = st.builds(
     ReceiptHandle,

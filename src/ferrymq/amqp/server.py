@@ -7,31 +7,31 @@ import asyncio
 import contextlib
 from typing import TYPE_CHECKING
 
-from ferrymq.amqp.auth import Authenticator, StaticAuthenticator
+from ferrymq.amqp.auth import Authenticator, MetaAuthenticator
 from ferrymq.amqp.session import Session
 from ferrymq.protocol.amqp.connection import CLOSE_OK_TIMEOUT
 
 if TYPE_CHECKING:
-    from ferrymq.messaging.api import MessageService
+    from ferrymq.amqp.gateway import Gateway
 
 
 class AMQPServer:
-    """`service` is the messaging core the gateway will publish into and consume from; this first
-    increment serves connections and channels only and does not call it yet."""
+    """Serves `gateway` to AMQP clients; who may log in is the metadata service's to say unless an
+    `authenticator` is given."""
 
     def __init__(
         self,
         host: str,
         port: int,
+        gateway: Gateway,
         authenticator: Authenticator | None = None,
         *,
         heartbeat: int = 60,
-        service: MessageService | None = None,
     ) -> None:
-        self.service = service
+        self.gateway = gateway
         self.host = host
         self.port = port
-        self._auth = authenticator or StaticAuthenticator()
+        self._auth = authenticator or MetaAuthenticator(gateway.metadata)
         self._heartbeat = heartbeat
         self._server: asyncio.Server | None = None
         self._sessions: dict[Session, asyncio.Task] = {}
@@ -55,9 +55,10 @@ class AMQPServer:
         await asyncio.gather(*tasks, return_exceptions=True)
         if self._server is not None:
             await self._server.wait_closed()
+        await self.gateway.close()
 
     async def _accept(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        session = Session(reader, writer, self._auth, heartbeat=self._heartbeat)
+        session = Session(reader, writer, self.gateway, self._auth, heartbeat=self._heartbeat)
         task = asyncio.current_task()
         assert task is not None
         self._sessions[session] = task

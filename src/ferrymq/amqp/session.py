@@ -1,6 +1,7 @@
 """One client connection: a socket, the protocol state machine and the clock between them. It reads,
 feeds, writes, ticks on the state machine's deadlines, and answers what the state machine leaves to
-its owner (login, vhost, and for now every channel method with 540 NOT_IMPLEMENTED)."""
+its owner: login and vhost through the authenticator, channel methods and content through each
+channel's `Channel`."""
 
 from __future__ import annotations
 
@@ -8,16 +9,24 @@ import asyncio
 import contextlib
 import logging
 import time
+from typing import TYPE_CHECKING
 
+from ferrymq.amqp.access import Access
 from ferrymq.amqp.auth import Authenticator
+from ferrymq.amqp.channel import Channel
+from ferrymq.messaging.api import MessagingError
+from ferrymq.meta.entities import Permission
+from ferrymq.meta.errors import MetaError
 from ferrymq.protocol.amqp import events as ev
+from ferrymq.protocol.amqp import fast
 from ferrymq.protocol.amqp.connection import ServerConnection
-from ferrymq.protocol.amqp.errors import ChannelException, ConnectionException, ReplyCode
-from ferrymq.protocol.amqp.fast import ACK_METHODS, BASIC, PUBLISH
-from ferrymq.protocol.amqp.methods import ids_of
+from ferrymq.protocol.amqp.errors import AMQPError, ChannelException, ConnectionException, ReplyCode
+
+if TYPE_CHECKING:
+    from ferrymq.amqp.gateway import Gateway
 
 log = logging.getLogger(__name__)
-READ_SIZE = 65536
+READ_SIZE = 16384  # bytes taken from a socket per turn: a busy connection holds the event loop briefly
 
 
 class Session:
@@ -25,6 +34,7 @@ class Session:
         self,
         reader: asyncio.StreamReader,
         writer: asyncio.StreamWriter,
+        gateway: Gateway,
         authenticator: Authenticator,
         *,
         heartbeat: int = 60,
@@ -34,7 +44,13 @@ class Session:
         self._writer = writer
         self._auth = authenticator
         self._clock = clock
+        self.gateway = gateway
         self.connection = ServerConnection(clock(), heartbeat=heartbeat)
+        self.channels: dict[int, Channel] = {}
+        self.owner = gateway.connection_owner()  # of this connection's exclusive queues
+        self.owned: set[str] = set()  # their names
+        self.access = Access(Permission(user="", vhost="", configure="", write="", read=""))  # until open
+        self._write_scheduled = False
 
     async def run(self) -> None:
         """Serve the connection until it ends, whatever the peer sends."""
@@ -43,6 +59,7 @@ class Session:
         except (ConnectionError, asyncio.IncompleteReadError):
             pass  # the peer went away
         finally:
+            await self._release()
             self._writer.close()
             with contextlib.suppress(ConnectionError, OSError):
                 await self._writer.wait_closed()
@@ -72,37 +89,108 @@ class Session:
     async def _handle(self, events: list[ev.Event]) -> None:
         while events:
             event = events.pop(0)
-            events += await self._answer(event)
+            try:
+                events += await self._answer(event)
+            except ChannelException as e:
+                self.close_channel(getattr(event, "channel", 0), e)
+            except ConnectionException as e:
+                events += self.connection.close(e, self._clock())
+            except (MetaError, MessagingError) as e:  # a service the gateway needs is unavailable
+                error = ConnectionException(ReplyCode.INTERNAL_ERROR, str(e))
+                events += self.connection.close(error, self._clock())
+        for channel in self.channels.values():
+            channel.flush()
         await self._flush()
 
     async def _answer(self, event: ev.Event) -> list[ev.Event]:
         connection, now = self.connection, self._clock
-        if isinstance(event, ev.LoginRequested):
+        if isinstance(event, ev.ContentReceived):
+            channel = self.channels.get(event.channel)
+            if channel is not None:
+                channel.publish(event)
+        elif isinstance(event, ev.MethodReceived):
+            channel = self.channels.get(event.channel)
+            if channel is not None:
+                if isinstance(event.method, fast.Ack | fast.Nack | fast.Reject):
+                    channel.acknowledge(event.method)
+                else:
+                    await channel.handle(event.method)
+        elif isinstance(event, ev.ChannelOpened):
+            self.channels[event.channel] = Channel(self, event.channel)
+        elif isinstance(event, ev.ChannelClosed):
+            closed = self.channels.pop(event.channel, None)
+            if closed is not None:
+                await closed.close()
+        elif isinstance(event, ev.LoginRequested):
             if await self._auth.login(event.username, event.password):
                 return connection.accept_login(event.username, now())
             return connection.refuse_login(event.mechanism, now())
-        if isinstance(event, ev.VhostRequested):
-            if await self._auth.may_open(connection.username, event.vhost):
+        elif isinstance(event, ev.VhostRequested):
+            permission = await self._auth.permission(connection.username, event.vhost)
+            if permission is not None:
+                self.access = Access(permission)
                 return connection.open_vhost(now())
             return connection.refuse_vhost(f"vhost {event.vhost} not found", now())
-        if isinstance(event, ev.MethodReceived | ev.ContentReceived):
-            self._not_implemented(event)
-        elif isinstance(event, ev.ConnectionClosed) and event.code != ReplyCode.REPLY_SUCCESS:
-            log.info("AMQP connection closed: %s %s", event.code, event.text)
+        elif isinstance(event, ev.SecretUpdated):
+            if await self._auth.login(connection.username, event.secret):
+                connection.accept_secret(now())
+            else:
+                refused = ConnectionException(
+                    ReplyCode.ACCESS_REFUSED,
+                    "new secret was refused for user " + repr(connection.username),
+                    10,
+                    70,
+                )
+                return connection.close(refused, now())
+        elif isinstance(event, ev.ConnectionClosed):
+            if event.code != ReplyCode.REPLY_SUCCESS:
+                log.info("AMQP connection closed: %s %s", event.code, event.text)
+            await self._release()
         return []
 
-    def _not_implemented(self, event: ev.MethodReceived | ev.ContentReceived) -> None:
-        if isinstance(event, ev.ContentReceived):
-            name, (class_id, method_id) = "basic.publish", (BASIC, PUBLISH)
-        elif hasattr(event.method, "index"):
-            name, (class_id, method_id) = event.method.name.lower(), ids_of(event.method)
-        else:  # a fast acknowledgement
-            name = f"basic.{type(event.method).__name__.lower()}"
-            class_id, method_id = BASIC, ACK_METHODS[type(event.method)]
-        error = ChannelException(
-            ReplyCode.NOT_IMPLEMENTED, f"{name} is not implemented by this gateway yet", class_id, method_id
-        )
-        self.connection.close_channel(event.channel, error, self._clock())
+    async def _release(self) -> None:
+        """The connection is over: its channels give back what they hold, its exclusive queues go."""
+        channels, self.channels = list(self.channels.values()), {}
+        for channel in channels:
+            await channel.close()
+        owned, self.owned = list(self.owned), set()
+        if owned:
+            topology = await self.gateway.catalog.get(self.connection.vhost)
+            for name in owned:
+                queue = topology.queue(name)
+                if queue is not None:
+                    with contextlib.suppress(MetaError, MessagingError):
+                        await self.gateway.delete_queue(queue, self.owner)
+
+    def send(self, data: bytes) -> None:
+        """Frames from a channel's own work (deliveries, confirms): written on the next loop turn."""
+        self.connection.send_frames(data, self._clock())
+        if not self._write_scheduled:
+            self._write_scheduled = True
+            asyncio.get_running_loop().call_soon(self._write_pending)
+
+    def _write_pending(self) -> None:
+        self._write_scheduled = False
+        data = self.connection.data_to_send()
+        if data and not self._writer.is_closing():
+            self._writer.write(data)
+
+    def fail(self, number: int, error: AMQPError) -> None:
+        """An error found outside the reading loop (while storing publishes)."""
+        if isinstance(error, ChannelException):
+            self.close_channel(number, error)
+            return
+        events = self.connection.close(error, self._clock())
+        self.send(b"")
+        if events:
+            self.gateway.tasks.spawn(self._handle(events), "connection closed")
+
+    def close_channel(self, number: int, error: ChannelException) -> None:
+        channel = self.channels.get(number)
+        if channel is not None:
+            channel.closing = True
+        self.connection.close_channel(number, error, self._clock())
+        self.send(b"")
 
     async def _flush(self) -> None:
         data = self.connection.data_to_send()

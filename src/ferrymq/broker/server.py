@@ -33,6 +33,7 @@ from ferrymq.broker.schedule.recall import RecallService
 from ferrymq.broker.schedule.scheduler import Scheduler
 from ferrymq.broker.services.put import PutService
 from ferrymq.broker.services.read import ReadService
+from ferrymq.broker.services.topic_admin import TopicAdmin
 from ferrymq.broker.slave_sync import SlaveSynchronizer
 from ferrymq.broker.topics import TopicConfigManager
 from ferrymq.broker.transactions import TransactionService
@@ -184,6 +185,7 @@ class Broker:
             replicated=self.ha.wait_replicated, written=self.written, topics_changed=changed,
         )  # fmt: skip
         self.recalls = RecallService(self.puts)
+        self.topic_admin = TopicAdmin(topics, store, self.offsets, changed)
         self.reads = ReadService(
             config, store, topics, groups, self.offsets, self.clients, self.filters, self.consumption,
             self.hold, self,
@@ -202,7 +204,7 @@ class Broker:
             ClientProcessor(topics, groups, self.clients, self.filters, self.locks, topics_changed=changed,
                             members_changed=self.notify_consumer_ids_changed),
             AdminProcessor(config.broker_cluster_name, topics, groups, self.offsets, store, self.consumption,
-                           topics_changed=changed, runtime_info=self.runtime_info,
+                           self.topic_admin, runtime_info=self.runtime_info,
                            mixed_message_type=config.enable_mixed_message_type),
             ConsumerAdminProcessor(config.broker_name, topics, self.offsets, store, self.clients),
             ClientCallProcessor(self.clients, store),

@@ -86,6 +86,7 @@ def progress(ctx: click.Context, group: str, topic: str) -> None:
 
 from ferrymq.cli.admin_dlq import dlq  # noqa: E402 - after the group they join
 from ferrymq.cli.admin_groups import (  # noqa: E402
+    amqp_queue,
     consumers,
     message,
     pause,
@@ -110,3 +111,4 @@ admin.add_command(pause)
 admin.add_command(resume)
 admin.add_command(rate_limit)
 admin.add_command(consumers)
+admin.add_command(amqp_queue)

@@ -174,3 +174,14 @@ def consumers(ctx: click.Context, group: str) -> None:
         )
 
     with_admin(ctx, action)
+
+
+@click.command("amqp-queue")
+@click.argument("queue")
+@click.option("--vhost", default="/", show_default=True)
+def amqp_queue(queue: str, vhost: str) -> None:
+    """The RocketMQ topic and consumer group behind an AMQP queue: what pause, resume, rate-limit,
+    consumer-progress and the other commands take."""
+    from ferrymq.meta.naming import queue_group, queue_topic
+
+    click.echo(f"topic {queue_topic(vhost, queue)}\ngroup {queue_group(vhost, queue)}")

@@ -1,6 +1,7 @@
 """`ferrymq dev`: a whole local cluster in one process, on loopback, with an embedded data directory.
 
-Today: a NameServer and a Broker (more roles join as they arrive). Ctrl-C stops everything cleanly:
+A NameServer, a Broker, and in the broker's process the gRPC proxy and the AMQP gateway (its
+metadata in SQLite under the data directory). Ctrl-C stops everything cleanly:
 the broker unregisters, flushes and writes its checkpoint.
 """
 
@@ -12,14 +13,16 @@ from typing import TYPE_CHECKING
 
 import click
 
+from ferrymq.cli.gatewaying import limit_options, open_metadata, start_gateway
 from ferrymq.cli.metrics import metrics_option, start_metrics, stop_metrics
-from ferrymq.cli.proxying import start_local_proxy
+from ferrymq.cli.proxying import local_message_service, start_local_proxy
 from ferrymq.cli.serving import serve
 from ferrymq.metrics.registry import Registry
 from ferrymq.metrics.roles import add_broker, add_namesrv, add_proxy
 from ferrymq.store import StoreConfig, StoreError
 
 if TYPE_CHECKING:
+    from ferrymq.amqp.server import AMQPServer
     from ferrymq.metrics.http import MetricsServer
     from ferrymq.proxy.server import ProxyServer
 
@@ -48,11 +51,27 @@ def default_data_dir() -> Path:
     show_default=True,
     help="gRPC proxy port on 127.0.0.1, for RocketMQ 5 clients (0: any, -1: no proxy).",
 )
+@click.option(
+    "--amqp-port",
+    default=5673,
+    show_default=True,
+    help="AMQP 0-9-1 gateway port on 127.0.0.1, for RabbitMQ clients (0: any, -1: no gateway; 5673 "
+    "because RabbitMQ's 5672 is often taken).",
+)
+@limit_options
 @metrics_option("broker")
 def dev(
-    data_dir: Path, namesrv_port: int, broker_port: int, proxy_port: int, metrics_port: int | None
+    data_dir: Path,
+    namesrv_port: int,
+    broker_port: int,
+    proxy_port: int,
+    amqp_port: int,
+    max_message_size: int,
+    consumer_timeout: int,
+    metrics_port: int | None,
 ) -> None:
     """Start a local development cluster on DATA_DIR; stop it cleanly with Ctrl-C."""
+    from ferrymq.amqp.gateway import GatewayLimits
     from ferrymq.broker.config import BrokerConfig
     from ferrymq.broker.server import Broker
     from ferrymq.namesrv.config import NamesrvConfig
@@ -62,11 +81,13 @@ def dev(
     store = StoreConfig(store_path_root_dir=data_dir / "store", mapped_file_size_commit_log=256 << 20)
     broker = Broker(BrokerConfig(listen_host="127.0.0.1", listen_port=broker_port, store=store))
     proxy: ProxyServer | None = None
+    gateway: AMQPServer | None = None
+    metadata, close_metadata = open_metadata(None, data_dir / "meta")
     registry = Registry()
     metrics: MetricsServer | None = None
 
     async def start() -> str:
-        nonlocal proxy, metrics
+        nonlocal proxy, gateway, metrics
         await namesrv.start()
         namesrv_addr = f"127.0.0.1:{namesrv.port}"
         broker.config.namesrv_addr = namesrv_addr
@@ -78,19 +99,32 @@ def dev(
         lines = []
         add_namesrv(registry, namesrv)
         add_broker(registry, broker)
-        try:
-            if proxy_port >= 0:
+        if proxy_port >= 0:
+            try:
                 proxy, port = await start_local_proxy(broker, "127.0.0.1", proxy_port)
-                add_proxy(registry, proxy, broker.config.broker_cluster_name)
-                lines.append(f"  Proxy       127.0.0.1:{port} (gRPC, RocketMQ 5 clients)")
+            except BaseException:
+                await stop()
+                raise
+            add_proxy(registry, proxy, broker.config.broker_cluster_name)
+            lines.append(f"  Proxy       127.0.0.1:{port} (gRPC, RocketMQ 5 clients)")
+        if amqp_port >= 0:
+            try:
+                limits = GatewayLimits(max_message_size, consumer_timeout)
+                gateway, port = await start_gateway(
+                    local_message_service(broker), metadata, "127.0.0.1", amqp_port, limits=limits
+                )
+            except BaseException:
+                await stop()
+                raise
+            lines.append(f"  AMQP        127.0.0.1:{port} (RabbitMQ clients, guest/guest, vhost /)")
+        try:
             metrics, _ = await start_metrics(registry, "127.0.0.1", metrics_port, "broker")
         except BaseException:
             await stop()
             raise
         if metrics is not None:
-            lines.append(
-                f"  Metrics     http://127.0.0.1:{metrics.port}/metrics (and /health/live, /health/ready)"
-            )
+            url = f"http://127.0.0.1:{metrics.port}"
+            lines.append(f"  Metrics     {url}/metrics, {url}/health/live, {url}/health/ready")
         return "\n".join(
             [
                 "ferrymq dev is running.",
@@ -108,6 +142,9 @@ def dev(
 
     async def stop() -> None:
         registry.stopping = True
+        if gateway is not None:
+            await gateway.close()
+        await close_metadata()
         if proxy is not None:
             await proxy.close()
         await broker.stop()

@@ -1,4 +1,4 @@
-"""A gRPC proxy inside a broker's own process (RocketMQ 5's local mode), for `ferrymq dev` and
+"""Fronts inside a broker's own process: a gRPC proxy (RocketMQ 5's local mode), for `ferrymq dev` and
 `ferrymq broker --proxy-port`: it reaches the broker's services directly, with no remoting hop."""
 
 from __future__ import annotations
@@ -7,18 +7,24 @@ from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
     from ferrymq.broker.server import Broker
+    from ferrymq.messaging.local import LocalMessageService
     from ferrymq.proxy.server import ProxyServer
+
+
+def local_message_service(broker: Broker) -> LocalMessageService:
+    """The messaging core of a started broker, for a front in its process (proxy, AMQP gateway)."""
+    from ferrymq.messaging.local import LocalMessageService
+
+    return LocalMessageService(
+        broker.puts, broker.reads, broker.pops, broker.topics, broker.config.broker_name,
+        broker.transactions, broker.recalls, broker.clients, broker.topic_admin,
+    )  # fmt: skip
 
 
 async def start_local_proxy(broker: Broker, host: str, port: int) -> tuple[ProxyServer, int]:
     """Serve RocketMQ 5 clients on host:port (0: any free port) over a started broker; the proxy
     and the port it bound."""
-    from ferrymq.messaging.local import LocalMessageService
     from ferrymq.proxy.server import ProxyServer
 
-    local = LocalMessageService(
-        broker.puts, broker.reads, broker.pops, broker.topics, broker.config.broker_name,
-        broker.transactions, broker.recalls, broker.clients,
-    )  # fmt: skip
-    proxy = ProxyServer(local, host, port)
+    proxy = ProxyServer(local_message_service(broker), host, port)
     return proxy, await proxy.start()

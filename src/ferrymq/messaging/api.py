@@ -186,6 +186,15 @@ class MessageService(Protocol):
         has none. The remote service may answer from a copy up to TOPIC_CONFIG_TTL_S old."""
         ...
 
+    async def create_topic(self, topic: str, queue_nums: int = 1) -> None:
+        """Create `topic` (or update its queue counts) on every master, and return once sends and
+        pops can find it (a queue a front declares: the AMQP gateway's queues)."""
+        ...
+
+    async def delete_topic(self, topic: str) -> None:
+        """Delete `topic`, its messages and its groups' offsets everywhere (an absent one is no error)."""
+        ...
+
     # --- pop-style consumption (RocketMQ 5's popMessage / ackMessage / changeInvisibleTime) -------
 
     async def pop(

@@ -10,6 +10,7 @@ from ferrymq.broker.pop import PopError, PopService
 from ferrymq.broker.schedule.recall import RecallError, RecallService
 from ferrymq.broker.services.put import PutService
 from ferrymq.broker.services.read import ReadService
+from ferrymq.broker.services.topic_admin import TopicAdmin
 from ferrymq.broker.topics import TopicConfigManager
 from ferrymq.broker.transactions import EndError, TransactionService
 from ferrymq.messaging.api import (
@@ -64,6 +65,7 @@ class LocalMessageService:
         broker_name: str, transactions: TransactionService | None = None,
         recalls: RecallService | None = None,
         clients: ClientRegistry | None = None,
+        topic_admin: TopicAdmin | None = None,
     ) -> None:  # fmt: skip
         self.clients = clients if clients is not None else ClientRegistry()
         self.calls: ClientCalls | None = None
@@ -74,6 +76,7 @@ class LocalMessageService:
         self.reads = reads
         self.pops = pops
         self.topics = topics
+        self.topic_admin = topic_admin
         self.broker_name = broker_name
 
     @property
@@ -196,6 +199,16 @@ class LocalMessageService:
 
     async def topic_config(self, topic: str) -> TopicConfig | None:
         return self.topics.get(topic)
+
+    async def create_topic(self, topic: str, queue_nums: int = 1) -> None:
+        if self.topic_admin is None:
+            raise MessagingError("this message service creates no topic", ResponseCode.SYSTEM_ERROR)
+        self.topic_admin.create(TopicConfig(topic, queue_nums, queue_nums))
+
+    async def delete_topic(self, topic: str) -> None:
+        if self.topic_admin is None:
+            raise MessagingError("this message service deletes no topic", ResponseCode.SYSTEM_ERROR)
+        self.topic_admin.delete(topic)
 
     async def pop(
         self,

@@ -14,6 +14,7 @@ import random
 import time
 
 from ferrymq.client import pop_calls
+from ferrymq.client.admin import Admin
 from ferrymq.client.instance import ClientError, ClientInstance, TopicRoute
 from ferrymq.client.pull import master_addr, pull_addr, query_offset, queue_offset
 from ferrymq.messaging.api import (
@@ -59,6 +60,7 @@ from ferrymq.protocol.sys_flag import TRANSACTION_COMMIT_TYPE, TRANSACTION_ROLLB
 
 AUTO_CREATE_TOPIC, AUTO_CREATE_QUEUE_NUMS = "TBW102", 4
 TOPIC_CONFIG_TTL_S = 20.0  # RocketMQ proxy's topicConfigCacheExpiredSeconds
+TOPIC_VISIBLE_TIMEOUT_S = 5.0  # a topic just created is in the NameServers' routes by then
 ROUTE_TTL_S = 20.0  # RocketMQ proxy's topicRouteCacheExpiredSeconds; dropped at once when a send fails
 DEAD_LETTER_HOLD_MS = 60_000  # a message being moved to the DLQ stays invisible this long at most
 FLAG_COMMIT_OFFSET, FLAG_SUSPEND, FLAG_SUBSCRIPTION = 0x1, 0x2, 0x4
@@ -346,6 +348,30 @@ class RemoteMessageService:
         config = decode_body(TopicConfig, response.body)
         self._topic_configs[topic] = (time.monotonic() + TOPIC_CONFIG_TTL_S, config)
         return config
+
+    async def create_topic(self, topic: str, queue_nums: int = 1) -> None:
+        admin = Admin(self.instance.namesrvs[0], instance=self.instance)
+        try:
+            await admin.create_topic(topic, queue_nums)
+            async with asyncio.timeout(TOPIC_VISIBLE_TIMEOUT_S):
+                while await self.instance.existing_route(topic) is None:
+                    await asyncio.sleep(0.05)  # the brokers register the change at once
+        except ClientError as e:
+            raise MessagingError(str(e)) from e
+        except TimeoutError:
+            raise MessagingError(
+                f"topic {topic} created but not routable after {TOPIC_VISIBLE_TIMEOUT_S:g} s"
+            ) from None
+        self._routes.pop(topic, None)
+        self._topic_configs.pop(topic, None)
+
+    async def delete_topic(self, topic: str) -> None:
+        try:
+            await Admin(self.instance.namesrvs[0], instance=self.instance).delete_topic(topic)
+        except (ClientError, RemotingError) as e:
+            raise MessagingError(str(e)) from e
+        self._routes.pop(topic, None)
+        self._topic_configs.pop(topic, None)
 
     # --- pop-style consumption: POP_MESSAGE to a master, settled at the master the handle names --
 

@@ -61,8 +61,7 @@ def absent_vhost() -> dict:
 
 
 def passive_declare() -> dict:
-    """A method the gateway does not implement yet (RabbitMQ: the queue is absent): a channel error,
-    and the connection lives on."""
+    """A passive declare of an absent queue: a channel error, and the connection lives on."""
     connection = pika.BlockingConnection(params())
     channel = connection.channel()
     result: dict = {}

@@ -190,6 +190,12 @@ class ReviveService:
                     self._wake([(topic, queue_id)])
         self._woken = woken
 
+    async def revive_now(self, ck: OpenCheckpoint) -> None:
+        """Bring back a checkpoint due at once (a message handed back with invisible time 0), unless
+        this broker is a replica, whose revives the master does."""
+        if not self.store.replica:
+            await self._revive(ck)
+
     async def _revive(self, ck: OpenCheckpoint) -> None:
         record = ck.record
         bits = self.table.settle(record.key, ck.pending)

@@ -33,7 +33,6 @@ from ferrymq.broker.groups import SubscriptionGroupManager
 from ferrymq.broker.long_polling import PullHoldService
 from ferrymq.broker.offsets import ConsumerOffsetManager
 from ferrymq.broker.pop.records import CheckpointRecord, revive_topic, settled
-from ferrymq.broker.pop.retry_policy import next_delay_ms
 from ferrymq.broker.pop.revive import (
     ReviveService,
     now_ms,
@@ -64,6 +63,7 @@ from ferrymq.protocol.pop import (
     start_offset_info,
     topic_type,
 )
+from ferrymq.protocol.retry_policy import next_delay_ms
 from ferrymq.store import GetStatus, MessageStore, PutResult, PutStatus
 
 log = logging.getLogger(__name__)
@@ -247,6 +247,8 @@ class PopService:
             if result.count or not wanted or remaining <= 0 or self._closing:
                 break
             await self._wait(group, self._watched(group, topic, queues, fifo), remaining, fifo)
+            if control.gate(group):  # paused or limited while this pop waited
+                wanted = await control.admit(group, client, max_messages, max(deadline - time.monotonic(), 0))
         if result.count:
             control.took(group, result.count)
             for put in result._puts:  # SYNC_FLUSH: the checkpoints are on disk before the messages go
@@ -598,13 +600,16 @@ class PopService:
         put = self.log.append(ck.revive_queue, new)
         if put.status is not PutStatus.PUT_OK:
             raise PopError(ResponseCode.SYSTEM_ERROR, f"new checkpoint not stored: {put.status.name}")
-        self.table.add(OpenCheckpoint(new, ck.revive_queue, put.queue_offset))
+        opened = OpenCheckpoint(new, ck.revive_queue, put.queue_offset)
+        self.table.add(opened)
         ack = self._settle(ck, 1 << index)
         for p in (put, ack):
             if await p.durable() is not PutStatus.PUT_OK:
                 raise PopError(
                     ResponseCode.FLUSH_DISK_TIMEOUT, "invisible time changed, but not flushed in time"
                 )
+        if invisible_ms == 0 and not old.order:  # visible again now, not at the revive's next tick
+            await self.revive.revive_now(opened)
         return ReceiptHandle(
             offset,
             pop_time,

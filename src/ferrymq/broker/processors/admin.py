@@ -8,6 +8,7 @@ from ferrymq.broker.consumption import ConsumptionControl
 from ferrymq.broker.groups import SubscriptionGroupManager
 from ferrymq.broker.offsets import ConsumerOffsetManager
 from ferrymq.broker.processors.common import error, ok
+from ferrymq.broker.services.topic_admin import TopicAdmin
 from ferrymq.broker.topics import TopicConfigManager
 from ferrymq.net.connection import Connection
 from ferrymq.protocol.bodies import KVTable, SubscriptionGroupConfig, TopicConfig, decode_body, encode_body
@@ -29,11 +30,11 @@ from ferrymq.store import MessageStore
 class AdminProcessor:
     def __init__(
         self, cluster_name: str, topics: TopicConfigManager, groups: SubscriptionGroupManager,
-        offsets: ConsumerOffsetManager, store: MessageStore, consumption: ConsumptionControl, *,
-        topics_changed: Callable[[], None], runtime_info: Callable[[], dict[str, str]],
+        offsets: ConsumerOffsetManager, store: MessageStore, consumption: ConsumptionControl,
+        topic_admin: TopicAdmin, *, runtime_info: Callable[[], dict[str, str]],
         mixed_message_type: bool = False,
     ) -> None:  # fmt: skip
-        """`topics_changed`: tell the NameServers soon; `runtime_info`: the broker's figures;
+        """`runtime_info`: the broker's figures;
         `mixed_message_type`: whether a topic may take every message type (RocketMQ's
         enableMixedMessageType)."""
         self.cluster_name = cluster_name
@@ -42,7 +43,7 @@ class AdminProcessor:
         self.offsets = offsets
         self.store = store
         self.consumption = consumption
-        self._topics_changed = topics_changed
+        self.topic_admin = topic_admin
         self._runtime_info = runtime_info
         self.mixed_message_type = mixed_message_type
 
@@ -74,21 +75,17 @@ class AdminProcessor:
             return error(request, ResponseCode.INVALID_PARAMETER, str(e))
         if topic_message_type(attributes) == MIXED and not self.mixed_message_type:
             return error(request, ResponseCode.INVALID_PARAMETER, "MIXED message type is not supported")
-        self.topics.put(
+        self.topic_admin.create(
             TopicConfig(
                 h.topic, h.read_queue_nums, h.write_queue_nums, h.perm, h.topic_filter_type,
                 h.topic_sys_flag or 0, h.order, attributes,
             )
         )  # fmt: skip
-        self._topics_changed()
         return ok(request)
 
     async def delete_topic(self, conn: Connection, request: RemotingCommand) -> RemotingCommand:
         h = TopicRequestHeader.from_ext_fields(request.ext_fields)
-        self.topics.delete(h.topic)
-        self.store.delete_topic(h.topic)
-        self.offsets.remove_topic(h.topic)
-        self._topics_changed()
+        self.topic_admin.delete(h.topic)
         return ok(request)
 
     async def topic_config(self, conn: Connection, request: RemotingCommand) -> RemotingCommand:

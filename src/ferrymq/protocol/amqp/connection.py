@@ -191,6 +191,10 @@ class ServerConnection:
         self._fail(ConnectionException(ReplyCode.NOT_ALLOWED, reason, 10, 40), now)
         return self._take_events()
 
+    def accept_secret(self, now: float) -> None:
+        """The secret of SecretUpdated is good (a refused one closes the connection)."""
+        self.send_method(0, commands.Connection.UpdateSecretOk(), now)
+
     def send_method(self, channel: int, method: base.Frame, now: float) -> None:
         self._send(encode_method(channel, method), now)
 
@@ -377,6 +381,10 @@ class ServerConnection:
         if isinstance(method, commands.Connection.Close):
             self.send_method(0, commands.Connection.CloseOk(), now)
             self._terminate(method.reply_code or 0, method.reply_text or "", by_peer=True)
+        elif isinstance(method, commands.Connection.UpdateSecret):
+            secret = method.new_secret
+            text = secret.decode(errors="replace") if isinstance(secret, bytes) else str(secret)
+            self._events.append(ev.SecretUpdated(text, method.reason or ""))
         elif ids_of(method)[0] != _CONNECTION_CLASS:
             raise ConnectionException(
                 ReplyCode.CHANNEL_ERROR, "unexpected method in connection state running", *ids_of(method)

@@ -27,6 +27,14 @@ class VhostRequested:
 
 
 @dataclass(frozen=True, slots=True)
+class SecretUpdated:
+    """connection.update-secret arrived: check the new secret, then call accept_secret or close."""
+
+    secret: str
+    reason: str
+
+
+@dataclass(frozen=True, slots=True)
 class ChannelOpened:
     channel: int
 
@@ -72,6 +80,7 @@ class ConnectionClosed:
 Event = (
     LoginRequested
     | VhostRequested
+    | SecretUpdated
     | ChannelOpened
     | ChannelClosed
     | MethodReceived

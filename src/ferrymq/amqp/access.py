@@ -1,0 +1,31 @@
+"""What one connection's user may do in its vhost: RabbitMQ's configure / write / read permission
+regexes, checked per resource (and remembered, since publishes ask for every message), refused with
+RabbitMQ's 403 text."""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from ferrymq.meta.access import permits
+from ferrymq.meta.entities import Permission
+from ferrymq.protocol.amqp.errors import ChannelException, ReplyCode
+
+Operation = Literal["configure", "write", "read"]
+Kind = Literal["exchange", "queue"]
+
+
+class Access:
+    def __init__(self, permission: Permission) -> None:
+        self.permission = permission
+        self._known: dict[tuple[Operation, Kind, str], bool] = {}
+
+    def check(self, operation: Operation, kind: Kind, name: str, class_id: int, method_id: int) -> None:
+        """ChannelException 403 unless the user may `operation` the resource."""
+        key = (operation, kind, name)
+        allowed = self._known.get(key)
+        if allowed is None:
+            allowed = self._known[key] = permits(getattr(self.permission, operation), name or "amq.default")
+        if not allowed:
+            p, shown = self.permission, name or "amq.default"
+            reason = f"access to {kind} '{shown}' in vhost '{p.vhost}' refused for user '{p.user}'"
+            raise ChannelException(ReplyCode.ACCESS_REFUSED, reason, class_id, method_id)

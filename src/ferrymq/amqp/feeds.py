@@ -1,0 +1,261 @@
+"""Pushing queues to their consumers. One `QueueFeed` per queue with consumers on this gateway pops
+the queue's topic for the queue's consumer group (RocketMQ 5 pop: every gateway serving the queue
+shares that group, so a message goes to one consumer of one gateway), as many messages as the
+consumers have credit for (their prefetch), and hands them out in turn. A feed delivers at most one
+pop's worth before the other feeds get the event loop, so a hot queue never holds up a cold one."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections import deque
+from typing import TYPE_CHECKING, Protocol
+
+from ferrymq.amqp.queue_settings import topic_queues
+from ferrymq.messaging.api import MessageQueue, MessagingError
+from ferrymq.meta.entities import Queue
+from ferrymq.protocol.codes import ResponseCode
+from ferrymq.protocol.message_ext import MessageExt, decode_records
+from ferrymq.protocol.pop import INIT_MODE_MIN, POP_CK
+
+if TYPE_CHECKING:
+    from collections.abc import Iterable
+
+    from ferrymq.amqp.gateway import Gateway
+
+log = logging.getLogger(__name__)
+POP_BATCH = 32  # the most one pop brings (RocketMQ's limit)
+POLL_MS = 5_000  # long poll of an empty queue
+UNLIMITED = 1 << 30
+RETRY_AFTER_S = 1.0  # after a pop the broker refused
+
+
+class Receiver(Protocol):
+    """What a feed needs of a consumer's channel."""
+
+    def credit(self) -> int:
+        """How many more unacknowledged messages the channel takes (its global prefetch)."""
+        ...
+
+    def deliver(self, consumer: Consumer, message: MessageExt, handle: str) -> None: ...
+
+
+class Consumer:
+    __slots__ = ("channel", "exclusive", "feed", "in_flight", "no_ack", "prefetch", "tag")
+
+    def __init__(
+        self, channel: Receiver, tag: str, feed: QueueFeed, no_ack: bool, exclusive: bool, prefetch: int
+    ) -> None:
+        self.channel = channel
+        self.tag = tag
+        self.feed = feed
+        self.no_ack = no_ack
+        self.exclusive = exclusive
+        self.prefetch = prefetch  # 0: no limit
+        self.in_flight = 0
+
+    def credit(self) -> int:
+        if self.no_ack:
+            return self.channel.credit()
+        own = self.prefetch - self.in_flight if self.prefetch else UNLIMITED
+        return min(own, self.channel.credit())
+
+    def settled(self, count: int = 1) -> None:
+        """`count` of its deliveries were acknowledged or returned: it may take more."""
+        self.in_flight -= count
+        self.feed.wake()
+
+
+class QueueFeed:
+    def __init__(self, registry: FeedRegistry, queue: Queue) -> None:
+        self.registry = registry
+        self.queue = queue
+        self.consumers: list[Consumer] = []
+        self._turn = 0
+        self._woken = asyncio.Event()
+        self._held: deque[MessageExt] = deque()  # popped, waiting for credit
+        self._task: asyncio.Task | None = None
+        self._single_active = queue.arguments.get("x-single-active-consumer") is True
+
+    def add(self, consumer: Consumer) -> None:
+        self.consumers.append(consumer)
+        if self._task is None or self._task.done():
+            self._task = self.registry.tasks.spawn(self._run(), f"feed {self.queue.vhost}/{self.queue.name}")
+        self.wake()
+
+    def remove(self, consumer: Consumer) -> None:
+        if consumer in self.consumers:
+            self.consumers.remove(consumer)
+        self.wake()
+
+    def wake(self) -> None:
+        self._woken.set()
+
+    async def _run(self) -> None:
+        try:
+            while self.consumers:
+                self._woken.clear()  # a wake from here on ends the next wait at once
+                if self._held:
+                    self._hand_out()
+                    if self._held:
+                        await self._woken.wait()  # for credit
+                    else:
+                        await asyncio.sleep(0)  # the other feeds' turn
+                    continue
+                want = sum(min(c.credit(), POP_BATCH) for c in self.consumers)
+                if want <= 0:
+                    await self._woken.wait()
+                    continue
+                self._held.extend(await self.registry.pop(self.queue, min(want, POP_BATCH), POLL_MS))
+        finally:
+            self.registry.feed_idle(self)
+            held, self._held = list(self._held), deque()
+            await self.registry.requeue(self.queue, [m.properties[POP_CK] for m in held])
+
+    def _hand_out(self) -> None:
+        """Give held messages to the consumers in turn, each within its credit."""
+        consumers, held = self.consumers[:1] if self._single_active else self.consumers, self._held
+        settle_now: list[str] = []
+        misses = 0
+        while held and consumers and misses < len(consumers):
+            self._turn = (self._turn + 1) % len(consumers)
+            consumer = consumers[self._turn]
+            if consumer.credit() <= 0:
+                misses += 1
+                continue
+            misses = 0
+            message = held.popleft()
+            handle = message.properties[POP_CK]
+            if consumer.no_ack:
+                settle_now.append(handle)
+            consumer.channel.deliver(consumer, message, handle)
+        if settle_now:
+            self.registry.settle(self.queue, settle_now)
+
+
+class FeedRegistry:
+    """The feeds of this gateway by (vhost, queue), and the broker calls that settle deliveries."""
+
+    def __init__(self, gateway: Gateway) -> None:
+        self.service = gateway.service
+        self.tasks = gateway.tasks
+        self.invisible_ms = gateway.limits.consumer_timeout_ms
+        self.screen = gateway.screen  # takes out popped messages not to deliver (expired ...)
+        self.broker_queue = gateway.broker_queue
+        self.ensure_topic = gateway.ensure_topic
+        self._to_settle: dict[str, tuple[Queue, list[str]]] = {}  # by topic: handles to acknowledge
+        self._settle_scheduled = False
+        self._feeds: dict[str, QueueFeed] = {}  # by consumer group: a queue's, or a broadcast consumer's
+
+    async def pop(self, queue: Queue, count: int, poll_ms: int) -> list[MessageExt]:
+        """Up to `count` messages of `queue` to deliver, the highest priority level first (waiting up to
+        `poll_ms` for one when there is none); expired ones and the like are screened out."""
+        await self.ensure_topic(queue, known=True)
+        levels = topic_queues(queue)
+        if levels > 1:
+            for level in range(levels - 1, -1, -1):
+                found = await self.pop_place(queue, count, await self.broker_queue(queue.topic, level))
+                if found:
+                    return found
+        found = await self._pop(queue, count, None, poll_ms)
+        return await self.screen(queue, found) if found else found
+
+    async def pop_place(self, queue: Queue, count: int, place: MessageQueue) -> list[MessageExt]:
+        """Up to `count` messages of one broker queue of `queue`, screened, without waiting."""
+        found = await self._pop(queue, count, place, 0)
+        return await self.screen(queue, found) if found else found
+
+    async def _pop(
+        self, queue: Queue, count: int, place: MessageQueue | None, poll_ms: int
+    ) -> list[MessageExt]:
+        try:
+            outcome = await self.service.pop(
+                queue.group, queue.topic, count, self.invisible_ms, queue=place, poll_ms=poll_ms,
+                init_mode=INIT_MODE_MIN,
+            )  # fmt: skip
+        except MessagingError as e:
+            log.warning("popping %s: %s", queue.topic, e)
+            await asyncio.sleep(RETRY_AFTER_S)
+            return []
+        if outcome.code == ResponseCode.SUCCESS:
+            return decode_records(outcome.body)
+        if outcome.code != ResponseCode.POLLING_TIMEOUT:
+            log.warning("popping %s: %s (%s)", queue.topic, outcome.remark, outcome.code)
+            await asyncio.sleep(RETRY_AFTER_S)
+        return []
+
+    def feed(self, queue: Queue) -> QueueFeed:
+        feed = self._feeds.get(queue.group)
+        if feed is None or feed.queue.topic != queue.topic:
+            feed = self._feeds[queue.group] = QueueFeed(self, queue)
+        return feed
+
+    def consumer_count(self, queue: Queue) -> int:
+        """The queue's consumers on this gateway (broadcast consumers, each in a group of its own,
+        are not among them)."""
+        feed = self._feeds.get(queue.group)
+        return 0 if feed is None else len(feed.consumers)
+
+    def consumers_of(self, queue: Queue) -> Iterable[Consumer]:
+        """Every consumer of the queue on this gateway, broadcast ones included."""
+        return [
+            c for f in self._feeds.values() if (f.queue.vhost, f.queue.name) == (queue.vhost, queue.name)
+            for c in f.consumers
+        ]  # fmt: skip
+
+    def feed_idle(self, feed: QueueFeed) -> None:
+        if self._feeds.get(feed.queue.group) is feed and not feed.consumers:
+            del self._feeds[feed.queue.group]
+
+    def queue_gone(self, queue: Queue) -> None:
+        """A queue was deleted (through any gateway): its consumers here are cancelled."""
+        for consumer in self.consumers_of(queue):
+            cancel = getattr(consumer.channel, "cancelled_by_broker", None)
+            if cancel is not None:
+                cancel(consumer)
+
+    def settle(self, queue: Queue, handles: list[str]) -> None:
+        """Acknowledge deliveries at the broker, in the background (the client has its answer): what
+        every channel settles in one turn of the event loop goes as one batch ack per queue."""
+        pending = self._to_settle.get(queue.topic)
+        if pending is None:
+            self._to_settle[queue.topic] = (queue, list(handles))
+        else:
+            pending[1].extend(handles)
+        if not self._settle_scheduled:
+            self._settle_scheduled = True
+            asyncio.get_running_loop().call_soon(self._settle_pending)
+
+    def _settle_pending(self) -> None:
+        self._settle_scheduled = False
+        pending, self._to_settle = self._to_settle, {}
+        for queue, handles in pending.values():
+            self.tasks.spawn(self._ack(queue, handles), "settle deliveries")
+
+    async def _ack(self, queue: Queue, handles: list[str]) -> None:
+        try:
+            errors = await self.service.ack_batch(queue.group, queue.topic, handles)
+        except MessagingError as e:
+            log.warning("acknowledging %d messages of %s: %s", len(handles), queue.topic, e)
+            return
+        failed = [e for e in errors if e is not None]
+        if failed:
+            log.info(
+                "%d of %d acknowledgements of %s were stale: %s",
+                len(failed),
+                len(handles),
+                queue.topic,
+                failed[0],
+            )
+
+    async def requeue(self, queue: Queue, handles: list[str]) -> None:
+        """Make deliveries visible again at once (they come back marked redelivered)."""
+        if not handles:
+            return
+        results = await asyncio.gather(
+            *(self.service.change_invisible_time(queue.group, queue.topic, h, 0) for h in handles),
+            return_exceptions=True,
+        )
+        failed = [r for r in results if isinstance(r, BaseException)]
+        if failed:
+            log.info("%d of %d requeues of %s failed: %s", len(failed), len(handles), queue.topic, failed[0])

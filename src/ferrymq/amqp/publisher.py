@@ -1,0 +1,232 @@
+"""Storing a channel's publishes: route each through its vhost's topology, put it into the topic of
+every queue it reaches (the messages of one read go as one batch per topic), return the unroutable
+mandatory ones (basic.return before their confirm, as RabbitMQ) and confirm in order. Batches of one
+channel are stored one after the other, so a queue sees a channel's messages in publish order."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Protocol
+
+from pamqp import commands
+
+from ferrymq.amqp.access import Access
+from ferrymq.amqp.direct_reply import REPLY_PREFIX, REPLY_TO, DirectReplies
+from ferrymq.amqp.queue_settings import placed
+from ferrymq.amqp.topology import Topology
+from ferrymq.messaging.api import MessagingError, SendOutcome
+from ferrymq.meta.entities import Queue
+from ferrymq.protocol.amqp import fast
+from ferrymq.protocol.amqp.basic_properties import decode_basic_properties
+from ferrymq.protocol.amqp.errors import AMQPError, ChannelException, ConnectionException, ReplyCode
+from ferrymq.protocol.amqp.events import ContentReceived
+from ferrymq.protocol.amqp.mapping import to_rocketmq
+from ferrymq.protocol.amqp.methods import encode_method
+from ferrymq.protocol.batch import encode_batch
+
+if TYPE_CHECKING:
+    from ferrymq.amqp.gateway import Gateway
+
+_PUBLISH = (fast.BASIC, fast.PUBLISH)
+
+
+Entry = tuple[int, ContentReceived, str]  # index in its batch, the publish, its RocketMQ properties
+
+
+class PublishOutput(Protocol):
+    """What the publisher sends back on its channel, and how it fails the channel."""
+
+    number: int
+    reply_token: str | None  # of the channel's direct reply-to consumer
+
+    @property
+    def access(self) -> Access: ...
+
+    @property
+    def frame_max(self) -> int: ...
+
+    def send(self, data: bytes) -> None: ...
+
+    def fail(self, error: AMQPError) -> None: ...
+
+
+class Publisher:
+    def __init__(self, gateway: Gateway, vhost: str, out: PublishOutput) -> None:
+        self.gateway = gateway
+        self.vhost = vhost
+        self.out = out
+        self._batch: list[ContentReceived] = []
+        self._last: asyncio.Future | None = None
+
+    def add(self, event: ContentReceived) -> None:
+        self._batch.append(event)
+
+    def flush(self) -> None:
+        """Start storing what came since the last flush, after what is being stored already."""
+        if self._batch:
+            batch, self._batch = self._batch, []
+            self._last = self.gateway.tasks.spawn(self._after(self._last, batch), "store publishes")
+
+    async def settled(self) -> None:
+        """Wait until every publish added so far is stored (or refused)."""
+        self.flush()
+        if self._last is not None:
+            await asyncio.shield(self._last)
+
+    async def store(self, batch: Sequence[ContentReceived]) -> None:
+        """Store `batch` now (a transaction's commit) and confirm it."""
+        await self._after(self._last, batch)
+
+    async def _after(self, previous: asyncio.Future | None, batch: Sequence[ContentReceived]) -> None:
+        if previous is not None:
+            await asyncio.gather(previous, return_exceptions=True)
+        await self._store(batch)
+
+    async def _store(self, batch: Sequence[ContentReceived]) -> None:
+        """Route and store the publishes up to the first that fails the channel (or connection), confirm
+        those, then fail."""
+        topology = await self.gateway.catalog.get(self.vhost)
+        now_ms = int(time.time() * 1000)
+        by_place: dict[tuple[str, int], tuple[Queue, list[Entry]]] = {}  # (topic, queue id): entries
+        frames: list[bytes] = []
+        replies: list[tuple[ContentReceived, bytes]] = []
+        error: AMQPError | None = None
+        for index, event in enumerate(batch):
+            try:
+                routes = self._routes(topology, event, frames, replies, now_ms)
+            except AMQPError as e:
+                error, batch = e, batch[:index]
+                break
+            for queue, queue_id, properties in routes:
+                by_place.setdefault((queue.topic, queue_id), (queue, []))[1].append(
+                    (index, event, properties)
+                )
+        for event, wire in replies:
+            delivered = await self.gateway.replies.reply(event.publish.routing_key, wire, event.body)
+            if not delivered and event.publish.mandatory:
+                frames.append(self._returned(event))
+        if frames:  # returns go before any confirm
+            self.out.send(b"".join(frames))
+        for queue, _ in by_place.values():
+            await self.gateway.ensure_topic(queue, known=True)
+        stored = [True] * len(batch)
+        limited = {
+            place: v for place, v in by_place.items() if self.gateway.settings.of(topology, v[0]).limited
+        }
+        for place, (queue, entries) in limited.items():
+            by_place[place] = (queue, await self.gateway.queue_limits.admit(topology, queue, entries, stored))
+        results = await asyncio.gather(
+            *(self._put(place, queue, entries, topology) for place, (queue, entries) in by_place.items())
+        )
+        for (_, entries), ok in zip(by_place.values(), results, strict=True):
+            if not ok:
+                for index, _, _ in entries:
+                    stored[index] = False
+        for queue, _ in limited.values():
+            await self.gateway.queue_limits.trim(topology, queue)
+        for queue, _ in by_place.values():
+            self.gateway.expiry.wake(queue)
+        self.out.send(self._confirms(batch, stored))
+        if error is not None:
+            self.out.fail(error)
+
+    def _routes(
+        self,
+        topology: Topology,
+        event: ContentReceived,
+        frames: list[bytes],
+        replies: list[tuple[ContentReceived, bytes]],
+        now_ms: int,
+    ) -> list[tuple[Queue, int, str]]:
+        """(queue, queue id or -1, RocketMQ properties) for each queue the publish reaches; a direct
+        reply goes to `replies` instead, a mandatory publish no queue takes to `frames` (returned)."""
+        publish, size = event.publish, len(event.body)
+        if size > self.gateway.max_message_size:
+            raise ChannelException(
+                ReplyCode.PRECONDITION_FAILED,
+                f"message size {size} is larger than configured max size {self.gateway.max_message_size}",
+                *_PUBLISH,
+            )
+        if publish.immediate:
+            raise ConnectionException(ReplyCode.NOT_IMPLEMENTED, "immediate=true", *_PUBLISH)
+        self.out.access.check("write", "exchange", publish.exchange, *_PUBLISH)
+        try:
+            decoded = decode_basic_properties(event.properties)
+        except ValueError as e:
+            raise ConnectionException(
+                ReplyCode.FRAME_ERROR, f"cannot decode content header: {e}", *_PUBLISH
+            ) from None
+        wire = event.properties
+        if decoded.reply_to == REPLY_TO:
+            if self.out.reply_token is None:
+                raise ChannelException(
+                    ReplyCode.PRECONDITION_FAILED, "fast reply consumer does not exist", *_PUBLISH
+                )
+            wire = DirectReplies.rewritten(decoded, self.out.reply_token)
+            decoded.reply_to = REPLY_PREFIX + self.out.reply_token
+        if not publish.exchange and publish.routing_key.startswith(REPLY_PREFIX):
+            replies.append((event, wire))
+            return []
+        routed = topology.route(publish.exchange, publish.routing_key, decoded.headers)
+        if routed.error is not None:
+            raise routed.error
+        queues = routed.queues
+        if not queues:
+            if publish.mandatory:
+                frames.append(self._returned(event))
+            return []
+        properties = to_rocketmq(publish.exchange, publish.routing_key, wire, decoded)
+        settings_of = self.gateway.settings.of
+        return [
+            (queue, *placed(settings_of(topology, queue), properties, decoded, now_ms)) for queue in queues
+        ]
+
+    def _returned(self, event: ContentReceived) -> bytes:
+        method = commands.Basic.Return(
+            reply_code=ReplyCode.NO_ROUTE, reply_text="NO_ROUTE",
+            exchange=event.publish.exchange, routing_key=event.publish.routing_key,
+        )  # fmt: skip
+        number = self.out.number
+        return encode_method(number, method) + fast.encode_content(
+            number, event.properties, event.body, self.out.frame_max
+        )
+
+    async def _put(
+        self, place: tuple[str, int], queue: Queue, entries: list[Entry], topology: Topology
+    ) -> bool:
+        if not entries:
+            return True
+        service, (topic, queue_id) = self.gateway.service, place
+        target = None if queue_id < 0 else await self.gateway.broker_queue(topic, queue_id)
+        try:
+            if len(entries) == 1:
+                _, event, properties = entries[0]
+                outcome: SendOutcome = await service.send(topic, event.body, properties, queue=target)
+            else:
+                batch = encode_batch([(e.body, properties.encode(), 0) for _, e, properties in entries])
+                outcome = await service.send_batch(topic, batch, queue=target)
+        except MessagingError:
+            return False
+        if self.gateway.settings.of(topology, queue).message_trace:
+            events = [e for _, e, _ in entries]
+            self.gateway.tracer.published(
+                queue, outcome, [e.publish.routing_key for e in events], [len(e.body) for e in events]
+            )
+        return outcome.stored
+
+    def _confirms(self, batch: Sequence[ContentReceived], stored: list[bool]) -> bytes:
+        """basic.ack / basic.nack for the confirm-mode publishes of `batch` (one ack with multiple when
+        all of them were stored)."""
+        sequences = [(e.sequence, ok) for e, ok in zip(batch, stored, strict=True) if e.sequence]
+        if not sequences:
+            return b""
+        number = self.out.number
+        if all(ok for _, ok in sequences):
+            last = sequences[-1][0]
+            return fast.encode_ack(number, fast.Ack(last, len(sequences) > 1))
+        return b"".join(
+            fast.encode_ack(number, fast.Ack(seq, False) if ok else fast.Nack(seq, False, False))
+            for seq, ok in sequences
+        )
