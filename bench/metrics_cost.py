@@ -37,12 +37,13 @@ from repeat import parse_args, run_once
 
 @contextmanager
 def dev_cluster(workdir: Path) -> Iterator[tuple[str, int, int]]:
-    """A `ferrymq dev` on free ports: (NameServer address, its pid, its metrics port)."""
+    """A `ferrymq dev` (NameServer and broker, no proxy or gateway) on free ports: (NameServer
+    address, its pid, its metrics port)."""
     namesrv_port, broker_port, metrics_port = free_ports(3)
     proc = subprocess.Popen(
         [sys.executable, "-m", "ferrymq", "dev", "--data-dir", str(workdir / "data"),
          "--namesrv-port", str(namesrv_port), "--broker-port", str(broker_port), "--proxy-port", "-1",
-         "--metrics-port", str(metrics_port)],
+         "--amqp-port", "-1", "--metrics-port", str(metrics_port)],
         stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True,
     )  # fmt: skip
     assert proc.stdout is not None
