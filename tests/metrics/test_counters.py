@@ -1,5 +1,10 @@
-"""The plain-int counters servers keep on the hot path."""
+"""The plain-int counters servers keep on the hot path, and the text format written from them."""
 
+from prometheus_client import generate_latest
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, HistogramMetricFamily
+from prometheus_client.parser import text_string_to_metric_families
+
+from ferrymq.metrics.exposition import render
 from ferrymq.metrics.tally import Tally
 from ferrymq.net.latency import BOUNDS_MS, RequestLatency
 
@@ -23,3 +28,23 @@ def test_tally_adds_messages_and_bytes_by_key():
     tally.add("a", 1, 10)
     tally.add("b", 2, 20)
     assert sorted(tally.items()) == [("a", 33, 4106), ("b", 2, 20)]
+
+
+def test_exposition_holds_what_prometheus_client_writes():
+    class Families:
+        def collect(self):
+            counter = CounterMetricFamily("t_messages_total", 'a counter\\with "odd" help', labels=["topic"])
+            counter.add_metric(['we"ird\\topic\nname'], 3)
+            counter.add_metric(["plain"], 2.5)
+            gauge = GaugeMetricFamily("t_lag", "a gauge", labels=["group", "topic"])
+            gauge.add_metric(["g", "plain"], float("inf"))
+            gauge.add_metric(["g2", "plain"], -7)
+            histogram = HistogramMetricFamily("t_latency", "a histogram", labels=["code"])
+            histogram.add_metric(["310"], [("1", 1), ("5", 3), ("+Inf", 4)], sum_value=9.5)
+            yield from (counter, gauge, histogram)
+
+    def parsed(text: bytes):
+        return [(f.name, f.type, f.documentation, sorted(map(tuple, f.samples), key=repr))
+                for f in text_string_to_metric_families(text.decode())]  # fmt: skip
+
+    assert parsed(render(Families().collect())) == parsed(generate_latest(Families()))  # type: ignore[arg-type]

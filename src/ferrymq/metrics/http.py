@@ -1,9 +1,10 @@
 """MetricsServer: ``/metrics``, ``/health/live`` and ``/health/ready`` over a small HTTP/1.1 server.
 
 It runs on the role's own event loop, so collectors read the server's state between two of its
-callbacks and never see a table half changed. Only GET and HEAD of these paths are served, with
-keep-alive (Prometheus keeps its connection); anything else gets a plain 4xx, a request line or
-header that is too long or too slow closes the connection.
+callbacks and never see a table half changed; the text is then written in a worker thread, so a
+broker with thousands of series does not hold its loop for the whole scrape. Only GET and HEAD of
+these paths are served, with keep-alive (Prometheus keeps its connection); anything else gets a
+plain 4xx, a request line or header that is too long or too slow closes the connection.
 """
 
 from __future__ import annotations
@@ -11,8 +12,7 @@ from __future__ import annotations
 import asyncio
 import logging
 
-from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
-
+from ferrymq.metrics.exposition import CONTENT_TYPE, render
 from ferrymq.metrics.registry import Registry
 
 log = logging.getLogger(__name__)
@@ -58,7 +58,7 @@ class MetricsServer:
             writer.close()
         await server.wait_closed()
 
-    def answer(self, method: str, target: str) -> tuple[int, str, bytes]:
+    async def answer(self, method: str, target: str) -> tuple[int, str, bytes]:
         """(status, content type, body) for one request."""
         path = target.split("?", 1)[0]
         if path not in ("/metrics", "/health/live", "/health/ready"):
@@ -66,7 +66,8 @@ class MetricsServer:
         if method not in ("GET", "HEAD"):
             return 405, _TEXT, b"only GET and HEAD\n"
         if path == "/metrics":
-            return 200, CONTENT_TYPE_LATEST, generate_latest(self.registry)
+            families = list(self.registry.collect())
+            return 200, CONTENT_TYPE, await asyncio.to_thread(render, families)
         if path == "/health/live":
             return 200, _TEXT, b"live\n"  # the event loop answered: the process is not stuck
         reasons = self.registry.not_ready()
@@ -83,7 +84,7 @@ class MetricsServer:
                     if not line:
                         return
                     keep_alive, method, target = await _read_request(line, reader)
-                status, ctype, body = self.answer(method, target)
+                status, ctype, body = await self.answer(method, target)
                 head = (
                     f"HTTP/1.1 {status} {_REASONS[status]}\r\nContent-Type: {ctype}\r\n"
                     f"Content-Length: {len(body)}\r\n"
