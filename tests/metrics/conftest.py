@@ -16,7 +16,7 @@ from tests.ha.conftest import group  # noqa: F401
 
 
 async def http_get(url: str) -> tuple[int, str]:
-    """(status, body) of a GET, 4xx and 5xx included."""
+    """(status, body) of a GET, 4xx and 5xx included; status 0 when nothing answers (yet)."""
 
     def fetch() -> tuple[int, str]:
         try:
@@ -24,6 +24,8 @@ async def http_get(url: str) -> tuple[int, str]:
                 return answer.status, answer.read().decode()
         except urllib.error.HTTPError as error:
             return error.code, error.read().decode()
+        except (urllib.error.URLError, ConnectionError) as error:
+            return 0, str(error)
 
     return await asyncio.to_thread(fetch)
 

@@ -20,7 +20,7 @@ TOPIC = "StopTopic"
 async def start_broker(proc: Proc, since: int) -> str:
     """Start it; the base URL of its metrics server."""
     proc.start()
-    await proc.wait_for_line("listening on", 60, since)
+    await proc.wait_for_line("; metrics on http", 60, since)  # the start-up line, once all is up
     found = re.search(r"metrics on (http://\S+)/metrics", proc.log_text()[since:])
     assert found, proc.log_text()
     return found.group(1)

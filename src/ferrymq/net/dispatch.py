@@ -18,6 +18,7 @@ from ferrymq.protocol.codes import RESPONSE_FLAG, ResponseCode
 from ferrymq.protocol.remoting import RemotingCommand, RemotingProtocolError
 
 log = logging.getLogger(__name__)
+_now = time.perf_counter
 
 Handler = Callable[[Connection, RemotingCommand], Awaitable[RemotingCommand | None]]
 """``async def handler(connection, request)``: the response, or None to send nothing."""
@@ -59,7 +60,7 @@ class RequestDispatcher:
 
     async def handle(self, connection: Connection, request: RemotingCommand) -> None:
         """Run the request's handler and send its answer (none for a oneway request)."""
-        started = time.perf_counter()
+        started = _now()
         handler = self._handlers.get(request.code, self._default)
         response: RemotingCommand | None
         if handler is None:
@@ -80,7 +81,7 @@ class RequestDispatcher:
                 response = request.make_response(ResponseCode.SYSTEM_ERROR, f"{type(exc).__name__}: {exc}")
         if response is None or request.is_oneway:
             return
-        self.latency.record(request.code, response.code, time.perf_counter() - started)
+        self.latency.record(request.code, response.code, _now() - started)
         response.opaque = request.opaque
         response.flag |= RESPONSE_FLAG
         try:

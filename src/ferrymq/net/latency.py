@@ -11,6 +11,7 @@ from bisect import bisect_left
 
 BOUNDS_MS: tuple[float, ...] = (1, 3, 5, 10, 30, 50, 100, 300, 500, 1000, 3000, 5000)
 """Upper bounds (inclusive) of the buckets; one more bucket takes everything slower."""
+_BOUNDS_S = tuple(bound / 1000 for bound in BOUNDS_MS)  # compared with seconds: no multiply per request
 
 
 class RequestLatency:
@@ -18,16 +19,15 @@ class RequestLatency:
 
     def __init__(self) -> None:
         self.table: dict[tuple[int, int], list[float]] = {}
-        """(request code, response code) → per-bucket counts (len(BOUNDS_MS) + 1), then the sum in ms"""
+        """(request code, response code) → per-bucket counts (len(BOUNDS_MS) + 1), then the sum in s"""
 
     def record(self, request_code: int, response_code: int, seconds: float) -> None:
-        ms = seconds * 1000.0
         row = self.table.get((request_code, response_code))
         if row is None:
             row = self.table[(request_code, response_code)] = [0] * (len(BOUNDS_MS) + 2)
-        row[bisect_left(BOUNDS_MS, ms)] += 1
-        row[-1] += ms
+        row[bisect_left(_BOUNDS_S, seconds)] += 1
+        row[-1] += seconds
 
     def rows(self) -> list[tuple[int, int, list[float]]]:
-        """(request code, response code, counts + sum) of each pair seen, copied for a scrape."""
-        return [(req, resp, list(row)) for (req, resp), row in list(self.table.items())]
+        """(request code, response code, counts + sum in ms) of each pair seen, copied for a scrape."""
+        return [(req, resp, [*row[:-1], row[-1] * 1000]) for (req, resp), row in list(self.table.items())]
