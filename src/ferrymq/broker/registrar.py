@@ -47,6 +47,7 @@ class NameServerRegistrar:
         self._master_ha_addr_learned = master_ha_addr_learned
         self.master_addr: str | None = None
         self._failing: set[str] = set()
+        self.registered: set[str] = set()  # NameServers whose last registration succeeded (readiness)
 
     async def register_all(self) -> None:
         config = self.config
@@ -72,6 +73,7 @@ class NameServerRegistrar:
             if addr not in self._failing:
                 log.warning("cannot register with NameServer %s: %s (will retry)", addr, e)
             self._failing.add(addr)
+            self.registered.discard(addr)
             return
         if response.code != ResponseCode.SUCCESS:
             log.warning("NameServer %s refused registration: %s", addr, response.remark)
@@ -79,6 +81,7 @@ class NameServerRegistrar:
         if addr in self._failing:
             log.info("registered with NameServer %s again", addr)
         self._failing.discard(addr)
+        self.registered.add(addr)
         answer = RegisterBrokerResponseHeader.from_ext_fields(response.ext_fields)
         if answer.master_addr:
             self.master_addr = answer.master_addr

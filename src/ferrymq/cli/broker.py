@@ -8,11 +8,15 @@ from typing import TYPE_CHECKING
 import click
 
 from ferrymq.broker.config import BrokerConfig, ConfigError
+from ferrymq.cli.metrics import metrics_option, start_metrics, stop_metrics
 from ferrymq.cli.proxying import start_local_proxy
 from ferrymq.cli.serving import host_port, serve
+from ferrymq.metrics.registry import Registry
+from ferrymq.metrics.roles import add_broker, add_proxy
 from ferrymq.store import StoreError
 
 if TYPE_CHECKING:
+    from ferrymq.metrics.http import MetricsServer
     from ferrymq.proxy.server import ProxyServer
 
 
@@ -33,6 +37,7 @@ if TYPE_CHECKING:
 @click.option("--proxy-port", type=int, default=-1, show_default=True,
               help="Also serve RocketMQ 5 gRPC clients on this port of the listen host, in this process "
                    "(0: any free port; -1: no proxy).")  # fmt: skip
+@metrics_option("broker")
 def broker(
     config_file,
     namesrv,
@@ -45,6 +50,7 @@ def broker(
     ha_port,
     controller_addr,
     proxy_port,
+    metrics_port,
 ):
     """Start a Broker: it stores messages and serves producers and consumers.
 
@@ -72,9 +78,11 @@ def broker(
 
     server = Broker(config)
     proxy: ProxyServer | None = None
+    registry = Registry()
+    metrics: MetricsServer | None = None
 
     async def start() -> str:
-        nonlocal proxy
+        nonlocal proxy, metrics
         try:
             await server.start()
         except StoreError as e:
@@ -84,18 +92,23 @@ def broker(
             f"id {config.broker_id}) listening on {config.broker_addr}, HA port {config.ha_listen_port}, "
             f"store {config.store.store_path_root_dir}"
         )
-        if proxy_port < 0:
-            return started
+        add_broker(registry, server)
         try:
-            proxy, port = await start_local_proxy(server, config.listen_host, proxy_port)
+            if proxy_port >= 0:
+                proxy, port = await start_local_proxy(server, config.listen_host, proxy_port)
+                add_proxy(registry, proxy, config.broker_cluster_name)
+                started += f"; gRPC proxy for RocketMQ 5 clients on {config.listen_host}:{port}"
+            metrics, line = await start_metrics(registry, config.listen_host, metrics_port, "broker")
         except BaseException:
-            await server.stop()
+            await stop()
             raise
-        return f"{started}; gRPC proxy for RocketMQ 5 clients on {config.listen_host}:{port}"
+        return started + line
 
     async def stop() -> None:
+        registry.stopping = True
         if proxy is not None:
             await proxy.close()
         await server.stop()
+        await stop_metrics(metrics)
 
     serve(start, stop, "Broker")

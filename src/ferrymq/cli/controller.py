@@ -6,9 +6,13 @@ from pathlib import Path
 
 import click
 
+from ferrymq.cli.metrics import metrics_option, start_metrics, stop_metrics
 from ferrymq.cli.serving import host_port, serve
 from ferrymq.controller.config import ControllerConfig, PeersError, parse_peers
 from ferrymq.controller.server import Controller
+from ferrymq.metrics.http import MetricsServer
+from ferrymq.metrics.registry import Registry
+from ferrymq.metrics.roles import add_controller
 
 
 def controller_options(prefix: str = ""):
@@ -86,15 +90,26 @@ def make_controller(
 
 @click.command()
 @controller_options()
+@metrics_option("controller")
 def controller(
     node_id: str, peers: str, data_dir: Path | None, controller_listen: tuple[str, int], scan_interval: int,
-    unclean: bool,
+    unclean: bool, metrics_port: int | None,
 ) -> None:  # fmt: skip
     """Start a controller: with its peers it elects each broker group's master (controller mode)."""
     node = make_controller(node_id, peers, data_dir, controller_listen, scan_interval, unclean)
+    registry = Registry()
+    metrics: MetricsServer | None = None
 
     async def start() -> str:
+        nonlocal metrics
         await node.start()
-        return f"controller {node_id} listening on {node.config.address}"
+        add_controller(registry, node)
+        metrics, line = await start_metrics(registry, controller_listen[0], metrics_port, "controller")
+        return f"controller {node_id} listening on {node.config.address}{line}"
 
-    serve(start, node.stop, "controller")
+    async def stop() -> None:
+        registry.stopping = True
+        await node.stop()
+        await stop_metrics(metrics)
+
+    serve(start, stop, "controller")

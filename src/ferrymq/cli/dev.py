@@ -14,12 +14,16 @@ from typing import TYPE_CHECKING
 import click
 
 from ferrymq.cli.gatewaying import limit_options, open_metadata, start_gateway
+from ferrymq.cli.metrics import metrics_option, start_metrics, stop_metrics
 from ferrymq.cli.proxying import local_message_service, start_local_proxy
 from ferrymq.cli.serving import serve
+from ferrymq.metrics.registry import Registry
+from ferrymq.metrics.roles import add_broker, add_namesrv, add_proxy
 from ferrymq.store import StoreConfig, StoreError
 
 if TYPE_CHECKING:
     from ferrymq.amqp.server import AMQPServer
+    from ferrymq.metrics.http import MetricsServer
     from ferrymq.proxy.server import ProxyServer
 
 
@@ -55,6 +59,7 @@ def default_data_dir() -> Path:
     "because RabbitMQ's 5672 is often taken).",
 )
 @limit_options
+@metrics_option("broker")
 def dev(
     data_dir: Path,
     namesrv_port: int,
@@ -63,6 +68,7 @@ def dev(
     amqp_port: int,
     max_message_size: int,
     consumer_timeout: int,
+    metrics_port: int | None,
 ) -> None:
     """Start a local development cluster on DATA_DIR; stop it cleanly with Ctrl-C."""
     from ferrymq.amqp.gateway import GatewayLimits
@@ -77,9 +83,11 @@ def dev(
     proxy: ProxyServer | None = None
     gateway: AMQPServer | None = None
     metadata, close_metadata = open_metadata(None, data_dir / "meta")
+    registry = Registry()
+    metrics: MetricsServer | None = None
 
     async def start() -> str:
-        nonlocal proxy, gateway
+        nonlocal proxy, gateway, metrics
         await namesrv.start()
         namesrv_addr = f"127.0.0.1:{namesrv.port}"
         broker.config.namesrv_addr = namesrv_addr
@@ -89,12 +97,15 @@ def dev(
             await namesrv.stop()
             raise click.ClickException(str(e)) from None
         lines = []
+        add_namesrv(registry, namesrv)
+        add_broker(registry, broker)
         if proxy_port >= 0:
             try:
                 proxy, port = await start_local_proxy(broker, "127.0.0.1", proxy_port)
             except BaseException:
                 await stop()
                 raise
+            add_proxy(registry, proxy, broker.config.broker_cluster_name)
             lines.append(f"  Proxy       127.0.0.1:{port} (gRPC, RocketMQ 5 clients)")
         if amqp_port >= 0:
             try:
@@ -106,6 +117,14 @@ def dev(
                 await stop()
                 raise
             lines.append(f"  AMQP        127.0.0.1:{port} (RabbitMQ clients, guest/guest, vhost /)")
+        try:
+            metrics, _ = await start_metrics(registry, "127.0.0.1", metrics_port, "broker")
+        except BaseException:
+            await stop()
+            raise
+        if metrics is not None:
+            url = f"http://127.0.0.1:{metrics.port}"
+            lines.append(f"  Metrics     {url}/metrics, {url}/health/live, {url}/health/ready")
         return "\n".join(
             [
                 "ferrymq dev is running.",
@@ -122,6 +141,7 @@ def dev(
         )
 
     async def stop() -> None:
+        registry.stopping = True
         if gateway is not None:
             await gateway.close()
         await close_metadata()
@@ -129,5 +149,6 @@ def dev(
             await proxy.close()
         await broker.stop()
         await namesrv.stop()
+        await stop_metrics(metrics)
 
     serve(start, stop, "ferrymq dev")

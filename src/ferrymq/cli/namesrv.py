@@ -7,7 +7,11 @@ from pathlib import Path
 import click
 
 from ferrymq.cli.controller import controller_options, make_controller
+from ferrymq.cli.metrics import metrics_option, start_metrics, stop_metrics
 from ferrymq.cli.serving import host_port, serve
+from ferrymq.metrics.http import MetricsServer
+from ferrymq.metrics.registry import Registry
+from ferrymq.metrics.roles import add_controller, add_namesrv
 from ferrymq.namesrv.config import NamesrvConfig
 from ferrymq.namesrv.server import NameServer
 
@@ -26,8 +30,13 @@ from ferrymq.namesrv.server import NameServer
     help="Keep KV config (e.g. ORDER_TOPIC_CONFIG) in this JSON file; in memory only when not given.",
 )
 @controller_options(prefix="controller-")
+@metrics_option("namesrv")
 def namesrv(
-    listen: tuple[str, int], kv_config_path: Path | None, node_id: str | None, **controller_args
+    listen: tuple[str, int],
+    kv_config_path: Path | None,
+    node_id: str | None,
+    metrics_port: int | None,
+    **controller_args,
 ) -> None:
     """Start a NameServer: brokers register with it, clients ask it for routes.
 
@@ -41,17 +50,26 @@ def namesrv(
             raise click.UsageError("--controller-id needs --controller-peers")
         embedded = make_controller(node_id, **controller_args)
 
+    registry = Registry()
+    metrics: MetricsServer | None = None
+
     async def start() -> str:
+        nonlocal metrics
         await server.start()
+        add_namesrv(registry, server)
         line = f"NameServer listening on {host}:{server.port}"
         if embedded is not None:
             await embedded.start()
+            add_controller(registry, embedded)
             line += f"; controller {node_id} on {embedded.config.address}"
-        return line
+        metrics, more = await start_metrics(registry, host, metrics_port, "namesrv")
+        return line + more
 
     async def stop() -> None:
+        registry.stopping = True
         if embedded is not None:
             await embedded.stop()
         await server.stop()
+        await stop_metrics(metrics)
 
     serve(start, stop, "NameServer")

@@ -5,7 +5,11 @@ from __future__ import annotations
 
 import click
 
+from ferrymq.cli.metrics import metrics_option, start_metrics, stop_metrics
 from ferrymq.cli.serving import host_port, serve
+from ferrymq.metrics.http import MetricsServer
+from ferrymq.metrics.registry import Registry
+from ferrymq.metrics.roles import add_proxy
 
 
 @click.command()
@@ -19,7 +23,8 @@ from ferrymq.cli.serving import host_port, serve
     callback=host_port,
     help="Address to accept gRPC (v2) clients on (port 0 picks a free one).",
 )
-def proxy(namesrv: str, listen: tuple[str, int]) -> None:
+@metrics_option("proxy")
+def proxy(namesrv: str, listen: tuple[str, int], metrics_port: int | None) -> None:
     """Serve RocketMQ 5 gRPC clients (apache.rocketmq.v2.MessagingService) for the cluster at NAMESRV."""
     from ferrymq.messaging.remote import RemoteMessageService
     from ferrymq.proxy.server import ProxyServer
@@ -27,18 +32,25 @@ def proxy(namesrv: str, listen: tuple[str, int]) -> None:
     host, port = listen
     service = RemoteMessageService(namesrv)
     server = ProxyServer(service, host, port)
+    registry = Registry()
+    metrics: MetricsServer | None = None
 
     async def start() -> str:
+        nonlocal metrics
         await service.start()
         try:
             bound = await server.start()
+            add_proxy(registry, server)
+            metrics, line = await start_metrics(registry, host, metrics_port, "proxy")
         except BaseException:
-            await service.close()
+            await stop()
             raise
-        return f"Proxy listening on {host}:{bound} (gRPC v2), cluster at NameServer {namesrv}"
+        return f"Proxy listening on {host}:{bound} (gRPC v2), cluster at NameServer {namesrv}{line}"
 
     async def stop() -> None:
+        registry.stopping = True
         await server.close()
         await service.close()
+        await stop_metrics(metrics)
 
     serve(start, stop, "Proxy")

@@ -42,6 +42,7 @@ class Controller:
         self._loop: asyncio.AbstractEventLoop | None = None
         self._was_leader = False
         self._caught_up = False  # this leader has applied every entry committed before its term
+        self.elections = 0  # masters this node elected as leader (metrics)
 
     @property
     def port(self) -> int:
@@ -154,6 +155,7 @@ class Controller:
         )
         if result.ok:
             assert isinstance(result.header, MasterInfoHeader)  # what an election answers with
+            self.elections += 1
             log.info("broker set %s: broker %s elected master", name, result.header.master_broker_id)
             if self.config.notify_broker_role_changed:
                 self.notify_role_changed(name)

@@ -59,6 +59,7 @@ class HAClient:
         self.min_epoch = min_epoch  # masters of older epochs are fenced off
         self.connected = False
         self.confirm_offset = 0
+        self.heard_master = False  # a transfer header came in this session (so confirm_offset is news)
         self._tasks = BackgroundTasks(f"HA client of {master_ha_addr}")
         self._stopped = False
         self.last_error: str | None = None  # why the last session ended
@@ -89,7 +90,7 @@ class HAClient:
                     "replication from %s stopped: %s; reconnecting", self.master_ha_addr, self.last_error
                 )
             finally:
-                self.connected = False
+                self.connected = self.heard_master = False
                 if self._transport is not None:
                     self._transport.close()
                     self._transport = None
@@ -143,6 +144,7 @@ class HAClient:
         does not continue this log), and take its confirm offset and epoch."""
         store, epochs = self.store, self.epochs
         self.confirm_offset = header.confirm_offset
+        self.heard_master = True
         if self.config.enable_controller_mode:  # RocketMQ's readUnCommitted = false
             store.dispatcher.limit = header.confirm_offset
         if not header.size:

@@ -60,6 +60,15 @@ class RouteTable:
 
     # --- what brokers tell us ------------------------------------------------------------------
 
+    def sizes(self) -> dict[str, int]:
+        """How much the table holds (for metrics): clusters, broker groups, live brokers, topics."""
+        return {
+            "clusters": len(self._clusters),
+            "broker_groups": len(self._brokers),
+            "live_brokers": len(self._live),
+            "topics": len(self._topics),
+        }
+
     def register_broker(
         self,
         header: RegisterBrokerRequestHeader,

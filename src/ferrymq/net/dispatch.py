@@ -8,14 +8,17 @@ client never waits out its timeout because of our bug and a connection is never 
 from __future__ import annotations
 
 import logging
+import time
 from collections.abc import Awaitable, Callable
 
 from ferrymq.net.connection import Connection
 from ferrymq.net.errors import RemotingConnectionError
+from ferrymq.net.latency import RequestLatency
 from ferrymq.protocol.codes import RESPONSE_FLAG, ResponseCode
 from ferrymq.protocol.remoting import RemotingCommand, RemotingProtocolError
 
 log = logging.getLogger(__name__)
+_now = time.perf_counter
 
 Handler = Callable[[Connection, RemotingCommand], Awaitable[RemotingCommand | None]]
 """``async def handler(connection, request)``: the response, or None to send nothing."""
@@ -27,6 +30,7 @@ class RequestDispatcher:
         self._default: Handler | None = None
         self._eager: set[int] = set()
         self._late: set[int] = set()
+        self.latency = RequestLatency()
 
     def register(self, code: int, handler: Handler, *, eager: bool = False, late: bool = False) -> None:
         """Route requests with ``code`` to ``handler`` (replacing any earlier one).
@@ -56,6 +60,7 @@ class RequestDispatcher:
 
     async def handle(self, connection: Connection, request: RemotingCommand) -> None:
         """Run the request's handler and send its answer (none for a oneway request)."""
+        started = _now()
         handler = self._handlers.get(request.code, self._default)
         response: RemotingCommand | None
         if handler is None:
@@ -76,6 +81,7 @@ class RequestDispatcher:
                 response = request.make_response(ResponseCode.SYSTEM_ERROR, f"{type(exc).__name__}: {exc}")
         if response is None or request.is_oneway:
             return
+        self.latency.record(request.code, response.code, _now() - started)
         response.opaque = request.opaque
         response.flag |= RESPONSE_FLAG
         try:

@@ -15,6 +15,7 @@ from collections.abc import Callable
 
 from ferrymq.net.connection import DEFAULT_LIMITS, Connection, ConnectionLimits, close_all
 from ferrymq.net.dispatch import Handler, RequestDispatcher
+from ferrymq.net.latency import RequestLatency
 from ferrymq.net.tasks import BackgroundTasks
 from ferrymq.protocol.remoting import MAX_FRAME_SIZE
 
@@ -59,6 +60,11 @@ class RemotingServer:
     def on_connection_closed(self, callback: Callable[[Connection], None]) -> None:
         """Call ``callback(connection)`` whenever a connection ends, however it ends."""
         self._closed_callbacks.append(callback)
+
+    @property
+    def latency(self) -> RequestLatency:
+        """How long answering took, by request and response code (read by the metrics collector)."""
+        return self._dispatcher.latency
 
     @property
     def connections(self) -> frozenset[Connection]:

@@ -75,6 +75,9 @@ class LiveClients:
         self._tasks = BackgroundTasks("proxy clients")
         self._closed = False
 
+    def __len__(self) -> int:
+        return len(self._clients)
+
     def get(self, client_id: str) -> LiveClient | None:
         return self._clients.get(client_id)
 

@@ -66,6 +66,10 @@ class ProxyServer:
         log.info("proxy (gRPC v2) listening on %s:%d", self.host, bound)
         return bound
 
+    @property
+    def serving(self) -> bool:
+        return self._server is not None
+
     async def close(self) -> None:
         if self._server is not None:
             await self._server.stop(STOP_GRACE_S)

@@ -43,6 +43,7 @@ from ferrymq.broker.pop.revive import (
 from ferrymq.broker.pop.revive_log import ReviveLog
 from ferrymq.broker.pop.table import CheckpointTable, OpenCheckpoint
 from ferrymq.broker.topics import DLQ_GROUP_PREFIX, PERM_READ, PERM_WRITE, TopicConfigManager
+from ferrymq.metrics.tally import Tally
 from ferrymq.net.tasks import BackgroundTasks
 from ferrymq.protocol.bodies import SubscriptionGroupConfig
 from ferrymq.protocol.codes import ResponseCode
@@ -158,6 +159,7 @@ class PopService:
         self._written = written
         self._topic_created = topic_created
         self.table = CheckpointTable()
+        self.delivered: Tally[tuple[str, str]] = Tally()  # (topic, group) handed out, for metrics
         self.log = ReviveLog(store, revive_topic(cluster_name), revive_queue_num, replicate)
         self.revive = ReviveService(
             table=self.table,
@@ -323,6 +325,7 @@ class PopService:
             return
         if self._hand_out(result, group, topic, queue_id, found.buffers, original, order=order, reconsume=0):
             self.offsets.commit(group, topic, queue_id, found.next_begin_offset)
+            self.delivered.add((topic, group), found.message_count, found.total_size)
 
     def _hand_out(
         self,

@@ -84,6 +84,14 @@ class CheckpointTable:
     def __len__(self) -> int:
         return len(self._open)
 
+    def in_flight(self) -> dict[tuple[str, str], int]:
+        """(topic, group) → messages handed out and neither acked nor revived yet (for metrics)."""
+        counts: dict[tuple[str, str], int] = {}
+        for ck in list(self._open.values()):
+            key = (ck.record.topic, ck.record.group)
+            counts[key] = counts.get(key, 0) + ck.pending.bit_count()
+        return counts
+
     def clear(self) -> None:
         self._open.clear()
         self._fifo.clear()

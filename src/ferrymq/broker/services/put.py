@@ -25,6 +25,7 @@ from ferrymq.broker.topics import (
     TopicConfigManager,
 )
 from ferrymq.broker.transactions import HALF_TOPIC
+from ferrymq.metrics.tally import Tally
 from ferrymq.protocol.codes import ResponseCode
 from ferrymq.protocol.errors import MessageDecodeError
 from ferrymq.protocol.message_ext import decode_record
@@ -106,6 +107,7 @@ class PutService:
         self._replicated = replicated
         self._written = written
         self._topics_changed = topics_changed
+        self.stored: Tally[str] = Tally()  # topic → messages and bytes stored, for the metrics collector
 
     async def put(
         self,
@@ -188,6 +190,7 @@ class PutService:
         status = result.status
         if status is _PUT_OK:
             self._written()
+            self.stored.add(topic, result.message_count, result.wrote_bytes)
             if (
                 _WAIT_FALSE not in properties
             ):  # the producer waits for the store (property WAIT, default true)

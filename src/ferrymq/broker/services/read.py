@@ -20,6 +20,7 @@ from ferrymq.broker.long_polling import PullHoldService
 from ferrymq.broker.offsets import ConsumerOffsetManager
 from ferrymq.broker.services.outcomes import ReadOutcome
 from ferrymq.broker.topics import PERM_READ, TopicConfigManager
+from ferrymq.metrics.tally import Tally
 from ferrymq.protocol.bodies import SubscriptionGroupConfig
 from ferrymq.protocol.codes import ResponseCode
 from ferrymq.store import GetResult, GetStatus, MessageStore
@@ -78,6 +79,8 @@ class ReadService:
         self.clients = clients
         self.filters = filters
         self.consumption = consumption
+        self.delivered: Tally[tuple[str, str]] = Tally()  # (topic, group) pulled, for metrics
+        self.pulled: dict[tuple[str, str, int], int] = {}  # (topic, group, queue) → next offset pulled
         self.hold = hold
         self.role = role
 
@@ -167,6 +170,9 @@ class ReadService:
             count = await control.admit(group, origin, count, 0) if control.gate(group) else count
             result = get(count)
             code = read_code(result, offset)
+        if result.message_count:
+            self.delivered.add((topic, group), result.message_count, result.total_size)
+            self.pulled[(topic, group, queue_id)] = result.next_begin_offset
         return ReadOutcome(
             code, result.status.name, result.next_begin_offset, result.min_offset, result.max_offset,
             self._suggested_broker_id(group_config, topic, queue_id, result), result.buffers,
