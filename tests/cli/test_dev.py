@@ -22,6 +22,8 @@ def start_dev(data_dir):
             "0",
             "--proxy-port",
             "0",
+            "--amqp-port",
+            "0",
         ],
         stdout=subprocess.PIPE,
         stderr=subprocess.STDOUT,
@@ -51,6 +53,7 @@ def test_dev_runs_a_cluster_that_produce_and_consume_use(tmp_path):
     try:
         assert str(tmp_path / "data") in banner
         assert re.search(r"Proxy\s+127\.0\.0\.1:\d+ \(gRPC", banner), banner
+        assert re.search(r"AMQP\s+127\.0\.0\.1:\d+ \(RabbitMQ clients", banner), banner
         namesrv = re.search(r"NameServer\s+(\S+)", banner).group(1)
         assert (tmp_path / "data" / "store" / "abort").exists()  # running: a crash would be noticed
         sent = subprocess.run(
@@ -104,6 +107,8 @@ def test_a_second_dev_on_the_same_data_dir_fails_with_a_clear_message(tmp_path):
                 "--broker-port",
                 "0",
                 "--proxy-port",
+                "0",
+                "--amqp-port",
                 "0",
             ],
             capture_output=True,

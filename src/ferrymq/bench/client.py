@@ -52,6 +52,8 @@ def cluster(namesrv: str | None, *, proxy: bool = False) -> Iterator[Cluster]:
             "0",
             "--proxy-port",
             "0" if proxy else "-1",
+            "--amqp-port",
+            "-1",
         ],
         stdout=subprocess.PIPE,
         stderr=subprocess.DEVNULL,
