@@ -187,3 +187,34 @@ async def test_a_broker_that_cannot_write_blocks_publishers_until_it_can(local_g
     assert seen[0] == "Nack"
     assert seen[1].startswith("blocked: low on resources: disk full")
     assert seen[2:] == ["unblocked", "Ack"]
+
+
+def publish_then_close_at_once(port: int) -> list[bytes]:
+    """Publishes and the channel's close in one write, no confirms: every publish is stored (they came
+    before the close), then read back on another channel."""
+    client = RawClient("127.0.0.1", port)
+    try:
+        client.open()
+        client.send(1, commands.Channel.Open())
+        client.expect(commands.Channel.OpenOk)
+        client.send(1, commands.Queue.Declare(queue="closed-after"))
+        client.expect(commands.Queue.DeclareOk)
+        for body in (b"p1", b"p2", b"p3"):
+            client.publish(1, "", "closed-after", body)
+        client.send(1, commands.Channel.Close(200, "done", 0, 0))
+        client.expect(commands.Channel.CloseOk, 1)
+        client.send(2, commands.Channel.Open())
+        client.expect(commands.Channel.OpenOk)
+        got = []
+        for _ in range(3):
+            client.send(2, commands.Basic.Get(queue="closed-after", no_ack=True))
+            client.expect(commands.Basic.GetOk)
+            client.next_frame()  # the content header
+            got.append(client.next_frame()[1].value)
+        return got
+    finally:
+        client.close()
+
+
+async def test_publishes_before_a_channel_close_are_all_stored(local_gateway):
+    assert await asyncio.to_thread(publish_then_close_at_once, local_gateway.port) == [b"p1", b"p2", b"p3"]

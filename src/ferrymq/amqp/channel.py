@@ -203,9 +203,12 @@ class Channel:
             self._after_answer.clear()
 
     async def close(self) -> None:
-        """The channel ended: its consumers stop and every unacknowledged delivery goes back."""
+        """The channel ended: what it published before its close is stored (as in RabbitMQ, which
+        handles a channel's frames in order), its consumers stop and every unacknowledged delivery
+        goes back."""
         if self.closed:
             return
+        await self.publisher.settled()
         self.closed = True
         self.gateway.channels.discard(self)
         self._stop_replies()

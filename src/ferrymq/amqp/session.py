@@ -165,6 +165,8 @@ class Session:
             self.channels[event.channel] = Channel(self, event.channel)
         elif isinstance(event, ev.ChannelClosed):
             closed = self.channels.pop(event.channel, None)
+            if closed is not None:  # its publishes are stored and confirmed before the close-ok
+                await closed.publisher.settled()
             if event.reply:  # after the answers to its earlier methods
                 connection.send_frames(event.reply, now())
             if closed is not None:
