@@ -34,6 +34,9 @@ if TYPE_CHECKING:
     from ferrymq.amqp.session import Session
 
 
+GET_WAIT_MS = 500  # the longest basic.get waits for a message stored here to become visible
+
+
 class Unacked:
     __slots__ = ("consumer", "delivered", "handle", "message", "queue")
 
@@ -446,7 +449,8 @@ class Channel:
         self._may("read", "queue", queue.name, m)
         gateway = self.gateway
         gateway.expiry.touch(queue)
-        found = await gateway.feeds.pop(queue, 1, 0)
+        # a message this gateway just stored may not be dispatched yet: wait for it briefly
+        found = await gateway.feeds.pop(queue, 1, GET_WAIT_MS if await gateway.undispatched(queue) else 0)
         if not found:
             return commands.Basic.GetEmpty()
         message = found[0]

@@ -106,7 +106,12 @@ class QueueFeed:
                 if want <= 0:
                     await self._woken.wait()
                     continue
-                self._held.extend(await self.registry.pop(self.queue, min(want, POP_BATCH), POLL_MS))
+                # with large prefetches, pop a quarter of them ahead (held here until credit frees)
+                # rather than one message per acknowledgement; with small ones, only what fits
+                ahead = sum(min(c.prefetch or POP_BATCH, POP_BATCH) for c in self.consumers) // 4
+                self._held.extend(
+                    await self.registry.pop(self.queue, min(max(want, ahead), POP_BATCH), POLL_MS)
+                )
         finally:
             self.registry.feed_idle(self)
             held, self._held = list(self._held), deque()

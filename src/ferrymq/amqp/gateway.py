@@ -72,7 +72,8 @@ class Gateway:
         self.tasks.spawn(self._consumer_timeouts(), "consumer timeouts")
         self._broker_queues: dict[tuple[str, int], MessageQueue] = {}
         self._topics: set[str] = set()  # queues' topics known to exist on the brokers
-        self.catalog.on_queue_gone(lambda queue: self._topics.discard(queue.topic))
+        self._stored_ends: dict[tuple[str, int], int] = {}  # (topic, queue id): end of our last put
+        self.catalog.on_queue_gone(self._forget)
         self.id = secrets.token_hex(6)  # names this gateway in exclusive queues' owners
         self._connections = itertools.count(1)
 
@@ -142,6 +143,28 @@ class Gateway:
             await self.service.ack_batch(queue.group, queue.topic, [m.properties[POP_CK] for m, _ in dead])
         return live
 
+    def _forget(self, queue: Queue) -> None:
+        """A queue went (through any gateway): what this one remembered of its topic goes too."""
+        topic = queue.topic
+        self._broker_queues = {k: v for k, v in self._broker_queues.items() if k[0] != topic}
+        self._stored_ends = {k: v for k, v in self._stored_ends.items() if k[0] != topic}
+        self._topics.discard(topic)
+
+    def note_stored(self, topic: str, queue_id: int, end: int) -> None:
+        """A put through this gateway ended at offset `end` of a queue: counts see it before the
+        broker's dispatch has (a publish and then a declare or a length check must agree)."""
+        key = (topic, queue_id)
+        if end > self._stored_ends.get(key, 0):
+            self._stored_ends[key] = end
+
+    async def undispatched(self, queue: Queue) -> bool:
+        """Whether a put through this gateway to the queue is not visible to pops yet."""
+        for mq in await self.queue_places(queue):
+            end = self._stored_ends.get((mq.topic, mq.queue_id))
+            if end is not None and end > (await self.service.queue_bounds(mq))[1]:
+                return True
+        return False
+
     async def usage(self, queue: Queue, with_bytes: bool) -> tuple[int, int]:
         """(ready messages, their body bytes if asked, else 0) of the queue."""
         count = size = 0
@@ -170,6 +193,7 @@ class Gateway:
         service, found = self.service, []
         for mq in await self.queue_places(queue, with_retry=True):
             low, high = await service.queue_bounds(mq)
+            high = max(high, self._stored_ends.get((mq.topic, mq.queue_id), 0))
             offset = await service.query_offset(queue.group, mq)
             found.append((mq, max(low, offset if offset is not None else low), high))
         return found
@@ -195,8 +219,7 @@ class Gateway:
         await self.metadata.delete_queue(queue.vhost, queue.name, owner)
         for topic in (queue.topic, pop_retry_topic(queue.group, queue.topic)):
             await self.service.delete_topic(topic)
-        self._broker_queues = {k: v for k, v in self._broker_queues.items() if k[0] != queue.topic}
-        self._topics.discard(queue.topic)
+        self._forget(queue)
         await self.catalog.refresh(queue.vhost)
 
     async def _consumer_timeouts(self) -> None:

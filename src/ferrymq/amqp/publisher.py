@@ -6,6 +6,7 @@ channel are stored one after the other, so a queue sees a channel's messages in 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import time
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Protocol
@@ -80,8 +81,9 @@ class Publisher:
         await self._after(self._last, batch)
 
     async def _after(self, previous: asyncio.Future | None, batch: Sequence[ContentReceived]) -> None:
-        if previous is not None:
-            await asyncio.gather(previous, return_exceptions=True)
+        if previous is not None and not previous.done():
+            with contextlib.suppress(Exception):  # its failure was its own batch's (and reported)
+                await previous
         await self._store(batch)
 
     async def _store(self, batch: Sequence[ContentReceived]) -> None:
@@ -117,9 +119,8 @@ class Publisher:
         }
         for place, (queue, entries) in limited.items():
             by_place[place] = (queue, await self.gateway.queue_limits.admit(topology, queue, entries, stored))
-        results = await asyncio.gather(
-            *(self._put(place, queue, entries, topology) for place, (queue, entries) in by_place.items())
-        )
+        puts = [self._put(place, queue, entries, topology) for place, (queue, entries) in by_place.items()]
+        results = [await puts[0]] if len(puts) == 1 else await asyncio.gather(*puts)  # most go to one queue
         for (_, entries), ok in zip(by_place.values(), results, strict=True):
             if not ok:
                 for index, _, _ in entries:
@@ -210,6 +211,8 @@ class Publisher:
         except MessagingError:
             return False
         self.gateway.alarm.check(outcome)
+        if outcome.stored:
+            self.gateway.note_stored(topic, outcome.queue_id, outcome.queue_offset + len(entries))
         if self.gateway.settings.of(topology, queue).message_trace:
             events = [e for _, e, _ in entries]
             self.gateway.tracer.published(
