@@ -294,15 +294,18 @@ def docs_example(name: str) -> str:
 
 
 def progress_events(events: Path) -> list[dict]:
-    """The QueryProgressEvents of the Spark event logs in `events` (complete or in progress)."""
+    """The QueryProgressEvents of the Spark event logs in `events` (written uncompressed)."""
     out = []
-    for log in events.iterdir():
+    for log in (path for path in events.rglob("*") if path.is_file() and "appstatus" not in path.name):
         for line in log.read_text(errors="replace").splitlines():
             if "QueryProgressEvent" in line:
                 try:
-                    out.append(json.loads(line)["progress"])
+                    progress = json.loads(line)["progress"]
                 except (ValueError, KeyError):
                     continue  # the last line of a log cut off by the kill
+                # the event log holds the progress's fields only, not its derived numInputRows
+                progress["numInputRows"] = sum(source["numInputRows"] for source in progress["sources"])
+                out.append(progress)
     return sorted(out, key=lambda p: p["batchId"])
 
 
@@ -333,10 +336,15 @@ def bench_per_minute(args) -> dict:
             (work / "job.log").open("wb") as job_log,
         ):
             cpu_before = tree_cpu()
+            # zip: as docs/spark.md ships it (pure Python on executors); installed: ferrymq on the
+            # nodes' PYTHONPATH already, C accelerators included
+            ship = (["--py-files", str(work / "ferrymq.zip")] if args.ship == "zip" else
+                    ["--conf", f"spark.executorEnv.PYTHONPATH={package.parent}"])  # fmt: skip
             job = subprocess.Popen(
-                [str(SPARK_SUBMIT), "--master", spark_cluster.url, "--py-files", str(work / "ferrymq.zip"),
+                [str(SPARK_SUBMIT), "--master", spark_cluster.url, *ship,
                  "--conf", f"spark.pyspark.python={sys.executable}", "--conf", "spark.eventLog.enabled=true",
-                 "--conf", f"spark.eventLog.dir={work / 'events'}", "--conf", "spark.ui.enabled=false",
+                 "--conf", f"spark.eventLog.dir={work / 'events'}", "--conf", "spark.eventLog.compress=false",
+                 "--conf", "spark.ui.enabled=false",
                  "--conf", "spark.sql.shuffle.partitions=2",
                  str(work / "orders_per_minute.py"), "--namesrv", c.namesrv, "--topic", topic,
                  "--out", str(work / "out"), "--checkpoint", str(work / "ck")],
@@ -359,6 +367,7 @@ def bench_per_minute(args) -> dict:
                 lags = []
                 while producer.poll() is None:
                     lags.append(asyncio.run(group_lag(c.namesrv, group, topic)))
+                    print("lag", lags[-1], file=sys.stderr, flush=True)
                     time.sleep(5)
                 assert producer.stdout is not None
                 sent, achieved = map(int, producer.stdout.read().split())
@@ -403,6 +412,11 @@ def main() -> None:
     )
     parser.add_argument("suite", choices=list(SUITES))
     parser.add_argument("--cores", type=int, default=2, help="per-minute: the standalone worker's cores")
+    parser.add_argument(
+        "--ship", choices=["zip", "installed"], default="zip",
+        help="per-minute: ferrymq reaches executors through --py-files (as the docs say), or is on their "
+        "PYTHONPATH already (with its C accelerators)",
+    )  # fmt: skip
     parser.add_argument("--count", type=int, default=300_000)
     parser.add_argument("--rate", type=int, default=10_000)
     parser.add_argument("--seconds", type=float, default=60)
