@@ -13,7 +13,6 @@ from PIL import Image
 from ferrymq.cli.main import main
 from ferrymq.client import Message
 from ferrymq.protocol.trace import (
-    TRACE_TOPIC,
     MessageType,
     PubRecord,
     SubAfterRecord,
@@ -125,14 +124,25 @@ def trace_messages(t0: int) -> list[bytes]:
 
 
 def test_trace_report_figures_parquet_and_html(spark, cluster, tmp_path):
-    cluster.create_topic(TRACE_TOPIC, 2)
+    traces = "JobsTraceTopic"  # RMQ_SYS_TRACE_TOPIC is the docs' (test_docs.py)
+    cluster.create_topic(traces, 2)
     cluster.create_topic("%DLQ%G1", 1)
     t0 = int(time.time() * 1000) - 200_000
-    cluster.send([Message(TRACE_TOPIC, body) for body in trace_messages(t0)])
+    cluster.send([Message(traces, body) for body in trace_messages(t0)])
     cluster.send([Message("%DLQ%G1", b"dead") for _ in range(3)])
     out = tmp_path / "report"
     result = CliRunner().invoke(
-        main, ["spark", "trace-report", "--namesrv", cluster.namesrv_addr, "--out", str(out)]
+        main,
+        [
+            "spark",
+            "trace-report",
+            "--namesrv",
+            cluster.namesrv_addr,
+            "--out",
+            str(out),
+            "--trace-topic",
+            traces,
+        ],
     )
     assert result.exit_code == 0, result.output
     assert "332 trace records" in result.output
