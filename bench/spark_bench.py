@@ -396,6 +396,10 @@ def bench_per_minute(args) -> dict:
             "batch_ms": {"p50": pct(0.5), "p90": pct(0.9), "p99": pct(0.99), "max": durations[-1]},
             "rows_per_batch": {"median": statistics.median(rows), "max": max(rows)},
             "batches_under_1s_pct": round(100 * sum(d < 1000 for d in durations) / len(durations), 1),
+            "batch_parts_ms_median": {
+                part: statistics.median(p["durationMs"].get(part, 0) for p in steady)
+                for part in sorted({part for p in steady for part in p["durationMs"]})
+            },
             "group_lag_samples": lags,
             "group_lag_after": lag,
             "cpu_us_per_msg": round(1e6 * cpu / sent, 1),
