@@ -12,6 +12,7 @@ import shutil
 import sys
 import threading
 from collections.abc import Coroutine
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -82,6 +83,40 @@ def cluster(tmp_path_factory):
     c = ClusterThread(tmp_path_factory.mktemp("cluster"))
     yield c
     c.stop()
+
+
+@pytest.fixture(scope="session")
+def standalone(tmp_path_factory):
+    """A Spark standalone master and worker (one core) on loopback, shared by the suite."""
+    from ferrymq.spark.standalone import standalone
+
+    with standalone(tmp_path_factory.mktemp("standalone")) as cluster:
+        yield cluster
+
+
+@pytest.fixture(scope="session")
+def executor_python(tmp_path_factory) -> str:
+    """An interpreter with ferrymq's dependencies and pyarrow but without ferrymq, as a cluster
+    node's Python would be before a job ships ferrymq to it: a venv whose site-packages links
+    every package of this one except ferrymq."""
+    import site
+    import subprocess
+    import venv
+
+    env = tmp_path_factory.mktemp("executor-python")
+    venv.EnvBuilder(with_pip=False, symlinks=True).create(env)
+    python = env / "bin" / "python"
+    target = Path(subprocess.check_output([python, "-c", "import site; print(site.getsitepackages()[0])"],
+                                          text=True).strip())  # fmt: skip
+    for source in map(Path, site.getsitepackages()):
+        for entry in source.iterdir():
+            if not entry.name.startswith(("ferrymq", "__editable__", "_ferrymq")) and entry.suffix != ".pth":
+                (target / entry.name).symlink_to(entry)
+    clean = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+    probe = subprocess.run([python, "-c", "import pyarrow, msgspec; import ferrymq"], env=clean,
+                           capture_output=True, text=True)  # fmt: skip
+    assert "No module named 'ferrymq'" in probe.stderr, probe.stderr
+    return str(python)
 
 
 @pytest.fixture(scope="session")

@@ -3,21 +3,25 @@
 from __future__ import annotations
 
 import json
+import re
 import time
 
 import pytest
 from click.testing import CliRunner
+from PIL import Image
 
 from ferrymq.cli.main import main
 from ferrymq.client import Message
 from ferrymq.protocol.trace import (
-    TRACE_TOPIC,
     MessageType,
     PubRecord,
     SubAfterRecord,
     SubBeforeRecord,
     encode_records,
 )
+from ferrymq.spark.progress import reporting
+
+from .browser import render
 
 pytestmark = pytest.mark.spark
 
@@ -35,6 +39,8 @@ def test_replay_copies_an_offset_range_with_keys_tags_properties_and_msg_ids(spa
             for i in range(20)
         ]
     )
+    tracker = spark.sparkContext.statusTracker()
+    jobs_before = set(tracker.getJobIdsForGroup())
     result = CliRunner().invoke(
         main,
         ["spark", "replay", "--namesrv", cluster.namesrv_addr, "--topic", "ReplayFrom",
@@ -43,6 +49,7 @@ def test_replay_copies_an_offset_range_with_keys_tags_properties_and_msg_ids(spa
     )  # fmt: skip
     assert result.exit_code == 0, result.output
     assert "replayed 10 messages" in result.output
+    assert len(set(tracker.getJobIdsForGroup()) - jobs_before) == 1, "the source was read more than once"
     cluster.settle()
     copies = {r.body: r for r in read_topic(spark, cluster, "ReplayTo").collect()}
     assert set(copies) == {f"r{i}".encode() for i in range(5, 15)}
@@ -50,6 +57,14 @@ def test_replay_copies_an_offset_range_with_keys_tags_properties_and_msg_ids(spa
         c = copies[f"r{i}".encode()]
         assert (c.tags, c.keys, c.properties["i"], c.msg_id) == ("R", [f"k{i}"], str(i), sent[i].msg_id)
         assert "MIN_OFFSET" not in c.properties and "REAL_TOPIC" not in c.properties
+
+
+def test_progress_lines_come_from_the_status_tracker(spark):
+    lines: list[str] = []
+    with reporting(spark, lines.append, interval=0.2):
+        spark.sparkContext.parallelize(range(4), 4).map(lambda x: time.sleep(1.5) or x).collect()
+    pattern = r"stage \d+ \(collect\): [0-3]/4 tasks done, [1-4] running"
+    assert any(re.fullmatch(pattern, line) for line in lines), lines
 
 
 def test_replay_reports_a_bad_range_clearly(spark, cluster):
@@ -109,14 +124,25 @@ def trace_messages(t0: int) -> list[bytes]:
 
 
 def test_trace_report_figures_parquet_and_html(spark, cluster, tmp_path):
-    cluster.create_topic(TRACE_TOPIC, 2)
+    traces = "JobsTraceTopic"  # RMQ_SYS_TRACE_TOPIC is the docs' (test_docs.py)
+    cluster.create_topic(traces, 2)
     cluster.create_topic("%DLQ%G1", 1)
     t0 = int(time.time() * 1000) - 200_000
-    cluster.send([Message(TRACE_TOPIC, body) for body in trace_messages(t0)])
+    cluster.send([Message(traces, body) for body in trace_messages(t0)])
     cluster.send([Message("%DLQ%G1", b"dead") for _ in range(3)])
     out = tmp_path / "report"
     result = CliRunner().invoke(
-        main, ["spark", "trace-report", "--namesrv", cluster.namesrv_addr, "--out", str(out)]
+        main,
+        [
+            "spark",
+            "trace-report",
+            "--namesrv",
+            cluster.namesrv_addr,
+            "--out",
+            str(out),
+            "--trace-topic",
+            traces,
+        ],
     )
     assert result.exit_code == 0, result.output
     assert "332 trace records" in result.output
@@ -139,3 +165,17 @@ def test_trace_report_figures_parquet_and_html(spark, cluster, tmp_path):
     html = (out / "report.html").read_text()
     assert html.count("<svg") == 3 and "Orders → G1" in html and "%DLQ%group" in html
     assert "<td>G1</td><td>3</td>" in html  # dead letters of G1
+    check_in_browser(out / "report.html", tmp_path / "report.png")
+
+
+def check_in_browser(page, screenshot) -> None:
+    """The report as headless Chromium draws it: three charts with their axes' titles, tick labels
+    and units in the DOM, and a screenshot that is not blank."""
+    dom = render(page, screenshot)
+    assert dom.count("<svg") == 3, dom[:2000]
+    for text in ("latency (ms)", "store time (hh:mm:ss)", "messages per", "p50", "p99", "Orders", "G1"):
+        assert text in dom, f"{text!r} is not in the page Chromium rendered"
+    assert re.search(r">\d{2}:\d{2}:\d{2}<", dom), "no time tick labels"
+    with Image.open(screenshot) as image:
+        colors = image.convert("RGB").getcolors(maxcolors=1 << 16)
+    assert colors is None or len(colors) > 50, "the screenshot is almost blank"

@@ -21,6 +21,10 @@ def job_error(e: Exception) -> click.ClickException:
     return click.ClickException(found[1] if found else str(e).strip().splitlines()[0])
 
 
+def echo_err(line: str) -> None:
+    click.echo(line, err=True)
+
+
 master_option = click.option("--master", help="Spark master URL (default local[*], or spark-submit's).")
 namesrv_option = click.option(
     "--namesrv", default="127.0.0.1:9876", show_default=True, help="NameServer address(es)."
@@ -48,8 +52,7 @@ def replay(
     namesrv, topic, to_topic, to_namesrv, from_offsets, to_offsets, from_time, to_time, master
 ) -> None:
     """Copy TOPIC's messages in an offset or time range to TO_TOPIC, here or on another cluster."""
-    from ferrymq.spark.replay import replay as run_replay
-    from ferrymq.spark.replay import source_frame
+    from ferrymq.spark.replay import replay_counted, source_frame
 
     session = job_session(master, f"ferrymq replay {topic} -> {to_topic}")
     messages = source_frame(
@@ -57,8 +60,7 @@ def replay(
         startingTimestamp=from_time, endingTimestamp=to_time,
     )  # fmt: skip
     try:
-        count = messages.count()
-        run_replay(messages, to_namesrv or namesrv, to_topic)
+        count = replay_counted(session, messages, to_namesrv or namesrv, to_topic, echo_err)
     except Exception as e:
         raise job_error(e) from None
     click.echo(f"replayed {count} messages from {topic} to {to_topic}")

@@ -1,10 +1,17 @@
-"""The trace report as one self-contained HTML page: tables and inline SVG charts, no scripts."""
+"""The trace report as one self-contained HTML page: tables, and charts drawn by matplotlib (the
+Object-oriented Figure API, no pyplot state or GUI backend) inlined as SVG; no scripts."""
 
 from __future__ import annotations
 
+import io
 from collections.abc import Iterable
 from datetime import datetime
 from html import escape
+
+import matplotlib
+from matplotlib.dates import AutoDateLocator, DateFormatter
+from matplotlib.figure import Figure
+from matplotlib.ticker import MaxNLocator
 
 from ferrymq.spark.trace_report import Report
 
@@ -14,7 +21,7 @@ STYLE = (
     "table{border-collapse:collapse;margin:1em 0}"
     "td,th{border:1px solid #ccc;padding:4px 10px;text-align:right}th{background:#f4f4f4}"
     "td:first-child,td:nth-child(2){text-align:left}"
-    "svg{background:#fafafa;border:1px solid #ddd;margin:1em 0}"
+    "svg{display:block;margin:1em 0;max-width:100%;height:auto}"
 )
 
 
@@ -32,69 +39,58 @@ def _fmt(value) -> str:
     return "" if value is None else str(value)
 
 
-def line_chart(title: str, series: dict[str, list[tuple[datetime, int]]], width=760, height=260) -> str:
-    """Counts over time, one line per series, with time on x and a zero-based y axis."""
-    points = [p for s in series.values() for p in s]
-    if not points:
+def svg(figure: Figure) -> str:
+    """`figure` as an inline <svg> element (text kept as text, so it scales and can be searched)."""
+    out = io.StringIO()
+    with matplotlib.rc_context({"svg.fonttype": "none", "svg.hashsalt": "ferrymq"}):
+        figure.savefig(out, format="svg", bbox_inches="tight")
+    text = out.getvalue()
+    return text[text.index("<svg") :]
+
+
+def line_chart(title: str, series: dict[str, list[tuple[datetime, int]]], unit: str) -> str:
+    """Counts over time, one line per series: time on x, `unit` on a zero-based y axis."""
+    if not any(series.values()):
         return f"<p>{escape(title)}: no data.</p>"
-    left, bottom, top, right = 60, 30, 30, 160
-    x0, x1 = min(p[0] for p in points).timestamp(), max(p[0] for p in points).timestamp()
-    y1 = max(p[1] for p in points) or 1
-    sx = (width - left - right) / ((x1 - x0) or 1)
-    sy = (height - top - bottom) / y1
-
-    def xy(t: datetime, v: int) -> str:
-        return f"{left + (t.timestamp() - x0) * sx:.1f},{height - bottom - v * sy:.1f}"
-
-    parts = [
-        f'<svg width="{width}" height="{height}" role="img" aria-label="{escape(title)}">',
-        f'<text x="{left}" y="18" font-weight="bold">{escape(title)}</text>',
-        f'<line x1="{left}" y1="{height - bottom}" x2="{width - right}" y2="{height - bottom}" '
-        'stroke="#888"/>',
-        f'<line x1="{left}" y1="{top}" x2="{left}" y2="{height - bottom}" stroke="#888"/>',
-        f'<text x="{left - 6}" y="{top + 4}" text-anchor="end" font-size="11">{y1:,}</text>',
-        f'<text x="{left - 6}" y="{height - bottom}" text-anchor="end" font-size="11">0</text>',
-        f'<text x="{left}" y="{height - 8}" font-size="11">{datetime.fromtimestamp(x0):%H:%M:%S}</text>',
-        f'<text x="{width - right}" y="{height - 8}" text-anchor="end" font-size="11">'
-        f"{datetime.fromtimestamp(x1):%H:%M:%S}</text>",
-    ]
-    for i, (name, pts) in enumerate(sorted(series.items())):
-        color = COLORS[i % len(COLORS)]
-        path = " ".join(xy(t, v) for t, v in sorted(pts))
-        parts.append(f'<polyline fill="none" stroke="{color}" stroke-width="2" points="{path}"/>')
-        y = top + 16 * i
-        parts.append(f'<rect x="{width - right + 10}" y="{y}" width="10" height="10" fill="{color}"/>')
-        parts.append(f'<text x="{width - right + 26}" y="{y + 9}" font-size="12">{escape(name)}</text>')
-    parts.append("</svg>")
-    return "".join(parts)
+    figure = Figure(figsize=(8, 3))
+    ax = figure.add_subplot()
+    for i, (name, points) in enumerate(sorted(series.items())):
+        times, counts = zip(*sorted(points), strict=True)
+        ax.plot(times, counts, marker="o", markersize=3, color=COLORS[i % len(COLORS)], label=name)
+    ax.set_title(title)
+    ax.set_xlabel("store time (hh:mm:ss)")
+    ax.set_ylabel(unit)
+    ax.set_ylim(bottom=0)
+    ax.xaxis.set_major_locator(AutoDateLocator())
+    ax.xaxis.set_major_formatter(DateFormatter("%H:%M:%S"))
+    ax.yaxis.set_major_locator(MaxNLocator(integer=True))
+    ax.grid(alpha=0.3)
+    ax.legend(loc="upper left", bbox_to_anchor=(1.01, 1), fontsize="small")
+    return svg(figure)
 
 
-def bar_chart(title: str, bars: dict[str, dict[str, float]], width=760) -> str:
+def bar_chart(title: str, bars: dict[str, dict[str, float]], unit: str = "ms") -> str:
     """Horizontal grouped bars: one group per label, one bar per measure (p50, p90, p99)."""
     if not bars:
         return f"<p>{escape(title)}: no data.</p>"
     measures = sorted({m for values in bars.values() for m in values})
-    top_value = max(v for values in bars.values() for v in values.values()) or 1
-    row, label_w = 14, 220
-    height = 40 + len(bars) * (len(measures) * row + 10)
-    parts = [f'<svg width="{width}" height="{height}" role="img" aria-label="{escape(title)}">',
-             f'<text x="10" y="18" font-weight="bold">{escape(title)}</text>']  # fmt: skip
-    y = 30
-    for label, values in bars.items():
-        parts.append(f'<text x="10" y="{y + row}" font-size="12">{escape(label)}</text>')
-        for i, m in enumerate(measures):
-            v = values.get(m, 0)
-            w = (width - label_w - 90) * v / top_value
-            parts.append(
-                f'<rect x="{label_w}" y="{y}" width="{w:.1f}" height="{row - 2}" fill="{COLORS[i]}"/>'
-            )
-            parts.append(
-                f'<text x="{label_w + w + 4}" y="{y + row - 3}" font-size="11">{escape(m)} {v:,.0f} ms</text>'
-            )
-            y += row
-        y += 10
-    parts.append("</svg>")
-    return "".join(parts)
+    labels = list(bars)
+    height = 1 / (len(measures) + 1)
+    figure = Figure(figsize=(8, 1 + 0.5 * len(labels) * len(measures) * height * 3))
+    ax = figure.add_subplot()
+    for i, measure in enumerate(measures):
+        values = [bars[label].get(measure, 0) for label in labels]
+        positions = [row + i * height for row in range(len(labels))]
+        drawn = ax.barh(positions, values, height=height, color=COLORS[i % len(COLORS)], label=measure)
+        ax.bar_label(drawn, fmt=f"%.0f {unit}", padding=3, fontsize="small")
+    ax.set_yticks([row + height * (len(measures) - 1) / 2 for row in range(len(labels))], labels)
+    ax.invert_yaxis()
+    ax.set_title(title)
+    ax.set_xlabel(f"latency ({unit})")
+    ax.set_xlim(0, max(max(v.values(), default=0) for v in bars.values()) * 1.2 or 1)
+    ax.grid(axis="x", alpha=0.3)
+    ax.legend(loc="upper left", bbox_to_anchor=(1.01, 1), fontsize="small")
+    return svg(figure)
 
 
 def _series(rows: list[dict], key: str) -> dict[str, list[tuple[datetime, int]]]:
@@ -105,6 +101,7 @@ def _series(rows: list[dict], key: str) -> dict[str, list[tuple[datetime, int]]]
 
 
 def render(report: Report) -> str:
+    per_bucket = f"messages per {report.bucket_seconds} s"
     latency_bars = {
         f"{r['topic']} → {r['group']}": {"p50": r["p50_ms"], "p90": r["p90_ms"], "p99": r["p99_ms"]}
         for r in report.latency
@@ -119,8 +116,8 @@ def render(report: Report) -> str:
                for r in report.latency)),
         bar_chart("Latency percentiles", latency_bars),
         f"<h2>Throughput (messages per {report.bucket_seconds} s)</h2>",
-        line_chart("Sent, per topic", _series(report.produced, "topic")),
-        line_chart("Delivered, per consumer group", _series(report.consumed, "group")),
+        line_chart("Sent, per topic", _series(report.produced, "topic"), per_bucket),
+        line_chart("Delivered, per consumer group", _series(report.consumed, "group"), per_bucket),
         "<h2>Retries</h2>",
         table(["topic", "group", "redeliveries", "failed consumes"],
               ([r["topic"], r["group"], r["redeliveries"], r["failed"]] for r in report.retries)),

@@ -61,6 +61,15 @@ class OffsetMirror(StreamingQueryListener):
         progress = event.progress
         if self.query_name is not None and progress.name != self.query_name:
             return
+        self._commit(progress)
+
+    def commit_last(self, query) -> None:
+        """Commit `query`'s last progress now. Listeners hear of batches asynchronously: a job that
+        ends (an availableNow run) calls this after awaitTermination so its last batch is mirrored."""
+        if query.lastProgress is not None:
+            self._commit(query.lastProgress)
+
+    def _commit(self, progress) -> None:
         for source in progress.sources:
             offsets = parse_source_offsets(source.endOffset)
             if offsets is None:

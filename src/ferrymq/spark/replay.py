@@ -8,10 +8,13 @@ msg ids see a message once even if the job is run again; what the broker added f
 
 from __future__ import annotations
 
-from pyspark.sql import DataFrame, SparkSession
+from collections.abc import Callable
+
+from pyspark.sql import DataFrame, Observation, SparkSession
 from pyspark.sql import functions as F
 
 from ferrymq.protocol.properties import Prop
+from ferrymq.spark.progress import reporting
 
 # Properties that describe the stored copy or its delivery state, not the message.
 BROKER_PROPERTIES = (
@@ -42,3 +45,15 @@ def replay(messages: DataFrame, namesrv: str, topic: str) -> None:
     """Send `messages` (as read from ferrymq) to `topic` on the cluster of `namesrv`."""
     writer = as_copies(messages).write.format("ferrymq").mode("append")
     writer.option("namesrv", namesrv).option("topic", topic).save()
+
+
+def replay_counted(
+    spark: SparkSession, messages: DataFrame, namesrv: str, topic: str, echo: Callable[[str], None]
+) -> int:
+    """`replay`, reading the source once: the count is observed as the rows go by (no count() job
+    first, which would read everything twice), and stage progress is echoed while it runs."""
+    observation = Observation("replay")
+    counted = messages.observe(observation, F.count(F.lit(1)).alias("messages"))
+    with reporting(spark, echo):
+        replay(counted, namesrv, topic)
+    return observation.get["messages"]

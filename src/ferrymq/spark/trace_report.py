@@ -145,6 +145,7 @@ def run(spark: SparkSession, namesrv: str, out: Path, topic: str = TRACE_TOPIC, 
     """Read the trace topic, write `out`/records (Parquet, by type), the figure tables and report.html."""
     from ferrymq.spark.html_report import render
 
+    out = out.absolute()  # Spark's JVM resolves relative paths against its own working directory
     records = trace_records(spark, namesrv, topic, **range_options)
     records.write.mode("overwrite").partitionBy("type").parquet(str(out / "records"))
     report, tables = build(spark.read.parquet(str(out / "records")))
