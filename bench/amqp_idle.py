@@ -120,6 +120,10 @@ def main() -> None:
     p.add_argument("--heartbeat", type=int, default=10)
     p.add_argument("--seconds", type=float, default=30)
     p.add_argument("--port", type=int, default=25675)
+    p.add_argument(
+        "--rabbitmq-connections", type=int, default=1000,
+        help="connections opened to the machine's RabbitMQ for reference (5,000 took its node down here)",
+    )  # fmt: skip
     p.add_argument("--skip-rabbitmq", action="store_true")
     p.add_argument("--save", type=Path)
     args = p.parse_args()
