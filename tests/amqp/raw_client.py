@@ -107,3 +107,11 @@ class RawClient:
             + frame.marshal(content_header.ContentHeader(0, len(body), properties), channel)
             + frame.marshal(content_body.ContentBody(body), channel)
         )
+
+    def open_channel(self, channel: int = 1) -> None:
+        self.send(channel, commands.Channel.Open())
+        self.expect(commands.Channel.OpenOk)
+
+    def declare(self, channel: int, queue: str, **arguments) -> commands.Queue.DeclareOk:
+        self.send(channel, commands.Queue.Declare(queue=queue, arguments=arguments or None))
+        return self.expect(commands.Queue.DeclareOk)

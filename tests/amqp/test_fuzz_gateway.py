@@ -29,10 +29,8 @@ def still_serves(port: int) -> None:
     client = RawClient("127.0.0.1", port)
     try:
         client.open()
-        client.send(1, commands.Channel.Open())
-        client.expect(commands.Channel.OpenOk)
-        client.send(1, commands.Queue.Declare(queue="fuzz-check"))
-        client.expect(commands.Queue.DeclareOk)
+        client.open_channel(1)
+        client.declare(1, "fuzz-check")
         client.publish(1, "", "fuzz-check", b"alive")
         client.send(1, commands.Basic.Get(queue="fuzz-check", no_ack=True))
         client.expect(commands.Basic.GetOk)
@@ -50,8 +48,7 @@ def test_garbage_after_the_handshake_never_breaks_the_gateway(gateway, garbage):
     client = RawClient(gateway.host, gateway.port)
     try:
         client.open()
-        client.send(1, commands.Channel.Open())
-        client.expect(commands.Channel.OpenOk)
+        client.open_channel(1)
         client.sock.settimeout(0.15)
         with contextlib.suppress(OSError):
             client.sock.sendall(garbage)

@@ -20,10 +20,8 @@ def consume_without_ack(port: int) -> tuple[int, str]:
     client = RawClient("127.0.0.1", port)
     try:
         client.open()
-        client.send(1, commands.Channel.Open())
-        client.expect(commands.Channel.OpenOk)
-        client.send(1, commands.Queue.Declare(queue="slow"))
-        client.expect(commands.Queue.DeclareOk)
+        client.open_channel(1)
+        client.declare(1, "slow")
         client.publish(1, "", "slow", b"never acked")
         client.send(1, commands.Basic.Consume(queue="slow"))
         client.expect(commands.Basic.ConsumeOk)
@@ -64,8 +62,7 @@ def declare_as(port: int, user: str, password: str, queue: str):
     client = RawClient("127.0.0.1", port)
     try:
         client.open(user=user, password=password)
-        client.send(1, commands.Channel.Open())
-        client.expect(commands.Channel.OpenOk)
+        client.open_channel(1)
         client.send(1, commands.Queue.Declare(queue=queue))
         _, answer = client.next_frame()
         return answer
@@ -96,10 +93,8 @@ def consume_through_pause(port: int, control) -> list[str]:
     seen = []
     try:
         client.open()
-        client.send(1, commands.Channel.Open())
-        client.expect(commands.Channel.OpenOk)
-        client.send(1, commands.Queue.Declare(queue="pausable"))
-        client.expect(commands.Queue.DeclareOk)
+        client.open_channel(1)
+        client.declare(1, "pausable")
         client.send(1, commands.Basic.Consume(queue="pausable", no_ack=True))
         client.expect(commands.Basic.ConsumeOk)
         client.publish(1, "", "pausable", b"one")
@@ -148,10 +143,8 @@ def publish_until_blocked(port: int, disk: Callable[[bool], None]) -> list[str]:
     seen = []
     try:
         client.open(capabilities={"connection.blocked": True})
-        client.send(1, commands.Channel.Open())
-        client.expect(commands.Channel.OpenOk)
-        client.send(1, commands.Queue.Declare(queue="alarmed"))
-        client.expect(commands.Queue.DeclareOk)
+        client.open_channel(1)
+        client.declare(1, "alarmed")
         client.send(1, commands.Confirm.Select())
         client.expect(commands.Confirm.SelectOk)
         disk(True)
@@ -195,16 +188,13 @@ def publish_then_close_at_once(port: int) -> list[bytes]:
     client = RawClient("127.0.0.1", port)
     try:
         client.open()
-        client.send(1, commands.Channel.Open())
-        client.expect(commands.Channel.OpenOk)
-        client.send(1, commands.Queue.Declare(queue="closed-after"))
-        client.expect(commands.Queue.DeclareOk)
+        client.open_channel(1)
+        client.declare(1, "closed-after")
         for body in (b"p1", b"p2", b"p3"):
             client.publish(1, "", "closed-after", body)
         client.send(1, commands.Channel.Close(200, "done", 0, 0))
         client.expect(commands.Channel.CloseOk, 1)
-        client.send(2, commands.Channel.Open())
-        client.expect(commands.Channel.OpenOk)
+        client.open_channel(2)
         got = []
         for _ in range(3):
             client.send(2, commands.Basic.Get(queue="closed-after", no_ack=True))

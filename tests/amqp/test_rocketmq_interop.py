@@ -24,10 +24,8 @@ def declare_and_publish(port: int) -> None:
     client = RawClient("127.0.0.1", port)
     try:
         client.open()
-        client.send(1, commands.Channel.Open())
-        client.expect(commands.Channel.OpenOk)
-        client.send(1, commands.Queue.Declare(queue=QUEUE))
-        client.expect(commands.Queue.DeclareOk)
+        client.open_channel(1)
+        client.declare(1, QUEUE)
         client.send(1, commands.Confirm.Select())
         client.expect(commands.Confirm.SelectOk)
         properties = commands.Basic.Properties(
@@ -43,8 +41,7 @@ def get_one(port: int) -> tuple[commands.Basic.GetOk, commands.Basic.Properties,
     client = RawClient("127.0.0.1", port)
     try:
         client.open()
-        client.send(1, commands.Channel.Open())
-        client.expect(commands.Channel.OpenOk)
+        client.open_channel(1)
         client.send(1, commands.Basic.Get(queue=QUEUE, no_ack=True))
         _, get_ok = client.next_frame()
         assert isinstance(get_ok, commands.Basic.GetOk), get_ok
@@ -95,8 +92,7 @@ def publish_and_consume_traced(port: int) -> None:
     client = RawClient("127.0.0.1", port)
     try:
         client.open()
-        client.send(1, commands.Channel.Open())
-        client.expect(commands.Channel.OpenOk)
+        client.open_channel(1)
         client.send(1, commands.Queue.Declare(queue="traced", arguments={"x-message-trace": True}))
         client.expect(commands.Queue.DeclareOk)
         client.publish(1, "", "traced", b"followed")

@@ -30,11 +30,11 @@ from pathlib import Path
 
 from ferrymq.bench.processes import _die_with_parent, free_port, netns_available
 from tests.amqp.conftest import PIKA
+from tests.compat.conftest import stop_process
 from tests.compat.venvs import client_venv
 
 RABBITMQ = ("127.0.0.1", 5672)
 GATEWAY_START_TIMEOUT = 30.0
-STOP_TIMEOUT = 15.0
 COMMAND_TIMEOUT = 60.0
 READY_LINE = "ferrymq dev is running."
 NAMESPACE_PREFIX = "ferrymq-suites-"  # + the harness's PID
@@ -133,18 +133,7 @@ def _gateway_process(log_dir: Path, prefix: list[str], port: int) -> Iterator[No
             time.sleep(0.05)
         yield
     finally:
-        stop(proc)
-
-
-def stop(proc: subprocess.Popen) -> None:
-    """SIGTERM, then SIGKILL after STOP_TIMEOUT; only this process, by its PID."""
-    if proc.poll() is None:
-        proc.send_signal(signal.SIGTERM)
-        try:
-            proc.wait(STOP_TIMEOUT)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait(STOP_TIMEOUT)
+        stop_process(proc)
 
 
 # --- RabbitMQ ---------------------------------------------------------------------------------------
