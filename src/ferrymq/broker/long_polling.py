@@ -36,6 +36,25 @@ class PullHoldService:
                 if not waiters:
                     del self._waiters[key]
 
+    async def wait_any(self, queues: list[tuple[str, int]], timeout: float, still_empty) -> None:
+        """Wait up to `timeout` s for new entries in any of `queues` (one future for all of them:
+        no task per queue); `still_empty()` closes the race as in `wait`."""
+        future = asyncio.get_running_loop().create_future()
+        for key in queues:
+            self._waiters.setdefault(key, []).append(future)
+        try:
+            if still_empty():
+                await asyncio.wait_for(future, timeout)
+        except TimeoutError:
+            pass
+        finally:
+            for key in queues:
+                waiters = self._waiters.get(key)
+                if waiters and future in waiters:
+                    waiters.remove(future)
+                    if not waiters:
+                        del self._waiters[key]
+
     def arrived(self, queues: list[tuple[str, int]]) -> None:
         """Thread-safe: called by the dispatcher with the queues that got new entries."""
         loop = self._loop

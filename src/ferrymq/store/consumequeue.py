@@ -72,6 +72,13 @@ class ConsumeQueue:
             self.min_offset = base // ENTRY_SIZE
         return mf
 
+    def prepare(self) -> None:
+        """Create the file the next entry goes to, if it is not there yet, and fault in its page
+        (writing the zero that is there): the first message's dispatch then costs neither."""
+        mf = self._writable_file(self.max_offset)
+        position = self.max_offset * ENTRY_SIZE - mf.base
+        mf.mm[position] = 0
+
     def put(self, queue_offset: int, entries: bytes | bytearray) -> None:
         """Write raw entries (ENTRY each) from `queue_offset` on; re-dispatching rewrites them in place.
 

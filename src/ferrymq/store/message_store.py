@@ -703,6 +703,13 @@ class MessageStore:
     def topics(self) -> set[str]:
         return {topic for topic, _ in self.queues.queues}
 
+    def prepare_topic(self, topic: str, queue_nums: int) -> None:
+        """Create the topic's ConsumeQueue files now (a queue declared ahead of its messages): their
+        first messages then cost no file creation on the dispatch path."""
+        with self.dispatcher.lock:
+            for queue_id in range(queue_nums):
+                self.queues.get_or_create(topic, queue_id).prepare()
+
     def delete_topic(self, topic: str) -> None:
         """Forget a topic's queues (its records stay in the CommitLog until retention removes them)."""
         with self._put_lock:

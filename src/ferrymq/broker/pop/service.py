@@ -478,18 +478,9 @@ class PopService:
 
     async def _wait(self, group: str, watched: list[tuple[str, int]], timeout: float, fifo: bool) -> None:
         """Until a message arrives in one of the watched queues (the long-poll wake-ups) or time ends."""
-        waits = [
-            asyncio.ensure_future(
-                self.hold.wait(t, q, timeout, lambda t=t, q=q: not self.has_backlog(group, t, q, fifo))
-            )
-            for t, q in watched
-        ]
-        try:
-            await asyncio.wait(waits, return_when=asyncio.FIRST_COMPLETED)
-        finally:
-            for w in waits:
-                w.cancel()
-            await asyncio.gather(*waits, return_exceptions=True)
+        await self.hold.wait_any(
+            watched, timeout, lambda: not any(self.has_backlog(group, t, q, fifo) for t, q in watched)
+        )
 
     async def has_message(
         self, group: str, topic: str, queue_id: int, poll_ms: int = 0, *, order: bool = False

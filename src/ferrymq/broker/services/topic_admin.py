@@ -28,6 +28,7 @@ class TopicAdmin:
 
     def create(self, config: TopicConfig) -> None:
         self.topics.put(config)
+        self.store.prepare_topic(config.topic_name, config.write_queue_nums)
         self._topics_changed()
 
     def delete(self, topic: str) -> None:
