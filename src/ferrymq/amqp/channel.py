@@ -86,6 +86,7 @@ class Channel:
             commands.Basic.Get: self._get,
             commands.Basic.Recover: self._recover,
             commands.Basic.RecoverAsync: self._recover,
+            commands.Confirm.Select: self._confirm_select,
             commands.Tx.Select: self._tx_select,
             commands.Tx.Commit: self._tx_commit,
             commands.Tx.Rollback: self._tx_rollback,
@@ -557,6 +558,9 @@ class Channel:
         return commands.Basic.RecoverOk() if isinstance(m, commands.Basic.Recover) else None
 
     # --- transactions -----------------------------------------------------------------------------
+
+    async def _confirm_select(self, m: commands.Confirm.Select) -> base.Frame:
+        return commands.Confirm.SelectOk()  # (the connection numbers the publishes from here on)
 
     async def _tx_select(self, m: commands.Tx.Select) -> base.Frame:
         if self.tx is None:

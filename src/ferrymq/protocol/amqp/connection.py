@@ -465,10 +465,10 @@ class ServerConnection:
                 raise ConnectionException(ReplyCode.NOT_IMPLEMENTED, "active=false", 20, 20)
             self.send_method(frame.channel, commands.Channel.FlowOk(active=True), now)
         elif isinstance(method, commands.Confirm.Select):
-            if channel.confirmed is None:
+            if channel.confirmed is None:  # publishes from here on are numbered
                 channel.confirmed = 0
-            if not method.nowait:
-                self.send_method(frame.channel, commands.Confirm.SelectOk(), now)
+            # the owner answers select-ok, after what the channel's earlier publishes send (returns)
+            self._events.append(ev.MethodReceived(frame.channel, method))
         elif class_id in (_CONNECTION_CLASS, 20):
             raise ConnectionException(ReplyCode.COMMAND_INVALID, "unimplemented method", class_id, method_id)
         else:
