@@ -20,21 +20,7 @@ class PullHoldService:
     async def wait(self, topic: str, queue_id: int, timeout: float, still_empty) -> None:
         """Wait up to `timeout` s for new entries in the queue; `still_empty()` closes the race
         between the caller's empty read and this registration."""
-        loop = asyncio.get_running_loop()
-        future = loop.create_future()
-        key = (topic, queue_id)
-        self._waiters.setdefault(key, []).append(future)
-        try:
-            if still_empty():
-                await asyncio.wait_for(future, timeout)
-        except TimeoutError:
-            pass
-        finally:
-            waiters = self._waiters.get(key)
-            if waiters and future in waiters:
-                waiters.remove(future)
-                if not waiters:
-                    del self._waiters[key]
+        await self.wait_any([(topic, queue_id)], timeout, still_empty)
 
     async def wait_any(self, queues: list[tuple[str, int]], timeout: float, still_empty) -> None:
         """Wait up to `timeout` s for new entries in any of `queues` (one future for all of them:
