@@ -34,6 +34,7 @@ EXPECTED = {
         },
     },
     "transactions": {"before_commit": 0, "got": ["committed"]},
+    "handed_back_at_once": {"rounds": [["m2", True]] * 8},
     "acks_and_redelivery": {  # what was handed back comes first, marked redelivered
         "count": 6,
         "prefetched": 2,

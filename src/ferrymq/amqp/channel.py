@@ -217,7 +217,7 @@ class Channel:
         self.gateway.channels.discard(self)
         self._stop_replies()
         for consumer in self.consumers.values():
-            consumer.feed.remove(consumer)
+            await consumer.feed.leave(consumer)
         await self._auto_delete(list(self.consumers.values()))
         self.consumers.clear()
         unacked, self.unacked = list(self.unacked.values()), {}
@@ -431,7 +431,7 @@ class Channel:
             self._stop_replies()
         consumer = self.consumers.pop(m.consumer_tag or "", None)
         if consumer is not None:
-            consumer.feed.remove(consumer)
+            await consumer.feed.leave(consumer)
             self.gateway.expiry.touch(consumer.feed.queue)
             await self._auto_delete([consumer])
         return commands.Basic.CancelOk(m.consumer_tag)
@@ -452,6 +452,8 @@ class Channel:
         gateway.expiry.touch(queue)
         # a message this gateway just stored may not be dispatched yet: wait for it briefly
         found = await gateway.feeds.pop(queue, 1, GET_WAIT_MS if await gateway.undispatched(queue) else 0)
+        if not found and await gateway.feeds.handed_back(queue, GET_WAIT_MS / 1000):
+            found = await gateway.feeds.pop(queue, 1, 0)
         if not found:
             return commands.Basic.GetEmpty()
         message = found[0]

@@ -88,6 +88,14 @@ class QueueFeed:
             self.consumers.remove(consumer)
         self.wake()
 
+    async def leave(self, consumer: Consumer) -> None:
+        """The consumer stops. Once nobody is left, what was popped for them goes back before this
+        returns, so that a basic.get answered after the cancel-ok or close-ok finds it (as in RabbitMQ)."""
+        self.remove(consumer)
+        if not self.consumers and self._held:
+            held, self._held = list(self._held), deque()
+            await self.registry.requeue(self.queue, [m.properties[POP_CK] for m in held])
+
     def wake(self) -> None:
         self._woken.set()
 
@@ -116,6 +124,13 @@ class QueueFeed:
             self.registry.feed_idle(self)
             held, self._held = list(self._held), deque()
             await self.registry.requeue(self.queue, [m.properties[POP_CK] for m in held])
+            self.registry.feed_ended(self)
+
+    def ending(self) -> asyncio.Task | None:
+        """Its task, while nobody is left to feed but a pop made for them may still bring messages
+        to hand back."""
+        task = self._task
+        return task if not self.consumers and task is not None and not task.done() else None
 
     def _hand_out(self) -> None:
         """Give held messages to the consumers in turn, each within its credit."""
@@ -150,6 +165,7 @@ class FeedRegistry:
         self.ensure_topic = gateway.ensure_topic
         self._to_settle: dict[str, tuple[Queue, list[str]]] = {}  # by topic: handles to acknowledge
         self._requeued: set[str] = set()  # queues' topics with messages just handed back here
+        self._ending: dict[str, QueueFeed] = {}  # by group: feeds handing back what they popped
         self._settle_scheduled = False
         self._feeds: dict[str, QueueFeed] = {}  # by consumer group: a queue's, or a broadcast consumer's
 
@@ -221,8 +237,24 @@ class FeedRegistry:
         ]  # fmt: skip
 
     def feed_idle(self, feed: QueueFeed) -> None:
-        if self._feeds.get(feed.queue.group) is feed and not feed.consumers:
-            del self._feeds[feed.queue.group]
+        group = feed.queue.group
+        if self._feeds.get(group) is feed and not feed.consumers:
+            del self._feeds[group]
+            self._ending[group] = feed
+
+    def feed_ended(self, feed: QueueFeed) -> None:
+        if self._ending.get(feed.queue.group) is feed:
+            del self._ending[feed.queue.group]
+
+    async def handed_back(self, queue: Queue, timeout_s: float) -> bool:
+        """Whether a feed of `queue` whose consumers all went was still handing back what it had
+        popped for them (waited for, up to `timeout_s`): a basic.get after a cancel or a close must
+        find those messages, as in RabbitMQ, where they never left the queue."""
+        feeds = (self._feeds.get(queue.group), self._ending.get(queue.group))
+        tasks = [task for f in feeds if f is not None and (task := f.ending()) is not None]
+        if tasks:
+            await asyncio.wait(tasks, timeout=timeout_s)
+        return bool(tasks)
 
     def queue_gone(self, queue: Queue) -> None:
         """A queue was deleted (through any gateway): its consumers here are cancelled."""

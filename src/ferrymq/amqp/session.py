@@ -165,12 +165,10 @@ class Session:
             self.channels[event.channel] = Channel(self, event.channel)
         elif isinstance(event, ev.ChannelClosed):
             closed = self.channels.pop(event.channel, None)
-            if closed is not None:  # its publishes are stored and confirmed before the close-ok
-                await closed.publisher.settled()
+            if closed is not None:  # stored, confirmed and handed back before the close-ok
+                await closed.close()
             if event.reply:  # after the answers to its earlier methods
                 connection.send_frames(event.reply, now())
-            if closed is not None:
-                await closed.close()
         elif isinstance(event, ev.LoginRequested):
             if await self._auth.login(event.username, event.password):
                 return connection.accept_login(event.username, now())

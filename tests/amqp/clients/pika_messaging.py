@@ -193,6 +193,37 @@ def acks_and_redelivery() -> dict:
     return result
 
 
+def handed_back_at_once() -> dict:
+    """A consumer stops in its callback, a message comes in just then, and the channel closes: the
+    message is in the queue when close-ok arrives, so a basic.get right after finds it (several
+    rounds, since a late hand-back shows only now and then)."""
+    connection = connect()
+    other = connection.channel()
+    other.confirm_delivery()
+    rounds = []
+    for i in range(8):
+        channel = connection.channel()
+        queue = name(f"handback{i}")
+        channel.queue_declare(queue)
+        other.basic_publish("", queue, b"m1", mandatory=True)
+
+        def first_only(ch, method, _properties, _body, queue=queue) -> None:
+            ch.stop_consuming()
+            ch.basic_ack(method.delivery_tag)
+            other.basic_publish("", queue, b"m2", mandatory=True)
+
+        channel.basic_consume(queue, first_only)
+        channel.start_consuming()
+        channel.close()
+        channel = connection.channel()
+        *_, body = channel.basic_get(queue, auto_ack=True)
+        rounds.append([body.decode() if body else None, channel.basic_get(queue)[0] is None])
+        channel.queue_delete(queue)
+        channel.close()
+    connection.close()
+    return {"rounds": rounds}
+
+
 def transactions() -> dict:
     connection = connect()
     channel = connection.channel()
@@ -356,6 +387,7 @@ SCENARIOS = {
     "routing": routing,
     "mandatory_and_errors": mandatory_and_errors,
     "acks_and_redelivery": acks_and_redelivery,
+    "handed_back_at_once": handed_back_at_once,
     "transactions": transactions,
     "queue_lifecycle": queue_lifecycle,
 }
