@@ -118,12 +118,13 @@ async def publish_hot(url: str, seconds: float) -> dict:
     return {"hot_sent_per_s": round(sent / seconds)}
 
 
-def scenario(url: str, queues: int, seconds: float) -> dict:
-    """The three roles against one server; the consumer's figures with the publishers'."""
+def scenario(url: str, queues: int, seconds: float, hot: bool = True) -> dict:
+    """The roles against one server (without the hot queue's unless `hot`); the consumer's figures
+    with the publishers'."""
     me = [sys.executable, __file__]
     consumers = [
         subprocess.Popen([*me, role, url, str(queues), str(seconds + 4)], stdout=subprocess.PIPE, text=True)
-        for role in ("consume-cold", "consume-hot")
+        for role in ("consume-cold", "consume-hot")[: 2 if hot else 1]
     ]
     for consumer in consumers:
         assert consumer.stdout is not None
@@ -134,7 +135,7 @@ def scenario(url: str, queues: int, seconds: float) -> dict:
             [*me, "publish-cold", url, str(queues), str(seconds)], stdout=subprocess.PIPE, text=True
         ),
         subprocess.Popen([*me, "publish-hot", url, "0", str(seconds)], stdout=subprocess.PIPE, text=True),
-    ]
+    ][: 2 if hot else 1]
     result: dict = {}
     for proc in [*publishers, *consumers]:
         out, _ = proc.communicate(timeout=seconds + 120)
@@ -163,20 +164,24 @@ def main() -> None:
     p.add_argument("--seconds", type=float, default=20)
     p.add_argument("--port", type=int, default=25674)
     p.add_argument("--skip-rabbitmq", action="store_true")
+    p.add_argument("--cold-only", action="store_true", help="no hot queue: the cold queues' cost alone")
     p.add_argument("--save", type=Path)
     args = p.parse_args()
-    result: dict = {"date": time.strftime("%Y-%m-%d %H:%M"), "queues": args.queues, "seconds": args.seconds}
+    result: dict = {"date": time.strftime("%Y-%m-%d %H:%M"), "queues": args.queues, "seconds": args.seconds,
+                    "hot": not args.cold_only}  # fmt: skip
     with tempfile.TemporaryDirectory() as tmp:
         gateway = start_gateway(Path(tmp) / "data", args.port)
         try:
             result["ferrymq"] = scenario(
-                f"amqp://guest:guest@127.0.0.1:{args.port}/", args.queues, args.seconds
+                f"amqp://guest:guest@127.0.0.1:{args.port}/", args.queues, args.seconds, not args.cold_only
             )
         finally:
             gateway.terminate()
             gateway.wait(30)
     if not args.skip_rabbitmq:
-        result["rabbitmq"] = scenario("amqp://guest:guest@127.0.0.1:5672/", args.queues, args.seconds)
+        result["rabbitmq"] = scenario(
+            "amqp://guest:guest@127.0.0.1:5672/", args.queues, args.seconds, not args.cold_only
+        )
         cleanup_rabbitmq(args.queues)
     result["load_avg"] = os.getloadavg()
     print(json.dumps(result, indent=1))

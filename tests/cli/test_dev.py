@@ -9,10 +9,11 @@ import time
 FERRYMQ = [sys.executable, "-m", "ferrymq"]
 
 
-def start_dev(data_dir):
+def start_dev(data_dir, ferrymq=FERRYMQ):
+    """`ferrymq dev` on free ports (run by the `ferrymq` command line given) and its banner."""
     proc = subprocess.Popen(
         [
-            *FERRYMQ,
+            *ferrymq,
             "dev",
             "--data-dir",
             str(data_dir),

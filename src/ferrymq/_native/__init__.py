@@ -10,11 +10,30 @@ import importlib
 import os
 from types import ModuleType
 
+ACCELERATORS = ("batch", "index", "pop", "records", "rows", "scan")  # one per _native/*.c
+
+
+def _pure() -> bool:
+    return os.environ.get("FERRYMQ_PURE_PYTHON", "") not in ("", "0")
+
 
 def load(name: str) -> ModuleType | None:
-    if os.environ.get("FERRYMQ_PURE_PYTHON", "") not in ("", "0"):
+    if _pure():
         return None
     try:
         return importlib.import_module(f"ferrymq._native.{name}")
     except ImportError:
         return None
+
+
+def status() -> str:
+    """The start-up line every server prints: whether its per-record loops run in C."""
+    if _pure():
+        return "C accelerators: off (FERRYMQ_PURE_PYTHON is set): the Python loops run"
+    missing = [name for name in ACCELERATORS if load(name) is None]
+    if not missing:
+        return f"C accelerators: loaded ({', '.join(ACCELERATORS)})"
+    return (
+        f"C accelerators: {', '.join(missing)} not built (no C compiler at install?): "
+        "their Python loops run, slower"
+    )

@@ -10,6 +10,7 @@ from collections.abc import Awaitable, Callable
 
 import click
 
+from ferrymq import _native
 from ferrymq.net import install_uvloop
 
 
@@ -30,6 +31,7 @@ def serve(start: Callable[[], Awaitable[str]], stop: Callable[[], Awaitable[None
 
     async def main() -> None:
         click.echo(await start())
+        click.echo(_native.status())
         quiet_gc()
         done = asyncio.Event()
         loop = asyncio.get_running_loop()
