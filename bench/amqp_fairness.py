@@ -131,11 +131,9 @@ def scenario(url: str, queues: int, seconds: float, hot: bool = True) -> dict:
         if consumer.stdout.readline().strip() != "ready":
             raise SystemExit("a consumer did not get ready")
     publishers = [
-        subprocess.Popen(
-            [*me, "publish-cold", url, str(queues), str(seconds)], stdout=subprocess.PIPE, text=True
-        ),
-        subprocess.Popen([*me, "publish-hot", url, "0", str(seconds)], stdout=subprocess.PIPE, text=True),
-    ][: 2 if hot else 1]
+        subprocess.Popen([*me, role, url, str(queues), str(seconds)], stdout=subprocess.PIPE, text=True)
+        for role in ("publish-cold", "publish-hot")[: 2 if hot else 1]
+    ]
     result: dict = {}
     for proc in [*publishers, *consumers]:
         out, _ = proc.communicate(timeout=seconds + 120)

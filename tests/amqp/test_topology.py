@@ -14,6 +14,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from ferrymq.amqp.matching import binding_problem, topic_words
+from ferrymq.amqp.queue_settings import SettingsCache
 from ferrymq.amqp.topology import ROUTE_CACHE_SIZE, Topology
 from ferrymq.meta.database import make_engine
 from ferrymq.meta.entities import Binding, Change, Exchange, Policy, Queue, Snapshot, Vhost
@@ -719,3 +720,20 @@ def test_headers_argument_values_never_crash_routing():
     )
     assert _routed(topology, "h", "", {"a": {"n": [1, None]}, "b": "\x00", "c": 1.5}) == ["q"]
     assert _routed(topology, "h", "", {"a": [], "b": 1}) == []
+
+
+def test_a_queues_settings_are_read_again_only_when_it_or_the_policies_change():
+    topology = _topology(policies=[_policy("ttl", "^q", **{"message-ttl": 1000})])
+    cache = SettingsCache()
+    queue = Queue(vhost=VHOST, name="q", arguments={"x-max-length": 5})
+    first = cache.of(topology, queue)
+    assert (first.message_ttl, first.max_length) == (1000, 5)
+    assert topology.apply(_change(2, "queue", "put", Queue(vhost=VHOST, name="other")))
+    assert cache.of(topology, queue) is first  # another queue declared: nothing to read again
+    assert cache.of(topology, Queue(vhost=VHOST, name="q", arguments={"x-max-length": 5})) is first
+    recreated = cache.of(topology, Queue(vhost=VHOST, name="q", arguments={"x-max-length": 7}))
+    assert recreated.max_length == 7
+    assert topology.apply(_change(3, "policy", "put", _policy("ttl", "^q", **{"message-ttl": 50})))
+    assert cache.of(topology, queue).message_ttl == 50
+    assert topology.apply(_change(4, "policy", "delete", _policy("ttl", "^q")))
+    assert cache.of(topology, queue).message_ttl is None

@@ -59,16 +59,21 @@ class Policies:
     def __init__(self, policies: Iterable[Policy] = ()) -> None:
         self._policies: dict[str, tuple[Policy, re.Pattern[str] | None]] = {}
         self._effective: dict[tuple[Kind, str], Policy | None] = {}
+        self.version = 0  # counts changes: what was derived from the policies holds until it moves
         for policy in policies:
             self.put(policy)
 
     def put(self, policy: Policy) -> None:
         self._policies[policy.name] = (policy, _pattern(policy))
-        self._effective.clear()
+        self._changed()
 
     def delete(self, name: str) -> None:
         self._policies.pop(name, None)
+        self._changed()
+
+    def _changed(self) -> None:
         self._effective.clear()
+        self.version += 1
 
     def effective(self, kind: Kind, name: str) -> Policy | None:
         key = (kind, name)

@@ -55,22 +55,28 @@ class QueueSettings:
 
 
 class SettingsCache:
-    """Settings by queue, each kept while its vhost's topology stays at the version it was read at."""
+    """Settings by queue, each kept while the queue (its arguments) and its vhost's policies stay
+    as they were when it was read: declaring another queue changes neither."""
 
     LIMIT = 100_000  # queues remembered; past it the cache starts again
 
     def __init__(self) -> None:
-        self._known: dict[tuple[str, str], tuple[int, QueueSettings]] = {}
+        self._known: dict[tuple[str, str], tuple[Queue, int, QueueSettings]] = {}
 
     def of(self, topology: Topology, queue: Queue) -> QueueSettings:
         key = (queue.vhost, queue.name)
         known = self._known.get(key)
-        if known is not None and known[0] == topology.version:
-            return known[1]
+        policies = topology.policies_version
+        if (
+            known is not None
+            and known[1] == policies
+            and (known[0] is queue or known[0].arguments == queue.arguments)
+        ):
+            return known[2]
         if len(self._known) >= self.LIMIT:
             self._known.clear()
         settings = QueueSettings(topology.effective_queue_args(queue))
-        self._known[key] = (topology.version, settings)
+        self._known[key] = (queue, policies, settings)
         return settings
 
 

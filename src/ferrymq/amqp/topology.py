@@ -190,6 +190,12 @@ class Topology:
     def alternate_exchange(self, exchange: Exchange) -> str | None:
         return self._policies.alternate_exchange(exchange)
 
+    @property
+    def policies_version(self) -> int:
+        """Moves whenever a policy of the vhost is put or deleted (a queue's settings depend only on
+        its own arguments and the policies)."""
+        return self._policies.version
+
     def effective_queue_args(self, queue: Queue) -> dict[str, Any]:
         """message_ttl, expires, max_length, max_length_bytes, overflow, dead_letter_exchange,
         dead_letter_routing_key, max_priority, single_active_consumer and delivery_limit, those set,
