@@ -33,6 +33,20 @@ class PKI:
         return _issue(self.root, name, cn, ca or self.ca, server=server)
 
 
+def server_settings(pki: PKI, mode: str = "enforcing") -> dict[str, str]:
+    """A role's TLS settings serving ``pki.server`` in ``mode``."""
+    return {
+        "tls_server_mode": mode,
+        "tls_server_cert_path": str(pki.server.cert),
+        "tls_server_key_path": str(pki.server.key),
+    }
+
+
+def client_settings(pki: PKI) -> dict[str, object]:
+    """A role's TLS settings for its calls to peers that serve ``pki.server``."""
+    return {"tls_enable": True, "tls_client_trust_cert_path": str(pki.ca.cert)}
+
+
 def _openssl(*args: str | Path) -> None:
     subprocess.run(["openssl", *map(str, args)], check=True, capture_output=True, timeout=60)
 

@@ -33,7 +33,7 @@ class TLSConfigError(ValueError):
     """TLS settings that cannot work: an unknown mode, a missing certificate, a file that will not load."""
 
 
-@dataclass
+@dataclass(kw_only=True)
 class TLSSettings:
     """RocketMQ's TLS settings; every role's config inherits them, all off by default."""
 
