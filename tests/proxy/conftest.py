@@ -181,9 +181,13 @@ class ClientDriver:
         stop_process(self.proc)
 
 
-def python_driver(python: Path, endpoint: str, home: Path) -> ClientDriver:
-    """The Python client's driver, run by the python of its venv."""
-    return ClientDriver([str(python), str(DRIVER)], endpoint, home, PYTHON_LOG, {"PYTHONUNBUFFERED": "1"})
+def python_driver(python: Path, endpoint: str, home: Path, *, trust: Path | None = None) -> ClientDriver:
+    """The Python client's driver, run by the python of its venv; with ``trust`` (a CA file) its
+    clients speak TLS and trust that CA (the client itself trusts only what grpc's roots say)."""
+    env = {"PYTHONUNBUFFERED": "1"}
+    if trust is not None:
+        env.update(DRIVER_TLS="1", GRPC_DEFAULT_SSL_ROOTS_FILE_PATH=str(trust))
+    return ClientDriver([str(python), str(DRIVER)], endpoint, home, PYTHON_LOG, env)
 
 
 def node_driver(node_modules: Path, endpoint: str, home: Path) -> ClientDriver:

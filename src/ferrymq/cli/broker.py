@@ -38,6 +38,8 @@ if TYPE_CHECKING:
 @click.option("--proxy-port", type=int, default=-1, show_default=True,
               help="Also serve RocketMQ 5 gRPC clients on this port of the listen host, in this process "
                    "(0: any free port; -1: no proxy).")  # fmt: skip
+@click.option("--proxy-plaintext-port", type=click.IntRange(0, 65535),
+              help="With --tls-server-mode permissive: the proxy's plaintext gRPC port.")  # fmt: skip
 @server_tls_options
 @client_tls_options
 @metrics_option("broker")
@@ -53,6 +55,7 @@ def broker(
     ha_port,
     controller_addr,
     proxy_port,
+    proxy_plaintext_port,
     metrics_port,
     **tls_options,
 ):
@@ -101,7 +104,12 @@ def broker(
         add_broker(registry, server)
         try:
             if proxy_port >= 0:
-                proxy, port = await start_local_proxy(server, config.listen_host, proxy_port)
+                try:
+                    proxy, port = await start_local_proxy(
+                        server, config.listen_host, proxy_port, proxy_plaintext_port
+                    )
+                except ValueError as e:
+                    raise click.UsageError(f"{e} (--proxy-plaintext-port)") from None
                 add_proxy(registry, proxy, config.broker_cluster_name)
                 started += f"; gRPC proxy for RocketMQ 5 clients on {config.listen_host}:{port}"
             metrics, line = await start_metrics(registry, config.listen_host, metrics_port, "broker")

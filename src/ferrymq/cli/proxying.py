@@ -21,10 +21,14 @@ def local_message_service(broker: Broker) -> LocalMessageService:
     )  # fmt: skip
 
 
-async def start_local_proxy(broker: Broker, host: str, port: int) -> tuple[ProxyServer, int]:
-    """Serve RocketMQ 5 clients on host:port (0: any free port) over a started broker; the proxy
-    and the port it bound."""
+async def start_local_proxy(
+    broker: Broker, host: str, port: int, plaintext_port: int | None = None
+) -> tuple[ProxyServer, int]:
+    """Serve RocketMQ 5 clients on host:port (0: any free port) over a started broker, with the
+    broker's TLS (``plaintext_port``: see ProxyServer); the proxy and the port it bound."""
     from ferrymq.proxy.server import ProxyServer
 
-    proxy = ProxyServer(local_message_service(broker), host, port)
+    proxy = ProxyServer(
+        local_message_service(broker), host, port, tls=broker.server_tls, plaintext_port=plaintext_port
+    )
     return proxy, await proxy.start()

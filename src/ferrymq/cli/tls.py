@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any
+from typing import Any, TypeVar
 
 import click
 
-from ferrymq.net.tls import CLIENT_AUTH, TLS_MODES, ClientTLS, TLSConfigError, TLSSettings
+from ferrymq.net.tls import CLIENT_AUTH, TLS_MODES, ClientTLS, ServerTLS, TLSConfigError, TLSSettings
+
+T = TypeVar("T")
 
 _FILE = click.Path(dir_okay=False, exists=True)
 
@@ -25,6 +27,23 @@ _CLIENT_OPTIONS = (
     click.option("--tls-ca", "tls_client_trust_cert_path", type=_FILE,
                  help="PEM CA bundle to check servers by (with --tls) [default: the system's]."),
 )  # fmt: skip
+
+
+plaintext_port_option = click.option(
+    "--plaintext-port", type=click.IntRange(0, 65535),
+    help="With --tls-server-mode permissive: the port that serves gRPC without TLS (gRPC cannot serve "
+    "both on one port; 0: any free port).",
+)  # fmt: skip
+
+
+def proxy_server(make: Callable[..., T], *args: Any, tls: ServerTLS | None, plaintext_port: int | None) -> T:
+    """``make(*args, tls=..., plaintext_port=...)`` (a gRPC proxy), its TLS mistakes as CLI errors."""
+    if plaintext_port is not None and (tls is None or not tls.permissive):
+        raise click.UsageError("--plaintext-port goes with --tls-server-mode permissive")
+    try:
+        return make(*args, tls=tls, plaintext_port=plaintext_port)
+    except ValueError as exc:
+        raise click.UsageError(str(exc)) from None
 
 
 def server_tls_options(command: Callable) -> Callable:
