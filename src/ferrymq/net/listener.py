@@ -28,10 +28,15 @@ _ACCEPT_ERROR_PAUSE = 0.1  # seconds to wait after accept fails (e.g. out of fil
 class TLSServer:
     """The part of ``asyncio.Server`` that our servers use, over our own accept loop."""
 
-    def __init__(self, factory: ProtocolFactory, sock: socket.socket, tls: ServerTLS) -> None:
+    def __init__(
+        self, factory: ProtocolFactory, sock: socket.socket, tls: ServerTLS, *, tls_only: bool = False
+    ) -> None:
+        """``tls_only``: refuse plaintext even when ``tls`` is permissive (a port like AMQP's 5671)."""
         self._factory = factory
         self._sock = sock
         self.tls = tls
+        self._plaintext = tls.permissive and not tls_only
+        self._port = sock.getsockname()[1]
         self.sockets = [sock]
         self._tasks = BackgroundTasks("TLS listener")
         self._closed = asyncio.Event()
@@ -76,11 +81,11 @@ class TLSServer:
                     await loop.connect_accepted_socket(
                         self._factory, conn, ssl=context, ssl_handshake_timeout=self.tls.handshake_timeout
                     )
-                elif self.tls.permissive:
+                elif self._plaintext:
                     await loop.connect_accepted_socket(self._factory, conn)
                 else:
-                    log.warning("refused a plaintext connection from %s: this port is TLS only "
-                                "(tls_server_mode enforcing)", peer)  # fmt: skip
+                    log.warning("refused a plaintext connection from %s: this port (%d) is TLS only",
+                                peer, self._port)  # fmt: skip
                     return
                 served = True
         except TimeoutError:
@@ -99,9 +104,11 @@ async def start_server(
     *,
     sock: socket.socket | None = None,
     tls: ServerTLS | None = None,
+    tls_only: bool = False,
     backlog: int = 1024,
 ) -> asyncio.Server | TLSServer:
-    """Listen on ``sock`` or ``host:port`` (0: a free port): asyncio's server when ``tls`` is None."""
+    """Listen on ``sock`` or ``host:port`` (0: a free port): asyncio's server when ``tls`` is None
+    (``tls_only``: see TLSServer)."""
     loop = asyncio.get_running_loop()
     if tls is None:
         if sock is not None:
@@ -118,7 +125,7 @@ async def start_server(
             raise
     sock.listen(backlog)
     sock.setblocking(False)
-    return TLSServer(factory, sock, tls)
+    return TLSServer(factory, sock, tls, tls_only=tls_only)
 
 
 async def start_stream_server(
@@ -127,6 +134,7 @@ async def start_stream_server(
     port: int,
     *,
     tls: ServerTLS | None = None,
+    tls_only: bool = False,
 ) -> asyncio.Server | TLSServer:
     """``asyncio.start_server`` with an optional TLS (or permissive) listener."""
     loop = asyncio.get_running_loop()
@@ -134,7 +142,7 @@ async def start_stream_server(
     def factory() -> asyncio.BaseProtocol:
         return asyncio.StreamReaderProtocol(asyncio.StreamReader(loop=loop), callback, loop=loop)
 
-    return await start_server(factory, host, port, tls=tls)
+    return await start_server(factory, host, port, tls=tls, tls_only=tls_only)
 
 
 async def _peek(loop: asyncio.AbstractEventLoop, conn: socket.socket) -> bytes:
