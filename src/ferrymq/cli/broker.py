@@ -106,7 +106,7 @@ def broker(
             if proxy_port >= 0:
                 try:
                     proxy, port = await start_local_proxy(
-                        server, config.listen_host, proxy_port, proxy_plaintext_port
+                        server, config.listen_host, proxy_port, server.server_tls, proxy_plaintext_port
                     )
                 except ValueError as e:
                     raise click.UsageError(f"{e} (--proxy-plaintext-port)") from None
