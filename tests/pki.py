@@ -42,6 +42,11 @@ def server_settings(pki: PKI, mode: str = "enforcing") -> dict[str, str]:
     }
 
 
+def server_args(pki: PKI, mode: str = "enforcing") -> list[str]:
+    """The command-line options of ``server_settings``."""
+    return [f"--{name.replace('_', '-')}={value}" for name, value in server_settings(pki, mode).items()]
+
+
 def client_settings(pki: PKI) -> dict[str, object]:
     """A role's TLS settings for its calls to peers that serve ``pki.server``."""
     return {"tls_enable": True, "tls_client_trust_cert_path": str(pki.ca.cert)}

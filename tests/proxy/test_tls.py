@@ -11,15 +11,10 @@ import pytest
 
 from ferrymq.bench.processes import free_ports
 from tests.compat.conftest import ServerProcess
-from tests.pki import PKI, pki  # noqa: F401  (fixture)
+from tests.pki import pki, server_args  # noqa: F401  (fixture)
 from tests.proxy.conftest import Proxied, python_driver, receive_until
 
 pytestmark = pytest.mark.compat
-
-
-def tls_args(pki: PKI, mode: str) -> list[str]:  # noqa: F811
-    return ["--tls-server-mode", mode, "--tls-server-cert-path", str(pki.server.cert),
-            "--tls-server-key-path", str(pki.server.key)]  # fmt: skip
 
 
 @pytest.fixture
@@ -36,11 +31,11 @@ def secured(tmp_path, pki) -> Iterator[tuple[Proxied, str, str]]:  # noqa: F811
         servers[-1].wait_listening(namesrv)
         args = ["--namesrv", namesrv, "--listen", broker, "--store-dir", str(tmp_path / "store"),
                 "--proxy-port", str(ports[2]), "--proxy-plaintext-port", str(ports[3]),
-                *tls_args(pki, "permissive")]  # fmt: skip
+                *server_args(pki, "permissive")]  # fmt: skip
         servers.append(ServerProcess("broker", args, log_dir))
         for address in (broker, proxy, plaintext):
             servers[-1].wait_listening(address)
-        args = ["--namesrv", namesrv, "--listen", standalone, *tls_args(pki, "enforcing")]
+        args = ["--namesrv", namesrv, "--listen", standalone, *server_args(pki, "enforcing")]
         servers.append(ServerProcess("proxy", args, log_dir))
         servers[-1].wait_listening(standalone)
         yield Proxied("local", proxy, namesrv, broker, servers), plaintext, standalone
