@@ -12,7 +12,7 @@ import pytest
 from ferrymq.bench.processes import free_ports
 from tests.compat.conftest import ServerProcess
 from tests.pki import pki, server_args  # noqa: F401  (fixture)
-from tests.proxy.conftest import Proxied, python_driver, receive_until
+from tests.proxy.conftest import Proxied, node_driver, python_driver, receive_until
 
 pytestmark = pytest.mark.compat
 
@@ -82,3 +82,12 @@ def test_an_enforcing_proxy_serves_tls_and_refuses_the_rest(secured, client_pyth
     finally:
         for driver in (over_tls, in_clear, stranger):
             driver.close()
+
+
+def test_the_node_client_over_tls(secured, client_node, pki, tmp_path):  # noqa: F811
+    proxied, _, standalone = secured
+    node = node_driver(client_node, standalone, tmp_path / "node-home", trust=pki.ca.cert)
+    try:
+        round_trip(proxied, node, "NodeVault", "NodeKeepers")
+    finally:
+        node.close()
