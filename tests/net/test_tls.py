@@ -130,6 +130,14 @@ async def test_a_silent_connection_is_closed_after_the_handshake_timeout(pki):  
         await server.stop(grace=1)
 
 
+async def test_a_stopped_tls_server_lets_its_port_go(pki):  # noqa: F811
+    server = await started(server_tls(pki, "permissive"))
+    port = server.port
+    await server.stop(grace=1)
+    with pytest.raises(ConnectionRefusedError):
+        await asyncio.open_connection("127.0.0.1", port)
+
+
 async def test_required_client_certificates(pki):  # noqa: F811
     tls = server_tls(pki, trust_cert_path=str(pki.ca.cert), client_auth="require")
     server = await started(tls)

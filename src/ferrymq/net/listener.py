@@ -39,33 +39,31 @@ class TLSServer:
         self._port = sock.getsockname()[1]
         self.sockets = [sock]
         self._tasks = BackgroundTasks("TLS listener")
-        self._closed = asyncio.Event()
-        self._tasks.spawn(self._accept_loop(), name="TLS accept")
+        self._accepting = self._tasks.spawn(self._accept_loop(), name="TLS accept")
 
     def close(self) -> None:
-        """Stop accepting (connections already made stay open, as with asyncio's servers)."""
-        if self._closed.is_set():
-            return
-        self._closed.set()
-        self._sock.close()
-        asyncio.get_running_loop().create_task(self._tasks.close())
+        """Stop accepting (connections already made stay open, as with asyncio's servers); the
+        listening socket closes as the accept loop ends (at the latest in ``wait_closed``), and
+        connections still being admitted finish within their handshake timeout or end at ``wait_closed``."""
+        self._accepting.cancel()
 
     async def wait_closed(self) -> None:
-        await self._closed.wait()
         await self._tasks.close()
+        self._sock.close()  # again, for an accept loop cancelled before it ever ran
 
     async def _accept_loop(self) -> None:
         loop = asyncio.get_running_loop()
-        while True:
-            try:
-                conn, peer = await loop.sock_accept(self._sock)
-            except OSError as exc:
-                if self._closed.is_set():
-                    return
-                log.warning("accepting a connection failed: %s", exc)
-                await asyncio.sleep(_ACCEPT_ERROR_PAUSE)
-                continue
-            self._tasks.spawn(self._admit(conn, _peer_name(peer)), name="TLS admit")
+        try:
+            while True:
+                try:
+                    conn, peer = await loop.sock_accept(self._sock)
+                except OSError as exc:
+                    log.warning("accepting a connection failed: %s", exc)
+                    await asyncio.sleep(_ACCEPT_ERROR_PAUSE)
+                    continue
+                self._tasks.spawn(self._admit(conn, _peer_name(peer)), name="TLS admit")
+        finally:
+            self._sock.close()
 
     async def _admit(self, conn: socket.socket, peer: str) -> None:
         loop = asyncio.get_running_loop()
