@@ -121,12 +121,13 @@ async def make_local_gateway(make_cluster, tmp_path) -> AsyncIterator:  # noqa: 
     """Starts a broker, a SQLite metadata store and a gateway with given limits, all in this process."""
     started: list[tuple[AMQPServer, MetaStore]] = []
 
-    async def start(limits: GatewayLimits | None = None) -> LocalGateway:
+    async def start(limits: GatewayLimits | None = None, **server_options) -> LocalGateway:
+        """``server_options``: more of AMQPServer's (e.g. TLS)."""
         cluster = await make_cluster()
         store = MetaStore(make_engine(database_url(tmp_path / f"meta{len(started)}")))
         store.ensure_defaults()
         gateway = Gateway(local_message_service(cluster.broker), MetaService(store), limits)
-        server = AMQPServer("127.0.0.1", 0, gateway)
+        server = AMQPServer("127.0.0.1", 0, gateway, **server_options)
         started.append((server, store))
         return LocalGateway(gateway, server, await server.start(), cluster)
 

@@ -8,6 +8,7 @@ import pytest
 
 from ferrymq.broker.config import BrokerConfig, ConfigError
 from ferrymq.store import StoreConfig
+from tests.pki import pki  # noqa: F401  (fixture)
 
 
 def _settings() -> list[tuple[str, object]]:
@@ -53,3 +54,17 @@ def test_sources_in_order_and_numbers_of_either_kind(tmp_path, monkeypatch):
 def test_a_bad_setting_is_refused_clearly(setting, value, message):
     with pytest.raises(ConfigError, match=message.replace("(", r"\(")):
         BrokerConfig.from_settings({setting: value})
+
+
+def test_tls_settings_from_toml_as_in_rocketmq(tmp_path, pki):  # noqa: F811
+    toml = tmp_path / "broker.toml"
+    toml.write_text(
+        f'tls_server_mode = "permissive"\ntls_server_cert_path = "{pki.server.cert}"\n'
+        f'tls_server_key_path = "{pki.server.key}"\ntls_enable = true\n'
+        f'tls_client_trust_cert_path = "{pki.ca.cert}"\n'
+    )
+    config = BrokerConfig.load(toml)
+    server = config.server_tls()
+    assert server is not None and server.permissive and server.context().verify_mode.name == "CERT_NONE"
+    client = config.client_tls()
+    assert client is not None and client.trust_cert_path == str(pki.ca.cert) and client.auth_server

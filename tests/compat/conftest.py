@@ -9,6 +9,7 @@ consumer lists), so tests wait on conditions instead of sleeping.
 
 from __future__ import annotations
 
+import contextlib
 import itertools
 import json
 import os
@@ -19,7 +20,7 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TypeVar
@@ -180,19 +181,28 @@ class Cluster:
 @pytest.fixture
 def cluster(tmp_path) -> Iterator[Cluster]:
     """NameServer + Broker (DefaultCluster/broker-a) on free loopback ports, with a fresh store."""
+    with running_cluster(tmp_path) as started:
+        yield started
+
+
+@contextlib.contextmanager
+def running_cluster(tmp_path: Path, server_args: Sequence[str] = ()) -> Iterator[Cluster]:
+    """The ``cluster`` fixture's NameServer and Broker, both given ``server_args`` too (e.g. TLS)."""
     log_dir = tmp_path / "servers"
     log_dir.mkdir()
     namesrv = f"127.0.0.1:{free_port()}"
     broker = f"127.0.0.1:{free_port()}"
     servers = []
     try:
-        servers.append(ServerProcess("namesrv", ["--listen", namesrv], log_dir))
+        servers.append(ServerProcess("namesrv", ["--listen", namesrv, *server_args], log_dir))
         servers[0].wait_listening(namesrv)
         (tmp_path / "store").mkdir()
         broker_args = ["--namesrv", namesrv, "--listen", broker, "--store-dir", str(tmp_path / "store")]
         servers.append(
             ServerProcess(
-                "broker", [*broker_args, "--cluster", "DefaultCluster", "--name", "broker-a"], log_dir
+                "broker",
+                [*broker_args, "--cluster", "DefaultCluster", "--name", "broker-a", *server_args],
+                log_dir,
             )
         )
         servers[1].wait_listening(broker)

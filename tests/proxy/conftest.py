@@ -181,14 +181,21 @@ class ClientDriver:
         stop_process(self.proc)
 
 
-def python_driver(python: Path, endpoint: str, home: Path) -> ClientDriver:
-    """The Python client's driver, run by the python of its venv."""
-    return ClientDriver([str(python), str(DRIVER)], endpoint, home, PYTHON_LOG, {"PYTHONUNBUFFERED": "1"})
+def tls_env(trust: Path | None) -> dict[str, str]:
+    """A driver's environment for TLS trusting only ``trust`` (a CA file), or none for plaintext: the
+    5.x clients have no CA option and trust only what grpc's roots say."""
+    return {} if trust is None else {"DRIVER_TLS": "1", "GRPC_DEFAULT_SSL_ROOTS_FILE_PATH": str(trust)}
 
 
-def node_driver(node_modules: Path, endpoint: str, home: Path) -> ClientDriver:
-    """The Node.js client's driver, finding the client in `node_modules`."""
-    env = {"NODE_PATH": str(node_modules)}
+def python_driver(python: Path, endpoint: str, home: Path, *, trust: Path | None = None) -> ClientDriver:
+    """The Python client's driver, run by the python of its venv (over TLS with ``trust``)."""
+    env = {"PYTHONUNBUFFERED": "1", **tls_env(trust)}
+    return ClientDriver([str(python), str(DRIVER)], endpoint, home, PYTHON_LOG, env)
+
+
+def node_driver(node_modules: Path, endpoint: str, home: Path, *, trust: Path | None = None) -> ClientDriver:
+    """The Node.js client's driver, finding the client in `node_modules` (over TLS with ``trust``)."""
+    env = {"NODE_PATH": str(node_modules), **tls_env(trust)}
     return ClientDriver(["node", str(NODE_DRIVER)], endpoint, home, NODE_LOG, env)
 
 

@@ -9,15 +9,23 @@ from typing import TYPE_CHECKING
 
 from ferrymq.amqp.auth import Authenticator, MetaAuthenticator
 from ferrymq.amqp.session import Session
+from ferrymq.net.listener import TLSServer, start_stream_server
+from ferrymq.net.tls import ServerTLS
 from ferrymq.protocol.amqp.connection import CLOSE_OK_TIMEOUT
 
 if TYPE_CHECKING:
     from ferrymq.amqp.gateway import Gateway
 
 
+AMQPS_PORT = 5671  # RabbitMQ's TLS port
+
+
 class AMQPServer:
     """Serves `gateway` to AMQP clients; who may log in is the metadata service's to say unless an
-    `authenticator` is given."""
+    `authenticator` is given.
+
+    With `tls`, `port` follows its mode (permissive: TLS and plaintext, enforcing: TLS only) and
+    `tls_port`, if given, is an AMQPS port that takes TLS only, as RabbitMQ's 5671 does."""
 
     def __init__(
         self,
@@ -27,23 +35,36 @@ class AMQPServer:
         authenticator: Authenticator | None = None,
         *,
         heartbeat: int = 60,
+        tls: ServerTLS | None = None,
+        tls_port: int | None = None,
     ) -> None:
+        if tls_port is not None and tls is None:
+            raise ValueError("an AMQPS port needs TLS settings (tls_server_mode and its certificate)")
         self.gateway = gateway
+        self.tls = tls
+        self.tls_port = tls_port
         self.host = host
         self.port = port
         self._auth = authenticator or MetaAuthenticator(gateway.metadata)
         self._heartbeat = heartbeat
-        self._server: asyncio.Server | None = None
+        self._servers: list[asyncio.Server | TLSServer] = []
         self._sessions: dict[Session, asyncio.Task] = {}
 
     async def start(self) -> int:
         """Listen; return the bound port (useful when asked for port 0)."""
-        self._server = await asyncio.start_server(self._accept, self.host, self.port)
-        return self._server.sockets[0].getsockname()[1]
+        server = await start_stream_server(self._accept, self.host, self.port, tls=self.tls)
+        self._servers.append(server)
+        if self.tls_port is not None:
+            amqps = await start_stream_server(
+                self._accept, self.host, self.tls_port, tls=self.tls, tls_only=True
+            )
+            self._servers.append(amqps)
+            self.tls_port = amqps.sockets[0].getsockname()[1]
+        return server.sockets[0].getsockname()[1]
 
     async def close(self) -> None:
-        if self._server is not None:
-            self._server.close()
+        for server in self._servers:
+            server.close()
         for session in list(self._sessions):
             with contextlib.suppress(ConnectionError, OSError):
                 await session.shutdown()
@@ -53,8 +74,8 @@ class AMQPServer:
         for task in tasks:
             task.cancel()
         await asyncio.gather(*tasks, return_exceptions=True)
-        if self._server is not None:
-            await self._server.wait_closed()
+        for server in self._servers:
+            await server.wait_closed()
         await self.gateway.close()
 
     async def _accept(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:

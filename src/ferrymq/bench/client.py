@@ -17,8 +17,10 @@ import tempfile
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
+from pathlib import Path
 
-from ferrymq.client import Message, Producer, PullConsumer
+from ferrymq.bench.certs import self_signed
+from ferrymq.client import ClientTLS, Message, Producer, PullConsumer
 
 Progress = Callable[[str, int, int], None]
 
@@ -28,16 +30,24 @@ class Cluster:
     namesrv: str
     broker_pid: int | None  # known when we started it, for its CPU figure
     proxy: str | None = None  # the gRPC proxy inside the broker process, when asked for
+    tls: ClientTLS | None = None  # how to reach a cluster started with TLS
 
 
 @contextlib.contextmanager
-def cluster(namesrv: str | None, *, proxy: bool = False) -> Iterator[Cluster]:
+def cluster(namesrv: str | None, *, proxy: bool = False, tls: bool = False) -> Iterator[Cluster]:
     """The cluster to measure: the given one, or a `ferrymq dev` started (and stopped) here, with
-    its gRPC proxy if `proxy`."""
+    its gRPC proxy if `proxy`, and with `tls` permissive TLS on its ports (a throwaway certificate)."""
     if namesrv:
-        yield Cluster(namesrv, None)
+        yield Cluster(namesrv, None, tls=ClientTLS() if tls else None)
         return
     data = tempfile.mkdtemp(prefix="ferrymq-bench-")
+    tls_args: list[str] = []
+    client_tls = None
+    if tls:
+        cert, key = self_signed(Path(data))
+        tls_args = ["--tls-server-mode", "permissive", "--tls-server-cert-path", str(cert),
+                    "--tls-server-key-path", str(key)]  # fmt: skip
+        client_tls = ClientTLS(trust_cert_path=str(cert))
     proc = subprocess.Popen(
         [
             sys.executable,
@@ -54,6 +64,7 @@ def cluster(namesrv: str | None, *, proxy: bool = False) -> Iterator[Cluster]:
             "0" if proxy else "-1",
             "--amqp-port",
             "-1",
+            *tls_args,
         ],
         stdout=subprocess.PIPE,
         stderr=subprocess.DEVNULL,
@@ -72,7 +83,7 @@ def cluster(namesrv: str | None, *, proxy: bool = False) -> Iterator[Cluster]:
         if listening is None:
             raise RuntimeError(f"ferrymq dev did not say where its NameServer listens: {banner!r}")
         proxied = re.search(r"Proxy\s+(\S+)", banner)
-        yield Cluster(listening.group(1), proc.pid, proxied.group(1) if proxied else None)
+        yield Cluster(listening.group(1), proc.pid, proxied.group(1) if proxied else None, client_tls)
     finally:
         proc.terminate()
         try:
@@ -154,13 +165,15 @@ async def produce(
     progress: Progress,
     cpu: CpuMeter,
     trace: bool = False,
+    tls: ClientTLS | None = None,
 ) -> dict:
     """Send `count` messages, `batch` per request (1: one SEND_MESSAGE_V2 each), `inflight` at once.
 
-    With `trace`, the producer writes message trace (Pub records) to RMQ_SYS_TRACE_TOPIC as well.
+    With `trace`, the producer writes message trace (Pub records) to RMQ_SYS_TRACE_TOPIC as well;
+    with `tls`, it speaks TLS to the cluster.
     """
     body = os.urandom(body_size)
-    async with Producer("ferrymq-bench", namesrv, enable_trace=trace) as producer:
+    async with Producer("ferrymq-bench", namesrv, enable_trace=trace, tls=tls or False) as producer:
         await producer.send(Message(topic, body))  # route and connection ready before the clock
 
         async def send(n: int) -> None:
@@ -171,7 +184,9 @@ async def produce(
 
         seconds = await _drive("produce", count, batch, inflight, send, progress)
         cpu_figures = cpu.result(count)
-    name = f"produce batch={batch} inflight={inflight}" + (" trace" if trace else "")
+    name = (
+        f"produce batch={batch} inflight={inflight}" + (" trace" if trace else "") + (" tls" if tls else "")
+    )
     traced = {}
     if producer.trace is not None:  # written by the end of shutdown (which drains the buffer)
         traced = {"trace_written": producer.trace.written, "trace_dropped": producer.trace.dropped,

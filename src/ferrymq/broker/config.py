@@ -14,13 +14,14 @@ from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
+from ferrymq.net.tls import TLSSettings
 from ferrymq.store import StoreConfig
 
 BROKER_ROLES = ("ASYNC_MASTER", "SYNC_MASTER", "SLAVE")
 
 
 @dataclass
-class BrokerConfig:
+class BrokerConfig(TLSSettings):
     broker_cluster_name: str = "DefaultCluster"
     broker_name: str = "broker-a"
     broker_id: int = 0

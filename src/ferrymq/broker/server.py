@@ -41,6 +41,7 @@ from ferrymq.ha.client import HAClient
 from ferrymq.ha.master import HAService
 from ferrymq.net import Connection, RemotingClient, RemotingServer
 from ferrymq.net.tasks import BackgroundTasks
+from ferrymq.net.tls import client_context
 from ferrymq.store import MessageStore, StoreError
 from ferrymq.store.epoch import FILE_NAME as EPOCH_FILE
 from ferrymq.store.epoch import EpochFile
@@ -56,7 +57,8 @@ class Broker:
         self.locks = RebalanceLockManager(config.rebalance_lock_max_live_time / 1000)
         self.filters = FilterCache(config.enable_property_filter)
         self.consumption = ConsumptionControl(self.clients)
-        self.server = RemotingServer(config.listen_host, config.listen_port)
+        self.server_tls = config.server_tls()  # the client port and the HA port share the files
+        self.server = RemotingServer(config.listen_host, config.listen_port, tls=self.server_tls)
         self.tasks = BackgroundTasks(f"broker {config.broker_name}")
         self._registration: asyncio.Task | None = None
         self._register_again = False  # a change came while a registration was already on its way
@@ -131,9 +133,12 @@ class Broker:
             written=self.written, topics_changed=self.schedule_registration,
         )  # fmt: skip
         self.transactions.load()
-        self.ha = HAService(config, self.store, self.epochs, lambda: self.waits_for_replicas)
+        self.ha = HAService(
+            config, self.store, self.epochs, lambda: self.waits_for_replicas, tls=self.server_tls
+        )
         self._serve()
-        self.client = RemotingClient()
+        self.client_tls = client_context(config.client_tls())  # to NameServers, controllers, the master
+        self.client = RemotingClient(tls=self.client_tls)
         self.registrar = NameServerRegistrar(
             config, self.topics, self, self.client, self.master_ha_addr_learned
         )
@@ -332,6 +337,7 @@ class Broker:
                             self.written,
                             master_ha_addr,
                             min_epoch=epoch,
+                            tls=self.client_tls,
                         )
                         self.ha_client.start()
                 log.info(

@@ -8,6 +8,7 @@ import click
 
 from ferrymq.cli.gatewaying import META_HELP, limit_options, open_metadata, start_gateway
 from ferrymq.cli.serving import host_port, serve
+from ferrymq.cli.tls import client_tls_options, server_tls_options, tls_settings
 
 
 @click.command()
@@ -30,6 +31,14 @@ from ferrymq.cli.serving import host_port, serve
     help="Where the SQLite metadata lives when --meta is not given.",
 )
 @click.option("--heartbeat", default=60, show_default=True, help="Heartbeat interval offered to clients (s).")
+@click.option(
+    "--tls-port",
+    type=click.IntRange(0, 65535),
+    default=None,
+    help="AMQPS port (TLS only) on the listen host, with --tls-server-mode [default: 5671].",
+)
+@server_tls_options
+@client_tls_options
 @limit_options
 def amqp(
     namesrv: str,
@@ -39,6 +48,8 @@ def amqp(
     heartbeat: int,
     max_message_size: int,
     consumer_timeout: int,
+    tls_port: int | None,
+    **tls_options,
 ) -> None:
     """Serve AMQP 0-9-1 (RabbitMQ) clients: exchanges, queues and bindings from the metadata service,
     messages in the cluster's topics."""
@@ -46,7 +57,15 @@ def amqp(
     from ferrymq.messaging.remote import RemoteMessageService
 
     host, port = listen
-    service = RemoteMessageService(namesrv)
+    tls = tls_settings(tls_options)
+    server_tls = tls.server_tls()
+    if server_tls is None and tls_port is not None:
+        raise click.UsageError("--tls-port needs --tls-server-mode and a certificate")
+    if server_tls is not None and tls_port is None:
+        from ferrymq.amqp.server import AMQPS_PORT
+
+        tls_port = AMQPS_PORT
+    service = RemoteMessageService(namesrv, tls=tls.client_tls() or False)
     metadata, close_metadata = open_metadata(meta, data_dir)
     started = []
 
@@ -55,15 +74,17 @@ def amqp(
         try:
             limits = GatewayLimits(max_message_size, consumer_timeout)
             server, bound = await start_gateway(
-                service, metadata, host, port, heartbeat=heartbeat, limits=limits
-            )
+                service, metadata, host, port, heartbeat=heartbeat, limits=limits, tls=server_tls,
+                tls_port=tls_port,
+            )  # fmt: skip
         except BaseException:
             await service.close()
             await close_metadata()
             raise
         started.append(server)
         where = f"metadata service {meta}" if meta and "://" not in meta else "metadata in this process"
-        return f"AMQP gateway listening on {host}:{bound}, cluster at NameServer {namesrv}, {where}."
+        amqps = f" (TLS {server_tls.mode}), AMQPS on {server.tls_port}" if server_tls is not None else ""
+        return f"AMQP gateway listening on {host}:{bound}{amqps}, cluster at NameServer {namesrv}, {where}."
 
     async def stop() -> None:
         for server in started:

@@ -95,7 +95,8 @@ def bench_store(count: int, body_size: int, recovery_gib: float, repeat: int, sa
 
 def _client_bench(suite: str, run, save: Path | None, params: dict, *, proxy: bool = False) -> None:
     """Run one SDK scenario under a progress bar on the cluster from --namesrv (or a fresh one);
-    with `proxy`, a fresh one with its gRPC proxy, whose address `run` gets after the NameServer's."""
+    with `proxy`, a fresh one with its gRPC proxy, whose address `run` gets after the NameServer's;
+    with `params["tls"]`, over TLS (`run` gets the cluster's ClientTLS as its `tls`)."""
     import asyncio
 
     from ferrymq.bench.client import CpuMeter, cluster
@@ -105,12 +106,15 @@ def _client_bench(suite: str, run, save: Path | None, params: dict, *, proxy: bo
     install_uvloop()
     quiet_gc()
     with (
-        cluster(None if proxy else params.get("namesrv"), proxy=proxy) as target,
+        cluster(
+            None if proxy else params.get("namesrv"), proxy=proxy, tls=params.get("tls", False)
+        ) as target,
         _progress_bar() as progress,
     ):
         meter = lambda: CpuMeter(target.broker_pid)  # noqa: E731
         args = (target.namesrv, target.proxy) if proxy else (target.namesrv,)
-        result = asyncio.run(run(*args, progress, meter))
+        more = {"tls": target.tls} if params.get("tls") else {}
+        result = asyncio.run(run(*args, progress, meter, **more))
     click.echo(json.dumps(result))
     _save(save, suite, params, [result])
 
@@ -130,8 +134,11 @@ _save_opt = click.option(
 @click.option("--batch", default=32, show_default=True, help="Messages per request (1: one send each).")
 @click.option("--inflight", default=8, show_default=True, help="Requests in flight at once.")
 @click.option("--trace", is_flag=True, help="Enable message trace on the producer (its cost is the point).")
+@click.option("--tls", is_flag=True,
+              help="Over TLS (a fresh cluster: permissive, with a throwaway certificate; --namesrv: the "
+                   "system's trusted roots).")  # fmt: skip
 @_save_opt
-def bench_produce(namesrv, topic, count, body_size, batch, inflight, trace, save) -> None:
+def bench_produce(namesrv, topic, count, body_size, batch, inflight, trace, tls, save) -> None:
     """Produce with acknowledgements through the SDK."""
     from ferrymq.bench.client import produce
 
@@ -143,11 +150,12 @@ def bench_produce(namesrv, topic, count, body_size, batch, inflight, trace, save
         "batch": batch,
         "inflight": inflight,
         "trace": trace,
+        "tls": tls,
     }
     _client_bench(
         "produce",
-        lambda ns, progress, meter: produce(
-            ns, topic, count, body_size, batch, inflight, progress, meter(), trace
+        lambda ns, progress, meter, **more: produce(
+            ns, topic, count, body_size, batch, inflight, progress, meter(), trace, **more
         ),
         save,
         params,

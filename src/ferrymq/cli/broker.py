@@ -11,6 +11,7 @@ from ferrymq.broker.config import BrokerConfig, ConfigError
 from ferrymq.cli.metrics import metrics_option, start_metrics, stop_metrics
 from ferrymq.cli.proxying import start_local_proxy
 from ferrymq.cli.serving import host_port, serve
+from ferrymq.cli.tls import check_tls, client_tls_options, server_tls_options, tls_overrides
 from ferrymq.metrics.registry import Registry
 from ferrymq.metrics.roles import add_broker, add_proxy
 from ferrymq.store import StoreError
@@ -37,6 +38,10 @@ if TYPE_CHECKING:
 @click.option("--proxy-port", type=int, default=-1, show_default=True,
               help="Also serve RocketMQ 5 gRPC clients on this port of the listen host, in this process "
                    "(0: any free port; -1: no proxy).")  # fmt: skip
+@click.option("--proxy-plaintext-port", type=click.IntRange(0, 65535),
+              help="With --tls-server-mode permissive: the proxy's plaintext gRPC port.")  # fmt: skip
+@server_tls_options
+@client_tls_options
 @metrics_option("broker")
 def broker(
     config_file,
@@ -50,7 +55,9 @@ def broker(
     ha_port,
     controller_addr,
     proxy_port,
+    proxy_plaintext_port,
     metrics_port,
+    **tls_options,
 ):
     """Start a Broker: it stores messages and serves producers and consumers.
 
@@ -67,6 +74,7 @@ def broker(
         "ha_listen_port": ha_port,
         "controller_addr": controller_addr,
         "enable_controller_mode": True if controller_addr else None,
+        **tls_overrides(tls_options),
     }
     if listen:
         overrides["listen_host"], overrides["listen_port"] = listen
@@ -74,6 +82,7 @@ def broker(
         config = BrokerConfig.load(config_file, overrides)
     except ConfigError as e:
         raise click.ClickException(str(e)) from None
+    check_tls(config)
     from ferrymq.broker.server import Broker
 
     server = Broker(config)
@@ -95,7 +104,12 @@ def broker(
         add_broker(registry, server)
         try:
             if proxy_port >= 0:
-                proxy, port = await start_local_proxy(server, config.listen_host, proxy_port)
+                try:
+                    proxy, port = await start_local_proxy(
+                        server, config.listen_host, proxy_port, server.server_tls, proxy_plaintext_port
+                    )
+                except ValueError as e:
+                    raise click.UsageError(f"{e} (--proxy-plaintext-port)") from None
                 add_proxy(registry, proxy, config.broker_cluster_name)
                 started += f"; gRPC proxy for RocketMQ 5 clients on {config.listen_host}:{port}"
             metrics, line = await start_metrics(registry, config.listen_host, metrics_port, "broker")

@@ -8,6 +8,7 @@ import time
 
 import click
 
+from ferrymq.cli.tls import client_tls, client_tls_options
 from ferrymq.client import ClientError, Message, Producer, PullConsumer
 from ferrymq.net import install_uvloop
 from ferrymq.protocol.errors import ProtocolError
@@ -19,15 +20,17 @@ from ferrymq.protocol.errors import ProtocolError
 @click.option("--tag", help="Tag of every message.")
 @click.option("--key", help="Business key of every message.")
 @click.option("--group", default="ferrymq-cli-producer", show_default=True)
+@client_tls_options
 @click.argument("bodies", nargs=-1)
 def produce(
-    namesrv: str, topic: str, tag: str | None, key: str | None, group: str, bodies: tuple[str, ...]
+    namesrv: str, topic: str, tag: str | None, key: str | None, group: str, bodies: tuple[str, ...], **tls
 ) -> None:
     """Send each BODY as a message (or each line of standard input when none is given)."""
     lines = list(bodies) if bodies else [line.rstrip("\n") for line in sys.stdin]
+    tls_option = client_tls(tls)
 
     async def run() -> None:
-        async with Producer(group, namesrv) as producer:
+        async with Producer(group, namesrv, tls=tls_option) as producer:
             for text in lines:
                 result = await producer.send(Message(topic, text.encode(), tags=tag, keys=key))
                 where = f"queue={result.message_queue.queue_id} offset={result.queue_offset}"
@@ -51,11 +54,13 @@ def produce(
 )
 @click.option("--count", type=int, help="Stop after this many messages.")
 @click.option("--timeout", type=float, help="Stop after this many seconds without a message.")
-def consume(namesrv, topic, group, expression, consume_from, count, timeout) -> None:
+@client_tls_options
+def consume(namesrv, topic, group, expression, consume_from, count, timeout, **tls) -> None:
     """Print the topic's messages as they arrive (Ctrl-C to stop)."""
+    tls_option = client_tls(tls)
 
     async def run() -> None:
-        async with PullConsumer(group, namesrv, consume_from=consume_from) as consumer:
+        async with PullConsumer(group, namesrv, consume_from=consume_from, tls=tls_option) as consumer:
             await consumer.subscribe(topic, expression)
             seen, idle_since = 0, time.monotonic()
             while count is None or seen < count:

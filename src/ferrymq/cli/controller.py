@@ -8,11 +8,13 @@ import click
 
 from ferrymq.cli.metrics import metrics_option, start_metrics, stop_metrics
 from ferrymq.cli.serving import host_port, serve
+from ferrymq.cli.tls import client_tls_options, server_tls_options, tls_settings
 from ferrymq.controller.config import ControllerConfig, PeersError, parse_peers
 from ferrymq.controller.server import Controller
 from ferrymq.metrics.http import MetricsServer
 from ferrymq.metrics.registry import Registry
 from ferrymq.metrics.roles import add_controller
+from ferrymq.net.tls import TLSSettings
 
 
 def controller_options(prefix: str = ""):
@@ -72,7 +74,9 @@ def make_controller(
     controller_listen: tuple[str, int],
     scan_interval: int,
     unclean: bool,
+    tls: TLSSettings | None = None,
 ) -> Controller:
+    """``tls``: its remoting port's (the Raft port stays plaintext: pysyncobj speaks no TLS)."""
     try:
         config = ControllerConfig(
             node_id=node_id,
@@ -82,6 +86,7 @@ def make_controller(
             listen_port=controller_listen[1],
             scan_not_active_broker_interval=scan_interval,
             enable_elect_unclean_master=unclean,
+            **vars(tls or TLSSettings()),
         )
     except PeersError as exc:
         raise click.BadParameter(str(exc), param_hint="--peers") from None
@@ -90,13 +95,16 @@ def make_controller(
 
 @click.command()
 @controller_options()
+@server_tls_options
+@client_tls_options
 @metrics_option("controller")
 def controller(
     node_id: str, peers: str, data_dir: Path | None, controller_listen: tuple[str, int], scan_interval: int,
-    unclean: bool, metrics_port: int | None,
+    unclean: bool, metrics_port: int | None, **tls_options,
 ) -> None:  # fmt: skip
     """Start a controller: with its peers it elects each broker group's master (controller mode)."""
-    node = make_controller(node_id, peers, data_dir, controller_listen, scan_interval, unclean)
+    tls = tls_settings(tls_options)
+    node = make_controller(node_id, peers, data_dir, controller_listen, scan_interval, unclean, tls)
     registry = Registry()
     metrics: MetricsServer | None = None
 

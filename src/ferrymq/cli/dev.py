@@ -17,6 +17,7 @@ from ferrymq.cli.gatewaying import limit_options, open_metadata, start_gateway
 from ferrymq.cli.metrics import metrics_option, start_metrics, stop_metrics
 from ferrymq.cli.proxying import local_message_service, start_local_proxy
 from ferrymq.cli.serving import serve
+from ferrymq.cli.tls import server_tls_options, tls_settings
 from ferrymq.metrics.registry import Registry
 from ferrymq.metrics.roles import add_broker, add_namesrv, add_proxy
 from ferrymq.store import StoreConfig, StoreError
@@ -59,6 +60,7 @@ def default_data_dir() -> Path:
     "because RabbitMQ's 5672 is often taken).",
 )
 @limit_options
+@server_tls_options
 @metrics_option("broker")
 def dev(
     data_dir: Path,
@@ -69,17 +71,24 @@ def dev(
     max_message_size: int,
     consumer_timeout: int,
     metrics_port: int | None,
+    **tls_options,
 ) -> None:
-    """Start a local development cluster on DATA_DIR; stop it cleanly with Ctrl-C."""
+    """Start a local development cluster on DATA_DIR; stop it cleanly with Ctrl-C.
+
+    The --tls-server-* options (off by default) apply to the NameServer and broker ports; the proxy
+    and the AMQP gateway stay plaintext here (their own commands serve TLS)."""
     from ferrymq.amqp.gateway import GatewayLimits
     from ferrymq.broker.config import BrokerConfig
     from ferrymq.broker.server import Broker
     from ferrymq.namesrv.config import NamesrvConfig
     from ferrymq.namesrv.server import NameServer
 
-    namesrv = NameServer(NamesrvConfig(listen_host="127.0.0.1", listen_port=namesrv_port))
+    tls = vars(tls_settings(tls_options))
+    if tls["tls_server_mode"] != "disabled":  # the broker's hop to its own NameServer, in-process
+        tls.update(tls_enable=True, tls_client_auth_server=False)
+    namesrv = NameServer(NamesrvConfig(listen_host="127.0.0.1", listen_port=namesrv_port, **tls))
     store = StoreConfig(store_path_root_dir=data_dir / "store", mapped_file_size_commit_log=256 << 20)
-    broker = Broker(BrokerConfig(listen_host="127.0.0.1", listen_port=broker_port, store=store))
+    broker = Broker(BrokerConfig(listen_host="127.0.0.1", listen_port=broker_port, store=store, **tls))
     proxy: ProxyServer | None = None
     gateway: AMQPServer | None = None
     metadata, close_metadata = open_metadata(None, data_dir / "meta")

@@ -13,6 +13,7 @@ if TYPE_CHECKING:
     from ferrymq.amqp.gateway import GatewayLimits
     from ferrymq.amqp.server import AMQPServer
     from ferrymq.messaging.api import MessageService
+    from ferrymq.net.tls import ServerTLS
 
 META_HELP = (
     "The metadata service: host:port of a `ferrymq meta` server, or a SQLAlchemy database URL "
@@ -49,12 +50,16 @@ async def start_gateway(
     *,
     heartbeat: int = 60,
     limits: GatewayLimits | None = None,
+    tls: ServerTLS | None = None,
+    tls_port: int | None = None,
 ) -> tuple[AMQPServer, int]:
-    """An AMQP gateway serving on host:port (0: any free port); the server and the port it bound."""
+    """An AMQP gateway serving on host:port (0: any free port), and AMQPS on ``tls_port`` if given;
+    the server and the port it bound."""
     from ferrymq.amqp.gateway import Gateway
     from ferrymq.amqp.server import AMQPServer
 
-    server = AMQPServer(host, port, Gateway(service, metadata, limits), heartbeat=heartbeat)
+    gateway = Gateway(service, metadata, limits)
+    server = AMQPServer(host, port, gateway, heartbeat=heartbeat, tls=tls, tls_port=tls_port)
     return server, await server.start()
 
 

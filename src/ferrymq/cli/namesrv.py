@@ -9,6 +9,7 @@ import click
 from ferrymq.cli.controller import controller_options, make_controller
 from ferrymq.cli.metrics import metrics_option, start_metrics, stop_metrics
 from ferrymq.cli.serving import host_port, serve
+from ferrymq.cli.tls import client_tls_options, server_tls_options, tls_settings
 from ferrymq.metrics.http import MetricsServer
 from ferrymq.metrics.registry import Registry
 from ferrymq.metrics.roles import add_controller, add_namesrv
@@ -29,6 +30,8 @@ from ferrymq.namesrv.server import NameServer
     type=click.Path(path_type=Path, dir_okay=False),
     help="Keep KV config (e.g. ORDER_TOPIC_CONFIG) in this JSON file; in memory only when not given.",
 )
+@server_tls_options
+@client_tls_options
 @controller_options(prefix="controller-")
 @metrics_option("namesrv")
 def namesrv(
@@ -43,12 +46,15 @@ def namesrv(
     With --controller-id and --controller-peers it also runs a controller node in the same process
     (RocketMQ's enableControllerInNamesrv), on its own --controller-listen port."""
     host, port = listen
-    server = NameServer(NamesrvConfig(listen_host=host, listen_port=port, kv_config_path=kv_config_path))
+    tls = tls_settings(controller_args)
+    server = NameServer(
+        NamesrvConfig(listen_host=host, listen_port=port, kv_config_path=kv_config_path, **vars(tls))
+    )
     embedded = None
     if node_id:
         if not controller_args["peers"]:
             raise click.UsageError("--controller-id needs --controller-peers")
-        embedded = make_controller(node_id, **controller_args)
+        embedded = make_controller(node_id, **controller_args, tls=tls)
 
     registry = Registry()
     metrics: MetricsServer | None = None

@@ -7,6 +7,13 @@ import click
 
 from ferrymq.cli.metrics import metrics_option, start_metrics, stop_metrics
 from ferrymq.cli.serving import host_port, serve
+from ferrymq.cli.tls import (
+    client_tls_options,
+    plaintext_port_option,
+    proxy_server,
+    server_tls_options,
+    tls_settings,
+)
 from ferrymq.metrics.http import MetricsServer
 from ferrymq.metrics.registry import Registry
 from ferrymq.metrics.roles import add_proxy
@@ -23,15 +30,25 @@ from ferrymq.metrics.roles import add_proxy
     callback=host_port,
     help="Address to accept gRPC (v2) clients on (port 0 picks a free one).",
 )
+@server_tls_options
+@plaintext_port_option
+@client_tls_options
 @metrics_option("proxy")
-def proxy(namesrv: str, listen: tuple[str, int], metrics_port: int | None) -> None:
-    """Serve RocketMQ 5 gRPC clients (apache.rocketmq.v2.MessagingService) for the cluster at NAMESRV."""
+def proxy(
+    namesrv: str, listen: tuple[str, int], metrics_port: int | None, plaintext_port: int | None, **tls_options
+) -> None:
+    """Serve RocketMQ 5 gRPC clients (apache.rocketmq.v2.MessagingService) for the cluster at NAMESRV.
+
+    With --tls-server-mode it serves TLS on its port (--tls for its own calls to the cluster)."""
     from ferrymq.messaging.remote import RemoteMessageService
     from ferrymq.proxy.server import ProxyServer
 
     host, port = listen
-    service = RemoteMessageService(namesrv)
-    server = ProxyServer(service, host, port)
+    tls = tls_settings(tls_options)
+    service = RemoteMessageService(namesrv, tls=tls.client_tls() or False)
+    server = proxy_server(
+        ProxyServer, service, host, port, tls=tls.server_tls(), plaintext_port=plaintext_port
+    )
     registry = Registry()
     metrics: MetricsServer | None = None
 

@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING
 if TYPE_CHECKING:
     from ferrymq.broker.server import Broker
     from ferrymq.messaging.local import LocalMessageService
+    from ferrymq.net.tls import ServerTLS
     from ferrymq.proxy.server import ProxyServer
 
 
@@ -21,10 +22,12 @@ def local_message_service(broker: Broker) -> LocalMessageService:
     )  # fmt: skip
 
 
-async def start_local_proxy(broker: Broker, host: str, port: int) -> tuple[ProxyServer, int]:
-    """Serve RocketMQ 5 clients on host:port (0: any free port) over a started broker; the proxy
-    and the port it bound."""
+async def start_local_proxy(
+    broker: Broker, host: str, port: int, tls: ServerTLS | None = None, plaintext_port: int | None = None
+) -> tuple[ProxyServer, int]:
+    """Serve RocketMQ 5 clients on host:port (0: any free port) over a started broker (``tls`` and
+    ``plaintext_port``: see ProxyServer); the proxy and the port it bound."""
     from ferrymq.proxy.server import ProxyServer
 
-    proxy = ProxyServer(local_message_service(broker), host, port)
+    proxy = ProxyServer(local_message_service(broker), host, port, tls=tls, plaintext_port=plaintext_port)
     return proxy, await proxy.start()

@@ -1,7 +1,7 @@
 """The Python SDK: producers, consumers and admin, asyncio first with a synchronous facade."""
 
 from ferrymq.client.admin import Admin, QueueProgress
-from ferrymq.client.instance import ClientError, ClientInstance
+from ferrymq.client.instance import ClientError, ClientInstance, TLSOption
 from ferrymq.client.message import Message, MessageExt, MessageQueue, SendResult, SendStatus
 from ferrymq.client.producer import Producer, SendError, hash_selector
 from ferrymq.client.pull import PullResult, PullStatus
@@ -10,11 +10,13 @@ from ferrymq.client.push_consumer import ConsumeResult, PushConsumer
 from ferrymq.client.selector import MessageSelector
 from ferrymq.client.simple_consumer import ReceivedMessage, SimpleConsumer
 from ferrymq.client.transaction import LocalTransactionState, TransactionProducer, TransactionSendResult
+from ferrymq.net.tls import ClientTLS
 
 __all__ = [
     "Admin",
     "ClientError",
     "ClientInstance",
+    "ClientTLS",
     "ConsumeResult",
     "LocalTransactionState",
     "Message",
@@ -32,6 +34,7 @@ __all__ = [
     "SendResult",
     "SendStatus",
     "SimpleConsumer",
+    "TLSOption",
     "TransactionProducer",
     "TransactionSendResult",
     "hash_selector",

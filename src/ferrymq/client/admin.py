@@ -10,7 +10,7 @@ import msgspec
 from ferrymq.client.admin_consumers import ConsumerControl
 from ferrymq.client.admin_messages import MessageLookups
 from ferrymq.client.dead_letters import list_dead_letters, resend_dead_letters
-from ferrymq.client.instance import ClientError, ClientInstance
+from ferrymq.client.instance import ClientError, ClientInstance, TLSOption
 from ferrymq.client.message import MessageExt, MessageQueue, SendResult
 from ferrymq.client.pull import query_offset, queue_offset
 from ferrymq.net import RemotingError
@@ -59,8 +59,10 @@ class BrokerGroupView:
 
 
 class Admin(ConsumerControl, MessageLookups):
-    def __init__(self, namesrv_addr: str, *, instance: ClientInstance | None = None) -> None:
-        self.instance = instance or ClientInstance(namesrv_addr)
+    def __init__(
+        self, namesrv_addr: str, *, instance: ClientInstance | None = None, tls: TLSOption = False
+    ) -> None:
+        self.instance = instance or ClientInstance(namesrv_addr, tls=tls)
         self._own_instance = instance is None
 
     async def __aenter__(self) -> Admin:

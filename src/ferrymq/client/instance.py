@@ -13,12 +13,15 @@ import logging
 import os
 import random
 import socket
+import ssl
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import TypeAlias
 
 from ferrymq.client.aio import outcome
 from ferrymq.net import RemotingClient, RemotingError
 from ferrymq.net.tasks import BackgroundTasks
+from ferrymq.net.tls import ClientTLS, client_context
 from ferrymq.protocol.bodies import (
     ConsumerData,
     HeartbeatData,
@@ -36,6 +39,10 @@ log = logging.getLogger(__name__)
 AUTO_CREATE_TOPIC = "TBW102"
 PERM_READ, PERM_WRITE = 4, 2
 _instance_ids = itertools.count()
+
+TLSOption: TypeAlias = bool | ClientTLS | ssl.SSLContext
+"""``tls=`` of producers, consumers and admins: False (plaintext), True (TLS, servers checked against
+the system's roots), ``ClientTLS(trust_cert_path="ca.pem", ...)`` or a ready ``ssl.SSLContext``."""
 
 
 class ClientError(Exception):
@@ -75,13 +82,13 @@ class TopicRoute:
 
 class ClientInstance:
     def __init__(self, namesrv_addr: str, *, request_timeout: float = 3.0, route_refresh: float = 30.0,
-                 heartbeat_interval: float = 30.0) -> None:  # fmt: skip
+                 heartbeat_interval: float = 30.0, tls: TLSOption = False) -> None:  # fmt: skip
         self.namesrvs = [a.strip() for a in namesrv_addr.split(";") if a.strip()]
         if not self.namesrvs:
             raise ValueError("namesrv_addr is empty: give at least one NameServer as host:port")
         self.client_id = f"{_local_ip()}@{os.getpid()}#{next(_instance_ids)}"
         self.request_timeout = request_timeout
-        self.remoting = RemotingClient()
+        self.remoting = RemotingClient(tls=client_context(tls))
         # The broker id each queue's last pull answer suggested pulling from next (suggestWhichBrokerId).
         self.suggested_broker_ids: dict[MessageQueue, int] = {}
         self.routes: dict[str, TopicRoute] = {}

@@ -21,7 +21,7 @@ from typing import Self
 from ferrymq.client.aio import finish
 from ferrymq.client.faults import BrokerAvoidance
 from ferrymq.client.hooks import Hooks, SendHook, hooked_send
-from ferrymq.client.instance import ClientError, ClientInstance, TopicRoute
+from ferrymq.client.instance import ClientError, ClientInstance, TLSOption, TopicRoute
 from ferrymq.client.message import RETRY_PREFIX, Message, MessageQueue, SendResult, SendStatus
 from ferrymq.client.trace import TraceDispatcher
 from ferrymq.client.uniq_key import UniqKeyGenerator
@@ -89,11 +89,12 @@ class Producer:
         linger_ms: float = 5.0,
         max_batch_bytes: int = 256 * 1024,
         instance: ClientInstance | None = None,
+        tls: TLSOption = False,
         enable_trace: bool = False,
         trace_topic: str | None = None,
     ) -> None:
         self.group = group
-        self.instance = instance or ClientInstance(namesrv_addr)
+        self.instance = instance or ClientInstance(namesrv_addr, tls=tls)
         self._own_instance = instance is None
         self.send_timeout = send_timeout
         self.retries = retry_times_when_send_failed

@@ -13,7 +13,7 @@ import time
 
 from ferrymq.client import notices
 from ferrymq.client.aio import outcome
-from ferrymq.client.instance import ClientError, ClientInstance
+from ferrymq.client.instance import ClientError, ClientInstance, TLSOption
 from ferrymq.client.message import MessageExt, MessageQueue
 from ferrymq.client.pull import (
     EVERY_TAG,
@@ -47,11 +47,12 @@ class PullConsumer:
         consume_timestamp: int | None = None,
         pull_batch_size: int = 32,
         instance: ClientInstance | None = None,
+        tls: TLSOption = False,
     ) -> None:
         if consume_from not in CONSUME_FROM:
             raise ValueError(f"consume_from must be one of {CONSUME_FROM}, not {consume_from!r}")
         self.group = group
-        self.instance = instance or ClientInstance(namesrv_addr)
+        self.instance = instance or ClientInstance(namesrv_addr, tls=tls)
         self._own_instance = instance is None
         self.consume_from = consume_from
         self.consume_timestamp = consume_timestamp or int(time.time() * 1000) - 30 * 60 * 1000

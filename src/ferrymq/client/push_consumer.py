@@ -28,7 +28,7 @@ from ferrymq.client.consume_concurrently import ConcurrentConsumption
 from ferrymq.client.consume_orderly import OrderlyConsumption
 from ferrymq.client.dedupe import SeenIds
 from ferrymq.client.hooks import ConsumeHook, Hooks
-from ferrymq.client.instance import ClientError, ClientInstance
+from ferrymq.client.instance import ClientError, ClientInstance, TLSOption
 from ferrymq.client.listener import ConsumeResult, Listener, Listeners, Subscription
 from ferrymq.client.message import RETRY_PREFIX, MessageExt, MessageQueue
 from ferrymq.client.offset_store import LocalOffsetStore, OffsetStore, RemoteOffsetStore
@@ -80,6 +80,7 @@ class PushConsumer:
         consume_timeout: float = 15,
         consume_concurrency: int = 20,
         instance: ClientInstance | None = None,
+        tls: TLSOption = False,
         offset_store_dir: str | os.PathLike | None = None,
         enable_trace: bool = False,
         trace_topic: str | None = None,
@@ -93,7 +94,7 @@ class PushConsumer:
             if value not in allowed:
                 raise ValueError(f"{name} must be one of {allowed}, not {value!r}")
         self.group = group
-        self.instance = instance or ClientInstance(namesrv_addr)
+        self.instance = instance or ClientInstance(namesrv_addr, tls=tls)
         self._own_instance = instance is None
         self.message_model = message_model
         self.clustering = message_model == "CLUSTERING"

@@ -16,7 +16,7 @@ import logging
 import time
 
 from ferrymq.client import notices, pop_calls
-from ferrymq.client.instance import ClientError, ClientInstance
+from ferrymq.client.instance import ClientError, ClientInstance, TLSOption
 from ferrymq.client.message import MessageExt, MessageQueue
 from ferrymq.client.selector import MessageSelector, check_on_brokers
 from ferrymq.protocol.bodies import ConsumerData
@@ -62,9 +62,10 @@ class SimpleConsumer:
         subscriptions: dict[str, str | MessageSelector] | None = None,
         await_duration: float = 20.0,
         instance: ClientInstance | None = None,
+        tls: TLSOption = False,
     ) -> None:
         self.group = group
-        self.instance = instance or ClientInstance(namesrv_addr)
+        self.instance = instance or ClientInstance(namesrv_addr, tls=tls)
         self._own_instance = instance is None
         self.await_duration = await_duration
         self.subscriptions = {t: MessageSelector.of(e) for t, e in (subscriptions or {}).items()}

@@ -5,6 +5,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from ferrymq.net.tls import TLSSettings
+
 
 class PeersError(ValueError):
     """A --peers value that does not read as "n1@host:port;n2@host:port;..."."""
@@ -27,7 +29,7 @@ def parse_peers(text: str) -> dict[str, str]:
 
 
 @dataclass
-class ControllerConfig:
+class ControllerConfig(TLSSettings):
     node_id: str  # RocketMQ's controllerDLegerSelfId
     peers: dict[str, str]  # node id → Raft host:port, this node's included
     data_dir: Path  # controllerStorePath

@@ -18,6 +18,7 @@ from ferrymq.controller.raft import CommitError, RaftGroup
 from ferrymq.controller.state import Decision
 from ferrymq.net import Connection, RemotingClient, RemotingError, RemotingServer
 from ferrymq.net.tasks import BackgroundTasks
+from ferrymq.net.tls import client_context
 from ferrymq.protocol.bodies import encode_body
 from ferrymq.protocol.codes import RequestCode, ResponseCode
 from ferrymq.protocol.controller import MasterInfoHeader, SyncStateSet
@@ -32,11 +33,11 @@ class Controller:
 
         self.config = config
         self.liveness = LivenessTable(config.default_heartbeat_timeout / 1000)
-        self.remoting = RemotingServer(config.listen_host, config.listen_port)
+        self.remoting = RemotingServer(config.listen_host, config.listen_port, tls=config.server_tls())
         self.remoting.on_connection_closed(self._connection_closed)
         ControllerProcessor(self).register_with(self.remoting)
         self.raft: RaftGroup | None = None
-        self._client = RemotingClient()
+        self._client = RemotingClient(tls=client_context(config.client_tls()))
         self._write_lock = asyncio.Lock()
         self._tasks = BackgroundTasks("controller")
         self._loop: asyncio.AbstractEventLoop | None = None

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import ssl
 import time
 from collections.abc import Callable
 from typing import cast
@@ -48,9 +49,11 @@ class HandshakeError(Exception):
 class HAClient:
     def __init__(
         self, config: HAConfig, store: MessageStore, epochs: EpochFile, written: Callable[[], None],
-        master_ha_addr: str, min_epoch: int = 0,
+        master_ha_addr: str, min_epoch: int = 0, tls: ssl.SSLContext | None = None,
     ) -> None:  # fmt: skip
-        """`written()`: after bytes were appended (the broker dispatches them)."""
+        """`written()`: after bytes were appended (the broker dispatches them); `tls`: the client
+        context for a master whose HA port speaks TLS."""
+        self.tls = tls
         self.config = config
         self.store = store
         self.epochs = epochs
@@ -102,7 +105,14 @@ class HAClient:
         host, port = self.master_ha_addr.rsplit(":", 1)
         loop = asyncio.get_running_loop()
         transport, receiver = await asyncio.wait_for(
-            loop.create_connection(lambda: _Receiver(self), host, int(port)), CONNECT_TIMEOUT
+            loop.create_connection(
+                lambda: _Receiver(self),
+                host,
+                int(port),
+                ssl=self.tls,
+                server_hostname=host if self.tls else None,
+            ),
+            CONNECT_TIMEOUT,
         )
         self._transport = transport
         transport.write(replica_handshake(ReplicaHandshake(config.broker_id)))

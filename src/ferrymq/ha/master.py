@@ -25,7 +25,9 @@ from ferrymq.ha.wire import (
     master_handshake,
     transfer_header,
 )
+from ferrymq.net.listener import TLSServer, start_stream_server
 from ferrymq.net.tasks import BackgroundTasks
+from ferrymq.net.tls import ServerTLS
 from ferrymq.store import MessageStore, PutStatus
 from ferrymq.store.epoch import EpochFile
 
@@ -37,9 +39,12 @@ _PROPOSAL_REPEAT = 5.0  # seconds before an unanswered proposal is made again
 
 class HAService:
     def __init__(
-        self, config: HAConfig, store: MessageStore, epochs: EpochFile, waits_for_replicas: Callable[[], bool]
-    ) -> None:
-        """`waits_for_replicas()`: whether sends wait for replicas now (then streams never linger)."""
+        self, config: HAConfig, store: MessageStore, epochs: EpochFile,
+        waits_for_replicas: Callable[[], bool], *, tls: ServerTLS | None = None,
+    ) -> None:  # fmt: skip
+        """`waits_for_replicas()`: whether sends wait for replicas now (then streams never linger);
+        `tls`: the HA port's TLS, the same as the broker's client port."""
+        self.tls = tls
         self.config = config
         self.store = store
         self.epochs = epochs
@@ -51,7 +56,7 @@ class HAService:
         self._waiters: deque[tuple[int, asyncio.Future]] = deque()
         self._callbacks: list[Callable[[set[int]], object]] = []
         self._last_proposal: tuple[frozenset[int], float] | None = None
-        self._server: asyncio.Server | None = None
+        self._server: asyncio.Server | TLSServer | None = None
         self._tasks = BackgroundTasks("HA service")
         self.port = 0
 
@@ -59,7 +64,7 @@ class HAService:
 
     async def start(self, host: str, port: int) -> int:
         """Listen on the HA port (0: any free port); return the port bound."""
-        self._server = await asyncio.start_server(self._accept, host, port)
+        self._server = await start_stream_server(self._accept, host, port, tls=self.tls)
         self.port = self._server.sockets[0].getsockname()[1]
         self._tasks.spawn(self._check_loop(), "SyncStateSet check")
         return self.port

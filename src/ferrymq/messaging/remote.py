@@ -15,7 +15,7 @@ import time
 
 from ferrymq.client import pop_calls
 from ferrymq.client.admin import Admin
-from ferrymq.client.instance import ClientError, ClientInstance, TopicRoute
+from ferrymq.client.instance import ClientError, ClientInstance, TLSOption, TopicRoute
 from ferrymq.client.pull import master_addr, pull_addr, query_offset, queue_offset
 from ferrymq.messaging.api import (
     DEFAULT_MAX_BODY_SIZE,
@@ -77,9 +77,10 @@ _PULL_CODES = frozenset(
 
 class RemoteMessageService:
     def __init__(
-        self, namesrv_addr: str, *, request_timeout: float = 3.0, max_body_size: int = DEFAULT_MAX_BODY_SIZE
-    ) -> None:
-        self.instance = ClientInstance(namesrv_addr, request_timeout=request_timeout)
+        self, namesrv_addr: str, *, request_timeout: float = 3.0, max_body_size: int = DEFAULT_MAX_BODY_SIZE,
+        tls: TLSOption = False,
+    ) -> None:  # fmt: skip
+        self.instance = ClientInstance(namesrv_addr, request_timeout=request_timeout, tls=tls)
         self.max_body_size = max_body_size  # the brokers' max_message_size
         self._turn = itertools.count()  # pops of any queue take the topic's masters in turn
         self._topic_configs: dict[str, tuple[float, TopicConfig]] = {}  # by topic: (good until, config)

@@ -5,9 +5,11 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
+from ferrymq.net.tls import TLSSettings
+
 
 @dataclass
-class NamesrvConfig:
+class NamesrvConfig(TLSSettings):
     listen_host: str = "0.0.0.0"
     listen_port: int = 9876
     broker_channel_expired_time: int = 120_000

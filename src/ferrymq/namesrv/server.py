@@ -27,7 +27,7 @@ class NameServer:
         self.config = config = config or NamesrvConfig()
         self.routes = RouteTable(broker_timeout=config.broker_channel_expired_time / 1000)
         self.kv = KVConfigStore(config.kv_config_path)
-        self.remoting = RemotingServer(config.listen_host, config.listen_port)
+        self.remoting = RemotingServer(config.listen_host, config.listen_port, tls=config.server_tls())
         BrokerProcessor(self.routes, self.kv).register_with(self.remoting)
         RouteProcessor(self.routes, self.kv, order_message_enable=config.order_message_enable).register_with(
             self.remoting

@@ -10,11 +10,13 @@ from __future__ import annotations
 import asyncio
 import functools
 import logging
+import ssl
 
 from ferrymq.net.connection import DEFAULT_LIMITS, Connection, ConnectionLimits, cancel_handlers, close_all
 from ferrymq.net.dispatch import Handler, RequestDispatcher
 from ferrymq.net.errors import RemotingConnectionError
 from ferrymq.net.tasks import BackgroundTasks
+from ferrymq.net.tls import handshake_failure
 from ferrymq.protocol.remoting import MAX_FRAME_SIZE, RemotingCommand
 
 log = logging.getLogger(__name__)
@@ -39,8 +41,11 @@ class RemotingClient:
         connect_timeout: float = 3.0,
         max_frame_size: int = MAX_FRAME_SIZE,
         limits: ConnectionLimits = DEFAULT_LIMITS,
+        tls: ssl.SSLContext | None = None,
     ) -> None:
+        """``tls``: connect with this client context (see ``ferrymq.net.tls``); plaintext if None."""
         self.connect_timeout = connect_timeout
+        self.tls = tls
         self._max_frame_size = max_frame_size
         self._limits = limits
         self._dispatcher = RequestDispatcher()
@@ -116,14 +121,22 @@ class RemotingClient:
         try:
             async with asyncio.timeout(self.connect_timeout):
                 _, connection = await loop.create_connection(
-                    functools.partial(self._new_connection, address), host, port
+                    functools.partial(self._new_connection, address),
+                    host,
+                    port,
+                    ssl=self.tls,
+                    server_hostname=host if self.tls is not None else None,
+                    ssl_handshake_timeout=self.connect_timeout if self.tls is not None else None,
                 )
         except TimeoutError:
             return RemotingConnectionError(
                 f"connecting to {address} timed out after {self.connect_timeout:g} s"
             )
         except OSError as exc:
-            error = RemotingConnectionError(f"cannot connect to {address}: {exc.strerror or exc}")
+            if self.tls is not None and isinstance(exc, ssl.SSLError | ConnectionResetError):  # handshake
+                error = RemotingConnectionError(handshake_failure(address, exc))
+            else:
+                error = RemotingConnectionError(f"cannot connect to {address}: {exc.strerror or exc}")
             error.__cause__ = exc
             return error
         if self._closed:

@@ -16,7 +16,9 @@ from collections.abc import Callable
 from ferrymq.net.connection import DEFAULT_LIMITS, Connection, ConnectionLimits, close_all
 from ferrymq.net.dispatch import Handler, RequestDispatcher
 from ferrymq.net.latency import RequestLatency
+from ferrymq.net.listener import TLSServer, start_server
 from ferrymq.net.tasks import BackgroundTasks
+from ferrymq.net.tls import ServerTLS
 from ferrymq.protocol.remoting import MAX_FRAME_SIZE
 
 log = logging.getLogger(__name__)
@@ -33,7 +35,9 @@ class RemotingServer:
         max_frame_size: int = MAX_FRAME_SIZE,
         idle_timeout: float = 120.0,
         limits: ConnectionLimits = DEFAULT_LIMITS,
+        tls: ServerTLS | None = None,
     ) -> None:
+        """``tls``: serve TLS (and, if permissive, plaintext too) on the port; plaintext only if None."""
         self.host = host
         self.port = port
         """The port asked for; after ``bind`` or ``start`` the one bound (so 0 becomes a free port)."""
@@ -44,7 +48,8 @@ class RemotingServer:
         self._connections: set[Connection] = set()
         self._finishing: set[Connection] = set()  # closed, with handlers still running
         self._closed_callbacks: list[Callable[[Connection], None]] = []
-        self._server: asyncio.Server | None = None
+        self._server: asyncio.Server | TLSServer | None = None
+        self.tls = tls
         self._tasks = BackgroundTasks("remoting server")
         self._socket: socket.socket | None = None
 
@@ -86,15 +91,12 @@ class RemotingServer:
         return self.port
 
     async def start(self) -> None:
-        loop = asyncio.get_running_loop()
-        if self._socket is not None:
-            sock, self._socket = self._socket, None
-            self._server = await loop.create_server(self._new_connection, sock=sock, backlog=1024)
-        else:
-            self._server = await loop.create_server(self._new_connection, self.host, self.port, backlog=1024)
+        sock, self._socket = self._socket, None
+        self._server = await start_server(self._new_connection, self.host, self.port, sock=sock, tls=self.tls)
         self.port = self._server.sockets[0].getsockname()[1]
         self._tasks.spawn(self._close_idle_connections(), name="remoting-idle-sweeper")
-        log.info("remoting server listening on %s:%d", self.host, self.port)
+        mode = f" (TLS {self.tls.mode})" if self.tls is not None else ""
+        log.info("remoting server listening on %s:%d%s", self.host, self.port, mode)
 
     async def stop(self, grace: float = 5.0) -> None:
         """Stop accepting, give running handlers up to ``grace`` seconds to answer, then close all."""

@@ -10,10 +10,12 @@ import grpc
 
 from ferrymq.messaging.api import MessageService
 from ferrymq.net.tasks import BackgroundTasks
+from ferrymq.net.tls import ServerTLS
 from ferrymq.proxy.clients import LiveClients
 from ferrymq.proxy.relay import Relay
 from ferrymq.proxy.renewal import Renewals
 from ferrymq.proxy.service import MessagingServicer
+from ferrymq.proxy.tls import server_credentials
 from ferrymq.proxy.v2 import messaging_pb2 as pb
 from ferrymq.proxy.v2 import messaging_pb2_grpc as pb_grpc
 
@@ -28,9 +30,17 @@ MAX_MESSAGE_BYTES = 130 * 1024 * 1024  # a batch of messages of up to 4 MiB each
 class ProxyServer:
     def __init__(
         self, service: MessageService, host: str = "127.0.0.1", port: int = DEFAULT_PORT,
-        *, renewals: Renewals | None = None,
+        *, renewals: Renewals | None = None, tls: ServerTLS | None = None, plaintext_port: int | None = None,
     ) -> None:  # fmt: skip
+        """``tls``: serve TLS on ``port``; in permissive mode, plaintext too on ``plaintext_port``
+        (gRPC cannot serve both on one port)."""
+        if tls is not None and tls.permissive and plaintext_port is None:
+            raise ValueError(
+                "a permissive gRPC proxy needs a plaintext port: gRPC serves TLS or not per port"
+            )
         self.service = service
+        self.tls = tls
+        self.plaintext_port = plaintext_port if tls is not None else None
         self.host = host
         self.port = port
         self.renewals = renewals if renewals is not None else Renewals(service)
@@ -48,13 +58,9 @@ class ProxyServer:
                 ("grpc.so_reuseport", 0),  # a port taken by another proxy is an error, not shared
             ]
         )
-        try:
-            bound = server.add_insecure_port(f"{self.host}:{self.port}")
-        except RuntimeError:  # grpc says no more than "failed to bind"
-            bound = 0
-        if bound == 0:
-            raise OSError(f"cannot listen on {self.host}:{self.port} (in use?)")
-        self.port = bound
+        bound = self.port = _add_port(server, self.host, self.port, self.tls)
+        if self.plaintext_port is not None:
+            self.plaintext_port = _add_port(server, self.host, self.plaintext_port, None)
         endpoints = pb.Endpoints(scheme=pb.IPv4, addresses=[pb.Address(host=self.host, port=bound)])
         servicer = MessagingServicer(self.service, endpoints, self.renewals, self.clients, self.relay)
         self.service.serve_client_calls(self.relay)
@@ -63,7 +69,13 @@ class ProxyServer:
         self._server = server
         self._tasks.spawn(self.renewals.run(), "proxy-renewals")
         self._tasks.spawn(self.clients.run(), "proxy-client-heartbeats")
-        log.info("proxy (gRPC v2) listening on %s:%d", self.host, bound)
+        if self.tls is None:
+            log.info("proxy (gRPC v2) listening on %s:%d", self.host, bound)
+        else:
+            plaintext = f", plaintext on {self.plaintext_port}" if self.plaintext_port is not None else ""
+            log.info(
+                "proxy (gRPC v2) listening on %s:%d (TLS %s)%s", self.host, bound, self.tls.mode, plaintext
+            )
         return bound
 
     @property
@@ -76,3 +88,18 @@ class ProxyServer:
             self._server = None
         await self._tasks.close()
         await self.clients.close()
+
+
+def _add_port(server: grpc.aio.Server, host: str, port: int, tls: ServerTLS | None) -> int:
+    """Listen on host:port (0: a free one), with TLS if ``tls``; the port bound."""
+    address = f"{host}:{port}"
+    try:
+        if tls is None:
+            bound = server.add_insecure_port(address)
+        else:
+            bound = server.add_secure_port(address, server_credentials(tls))
+    except RuntimeError:  # grpc says no more than "failed to bind"
+        bound = 0
+    if bound == 0:
+        raise OSError(f"cannot listen on {address} (in use?)")
+    return bound

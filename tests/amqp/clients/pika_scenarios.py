@@ -1,9 +1,10 @@
 """Runs one scenario with pika (BlockingConnection) in pika's own venv and prints one JSON line with
-what the client saw. Usage: pika_scenarios.py SCENARIO HOST PORT."""
+what the client saw. Usage: pika_scenarios.py SCENARIO HOST PORT [CA_FILE] (a CA file: over TLS)."""
 
 from __future__ import annotations
 
 import json
+import ssl
 import sys
 import time
 
@@ -15,6 +16,9 @@ scenario, host, port = sys.argv[1], sys.argv[2], int(sys.argv[3])
 
 def params(**options) -> pika.ConnectionParameters:
     options.setdefault("credentials", pika.PlainCredentials("guest", "guest"))
+    if len(sys.argv) > 4:  # AMQPS, trusting that CA only
+        context = ssl.create_default_context(cafile=sys.argv[4])
+        options.setdefault("ssl_options", pika.SSLOptions(context, server_hostname=host))
     return pika.ConnectionParameters(host, port, connection_attempts=1, socket_timeout=10, **options)
 
 
@@ -87,7 +91,29 @@ def heartbeats() -> dict:
     return result
 
 
+def round_trip() -> dict:
+    """Publish one message to a new queue and get it back; what the connection was (TLS or not)."""
+    try:
+        connection = pika.BlockingConnection(params())
+    except (AMQPError, OSError) as e:  # a failed TLS handshake is an ssl.SSLError
+        return error(e)
+    channel = connection.channel()
+    queue = channel.queue_declare("", exclusive=True).method.queue
+    channel.basic_publish("", queue, b"sealed")
+    body = None
+    for _ in range(50):  # a get is not a wait: ask again for at most 5 s
+        _, _, body = channel.basic_get(queue, auto_ack=True)
+        if body is not None:
+            break
+        time.sleep(0.1)
+    sock = connection._impl._transport._sock
+    result = {"body": body.decode() if body else None, "tls": getattr(sock, "version", lambda: None)()}
+    connection.close()
+    return result
+
+
 SCENARIOS = {
+    "round_trip": round_trip,
     "session": session,
     "wrong_password": wrong_password,
     "absent_vhost": absent_vhost,

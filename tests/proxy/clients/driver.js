@@ -6,7 +6,9 @@
 // transaction? ("commit" or "rollback")}; consumer {group, topic, await_s}; receive {max,
 // invisible_s}; ack {id}; change {id, invisible_s}; push {group, topic, fail_attempts?, fail_bodies?};
 // pushed; quit. A client error answers {"ok": false, "error": <class name>, "message": ...}.
-// A watchdog ends the process if the test stops talking to it.
+// A watchdog ends the process if the test stops talking to it. With DRIVER_TLS=1 in its environment
+// every client is built with sslEnabled (it then trusts the roots grpc-js finds, e.g.
+// GRPC_DEFAULT_SSL_ROOTS_FILE_PATH).
 'use strict';
 
 const readline = require('node:readline');
@@ -15,6 +17,7 @@ const { TransactionResolution } = require('rocketmq-client-nodejs/proto/apache/r
 
 const SHUTDOWN_MS = 3000; // a push consumer's shutdown waits for its long polls: bound it
 const endpoints = process.argv[2];
+const sslEnabled = process.env.DRIVER_TLS === '1';
 setTimeout(() => process.exit(3), Number(process.argv[3]) * 1000);
 
 let producer;
@@ -60,6 +63,7 @@ async function run(command) {
     case 'producer':
       producer = new Producer({
         endpoints,
+        sslEnabled,
         topics: command.topics,
         checker: { check: async () => TransactionResolution.ROLLBACK },
       });
@@ -86,6 +90,7 @@ async function run(command) {
     case 'consumer':
       consumer = new SimpleConsumer({
         endpoints,
+        sslEnabled,
         consumerGroup: command.group,
         subscriptions: subscription(command),
         awaitDuration: (command.await_s ?? 5) * 1000,
@@ -108,6 +113,7 @@ async function run(command) {
     case 'push':
       pusher = new PushConsumer({
         endpoints,
+        sslEnabled,
         consumerGroup: command.group,
         subscriptions: subscription(command),
         messageListener: listener(command.fail_attempts ?? 0, command.fail_bodies ?? []),

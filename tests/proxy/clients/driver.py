@@ -9,6 +9,8 @@ consumer or push}; shutdown {of} (shuts that client down);
 consumer {group, topic, await_s}; receive {max, invisible_s}; ack {id}; change {id, invisible_s};
 push {group, topic, fail_attempts?, fail_bodies?} (a PushConsumer); pushed (what its listener got so
 far); quit.
+With DRIVER_TLS=1 in its environment every client is built with tls_enable=True (it then trusts the
+roots grpc finds, e.g. GRPC_DEFAULT_SSL_ROOTS_FILE_PATH).
 A received message is remembered by its message id (its latest copy, whose receipt handle acks it).
 A client exception answers {"ok": false, "error": <class name>, "message": ...}. A watchdog ends
 the process if the test stops talking to it.
@@ -41,6 +43,7 @@ watchdog.daemon = True
 watchdog.start()
 
 config = ClientConfiguration(endpoint, Credentials())
+tls = os.environ.get("DRIVER_TLS") == "1"
 producer = None
 consumer = None
 pusher = None
@@ -102,7 +105,7 @@ def run(command: dict) -> dict:
     global producer, consumer, pusher
     op = command["op"]
     if op == "producer":
-        producer = Producer(config, tuple(command["topics"]), checker=checker)
+        producer = Producer(config, tuple(command["topics"]), checker=checker, tls_enable=tls)
         producer.startup()
         return {}
     if op == "send":
@@ -148,6 +151,7 @@ def run(command: dict) -> dict:
             command["group"],
             {command["topic"]: FilterExpression(command.get("tag", "*"))},
             await_duration=command.get("await_s", 5),
+            tls_enable=tls,
         )
         consumer.startup()
         return {}
@@ -166,7 +170,7 @@ def run(command: dict) -> dict:
     if op == "push":
         listener = Listener(command.get("fail_attempts", 0), command.get("fail_bodies", []))
         subscription = {command["topic"]: FilterExpression(command.get("tag", "*"))}
-        pusher = PushConsumer(config, command["group"], listener, subscription)
+        pusher = PushConsumer(config, command["group"], listener, subscription, tls_enable=tls)
         pusher.startup()
         return {}
     if op == "pushed":
