@@ -7,6 +7,8 @@ import logging
 import time
 
 from ferrymq import __version__
+from ferrymq.auth.persist import FILE_NAME as AUTH_FILE
+from ferrymq.auth.serving import inner_credentials, serve_auth
 from ferrymq.broker.clients import ClientRegistry
 from ferrymq.broker.config import BrokerConfig
 from ferrymq.broker.consumption import ConsumptionControl
@@ -133,7 +135,12 @@ class Broker:
         self.transactions.load()
         self.ha = HAService(config, self.store, self.epochs, lambda: self.waits_for_replicas)
         self._serve()
-        self.client = RemotingClient()
+        self.auth = serve_auth(
+            self.server, config_dir / AUTH_FILE, enabled=config.auth_enabled,
+            init_username=config.init_username, init_password=config.init_password,
+        )  # fmt: skip
+        credentials = inner_credentials(*config.inner_credentials)
+        self.client = RemotingClient(signer=credentials.sign if credentials else None)
         self.registrar = NameServerRegistrar(
             config, self.topics, self, self.client, self.master_ha_addr_learned
         )

@@ -89,11 +89,13 @@ class Producer:
         linger_ms: float = 5.0,
         max_batch_bytes: int = 256 * 1024,
         instance: ClientInstance | None = None,
+        access_key: str | None = None,
+        secret_key: str | None = None,
         enable_trace: bool = False,
         trace_topic: str | None = None,
     ) -> None:
         self.group = group
-        self.instance = instance or ClientInstance(namesrv_addr)
+        self.instance = instance or ClientInstance(namesrv_addr, access_key=access_key, secret_key=secret_key)
         self._own_instance = instance is None
         self.send_timeout = send_timeout
         self.retries = retry_times_when_send_failed

@@ -62,9 +62,11 @@ class SimpleConsumer:
         subscriptions: dict[str, str | MessageSelector] | None = None,
         await_duration: float = 20.0,
         instance: ClientInstance | None = None,
+        access_key: str | None = None,
+        secret_key: str | None = None,
     ) -> None:
         self.group = group
-        self.instance = instance or ClientInstance(namesrv_addr)
+        self.instance = instance or ClientInstance(namesrv_addr, access_key=access_key, secret_key=secret_key)
         self._own_instance = instance is None
         self.await_duration = await_duration
         self.subscriptions = {t: MessageSelector.of(e) for t, e in (subscriptions or {}).items()}
