@@ -31,9 +31,12 @@ class Cluster:
 
 
 @contextlib.contextmanager
-def cluster(namesrv: str | None, *, proxy: bool = False) -> Iterator[Cluster]:
+def cluster(
+    namesrv: str | None, *, proxy: bool = False, auth: tuple[str, str] | None = None
+) -> Iterator[Cluster]:
     """The cluster to measure: the given one, or a `ferrymq dev` started (and stopped) here, with
-    its gRPC proxy if `proxy`."""
+    its gRPC proxy if `proxy`, and with authentication on and `auth` (user, password) its super
+    user if given."""
     if namesrv:
         yield Cluster(namesrv, None)
         return
@@ -54,6 +57,7 @@ def cluster(namesrv: str | None, *, proxy: bool = False) -> Iterator[Cluster]:
             "0" if proxy else "-1",
             "--amqp-port",
             "-1",
+            *(["--auth-user", ":".join(auth)] if auth else []),
         ],
         stdout=subprocess.PIPE,
         stderr=subprocess.DEVNULL,
@@ -154,13 +158,18 @@ async def produce(
     progress: Progress,
     cpu: CpuMeter,
     trace: bool = False,
+    credentials: tuple[str, str] | None = None,
 ) -> dict:
     """Send `count` messages, `batch` per request (1: one SEND_MESSAGE_V2 each), `inflight` at once.
 
-    With `trace`, the producer writes message trace (Pub records) to RMQ_SYS_TRACE_TOPIC as well.
+    With `trace`, the producer writes message trace (Pub records) to RMQ_SYS_TRACE_TOPIC as well;
+    with `credentials` (access key, secret key), it signs every request.
     """
     body = os.urandom(body_size)
-    async with Producer("ferrymq-bench", namesrv, enable_trace=trace) as producer:
+    access_key, secret_key = credentials or (None, None)
+    async with Producer(
+        "ferrymq-bench", namesrv, enable_trace=trace, access_key=access_key, secret_key=secret_key
+    ) as producer:
         await producer.send(Message(topic, body))  # route and connection ready before the clock
 
         async def send(n: int) -> None:
@@ -171,7 +180,11 @@ async def produce(
 
         seconds = await _drive("produce", count, batch, inflight, send, progress)
         cpu_figures = cpu.result(count)
-    name = f"produce batch={batch} inflight={inflight}" + (" trace" if trace else "")
+    name = (
+        f"produce batch={batch} inflight={inflight}"
+        + (" trace" if trace else "")
+        + (" acl" if credentials else "")
+    )
     traced = {}
     if producer.trace is not None:  # written by the end of shutdown (which drains the buffer)
         traced = {"trace_written": producer.trace.written, "trace_dropped": producer.trace.dropped,

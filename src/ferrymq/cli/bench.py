@@ -93,9 +93,13 @@ def bench_store(count: int, body_size: int, recovery_gib: float, repeat: int, sa
     _save(save, "store", params, results)
 
 
-def _client_bench(suite: str, run, save: Path | None, params: dict, *, proxy: bool = False) -> None:
+def _client_bench(
+    suite: str, run, save: Path | None, params: dict, *, proxy: bool = False,
+    auth: tuple[str, str] | None = None,
+) -> None:  # fmt: skip
     """Run one SDK scenario under a progress bar on the cluster from --namesrv (or a fresh one);
-    with `proxy`, a fresh one with its gRPC proxy, whose address `run` gets after the NameServer's."""
+    with `proxy`, a fresh one with its gRPC proxy, whose address `run` gets after the NameServer's;
+    with `auth`, a fresh one with authentication on and that super user."""
     import asyncio
 
     from ferrymq.bench.client import CpuMeter, cluster
@@ -105,7 +109,7 @@ def _client_bench(suite: str, run, save: Path | None, params: dict, *, proxy: bo
     install_uvloop()
     quiet_gc()
     with (
-        cluster(None if proxy else params.get("namesrv"), proxy=proxy) as target,
+        cluster(None if proxy or auth else params.get("namesrv"), proxy=proxy, auth=auth) as target,
         _progress_bar() as progress,
     ):
         meter = lambda: CpuMeter(target.broker_pid)  # noqa: E731
@@ -130,8 +134,11 @@ _save_opt = click.option(
 @click.option("--batch", default=32, show_default=True, help="Messages per request (1: one send each).")
 @click.option("--inflight", default=8, show_default=True, help="Requests in flight at once.")
 @click.option("--trace", is_flag=True, help="Enable message trace on the producer (its cost is the point).")
+@click.option(
+    "--acl", is_flag=True, help="A fresh cluster with authentication on; the producer signs every request."
+)
 @_save_opt
-def bench_produce(namesrv, topic, count, body_size, batch, inflight, trace, save) -> None:
+def bench_produce(namesrv, topic, count, body_size, batch, inflight, trace, acl, save) -> None:
     """Produce with acknowledgements through the SDK."""
     from ferrymq.bench.client import produce
 
@@ -143,14 +150,17 @@ def bench_produce(namesrv, topic, count, body_size, batch, inflight, trace, save
         "batch": batch,
         "inflight": inflight,
         "trace": trace,
+        "acl": acl,
     }
+    credentials = ("bench", "bench-secret") if acl else None
     _client_bench(
         "produce",
         lambda ns, progress, meter: produce(
-            ns, topic, count, body_size, batch, inflight, progress, meter(), trace
+            ns, topic, count, body_size, batch, inflight, progress, meter(), trace, credentials
         ),
         save,
         params,
+        auth=credentials,
     )
 
 

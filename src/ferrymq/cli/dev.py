@@ -58,6 +58,11 @@ def default_data_dir() -> Path:
     help="AMQP 0-9-1 gateway port on 127.0.0.1, for RabbitMQ clients (0: any, -1: no gateway; 5673 "
     "because RabbitMQ's 5672 is often taken).",
 )
+@click.option(
+    "--auth-user",
+    metavar="NAME:PASSWORD",
+    help="Turn authentication and ACL on, with this first super user (off by default).",
+)
 @limit_options
 @metrics_option("broker")
 def dev(
@@ -69,6 +74,7 @@ def dev(
     max_message_size: int,
     consumer_timeout: int,
     metrics_port: int | None,
+    auth_user: str | None,
 ) -> None:
     """Start a local development cluster on DATA_DIR; stop it cleanly with Ctrl-C."""
     from ferrymq.amqp.gateway import GatewayLimits
@@ -77,9 +83,23 @@ def dev(
     from ferrymq.namesrv.config import NamesrvConfig
     from ferrymq.namesrv.server import NameServer
 
-    namesrv = NameServer(NamesrvConfig(listen_host="127.0.0.1", listen_port=namesrv_port))
+    name, _, password = (auth_user or "").partition(":")
+    if auth_user is not None and not (name and password):
+        raise click.BadParameter("give NAME:PASSWORD", param_hint="--auth-user")
+    secured = auth_user is not None
+    namesrv = NameServer(
+        NamesrvConfig(
+            listen_host="127.0.0.1", listen_port=namesrv_port, auth_enabled=secured, init_username=name,
+            init_password=password,
+        )
+    )  # fmt: skip
     store = StoreConfig(store_path_root_dir=data_dir / "store", mapped_file_size_commit_log=256 << 20)
-    broker = Broker(BrokerConfig(listen_host="127.0.0.1", listen_port=broker_port, store=store))
+    broker = Broker(
+        BrokerConfig(
+            listen_host="127.0.0.1", listen_port=broker_port, store=store, auth_enabled=secured,
+            init_username=name, init_password=password,
+        )
+    )  # fmt: skip
     proxy: ProxyServer | None = None
     gateway: AMQPServer | None = None
     metadata, close_metadata = open_metadata(None, data_dir / "meta")
