@@ -181,9 +181,14 @@ class ClientDriver:
         stop_process(self.proc)
 
 
-def python_driver(python: Path, endpoint: str, home: Path) -> ClientDriver:
-    """The Python client's driver, run by the python of its venv."""
-    return ClientDriver([str(python), str(DRIVER)], endpoint, home, PYTHON_LOG, {"PYTHONUNBUFFERED": "1"})
+def python_driver(
+    python: Path, endpoint: str, home: Path, credentials: tuple[str, str] | None = None
+) -> ClientDriver:
+    """The Python client's driver, run by the python of its venv (signing with `credentials`)."""
+    env = {"PYTHONUNBUFFERED": "1"}
+    if credentials:
+        env.update(DRIVER_ACCESS_KEY=credentials[0], DRIVER_SECRET_KEY=credentials[1])
+    return ClientDriver([str(python), str(DRIVER)], endpoint, home, PYTHON_LOG, env)
 
 
 def node_driver(node_modules: Path, endpoint: str, home: Path) -> ClientDriver:

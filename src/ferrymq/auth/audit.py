@@ -11,8 +11,9 @@ import logging
 log = logging.getLogger("ferrymq.audit")
 
 
-def refused(who: str | None, code: int, source: str, reason: str) -> None:
-    log.warning("refused user=%s code=%d from=%s: %s", who or "-", code, source, reason)
+def refused(who: str | None, what: str, source: str, reason: str) -> None:
+    """``what``: ``code=<remoting request code>`` or ``rpc=<gRPC method>``."""
+    log.warning("refused user=%s %s from=%s: %s", who or "-", what, source, reason)
 
 
 def changed(who: str | None, what: str, target: str, source: str) -> None:

@@ -35,5 +35,5 @@ class RemotingGate:
         except Exception as e:  # whatever a peer sends, the answer is a refusal, never a crash
             reason = f"cannot check the request: {type(e).__name__}"
         who = request.ext_fields.get(ACCESS_KEY)
-        audit.refused(who if isinstance(who, str) else None, request.code, remote_address, reason)
+        audit.refused(who if isinstance(who, str) else None, f"code={request.code}", remote_address, reason)
         return request.make_response(ResponseCode.NO_PERMISSION, reason)

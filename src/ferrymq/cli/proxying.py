@@ -23,8 +23,10 @@ def local_message_service(broker: Broker) -> LocalMessageService:
 
 async def start_local_proxy(broker: Broker, host: str, port: int) -> tuple[ProxyServer, int]:
     """Serve RocketMQ 5 clients on host:port (0: any free port) over a started broker; the proxy
-    and the port it bound."""
+    and the port it bound. With the broker's authentication on, the proxy checks its users too."""
+    from ferrymq.auth.grpc_gate import GrpcGate
     from ferrymq.proxy.server import ProxyServer
 
-    proxy = ProxyServer(local_message_service(broker), host, port)
+    gates = [GrpcGate(broker.auth)] if broker.config.auth_enabled else []
+    proxy = ProxyServer(local_message_service(broker), host, port, interceptors=gates)
     return proxy, await proxy.start()

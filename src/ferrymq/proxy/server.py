@@ -5,6 +5,7 @@ message service."""
 from __future__ import annotations
 
 import logging
+from collections.abc import Sequence
 
 import grpc
 
@@ -28,9 +29,11 @@ MAX_MESSAGE_BYTES = 130 * 1024 * 1024  # a batch of messages of up to 4 MiB each
 class ProxyServer:
     def __init__(
         self, service: MessageService, host: str = "127.0.0.1", port: int = DEFAULT_PORT,
-        *, renewals: Renewals | None = None,
+        *, renewals: Renewals | None = None, interceptors: Sequence[grpc.aio.ServerInterceptor] = (),
     ) -> None:  # fmt: skip
+        """``interceptors``: run on every call before the servicer (e.g. authentication)."""
         self.service = service
+        self.interceptors = tuple(interceptors)
         self.host = host
         self.port = port
         self.renewals = renewals if renewals is not None else Renewals(service)
@@ -42,11 +45,12 @@ class ProxyServer:
     async def start(self) -> int:
         """Serve on host:port (0: a free port); returns the port bound."""
         server = grpc.aio.server(
+            interceptors=self.interceptors,
             options=[
                 ("grpc.max_receive_message_length", MAX_MESSAGE_BYTES),
                 ("grpc.max_send_message_length", MAX_MESSAGE_BYTES),
                 ("grpc.so_reuseport", 0),  # a port taken by another proxy is an error, not shared
-            ]
+            ],
         )
         try:
             bound = server.add_insecure_port(f"{self.host}:{self.port}")
