@@ -11,7 +11,7 @@ from typing import Any
 
 from ferrymq.auth.decision import decide
 from ferrymq.auth.model import Acl, Action, AuthModelError, Decision, Resource, User, UserStatus, UserType
-from ferrymq.protocol.acl_signing import ACCESS_KEY, SIGNATURE, request_content, signature_matches
+from ferrymq.protocol.acl_signing import ACCESS_KEY, SIGNATURE, signature_matches
 
 
 class AuthError(Exception):
@@ -34,7 +34,7 @@ class AuthRegistry:
         if not given or not isinstance(given, str):
             raise AuthError("No signature is configured")
         user = self.user_for(access_key)
-        if not signature_matches(given, request_content(ext_fields, body, version), user.password):
+        if not signature_matches(given, ext_fields, body, version, user.password):
             raise AuthError("check signature failed")
         return user
 

@@ -27,24 +27,40 @@ _V4_9_3 = 399  # MQVersion ordinal of 4.9.3
 
 
 def request_content(ext_fields: dict[str, str], body: bytes | memoryview, version: int) -> bytes:
-    """The bytes a remoting request's signature covers."""
+    """The bytes a remoting request's signature covers (for tests and tools; signing does not copy
+    the body)."""
+    return _fields_content(ext_fields, version) + bytes(body)
+
+
+def _fields_content(ext_fields: dict[str, str], version: int) -> bytes:
     skip_unique = version <= _V4_9_3
-    values = [
-        ext_fields[key]
+    return "".join(
+        ext_fields[key] if type(ext_fields[key]) is str else str(ext_fields[key])
         for key in sorted(ext_fields)
         if key != SIGNATURE and not (skip_unique and key == _UNIQUE_KEY_QUERY)
-    ]
-    content = "".join(v if type(v) is str else str(v) for v in values).encode()
-    return content + bytes(body) if body else content
+    ).encode()
 
 
-def signature(content: bytes, secret_key: str) -> str:
-    """base64(HMAC-SHA1(secret_key, content)), as RocketMQ's AclSigner computes it."""
-    return base64.b64encode(hmac.digest(secret_key.encode(), content, hashlib.sha1)).decode()
+def signature(content: bytes, secret_key: str, body: bytes | memoryview = b"") -> str:
+    """base64(HMAC-SHA1(secret_key, content + body)), as RocketMQ's AclSigner computes it."""
+    mac = hmac.new(secret_key.encode(), content, hashlib.sha1)
+    if body:
+        mac.update(body)
+    return base64.b64encode(mac.digest()).decode()
 
 
-def signature_matches(given: str, content: bytes, secret_key: str) -> bool:
-    return hmac.compare_digest(given.encode(), signature(content, secret_key).encode())
+def request_signature(
+    ext_fields: dict[str, str], body: bytes | memoryview, version: int, secret_key: str
+) -> str:
+    """The Signature of a remoting request with these extFields and body."""
+    return signature(_fields_content(ext_fields, version), secret_key, body)
+
+
+def signature_matches(
+    given: str, ext_fields: dict[str, str], body: bytes | memoryview, version: int, secret_key: str
+) -> bool:
+    expected = request_signature(ext_fields, body, version, secret_key)
+    return hmac.compare_digest(given.encode(), expected.encode())
 
 
 @dataclass(frozen=True, slots=True)
@@ -69,7 +85,7 @@ class Credentials:
         fields[ACCESS_KEY] = self.access_key
         if self.security_token:
             fields[SECURITY_TOKEN] = self.security_token
-        fields[SIGNATURE] = signature(request_content(fields, command.body, command.version), self.secret_key)
+        fields[SIGNATURE] = request_signature(fields, command.body, command.version, self.secret_key)
 
 
 GRPC_SCHEME = "MQv2-HMAC-SHA1"
