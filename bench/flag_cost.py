@@ -1,7 +1,7 @@
 """What one `ferrymq bench` flag costs: runs without and with it, alternated so both see the same
 machine, and the median of each.
 
-    .venv/bin/python bench/flag_cost.py --flag --acl --pairs 5 \\
+    .venv/bin/python bench/flag_cost.py --flag=--acl --pairs 5 \\
         --save bench/results/acl-cost-batch32.json -- produce --count 600000 --batch 32 --inflight 8
 """
 
@@ -53,7 +53,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
-    parser.add_argument("--flag", required=True, help="the `ferrymq bench` flag to price, e.g. --acl")
+    parser.add_argument("--flag", required=True, help="the `ferrymq bench` flag to price, e.g. --flag=--acl")
     parser.add_argument("--pairs", type=int, default=5)
     parser.add_argument("--save", required=True)
     parser.add_argument("bench_args", nargs=argparse.REMAINDER, help="`ferrymq bench` arguments")

@@ -3,12 +3,14 @@ matches wins, then an allow rule that matches; no matching rule denies."""
 
 from __future__ import annotations
 
+import functools
 import ipaddress
 from collections.abc import Iterable
 
 from ferrymq.auth.model import Action, Decision, PolicyEntry, Resource, User, UserType
 
 
+@functools.lru_cache(maxsize=4096)  # peers are few and parsing one costs more than a request's check
 def source_address(remote: str) -> ipaddress.IPv4Address | ipaddress.IPv6Address | None:
     """The IP of a ``host:port`` or ``[v6]:port`` peer address, None when it is not one."""
     host = (

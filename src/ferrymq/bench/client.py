@@ -18,7 +18,7 @@ import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 
-from ferrymq.client import Message, Producer, PullConsumer
+from ferrymq.client import Admin, Message, Producer, PullConsumer
 
 Progress = Callable[[str, int, int], None]
 
@@ -163,10 +163,13 @@ async def produce(
     """Send `count` messages, `batch` per request (1: one SEND_MESSAGE_V2 each), `inflight` at once.
 
     With `trace`, the producer writes message trace (Pub records) to RMQ_SYS_TRACE_TOPIC as well;
-    with `credentials` (access key, secret key), it signs every request.
+    with `credentials` (a super user's access and secret key), it signs every request as a normal user
+    made for the run, whose rules allow Pub on the topic (so each send is checked against them).
     """
     body = os.urandom(body_size)
-    access_key, secret_key = credentials or (None, None)
+    access_key, secret_key = (
+        (await _producer_user(namesrv, topic, credentials)) if credentials else (None, None)
+    )
     async with Producer(
         "ferrymq-bench", namesrv, enable_trace=trace, access_key=access_key, secret_key=secret_key
     ) as producer:
@@ -190,6 +193,16 @@ async def produce(
         traced = {"trace_written": producer.trace.written, "trace_dropped": producer.trace.dropped,
                   "trace_failed": producer.trace.failed}  # fmt: skip
     return {**_figures(name, count, body_size, seconds), **cpu_figures, **traced}
+
+
+async def _producer_user(namesrv: str, topic: str, root: tuple[str, str]) -> tuple[str, str]:
+    """A normal user allowed to publish to `topic` (and to see TBW102's route, which auto-creation
+    reads), and nothing else, made with the super user `root`."""
+    user = ("bench-producer", "bench-producer-secret")
+    async with Admin(namesrv, access_key=root[0], secret_key=root[1]) as admin:
+        await admin.create_user(*user)
+        await admin.create_acl(user[0], [f"Topic:{topic}", "Topic:TBW102"], ["Pub"])
+    return user
 
 
 async def _drive(name: str, count: int, batch: int, inflight: int, send, progress: Progress) -> float:
