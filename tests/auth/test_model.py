@@ -217,3 +217,14 @@ def test_grpc_authorization_header():
     assert not grpc_signature_matches(sig, date, "other")
     assert grpc_authorization("Basic abc") is None
     assert grpc_authorization("MQv2-HMAC-SHA1 Credential=ak") is None
+
+
+@given(st.text(max_size=100), st.binary(max_size=300), st.binary(max_size=3000))
+def test_signature_is_hmac_sha1_whatever_the_key(secret, content, body):
+    """The precomputed-pad HMAC equals the standard library's for keys shorter and longer than a block."""
+    import base64
+    import hashlib
+    import hmac
+
+    expected = base64.b64encode(hmac.new(secret.encode(), content + body, hashlib.sha1).digest()).decode()
+    assert signature(content, secret, body) == expected

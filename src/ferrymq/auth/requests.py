@@ -8,6 +8,7 @@ authenticated, not authorised).
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable
 
 from ferrymq.auth.model import Action, Resource
@@ -41,6 +42,7 @@ def _field(fields: dict[str, str], name: str) -> str:
     return str(value)
 
 
+@functools.lru_cache(maxsize=65536)  # topics are few: a hot send should not build its resource anew
 def _topic_or_retry_group(topic: str, actions: frozenset[Action]) -> Need:
     if topic.startswith(RETRY_PREFIX):
         return Resource.group(topic[len(RETRY_PREFIX) :]), _SUB
