@@ -243,3 +243,15 @@ async def test_cli_acl_commands(secure):
     assert (await secure.call(dave, Req.SEND_MESSAGE, send_ext("logs-1"), b"x")).code == ResponseCode.SUCCESS
     await ferrymq("delete-user", "dave")
     assert (await secure.call(dave, Req.SEND_MESSAGE, send_ext("logs-1"), b"x")).code == NO_PERMISSION
+
+
+async def test_a_gateway_reaches_secured_brokers_with_its_credentials(secure):
+    """The messaging core's remote implementation (standalone AMQP gateway) signs as it is told."""
+    from ferrymq.messaging.remote import RemoteMessageService
+
+    async with RemoteMessageService(secure.namesrv_addr, access_key=ROOT[0], secret_key=ROOT[1]) as remote:
+        await remote.create_topic("GatewayTopic", 2)
+        assert (await remote.topic_config("GatewayTopic")) is not None
+    async with RemoteMessageService(secure.namesrv_addr) as unsigned:
+        with pytest.raises(Exception, match="No accessKey"):
+            await unsigned.create_topic("Other", 2)

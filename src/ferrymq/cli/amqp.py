@@ -6,6 +6,7 @@ from pathlib import Path
 
 import click
 
+from ferrymq.cli.clients import credential_options
 from ferrymq.cli.gatewaying import META_HELP, limit_options, open_metadata, start_gateway
 from ferrymq.cli.serving import host_port, serve
 
@@ -30,6 +31,7 @@ from ferrymq.cli.serving import host_port, serve
     help="Where the SQLite metadata lives when --meta is not given.",
 )
 @click.option("--heartbeat", default=60, show_default=True, help="Heartbeat interval offered to clients (s).")
+@credential_options
 @limit_options
 def amqp(
     namesrv: str,
@@ -39,6 +41,8 @@ def amqp(
     heartbeat: int,
     max_message_size: int,
     consumer_timeout: int,
+    access_key: str | None,
+    secret_key: str | None,
 ) -> None:
     """Serve AMQP 0-9-1 (RabbitMQ) clients: exchanges, queues and bindings from the metadata service,
     messages in the cluster's topics."""
@@ -46,7 +50,7 @@ def amqp(
     from ferrymq.messaging.remote import RemoteMessageService
 
     host, port = listen
-    service = RemoteMessageService(namesrv)
+    service = RemoteMessageService(namesrv, access_key=access_key, secret_key=secret_key)
     metadata, close_metadata = open_metadata(meta, data_dir)
     started = []
 
