@@ -212,7 +212,10 @@ async def test_audit_trail_names_who_what_where_and_never_a_secret(secure, caplo
         await admin.create_user("carol", "carol-secret-value")
         await admin.update_user("carol", password="new-secret-value")
     await secure.call(secure.client("carol", "bad-secret-value"), Req.GET_ALL_TOPIC_CONFIG)
+    await secure.call(secure.client("x\nrefused user=root", "y"), Req.GET_ALL_TOPIC_CONFIG)
     lines = [r.getMessage() for r in caplog.records if r.name == "ferrymq.audit"]
+    assert all("\n" not in line for line in lines)
+    assert any("refused user=x\\nrefused user=root code=21" in line for line in lines)
     assert any("user=root create-user carol" in line and "from=127.0.0.1:" in line for line in lines)
     assert any("user=root update-user carol (password)" in line for line in lines)
     assert any("refused user=carol" in line and "check signature failed" in line for line in lines)
