@@ -24,6 +24,7 @@ ALLOWED: dict[str, set[str]] = {
     "store": BASE | {"protocol"},
     "net": BASE | {"protocol"},
     "client": BASE | {"protocol", "net"},
+    "auth": BASE | {"protocol", "store"},
     "proxy": BASE | {"messaging", "protocol", "net"},  # brokers only through the MessageService
 }
 FORBIDDEN: dict[str, set[str]] = {

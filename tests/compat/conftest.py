@@ -315,6 +315,11 @@ class ClientProcess:
             reader.join(STOP_TIMEOUT)
 
 
+def credential_args(credentials: tuple[str, str] | None) -> list[str]:
+    """The scripts' options to sign as (access key, secret key)."""
+    return ["--access-key", credentials[0], "--secret-key", credentials[1]] if credentials else []
+
+
 class V4Clients:
     """Runs the rocketmq 0.4.4 scripts (clients/v4) against a cluster."""
 
@@ -345,6 +350,7 @@ class V4Clients:
         shards: int | None = None,
         delay_level: int = 0,
         pad: int = 0,
+        credentials: tuple[str, str] | None = None,
         timeout: float = 60.0,
     ) -> list[dict]:
         """Send `count` messages (bodies `<prefix>-<i>`, after `pad` dots) and return the producer's
@@ -357,6 +363,7 @@ class V4Clients:
         args += ["--shards", str(shards)] if shards else []
         args += ["--delay-level", str(delay_level)] if delay_level else []
         args += ["--pad", str(pad)] if pad else []
+        args += credential_args(credentials)
         producer = self.start("produce.py", f"produce-{prefix}", args, timeout)
         producer.wait_exit()
         sent = producer.events("sent")
@@ -376,6 +383,7 @@ class V4Clients:
         threads: int | None = None,
         properties: tuple[str, ...] = (),
         fail_times: int = 0,
+        credentials: tuple[str, str] | None = None,
         timeout: float = 90.0,
     ) -> ClientProcess:
         """A PushConsumer running in the background until it stops by itself or is stopped."""
@@ -385,6 +393,7 @@ class V4Clients:
         args += ["--threads", str(threads)] if threads else []
         args += [arg for name in properties for arg in ("--property", name)]
         args += ["--fail-times", str(fail_times)] if fail_times else []
+        args += credential_args(credentials)
         return self.start("consume.py", label, args, timeout)
 
     def close(self) -> None:

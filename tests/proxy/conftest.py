@@ -187,9 +187,15 @@ def tls_env(trust: Path | None) -> dict[str, str]:
     return {} if trust is None else {"DRIVER_TLS": "1", "GRPC_DEFAULT_SSL_ROOTS_FILE_PATH": str(trust)}
 
 
-def python_driver(python: Path, endpoint: str, home: Path, *, trust: Path | None = None) -> ClientDriver:
-    """The Python client's driver, run by the python of its venv (over TLS with ``trust``)."""
+def python_driver(
+    python: Path, endpoint: str, home: Path, credentials: tuple[str, str] | None = None, *,
+    trust: Path | None = None,
+) -> ClientDriver:  # fmt: skip
+    """The Python client's driver, run by the python of its venv (over TLS with ``trust``, signing
+    with ``credentials``)."""
     env = {"PYTHONUNBUFFERED": "1", **tls_env(trust)}
+    if credentials:
+        env.update(DRIVER_ACCESS_KEY=credentials[0], DRIVER_SECRET_KEY=credentials[1])
     return ClientDriver([str(python), str(DRIVER)], endpoint, home, PYTHON_LOG, env)
 
 

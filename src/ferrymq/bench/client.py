@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ferrymq.bench.certs import self_signed
-from ferrymq.client import ClientTLS, Message, Producer, PullConsumer
+from ferrymq.client import Admin, ClientTLS, Message, Producer, PullConsumer
 
 Progress = Callable[[str, int, int], None]
 
@@ -34,9 +34,12 @@ class Cluster:
 
 
 @contextlib.contextmanager
-def cluster(namesrv: str | None, *, proxy: bool = False, tls: bool = False) -> Iterator[Cluster]:
+def cluster(
+    namesrv: str | None, *, proxy: bool = False, tls: bool = False, auth: tuple[str, str] | None = None
+) -> Iterator[Cluster]:
     """The cluster to measure: the given one, or a `ferrymq dev` started (and stopped) here, with
-    its gRPC proxy if `proxy`, and with `tls` permissive TLS on its ports (a throwaway certificate)."""
+    its gRPC proxy if `proxy`, with `tls` permissive TLS on its ports (a throwaway certificate),
+    and with authentication on and `auth` (user, password) its super user if given."""
     if namesrv:
         yield Cluster(namesrv, None, tls=ClientTLS() if tls else None)
         return
@@ -65,6 +68,7 @@ def cluster(namesrv: str | None, *, proxy: bool = False, tls: bool = False) -> I
             "--amqp-port",
             "-1",
             *tls_args,
+            *(["--auth-user", ":".join(auth)] if auth else []),
         ],
         stdout=subprocess.PIPE,
         stderr=subprocess.DEVNULL,
@@ -166,14 +170,23 @@ async def produce(
     cpu: CpuMeter,
     trace: bool = False,
     tls: ClientTLS | None = None,
+    credentials: tuple[str, str] | None = None,
 ) -> dict:
     """Send `count` messages, `batch` per request (1: one SEND_MESSAGE_V2 each), `inflight` at once.
 
     With `trace`, the producer writes message trace (Pub records) to RMQ_SYS_TRACE_TOPIC as well;
-    with `tls`, it speaks TLS to the cluster.
+    with `tls`, it speaks TLS to the cluster; with `credentials` (a super user's access and secret
+    key), it signs every request as a normal user made for the run, whose rules allow Pub on the
+    topic (so each send is checked against them).
     """
     body = os.urandom(body_size)
-    async with Producer("ferrymq-bench", namesrv, enable_trace=trace, tls=tls or False) as producer:
+    access_key, secret_key = (
+        (await _producer_user(namesrv, topic, credentials, tls)) if credentials else (None, None)
+    )
+    async with Producer(
+        "ferrymq-bench", namesrv, enable_trace=trace, tls=tls or False, access_key=access_key,
+        secret_key=secret_key,
+    ) as producer:  # fmt: skip
         await producer.send(Message(topic, body))  # route and connection ready before the clock
 
         async def send(n: int) -> None:
@@ -185,13 +198,28 @@ async def produce(
         seconds = await _drive("produce", count, batch, inflight, send, progress)
         cpu_figures = cpu.result(count)
     name = (
-        f"produce batch={batch} inflight={inflight}" + (" trace" if trace else "") + (" tls" if tls else "")
+        f"produce batch={batch} inflight={inflight}"
+        + (" trace" if trace else "")
+        + (" tls" if tls else "")
+        + (" acl" if credentials else "")
     )
     traced = {}
     if producer.trace is not None:  # written by the end of shutdown (which drains the buffer)
         traced = {"trace_written": producer.trace.written, "trace_dropped": producer.trace.dropped,
                   "trace_failed": producer.trace.failed}  # fmt: skip
     return {**_figures(name, count, body_size, seconds), **cpu_figures, **traced}
+
+
+async def _producer_user(
+    namesrv: str, topic: str, root: tuple[str, str], tls: ClientTLS | None
+) -> tuple[str, str]:
+    """A normal user allowed to publish to `topic` (and to see TBW102's route, which auto-creation
+    reads), and nothing else, made with the super user `root`."""
+    user = ("bench-producer", "bench-producer-secret")
+    async with Admin(namesrv, tls=tls or False, access_key=root[0], secret_key=root[1]) as admin:
+        await admin.create_user(*user)
+        await admin.create_acl(user[0], [f"Topic:{topic}", "Topic:TBW102"], ["Pub"])
+    return user
 
 
 async def _drive(name: str, count: int, batch: int, inflight: int, send, progress: Progress) -> float:

@@ -75,9 +75,21 @@ class BrokerConfig(TLSSettings):
     broker_election_priority: int = 2**31 - 1  # lower is preferred when epoch and offset tie
     slave_read_enable: bool = False
     access_message_in_memory_max_ratio: int = 40  # % of RAM: pulls further behind go to a slave
+    # Authentication and access control (RocketMQ 5's ACL 2.0). Users and rules live in the store's
+    # config dir (auth.json) and change at run time by the AUTH_* requests (`ferrymq admin acl`).
+    auth_enabled: bool = False
+    init_username: str = ""  # the first super user, created at start when it does not exist
+    init_password: str = ""
+    # What this broker signs its requests to NameServers and other brokers with; default: init user.
+    inner_client_access_key: str = ""
+    inner_client_secret_key: str = ""
     store: StoreConfig = field(default_factory=StoreConfig)
 
     def __post_init__(self) -> None:
+        if bool(self.init_username) != bool(self.init_password):
+            raise ValueError("init_username and init_password go together")
+        if bool(self.inner_client_access_key) != bool(self.inner_client_secret_key):
+            raise ValueError("inner_client_access_key and inner_client_secret_key go together")
         if self.broker_role not in BROKER_ROLES:
             raise ValueError(
                 f"broker_role must be one of {', '.join(BROKER_ROLES)}, not {self.broker_role!r}"
@@ -88,6 +100,13 @@ class BrokerConfig(TLSSettings):
             raise ValueError("a SLAVE needs broker_id > 0")
         if self.broker_role != "SLAVE":
             self.broker_id = 0  # a master is id 0, as in RocketMQ
+
+    @property
+    def inner_credentials(self) -> tuple[str, str]:
+        """(access key, secret key) for requests to other nodes: the inner client's, else the init user's."""
+        if self.inner_client_access_key:
+            return self.inner_client_access_key, self.inner_client_secret_key
+        return self.init_username, self.init_password
 
     @property
     def namesrv_addrs(self) -> list[str]:

@@ -7,6 +7,8 @@ import logging
 import time
 
 from ferrymq import __version__
+from ferrymq.auth.persist import FILE_NAME as AUTH_FILE
+from ferrymq.auth.serving import inner_credentials, serve_auth
 from ferrymq.broker.clients import ClientRegistry
 from ferrymq.broker.config import BrokerConfig
 from ferrymq.broker.consumption import ConsumptionControl
@@ -137,8 +139,13 @@ class Broker:
             config, self.store, self.epochs, lambda: self.waits_for_replicas, tls=self.server_tls
         )
         self._serve()
+        self.auth = serve_auth(
+            self.server, config_dir / AUTH_FILE, enabled=config.auth_enabled,
+            init_username=config.init_username, init_password=config.init_password,
+        )  # fmt: skip
+        credentials = inner_credentials(*config.inner_credentials)
         self.client_tls = client_context(config.client_tls())  # to NameServers, controllers, the master
-        self.client = RemotingClient(tls=self.client_tls)
+        self.client = RemotingClient(tls=self.client_tls, signer=credentials.sign if credentials else None)
         self.registrar = NameServerRegistrar(
             config, self.topics, self, self.client, self.master_ha_addr_learned
         )

@@ -8,16 +8,18 @@ from __future__ import annotations
 
 import click
 
-from ferrymq.cli.admin_common import print_table, with_admin
+from ferrymq.cli.admin_common import AdminTarget, print_table, with_admin
+from ferrymq.cli.clients import credential_options
 from ferrymq.client import Admin
 
 
 @click.group()
 @click.option("--namesrv", default="127.0.0.1:9876", show_default=True, help="NameServer address(es).")
+@credential_options
 @click.pass_context
-def admin(ctx: click.Context, namesrv: str) -> None:
-    """Administer a cluster: topics, consumer groups, brokers."""
-    ctx.obj = namesrv
+def admin(ctx: click.Context, namesrv: str, access_key: str | None, secret_key: str | None) -> None:
+    """Administer a cluster: topics, consumer groups, brokers, users and ACL rules."""
+    ctx.obj = AdminTarget(namesrv, access_key, secret_key)
 
 
 @admin.command()
@@ -84,7 +86,8 @@ def progress(ctx: click.Context, group: str, topic: str) -> None:
     with_admin(ctx, action)
 
 
-from ferrymq.cli.admin_dlq import dlq  # noqa: E402 - after the group they join
+from ferrymq.cli.admin_acl import acl  # noqa: E402 - after the group they join
+from ferrymq.cli.admin_dlq import dlq  # noqa: E402
 from ferrymq.cli.admin_groups import (  # noqa: E402
     amqp_queue,
     consumers,
@@ -98,6 +101,7 @@ from ferrymq.cli.admin_groups import (  # noqa: E402
 from ferrymq.cli.admin_ha import cluster, elect_master  # noqa: E402
 from ferrymq.cli.admin_trace import trace  # noqa: E402
 
+admin.add_command(acl)
 admin.add_command(cluster)
 admin.add_command(dlq)
 admin.add_command(elect_master)

@@ -6,6 +6,7 @@ from pathlib import Path
 
 import click
 
+from ferrymq.cli.clients import credential_options
 from ferrymq.cli.gatewaying import META_HELP, limit_options, open_metadata, start_gateway
 from ferrymq.cli.serving import host_port, serve
 from ferrymq.cli.tls import client_tls_options, server_tls_options, tls_settings
@@ -39,6 +40,7 @@ from ferrymq.cli.tls import client_tls_options, server_tls_options, tls_settings
 )
 @server_tls_options
 @client_tls_options
+@credential_options
 @limit_options
 def amqp(
     namesrv: str,
@@ -49,6 +51,8 @@ def amqp(
     max_message_size: int,
     consumer_timeout: int,
     tls_port: int | None,
+    access_key: str | None,
+    secret_key: str | None,
     **tls_options,
 ) -> None:
     """Serve AMQP 0-9-1 (RabbitMQ) clients: exchanges, queues and bindings from the metadata service,
@@ -65,7 +69,9 @@ def amqp(
         from ferrymq.amqp.server import AMQPS_PORT
 
         tls_port = AMQPS_PORT
-    service = RemoteMessageService(namesrv, tls=tls.client_tls() or False)
+    service = RemoteMessageService(
+        namesrv, tls=tls.client_tls() or False, access_key=access_key, secret_key=secret_key
+    )
     metadata, close_metadata = open_metadata(meta, data_dir)
     started = []
 

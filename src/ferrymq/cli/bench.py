@@ -93,10 +93,14 @@ def bench_store(count: int, body_size: int, recovery_gib: float, repeat: int, sa
     _save(save, "store", params, results)
 
 
-def _client_bench(suite: str, run, save: Path | None, params: dict, *, proxy: bool = False) -> None:
+def _client_bench(
+    suite: str, run, save: Path | None, params: dict, *, proxy: bool = False,
+    auth: tuple[str, str] | None = None,
+) -> None:  # fmt: skip
     """Run one SDK scenario under a progress bar on the cluster from --namesrv (or a fresh one);
     with `proxy`, a fresh one with its gRPC proxy, whose address `run` gets after the NameServer's;
-    with `params["tls"]`, over TLS (`run` gets the cluster's ClientTLS as its `tls`)."""
+    with `params["tls"]`, over TLS (`run` gets the cluster's ClientTLS as its `tls`); with `auth`, a
+    fresh one with authentication on and that super user."""
     import asyncio
 
     from ferrymq.bench.client import CpuMeter, cluster
@@ -107,8 +111,11 @@ def _client_bench(suite: str, run, save: Path | None, params: dict, *, proxy: bo
     quiet_gc()
     with (
         cluster(
-            None if proxy else params.get("namesrv"), proxy=proxy, tls=params.get("tls", False)
-        ) as target,
+            None if proxy or auth else params.get("namesrv"),
+            proxy=proxy,
+            tls=params.get("tls", False),
+            auth=auth,
+        ) as target,  # fmt: skip
         _progress_bar() as progress,
     ):
         meter = lambda: CpuMeter(target.broker_pid)  # noqa: E731
@@ -137,8 +144,11 @@ _save_opt = click.option(
 @click.option("--tls", is_flag=True,
               help="Over TLS (a fresh cluster: permissive, with a throwaway certificate; --namesrv: the "
                    "system's trusted roots).")  # fmt: skip
+@click.option(
+    "--acl", is_flag=True, help="A fresh cluster with authentication on; the producer signs every request."
+)
 @_save_opt
-def bench_produce(namesrv, topic, count, body_size, batch, inflight, trace, tls, save) -> None:
+def bench_produce(namesrv, topic, count, body_size, batch, inflight, trace, tls, acl, save) -> None:
     """Produce with acknowledgements through the SDK."""
     from ferrymq.bench.client import produce
 
@@ -151,14 +161,27 @@ def bench_produce(namesrv, topic, count, body_size, batch, inflight, trace, tls,
         "inflight": inflight,
         "trace": trace,
         "tls": tls,
+        "acl": acl,
     }
+    credentials = ("bench", "bench-secret") if acl else None
     _client_bench(
         "produce",
         lambda ns, progress, meter, **more: produce(
-            ns, topic, count, body_size, batch, inflight, progress, meter(), trace, **more
+            ns,
+            topic,
+            count,
+            body_size,
+            batch,
+            inflight,
+            progress,
+            meter(),
+            trace,
+            credentials=credentials,
+            **more,
         ),
         save,
         params,
+        auth=credentials,
     )
 
 

@@ -14,6 +14,17 @@ from ferrymq.net import install_uvloop
 from ferrymq.protocol.errors import ProtocolError
 
 
+def credential_options(command):
+    """--access-key / --secret-key (or FERRYMQ_ACCESS_KEY / FERRYMQ_SECRET_KEY): sign every request
+    as this user, for clusters with authentication on."""
+    command = click.option(
+        "--secret-key", envvar="FERRYMQ_SECRET_KEY", help="SecretKey (password) to sign requests with."
+    )(command)
+    return click.option(
+        "--access-key", envvar="FERRYMQ_ACCESS_KEY", help="AccessKey (username) to sign requests as."
+    )(command)
+
+
 @click.command()
 @click.option("--namesrv", default="127.0.0.1:9876", show_default=True, help="NameServer address(es).")
 @click.option("--topic", required=True)
@@ -21,16 +32,20 @@ from ferrymq.protocol.errors import ProtocolError
 @click.option("--key", help="Business key of every message.")
 @click.option("--group", default="ferrymq-cli-producer", show_default=True)
 @client_tls_options
+@credential_options
 @click.argument("bodies", nargs=-1)
 def produce(
-    namesrv: str, topic: str, tag: str | None, key: str | None, group: str, bodies: tuple[str, ...], **tls
-) -> None:
+    namesrv: str, topic: str, tag: str | None, key: str | None, group: str, access_key: str | None,
+    secret_key: str | None, bodies: tuple[str, ...], **tls,
+) -> None:  # fmt: skip
     """Send each BODY as a message (or each line of standard input when none is given)."""
     lines = list(bodies) if bodies else [line.rstrip("\n") for line in sys.stdin]
     tls_option = client_tls(tls)
 
     async def run() -> None:
-        async with Producer(group, namesrv, tls=tls_option) as producer:
+        async with Producer(
+            group, namesrv, tls=tls_option, access_key=access_key, secret_key=secret_key
+        ) as producer:
             for text in lines:
                 result = await producer.send(Message(topic, text.encode(), tags=tag, keys=key))
                 where = f"queue={result.message_queue.queue_id} offset={result.queue_offset}"
@@ -55,12 +70,18 @@ def produce(
 @click.option("--count", type=int, help="Stop after this many messages.")
 @click.option("--timeout", type=float, help="Stop after this many seconds without a message.")
 @client_tls_options
-def consume(namesrv, topic, group, expression, consume_from, count, timeout, **tls) -> None:
+@credential_options
+def consume(
+    namesrv, topic, group, expression, consume_from, count, timeout, access_key, secret_key, **tls
+) -> None:
     """Print the topic's messages as they arrive (Ctrl-C to stop)."""
     tls_option = client_tls(tls)
 
     async def run() -> None:
-        async with PullConsumer(group, namesrv, consume_from=consume_from, tls=tls_option) as consumer:
+        async with PullConsumer(
+            group, namesrv, consume_from=consume_from, tls=tls_option, access_key=access_key,
+            secret_key=secret_key,
+        ) as consumer:  # fmt: skip
             await consumer.subscribe(topic, expression)
             seen, idle_since = 0, time.monotonic()
             while count is None or seen < count:

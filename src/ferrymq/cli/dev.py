@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import click
 
@@ -59,6 +59,11 @@ def default_data_dir() -> Path:
     help="AMQP 0-9-1 gateway port on 127.0.0.1, for RabbitMQ clients (0: any, -1: no gateway; 5673 "
     "because RabbitMQ's 5672 is often taken).",
 )
+@click.option(
+    "--auth-user",
+    metavar="NAME:PASSWORD",
+    help="Turn authentication and ACL on, with this first super user (off by default).",
+)
 @limit_options
 @server_tls_options
 @metrics_option("broker")
@@ -71,6 +76,7 @@ def dev(
     max_message_size: int,
     consumer_timeout: int,
     metrics_port: int | None,
+    auth_user: str | None,
     **tls_options,
 ) -> None:
     """Start a local development cluster on DATA_DIR; stop it cleanly with Ctrl-C.
@@ -83,12 +89,22 @@ def dev(
     from ferrymq.namesrv.config import NamesrvConfig
     from ferrymq.namesrv.server import NameServer
 
+    name, _, password = (auth_user or "").partition(":")
+    if auth_user is not None and not (name and password):
+        raise click.BadParameter("give NAME:PASSWORD", param_hint="--auth-user")
+    auth: dict[str, Any] = {
+        "auth_enabled": auth_user is not None,
+        "init_username": name,
+        "init_password": password,
+    }
     tls = vars(tls_settings(tls_options))
     if tls["tls_server_mode"] != "disabled":  # the broker's hop to its own NameServer, in-process
         tls.update(tls_enable=True, tls_client_auth_server=False)
-    namesrv = NameServer(NamesrvConfig(listen_host="127.0.0.1", listen_port=namesrv_port, **tls))
+    namesrv = NameServer(NamesrvConfig(listen_host="127.0.0.1", listen_port=namesrv_port, **tls, **auth))
     store = StoreConfig(store_path_root_dir=data_dir / "store", mapped_file_size_commit_log=256 << 20)
-    broker = Broker(BrokerConfig(listen_host="127.0.0.1", listen_port=broker_port, store=store, **tls))
+    broker = Broker(
+        BrokerConfig(listen_host="127.0.0.1", listen_port=broker_port, store=store, **tls, **auth)
+    )
     proxy: ProxyServer | None = None
     gateway: AMQPServer | None = None
     metadata, close_metadata = open_metadata(None, data_dir / "meta")

@@ -30,6 +30,17 @@ from ferrymq.namesrv.server import NameServer
     type=click.Path(path_type=Path, dir_okay=False),
     help="Keep KV config (e.g. ORDER_TOPIC_CONFIG) in this JSON file; in memory only when not given.",
 )
+@click.option(
+    "--auth-enabled", is_flag=True, envvar="FERRYMQ_AUTH_ENABLED",
+    help="Refuse requests not signed by a known user (AccessKey/Signature), and check their rules.",
+)  # fmt: skip
+@click.option("--init-username", envvar="FERRYMQ_INIT_USERNAME", default="", help="The first super user.")
+@click.option("--init-password", envvar="FERRYMQ_INIT_PASSWORD", default="", help="Its password (SecretKey).")
+@click.option(
+    "--auth-path",
+    type=click.Path(path_type=Path, dir_okay=False),
+    help="Keep users and ACL rules in this JSON file (default: auth.json beside --kv-config-path).",
+)
 @server_tls_options
 @client_tls_options
 @controller_options(prefix="controller-")
@@ -37,6 +48,10 @@ from ferrymq.namesrv.server import NameServer
 def namesrv(
     listen: tuple[str, int],
     kv_config_path: Path | None,
+    auth_enabled: bool,
+    init_username: str,
+    init_password: str,
+    auth_path: Path | None,
     node_id: str | None,
     metrics_port: int | None,
     **controller_args,
@@ -47,9 +62,14 @@ def namesrv(
     (RocketMQ's enableControllerInNamesrv), on its own --controller-listen port."""
     host, port = listen
     tls = tls_settings(controller_args)
-    server = NameServer(
-        NamesrvConfig(listen_host=host, listen_port=port, kv_config_path=kv_config_path, **vars(tls))
-    )
+    try:
+        config = NamesrvConfig(
+            listen_host=host, listen_port=port, kv_config_path=kv_config_path, auth_enabled=auth_enabled,
+            init_username=init_username, init_password=init_password, auth_path=auth_path, **vars(tls),
+        )  # fmt: skip
+    except ValueError as e:
+        raise click.UsageError(str(e)) from None
+    server = NameServer(config)
     embedded = None
     if node_id:
         if not controller_args["peers"]:

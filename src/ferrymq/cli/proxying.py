@@ -26,8 +26,13 @@ async def start_local_proxy(
     broker: Broker, host: str, port: int, tls: ServerTLS | None = None, plaintext_port: int | None = None
 ) -> tuple[ProxyServer, int]:
     """Serve RocketMQ 5 clients on host:port (0: any free port) over a started broker (``tls`` and
-    ``plaintext_port``: see ProxyServer); the proxy and the port it bound."""
+    ``plaintext_port``: see ProxyServer); the proxy and the port it bound. With the broker's
+    authentication on, the proxy checks its users too."""
+    from ferrymq.auth.grpc_gate import GrpcGate
     from ferrymq.proxy.server import ProxyServer
 
-    proxy = ProxyServer(local_message_service(broker), host, port, tls=tls, plaintext_port=plaintext_port)
+    gates = [GrpcGate(broker.auth)] if broker.config.auth_enabled else []
+    proxy = ProxyServer(
+        local_message_service(broker), host, port, tls=tls, plaintext_port=plaintext_port, interceptors=gates
+    )
     return proxy, await proxy.start()

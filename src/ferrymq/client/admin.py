@@ -7,6 +7,7 @@ from dataclasses import dataclass
 
 import msgspec
 
+from ferrymq.client.admin_acl import AclAdmin
 from ferrymq.client.admin_consumers import ConsumerControl
 from ferrymq.client.admin_messages import MessageLookups
 from ferrymq.client.dead_letters import list_dead_letters, resend_dead_letters
@@ -58,11 +59,15 @@ class BrokerGroupView:
     replicas: list[ReplicaView]
 
 
-class Admin(ConsumerControl, MessageLookups):
+class Admin(ConsumerControl, MessageLookups, AclAdmin):
     def __init__(
-        self, namesrv_addr: str, *, instance: ClientInstance | None = None, tls: TLSOption = False
-    ) -> None:
-        self.instance = instance or ClientInstance(namesrv_addr, tls=tls)
+        self, namesrv_addr: str, *, instance: ClientInstance | None = None, tls: TLSOption = False,
+        access_key: str | None = None, secret_key: str | None = None,
+    ) -> None:  # fmt: skip
+        """``access_key``/``secret_key``: sign every request as this user (servers with auth on)."""
+        self.instance = instance or ClientInstance(
+            namesrv_addr, tls=tls, access_key=access_key, secret_key=secret_key
+        )
         self._own_instance = instance is None
 
     async def __aenter__(self) -> Admin:

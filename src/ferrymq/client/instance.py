@@ -22,6 +22,7 @@ from ferrymq.client.aio import outcome
 from ferrymq.net import RemotingClient, RemotingError
 from ferrymq.net.tasks import BackgroundTasks
 from ferrymq.net.tls import ClientTLS, client_context
+from ferrymq.protocol.acl_signing import Credentials
 from ferrymq.protocol.bodies import (
     ConsumerData,
     HeartbeatData,
@@ -82,13 +83,19 @@ class TopicRoute:
 
 class ClientInstance:
     def __init__(self, namesrv_addr: str, *, request_timeout: float = 3.0, route_refresh: float = 30.0,
-                 heartbeat_interval: float = 30.0, tls: TLSOption = False) -> None:  # fmt: skip
+                 heartbeat_interval: float = 30.0, tls: TLSOption = False, access_key: str | None = None,
+                 secret_key: str | None = None) -> None:  # fmt: skip
+        """``access_key``/``secret_key``: sign every request with them (RocketMQ's ACL session
+        credentials), for servers with authentication on."""
         self.namesrvs = [a.strip() for a in namesrv_addr.split(";") if a.strip()]
         if not self.namesrvs:
             raise ValueError("namesrv_addr is empty: give at least one NameServer as host:port")
         self.client_id = f"{_local_ip()}@{os.getpid()}#{next(_instance_ids)}"
         self.request_timeout = request_timeout
-        self.remoting = RemotingClient(tls=client_context(tls))
+        credentials = Credentials(access_key or "", secret_key or "") if access_key or secret_key else None
+        self.remoting = RemotingClient(
+            tls=client_context(tls), signer=credentials.sign if credentials else None
+        )
         # The broker id each queue's last pull answer suggested pulling from next (suggestWhichBrokerId).
         self.suggested_broker_ids: dict[MessageQueue, int] = {}
         self.routes: dict[str, TopicRoute] = {}

@@ -90,11 +90,15 @@ class Producer:
         max_batch_bytes: int = 256 * 1024,
         instance: ClientInstance | None = None,
         tls: TLSOption = False,
+        access_key: str | None = None,
+        secret_key: str | None = None,
         enable_trace: bool = False,
         trace_topic: str | None = None,
     ) -> None:
         self.group = group
-        self.instance = instance or ClientInstance(namesrv_addr, tls=tls)
+        self.instance = instance or ClientInstance(
+            namesrv_addr, tls=tls, access_key=access_key, secret_key=secret_key
+        )
         self._own_instance = instance is None
         self.send_timeout = send_timeout
         self.retries = retry_times_when_send_failed

@@ -48,11 +48,15 @@ class PullConsumer:
         pull_batch_size: int = 32,
         instance: ClientInstance | None = None,
         tls: TLSOption = False,
+        access_key: str | None = None,
+        secret_key: str | None = None,
     ) -> None:
         if consume_from not in CONSUME_FROM:
             raise ValueError(f"consume_from must be one of {CONSUME_FROM}, not {consume_from!r}")
         self.group = group
-        self.instance = instance or ClientInstance(namesrv_addr, tls=tls)
+        self.instance = instance or ClientInstance(
+            namesrv_addr, tls=tls, access_key=access_key, secret_key=secret_key
+        )
         self._own_instance = instance is None
         self.consume_from = consume_from
         self.consume_timestamp = consume_timestamp or int(time.time() * 1000) - 30 * 60 * 1000

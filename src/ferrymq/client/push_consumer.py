@@ -81,6 +81,8 @@ class PushConsumer:
         consume_concurrency: int = 20,
         instance: ClientInstance | None = None,
         tls: TLSOption = False,
+        access_key: str | None = None,
+        secret_key: str | None = None,
         offset_store_dir: str | os.PathLike | None = None,
         enable_trace: bool = False,
         trace_topic: str | None = None,
@@ -94,7 +96,9 @@ class PushConsumer:
             if value not in allowed:
                 raise ValueError(f"{name} must be one of {allowed}, not {value!r}")
         self.group = group
-        self.instance = instance or ClientInstance(namesrv_addr, tls=tls)
+        self.instance = instance or ClientInstance(
+            namesrv_addr, tls=tls, access_key=access_key, secret_key=secret_key
+        )
         self._own_instance = instance is None
         self.message_model = message_model
         self.clustering = message_model == "CLUSTERING"

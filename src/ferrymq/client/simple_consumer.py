@@ -63,9 +63,13 @@ class SimpleConsumer:
         await_duration: float = 20.0,
         instance: ClientInstance | None = None,
         tls: TLSOption = False,
+        access_key: str | None = None,
+        secret_key: str | None = None,
     ) -> None:
         self.group = group
-        self.instance = instance or ClientInstance(namesrv_addr, tls=tls)
+        self.instance = instance or ClientInstance(
+            namesrv_addr, tls=tls, access_key=access_key, secret_key=secret_key
+        )
         self._own_instance = instance is None
         self.await_duration = await_duration
         self.subscriptions = {t: MessageSelector.of(e) for t, e in (subscriptions or {}).items()}

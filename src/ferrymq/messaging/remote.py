@@ -78,9 +78,16 @@ _PULL_CODES = frozenset(
 class RemoteMessageService:
     def __init__(
         self, namesrv_addr: str, *, request_timeout: float = 3.0, max_body_size: int = DEFAULT_MAX_BODY_SIZE,
-        tls: TLSOption = False,
+        tls: TLSOption = False, access_key: str | None = None, secret_key: str | None = None,
     ) -> None:  # fmt: skip
-        self.instance = ClientInstance(namesrv_addr, request_timeout=request_timeout, tls=tls)
+        """``access_key``/``secret_key``: sign requests to brokers with authentication on."""
+        self.instance = ClientInstance(
+            namesrv_addr,
+            request_timeout=request_timeout,
+            tls=tls,
+            access_key=access_key,
+            secret_key=secret_key,
+        )
         self.max_body_size = max_body_size  # the brokers' max_message_size
         self._turn = itertools.count()  # pops of any queue take the topic's masters in turn
         self._topic_configs: dict[str, tuple[float, TopicConfig]] = {}  # by topic: (good until, config)

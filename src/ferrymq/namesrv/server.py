@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 import logging
 
+from ferrymq.auth.serving import serve_auth
 from ferrymq.namesrv.broker_processor import BrokerProcessor
 from ferrymq.namesrv.config import NamesrvConfig
 from ferrymq.namesrv.kv_config import KVConfigStore
@@ -33,6 +34,10 @@ class NameServer:
             self.remoting
         )
         KVConfigProcessor(self.kv).register_with(self.remoting)
+        self.auth = serve_auth(
+            self.remoting, config.auth_path, enabled=config.auth_enabled,
+            init_username=config.init_username, init_password=config.init_password,
+        )  # fmt: skip
         self.remoting.on_connection_closed(self._connection_closed)
         self._tasks = BackgroundTasks("name server")
 

@@ -11,6 +11,7 @@ import asyncio
 import functools
 import logging
 import ssl
+from collections.abc import Callable
 
 from ferrymq.net.connection import DEFAULT_LIMITS, Connection, ConnectionLimits, cancel_handlers, close_all
 from ferrymq.net.dispatch import Handler, RequestDispatcher
@@ -42,10 +43,13 @@ class RemotingClient:
         max_frame_size: int = MAX_FRAME_SIZE,
         limits: ConnectionLimits = DEFAULT_LIMITS,
         tls: ssl.SSLContext | None = None,
+        signer: Callable[[RemotingCommand], None] | None = None,
     ) -> None:
-        """``tls``: connect with this client context (see ``ferrymq.net.tls``); plaintext if None."""
+        """``tls``: connect with this client context (see ``ferrymq.net.tls``); plaintext if None.
+        ``signer``: called on every request before it leaves (e.g. ``Credentials.sign``)."""
         self.connect_timeout = connect_timeout
         self.tls = tls
+        self.signer = signer
         self._max_frame_size = max_frame_size
         self._limits = limits
         self._dispatcher = RequestDispatcher()
@@ -66,6 +70,8 @@ class RemotingClient:
 
         ``timeout`` counts from the call, so it includes connecting (which ``connect_timeout`` bounds).
         """
+        if self.signer is not None:
+            self.signer(request)
         connection = self._connections.get(address)
         if connection is None or connection.closed:
             loop = asyncio.get_running_loop()
@@ -76,6 +82,8 @@ class RemotingClient:
 
     async def invoke_oneway(self, address: str, request: RemotingCommand) -> None:
         """Send ``request`` to ``address`` with the oneway flag; nothing comes back."""
+        if self.signer is not None:
+            self.signer(request)
         await (await self.connection(address)).send_oneway(request)
 
     async def connection(self, address: str) -> Connection:

@@ -23,6 +23,10 @@ _now = time.perf_counter
 Handler = Callable[[Connection, RemotingCommand], Awaitable[RemotingCommand | None]]
 """``async def handler(connection, request)``: the response, or None to send nothing."""
 
+Guard = Callable[[str, RemotingCommand], RemotingCommand | None]
+"""``guard(peer_address, request)``, run before every handler: None lets the request through, a
+response refuses it (e.g. authentication and access control)."""
+
 
 class RequestDispatcher:
     def __init__(self) -> None:
@@ -31,6 +35,7 @@ class RequestDispatcher:
         self._eager: set[int] = set()
         self._late: set[int] = set()
         self.latency = RequestLatency()
+        self.guard: Guard | None = None
 
     def register(self, code: int, handler: Handler, *, eager: bool = False, late: bool = False) -> None:
         """Route requests with ``code`` to ``handler`` (replacing any earlier one).
@@ -63,7 +68,10 @@ class RequestDispatcher:
         started = _now()
         handler = self._handlers.get(request.code, self._default)
         response: RemotingCommand | None
-        if handler is None:
+        guard = self.guard
+        if guard is not None and (refusal := guard(connection.remote_address, request)) is not None:
+            response = refusal
+        elif handler is None:
             log.warning("request code %d from %s is not supported", request.code, connection.remote_address)
             response = request.make_response(
                 ResponseCode.REQUEST_CODE_NOT_SUPPORTED, f"request code {request.code} not supported"

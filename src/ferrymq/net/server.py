@@ -14,7 +14,7 @@ import socket
 from collections.abc import Callable
 
 from ferrymq.net.connection import DEFAULT_LIMITS, Connection, ConnectionLimits, close_all
-from ferrymq.net.dispatch import Handler, RequestDispatcher
+from ferrymq.net.dispatch import Guard, Handler, RequestDispatcher
 from ferrymq.net.latency import RequestLatency
 from ferrymq.net.listener import TLSServer, start_server
 from ferrymq.net.tasks import BackgroundTasks
@@ -61,6 +61,10 @@ class RemotingServer:
     def register_default(self, handler: Handler) -> None:
         """Answer every code without its own handler by ``handler``."""
         self._dispatcher.register_default(handler)
+
+    def set_guard(self, guard: Guard | None) -> None:
+        """Check every request with ``guard`` before its handler (see dispatch.Guard); None: no check."""
+        self._dispatcher.guard = guard
 
     def on_connection_closed(self, callback: Callable[[Connection], None]) -> None:
         """Call ``callback(connection)`` whenever a connection ends, however it ends."""

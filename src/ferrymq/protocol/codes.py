@@ -188,6 +188,17 @@ class RequestCode(IntEnum):
     CLEAN_BROKER_DATA = 1011
     CONTROLLER_GET_NEXT_BROKER_ID = 1012
     CONTROLLER_APPLY_BROKER_ID = 1013
+    # Users and ACL rules (RocketMQ 5's ACL 2.0)
+    AUTH_CREATE_USER = 3001
+    AUTH_UPDATE_USER = 3002
+    AUTH_DELETE_USER = 3003
+    AUTH_GET_USER = 3004
+    AUTH_LIST_USER = 3005
+    AUTH_CREATE_ACL = 3006
+    AUTH_UPDATE_ACL = 3007
+    AUTH_DELETE_ACL = 3008
+    AUTH_GET_ACL = 3009
+    AUTH_LIST_ACL = 3010
 
     # Pop consumption (5.x). These do not fit the binary header's int16 code: JSON headers only.
     POP_MESSAGE = 200050

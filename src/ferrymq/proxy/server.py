@@ -5,6 +5,7 @@ message service."""
 from __future__ import annotations
 
 import logging
+from collections.abc import Sequence
 
 import grpc
 
@@ -31,9 +32,11 @@ class ProxyServer:
     def __init__(
         self, service: MessageService, host: str = "127.0.0.1", port: int = DEFAULT_PORT,
         *, renewals: Renewals | None = None, tls: ServerTLS | None = None, plaintext_port: int | None = None,
+        interceptors: Sequence[grpc.aio.ServerInterceptor] = (),
     ) -> None:  # fmt: skip
         """``tls``: serve TLS on ``port``; in permissive mode, plaintext too on ``plaintext_port``
-        (gRPC cannot serve both on one port)."""
+        (gRPC cannot serve both on one port). ``interceptors``: run on every call before the
+        servicer (e.g. authentication)."""
         if tls is not None and tls.permissive and plaintext_port is None:
             raise ValueError(
                 "a permissive gRPC proxy needs a plaintext port: gRPC serves TLS or not per port"
@@ -41,6 +44,7 @@ class ProxyServer:
         self.service = service
         self.tls = tls
         self.plaintext_port = plaintext_port if tls is not None else None
+        self.interceptors = tuple(interceptors)
         self.host = host
         self.port = port
         self.renewals = renewals if renewals is not None else Renewals(service)
@@ -52,11 +56,12 @@ class ProxyServer:
     async def start(self) -> int:
         """Serve on host:port (0: a free port); returns the port bound."""
         server = grpc.aio.server(
+            interceptors=self.interceptors,
             options=[
                 ("grpc.max_receive_message_length", MAX_MESSAGE_BYTES),
                 ("grpc.max_send_message_length", MAX_MESSAGE_BYTES),
                 ("grpc.so_reuseport", 0),  # a port taken by another proxy is an error, not shared
-            ]
+            ],
         )
         bound = self.port = _add_port(server, self.host, self.port, self.tls)
         if self.plaintext_port is not None:

@@ -42,7 +42,10 @@ watchdog = threading.Timer(float(sys.argv[2]), lambda: os._exit(3))
 watchdog.daemon = True
 watchdog.start()
 
-config = ClientConfiguration(endpoint, Credentials())
+# Signed as this user when the environment says so (a proxy with authentication on).
+config = ClientConfiguration(
+    endpoint, Credentials(os.environ.get("DRIVER_ACCESS_KEY", ""), os.environ.get("DRIVER_SECRET_KEY", ""))
+)
 tls = os.environ.get("DRIVER_TLS") == "1"
 producer = None
 consumer = None

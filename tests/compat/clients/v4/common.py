@@ -91,7 +91,15 @@ def base_parser(description: str) -> argparse.ArgumentParser:
     parser.add_argument(
         "--timeout", type=float, default=60.0, help="seconds before the script stops by itself (default 60)"
     )
+    parser.add_argument("--access-key", help="sign requests (ACL session credentials) as this user")
+    parser.add_argument("--secret-key", help="the user's secret key")
     return parser
+
+
+def use_credentials(client_object, args) -> None:
+    """set_session_credentials when --access-key is given (channel as the C++ client's default)."""
+    if args.access_key:
+        client_object.set_session_credentials(args.access_key, args.secret_key or "", "ALIYUN")
 
 
 def text(value: bytes | str | None) -> str | None:

@@ -13,7 +13,17 @@ import signal
 import threading
 import time
 
-from common import base_parser, check_namesrv, emit, fail, finish, import_client, start_watchdog, text
+from common import (
+    base_parser,
+    check_namesrv,
+    emit,
+    fail,
+    finish,
+    import_client,
+    start_watchdog,
+    text,
+    use_credentials,
+)
 
 client, _ = import_client()
 
@@ -78,6 +88,7 @@ def main() -> None:
     )
     consumer = client.PushConsumer(args.group, orderly=args.orderly, message_model=model)
     consumer.set_namesrv_addr(args.namesrv)
+    use_credentials(consumer, args)
     if args.threads:
         consumer.set_thread_count(args.threads)
     receiver = Receiver(args.count, args.property)

@@ -14,7 +14,16 @@ from __future__ import annotations
 
 import time
 
-from common import base_parser, check_namesrv, emit, fail, finish, import_client, start_watchdog
+from common import (
+    base_parser,
+    check_namesrv,
+    emit,
+    fail,
+    finish,
+    import_client,
+    start_watchdog,
+    use_credentials,
+)
 
 client, errors = import_client()
 
@@ -27,6 +36,7 @@ def main() -> None:
     check_namesrv(args.namesrv)
     producer = client.Producer(args.group, timeout=args.send_timeout)
     producer.set_namesrv_addr(args.namesrv)
+    use_credentials(producer, args)
     producer.start()
     deadline = time.monotonic() + args.timeout
     for i in range(args.count):

@@ -1,0 +1,124 @@
+"""AuthRegistry: the users and ACL rules one server knows, and the checks made against them.
+
+Pure and in memory: whoever owns it persists ``snapshot()`` after each change (persist.py) and
+loads it back with ``restore``.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+from typing import Any
+
+from ferrymq.auth.decision import decide
+from ferrymq.auth.model import Acl, Action, AuthModelError, Decision, Resource, User, UserStatus, UserType
+from ferrymq.protocol.acl_signing import ACCESS_KEY, SIGNATURE, signature_matches
+
+
+class AuthError(Exception):
+    """A request refused: not authenticated, or not allowed. The message is safe to send back."""
+
+
+class AuthRegistry:
+    def __init__(self) -> None:
+        self.users: dict[str, User] = {}
+        self.acls: dict[str, Acl] = {}
+
+    # --- checks --------------------------------------------------------------------------------
+
+    def authenticate(self, ext_fields: dict[str, str], body: bytes | memoryview, version: int) -> User:
+        """The user who signed this remoting request; AuthError when nobody valid did."""
+        access_key = ext_fields.get(ACCESS_KEY)
+        given = ext_fields.get(SIGNATURE)
+        if not access_key or not isinstance(access_key, str):
+            raise AuthError("No accessKey is configured")
+        if not given or not isinstance(given, str):
+            raise AuthError("No signature is configured")
+        user = self.user_for(access_key)
+        if not signature_matches(given, ext_fields, body, version, user.password):
+            raise AuthError("check signature failed")
+        return user
+
+    def user_for(self, username: str) -> User:
+        """The enabled user named ``username``; AuthError otherwise."""
+        user = self.users.get(username)
+        if user is None:
+            raise AuthError(f"User:{username} is not found")
+        if user.status is UserStatus.DISABLE:
+            raise AuthError(f"User:{username} is disabled")
+        return user
+
+    def authorize(
+        self,
+        user: User,
+        resource: Resource,
+        actions: frozenset[Action],
+        ip: ipaddress.IPv4Address | ipaddress.IPv6Address | None,
+    ) -> None:
+        """AuthError unless ``user`` may do one of ``actions`` on ``resource`` from ``ip``."""
+        acl = self.acls.get(user.username)
+        entries = acl.entries if acl is not None else ()
+        if decide(user, entries, resource, actions, ip) is not Decision.ALLOW:
+            wanted = ",".join(sorted(a.value for a in actions))
+            raise AuthError(f"User:{user.username} has no permission to access {resource} with {wanted}")
+
+    # --- changes -------------------------------------------------------------------------------
+
+    def create_user(self, user: User) -> None:
+        if user.username in self.users:
+            raise AuthModelError(f"user {user.username} already exists")
+        self.users[user.username] = user
+
+    def update_user(self, changes: dict[str, Any], username: str) -> User:
+        """Change what ``changes`` (a UserInfo) names: password, type, status."""
+        current = self.users.get(username)
+        if current is None:
+            raise LookupError(f"user {username} does not exist")
+        merged = current.to_json() | {k: v for k, v in changes.items() if v not in (None, "")}
+        self.users[username] = updated = User.from_json(merged, username=username)
+        return updated
+
+    def delete_user(self, username: str) -> None:
+        if self.users.pop(username, None) is None:
+            raise LookupError(f"user {username} does not exist")
+        self.acls.pop(username, None)
+
+    def put_acl(self, acl: Acl, *, replace: bool) -> None:
+        """Add ``acl``'s rules to the user's (an entry for the same resource is replaced), or replace
+        the user's rules altogether."""
+        if acl.username not in self.users:
+            raise LookupError(f"user {acl.username} does not exist")
+        current = self.acls.get(acl.username)
+        self.acls[acl.username] = acl if replace or current is None else current.merged(acl)
+
+    def delete_acl(self, username: str, resource: Resource | None) -> None:
+        current = self.acls.get(username)
+        if current is None:
+            raise LookupError(f"user {username} has no ACL")
+        remaining = current.without(resource)
+        if remaining.entries:
+            self.acls[username] = remaining
+        else:
+            del self.acls[username]
+
+    def ensure_super_user(self, username: str, password: str) -> bool:
+        """Create the first super user (``init_username``) if it does not exist yet."""
+        if not username or username in self.users:
+            return False
+        self.users[username] = User(username, password, UserType.SUPER)
+        return True
+
+    # --- persistence ---------------------------------------------------------------------------
+
+    def snapshot(self) -> dict[str, Any]:
+        return {
+            "users": [u.to_json() for u in self.users.values()],
+            "acls": [a.to_json() for a in self.acls.values()],
+        }
+
+    def restore(self, data: object) -> None:
+        if not isinstance(data, dict):
+            raise AuthModelError("the auth file holds an object with users and acls")
+        users = [User.from_json(u) for u in data.get("users") or []]
+        acls = [Acl.from_json(a) for a in data.get("acls") or []]
+        self.users = {u.username: u for u in users}
+        self.acls = {a.username: a for a in acls}
