@@ -104,10 +104,28 @@ def test_source_ranges():
         entry("Topic:t", "Pub", ips=["10.0.0.0/99"])
 
 
+
+def test_the_most_specific_matching_rule_decides_as_in_rocketmq():
+    """RocketMQ 5 sorts the matching entries (literal, longer prefix, shorter prefix, every one of a
+    type, ``*``; deny first among equals) and takes the first one's decision."""
+    alice = User("alice", "secret")
+    sub = frozenset({Action.SUB})
+
+    def decision(*rules) -> Decision:
+        return decide(alice, list(rules), Resource.topic("order-paid"), sub, LOCAL)
+
+    assert decision(entry("Topic:*", "Sub", "Deny"), entry("Topic:order-paid", "Sub")) is Decision.ALLOW
+    assert decision(entry("Topic:order-*", "Sub"), entry("Topic:order-paid", "Sub", "Deny")) is Decision.DENY
+    assert decision(entry("Topic:o*", "Sub", "Deny"), entry("Topic:order-*", "Sub")) is Decision.ALLOW
+    assert decision(entry("Topic:order-*", "Sub", "Deny"), entry("Topic:o*", "Sub")) is Decision.DENY
+    assert decision(entry("*", "Sub", "Deny"), entry("Topic:*", "Sub")) is Decision.ALLOW
+    assert decision(entry("Topic:order-*", "Sub"), entry("Topic:order-*", "Sub", "Deny")) is Decision.DENY
+
+
 @given(
     st.lists(st.tuples(names, action_sets, st.sampled_from(list(Decision))), max_size=6), names, action_sets
 )
-def test_deny_wins_and_super_users_may_do_everything(rules, topic, wanted):
+def test_deny_wins_between_equals_and_super_users_may_do_everything(rules, topic, wanted):
     entries = [PolicyEntry(Resource.topic(t), a, d) for t, a, d in rules]
     normal = decide(User("u", "p"), entries, Resource.topic(topic), wanted, LOCAL)
     matching = [e for e in entries if e.matches(Resource.topic(topic), wanted, LOCAL)]

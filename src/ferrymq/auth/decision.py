@@ -1,5 +1,7 @@
-"""Whether a user may do something: super users may do everything; otherwise a deny rule that
-matches wins, then an allow rule that matches; no matching rule denies."""
+"""Whether a user may do something, as RocketMQ 5's ACL decides: super users may do everything;
+otherwise the most specific rule that matches decides (a named resource before a prefix, a longer
+prefix before a shorter one, a prefix before every resource of a type, a type before ``*``; deny
+before allow between equals); no matching rule denies."""
 
 from __future__ import annotations
 
@@ -7,7 +9,7 @@ import functools
 import ipaddress
 from collections.abc import Iterable
 
-from ferrymq.auth.model import Action, Decision, PolicyEntry, Resource, User, UserType
+from ferrymq.auth.model import Action, Decision, PolicyEntry, Resource, ResourceType, User, UserType
 
 
 @functools.lru_cache(maxsize=4096)  # peers are few and parsing one costs more than a request's check
@@ -29,13 +31,22 @@ def decide(
     actions: frozenset[Action],
     ip: ipaddress.IPv4Address | ipaddress.IPv6Address | None,
 ) -> Decision:
-    """Allow when one of ``actions`` on ``resource`` from ``ip`` is allowed and none is denied."""
+    """The decision of the most specific rule matching ``actions`` on ``resource`` from ``ip``."""
     if user.user_type is UserType.SUPER:
         return Decision.ALLOW
-    allowed = False
-    for entry in entries:
-        if entry.matches(resource, actions, ip):
-            if entry.decision is Decision.DENY:
-                return Decision.DENY
-            allowed = True
-    return Decision.ALLOW if allowed else Decision.DENY
+    matched = [entry for entry in entries if entry.matches(resource, actions, ip)]
+    if not matched:
+        return Decision.DENY
+    return min(matched, key=_specificity).decision
+
+
+def _specificity(entry: PolicyEntry) -> tuple[bool, int, int, bool]:
+    """Sorts the most specific rule first (RocketMQ's order of policy entries)."""
+    covered = entry.resource
+    pattern = 0 if not covered.prefix else 1 if covered.name else 2  # literal, prefix, every one
+    return (
+        covered.type is ResourceType.ANY,
+        pattern,
+        -len(covered.name) if pattern == 1 else 0,
+        entry.decision is not Decision.DENY,
+    )
