@@ -13,7 +13,7 @@ import random
 
 import pytest
 
-from ferrymq.ha.client import truncation_point
+from ferrymq.ha.client import HandshakeError, truncation_point
 from ferrymq.ha.wire import MasterHandshake
 from ferrymq.store import MessageStore
 from ferrymq.store.epoch import EpochFile, with_ends
@@ -37,8 +37,9 @@ class Node:
         hello = MasterHandshake(master.end, master.epochs.last_epoch, list(master.epochs.entries))
         point = truncation_point(self.epochs, self.store.commitlog.min_offset, self.end, hello)
         if point is not None:
+            emptied = point <= self.store.commitlog.min_offset
             self.store.truncate(point)
-            self.epochs.truncate_from(point)
+            self.epochs.truncate_from(0 if emptied else point)
 
     def copy_from(self, master: Node, upto: int, rng: random.Random) -> None:
         while self.end < upto:
@@ -91,3 +92,26 @@ def test_random_failovers_converge_and_keep_what_was_replicated(tmp_path, seed):
     finally:
         master.store.close()
         replica.store.close()
+
+
+def test_a_replica_holding_nothing_follows_a_master_of_another_epoch(tmp_path):
+    """A group that never stored a message changes master: the old master (epoch 1, empty) has no
+    epoch in common with the new one (epoch 2, empty) and must still become its replica."""
+    old, new = Node(tmp_path / "old"), Node(tmp_path / "new")
+    old.become_master(1)
+    new.become_master(2)
+    new.store.put_message("T", 0, b"after the switch")
+    old.join(new)
+    assert old.epochs.entries == []
+    old.copy_from(new, new.end, random.Random(1))
+    assert old.log() == new.log()
+    assert [e.epoch for e in old.epochs.entries] == [2]
+
+
+def test_a_replica_holding_data_of_no_common_epoch_is_refused(tmp_path):
+    old, new = Node(tmp_path / "old"), Node(tmp_path / "new")
+    old.become_master(1)
+    old.store.put_message("T", 0, b"only here")
+    new.become_master(2)
+    with pytest.raises(HandshakeError, match="no common epoch"):
+        old.join(new)

@@ -96,10 +96,14 @@ def broker(
             await server.start()
         except StoreError as e:
             raise click.ClickException(str(e)) from None
+        role = (
+            "controller mode: the controllers give its role and id"
+            if config.enable_controller_mode
+            else f"{config.broker_role} id {config.broker_id}"
+        )
         started = (
-            f"Broker {config.broker_name} (cluster {config.broker_cluster_name}, {config.broker_role} "
-            f"id {config.broker_id}) listening on {config.broker_addr}, HA port {config.ha_listen_port}, "
-            f"store {config.store.store_path_root_dir}"
+            f"Broker {config.broker_name} (cluster {config.broker_cluster_name}, {role}) listening on "
+            f"{config.broker_addr}, HA port {config.ha_listen_port}, store {config.store.store_path_root_dir}"
         )
         add_broker(registry, server)
         try:

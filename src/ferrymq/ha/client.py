@@ -139,15 +139,18 @@ class HAClient:
         point = truncation_point(
             epochs, store.commitlog.min_offset, store.commitlog.max_offset, hello, self.min_epoch
         )
-        if point is not None:
+        if point is None:
+            return
+        emptied = point <= store.commitlog.min_offset  # no byte of any epoch it knows stays
+        if point < store.commitlog.max_offset:
             log.warning(
                 "replica truncates its log from %d to %d to match the master",
                 store.commitlog.max_offset,
                 point,
             )
             await asyncio.to_thread(store.truncate, point)
-            epochs.truncate_from(point)
-            self.written()
+        epochs.truncate_from(0 if emptied else point)
+        self.written()
 
     def transfer(self, header: TransferHeader) -> None:
         """Check a transfer header before its bytes are written (HandshakeError: this master's stream
@@ -314,6 +317,10 @@ def truncation_point(
             )
         return None
     point = consistent_offset(epochs.entries, local_max, hello.epochs, hello.max_offset)
+    if point < 0 and local_max <= local_min:
+        # it holds nothing (a group that never stored a message changed master): its epochs name no
+        # byte, so it forgets them and copies the master from where its log stands
+        return local_max
     if point < 0:
         raise HandshakeError("no common epoch with the master: the logs cannot be reconciled")
     return point if point < local_max else None
