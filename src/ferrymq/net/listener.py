@@ -95,6 +95,19 @@ class TLSServer:
                 conn.close()
 
 
+def bound_socket(host: str | None, port: int) -> socket.socket:
+    """A TCP socket bound to host:port (port 0: any free one), not listening yet."""
+    family, kind, proto, _, address = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)[0]
+    sock = socket.socket(family, kind, proto)
+    try:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        sock.bind(address)
+    except OSError:
+        sock.close()
+        raise
+    return sock
+
+
 async def start_server(
     factory: ProtocolFactory,
     host: str | None = None,
@@ -113,14 +126,7 @@ async def start_server(
             return await loop.create_server(factory, sock=sock, backlog=backlog)
         return await loop.create_server(factory, host, port, backlog=backlog)
     if sock is None:
-        family, kind, proto, _, address = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)[0]
-        sock = socket.socket(family, kind, proto)
-        try:
-            sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-            sock.bind(address)
-        except OSError:
-            sock.close()
-            raise
+        sock = bound_socket(host, port)
     sock.listen(backlog)
     sock.setblocking(False)
     return TLSServer(factory, sock, tls, tls_only=tls_only)

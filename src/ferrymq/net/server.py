@@ -16,7 +16,7 @@ from collections.abc import Callable
 from ferrymq.net.connection import DEFAULT_LIMITS, Connection, ConnectionLimits, close_all
 from ferrymq.net.dispatch import Guard, Handler, RequestDispatcher
 from ferrymq.net.latency import RequestLatency
-from ferrymq.net.listener import TLSServer, start_server
+from ferrymq.net.listener import TLSServer, bound_socket, start_server
 from ferrymq.net.tasks import BackgroundTasks
 from ferrymq.net.tls import ServerTLS
 from ferrymq.protocol.remoting import MAX_FRAME_SIZE
@@ -82,15 +82,7 @@ class RemotingServer:
     def bind(self) -> int:
         """Take the port now, before ``start`` listens on it: a port asked as 0 is then known (and
         kept from anyone else) while the owner gets ready, e.g. a broker recovering its store."""
-        family, kind, proto, _, address = socket.getaddrinfo(self.host, self.port, type=socket.SOCK_STREAM)[0]
-        sock = socket.socket(family, kind, proto)
-        try:
-            sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-            sock.bind(address)
-        except OSError:
-            sock.close()
-            raise
-        self._socket = sock
+        self._socket = sock = bound_socket(self.host, self.port)
         self.port = sock.getsockname()[1]
         return self.port
 
