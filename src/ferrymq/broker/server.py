@@ -17,6 +17,7 @@ from ferrymq.broker.long_polling import PullHoldService
 from ferrymq.broker.offsets import ConsumerOffsetManager
 from ferrymq.broker.pop import PopService
 from ferrymq.broker.processors.admin import AdminProcessor
+from ferrymq.broker.processors.broker_config import BrokerConfigProcessor
 from ferrymq.broker.processors.client_calls import ClientCallProcessor
 from ferrymq.broker.processors.clients import ClientProcessor, notify_ids_changed
 from ferrymq.broker.processors.consumers import ConsumerAdminProcessor
@@ -26,9 +27,11 @@ from ferrymq.broker.processors.pull import PullProcessor
 from ferrymq.broker.processors.recall import RecallProcessor
 from ferrymq.broker.processors.send import SendProcessor
 from ferrymq.broker.processors.send_back import SendBackProcessor
+from ferrymq.broker.processors.stats import StatsProcessor
 from ferrymq.broker.processors.transaction import EndTransactionProcessor
 from ferrymq.broker.registrar import NameServerRegistrar
 from ferrymq.broker.replicas import ReplicasManager
+from ferrymq.broker.runtime_stats import RuntimeStats, Totals, store_info
 from ferrymq.broker.schedule.recall import RecallService
 from ferrymq.broker.schedule.scheduler import Scheduler
 from ferrymq.broker.services.put import PutService
@@ -41,6 +44,7 @@ from ferrymq.ha.client import HAClient
 from ferrymq.ha.master import HAService
 from ferrymq.net import Connection, RemotingClient, RemotingServer
 from ferrymq.net.tasks import BackgroundTasks
+from ferrymq.protocol.codes import Version
 from ferrymq.store import MessageStore, StoreError
 from ferrymq.store.epoch import FILE_NAME as EPOCH_FILE
 from ferrymq.store.epoch import EpochFile
@@ -167,6 +171,7 @@ class Broker:
         self._every(config.register_name_server_period / 1000, self.registrar.register_all)
         self._every(config.flush_consumer_offset_interval / 1000, self._persist_offsets)
         self._every(10.0, self._expire_clients)
+        self._every(1.0, self._sample_stats)
         self._every(10.0, self.slave_sync.sync)
         self._every(config.transaction_check_interval / 1000, self._check_transactions)
         log.info(
@@ -207,6 +212,9 @@ class Broker:
                            self.topic_admin, runtime_info=self.runtime_info,
                            mixed_message_type=config.enable_mixed_message_type),
             ConsumerAdminProcessor(config.broker_name, topics, self.offsets, store, self.clients),
+            StatsProcessor(config.broker_name, topics, groups, self.offsets, store, self.clients,
+                           self.reads.pulled),
+            BrokerConfigProcessor(config, changed),
             ClientCallProcessor(self.clients, store),
             SendBackProcessor(self.puts, self.scheduler),
             RecallProcessor(self.recalls),
@@ -214,6 +222,19 @@ class Broker:
         )  # fmt: skip
         for processor in processors:
             processor.register(self.server)
+        self.stats = RuntimeStats(self._totals)
+
+    def _totals(self) -> Totals:
+        reads = self.reads
+        return Totals(
+            put=self.puts.stored.total()[0],
+            got=reads.delivered.total()[0] + self.pops.delivered.total()[0],
+            found=reads.reads_found,
+            missed=reads.reads_missed,
+        )
+
+    async def _sample_stats(self) -> None:
+        self.stats.sample()
 
     async def _start_ha(self, ephemeral: bool) -> int:
         """Listen for replicas on ha_listen_port; by default on the listen port + 1 (RocketMQ), or on
@@ -403,14 +424,25 @@ class Broker:
             self._spawn(notify_ids_changed(connections, group), f"notify group {group}")
 
     def runtime_info(self) -> dict[str, str]:
-        store = self.store
+        store, cl = self.store, self.store.commitlog
+        put_messages, put_bytes = self.puts.stored.total()
         return {
             "brokerVersionDesc": f"ferrymq {__version__}",
-            "commitLogMinOffset": str(store.commitlog.min_offset),
-            "commitLogMaxOffset": str(store.commitlog.max_offset),
-            "dispatchBehindBytes": str(store.commitlog.max_offset - store.dispatcher.offset),
-            "bootTimestamp": str(int(self.started_at * 1000)),
-            "runtime": f"{int(time.time() - self.started_at)} s",
+            **store_info(
+                cl_min=cl.min_offset,
+                cl_max=cl.max_offset,
+                flushed=cl.flushed_offset,
+                dispatched=store.dispatcher.offset,
+                disk_percent=store.disk_usage_ratio(),
+                path=self.config.store.store_path_root_dir,
+                put_messages=put_messages,
+                put_bytes=put_bytes,
+                earliest=store.get_earliest_message_time(),
+                started_ms=int(self.started_at * 1000),
+                uptime=time.time() - self.started_at,
+                version=Version.V5_3_3,
+            ),
+            **self.stats.info(),
             "pullHoldingCount": str(self.hold.waiting()),
             "diskFull": str(store.disk_full).lower(),
             "haServerAddr": self.config.ha_addr,

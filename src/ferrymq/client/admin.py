@@ -9,6 +9,7 @@ import msgspec
 
 from ferrymq.client.admin_consumers import ConsumerControl
 from ferrymq.client.admin_messages import MessageLookups
+from ferrymq.client.admin_stats import AdminStats
 from ferrymq.client.dead_letters import list_dead_letters, resend_dead_letters
 from ferrymq.client.instance import ClientError, ClientInstance
 from ferrymq.client.message import MessageExt, MessageQueue, SendResult
@@ -58,7 +59,7 @@ class BrokerGroupView:
     replicas: list[ReplicaView]
 
 
-class Admin(ConsumerControl, MessageLookups):
+class Admin(ConsumerControl, MessageLookups, AdminStats):
     def __init__(self, namesrv_addr: str, *, instance: ClientInstance | None = None) -> None:
         self.instance = instance or ClientInstance(namesrv_addr)
         self._own_instance = instance is None

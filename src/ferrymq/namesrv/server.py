@@ -12,6 +12,7 @@ import logging
 
 from ferrymq.namesrv.broker_processor import BrokerProcessor
 from ferrymq.namesrv.config import NamesrvConfig
+from ferrymq.namesrv.config_processor import NamesrvConfigProcessor
 from ferrymq.namesrv.kv_config import KVConfigStore
 from ferrymq.namesrv.kv_processor import KVConfigProcessor
 from ferrymq.namesrv.route_processor import RouteProcessor
@@ -33,6 +34,7 @@ class NameServer:
             self.remoting
         )
         KVConfigProcessor(self.kv).register_with(self.remoting)
+        NamesrvConfigProcessor(config, self._settings_changed).register_with(self.remoting)
         self.remoting.on_connection_closed(self._connection_closed)
         self._tasks = BackgroundTasks("name server")
 
@@ -49,6 +51,9 @@ class NameServer:
     async def stop(self, grace: float = 5.0) -> None:
         await self._tasks.close()
         await self.remoting.stop(grace)
+
+    def _settings_changed(self) -> None:
+        self.routes.broker_timeout = self.config.broker_channel_expired_time / 1000
 
     def _connection_closed(self, connection: Connection) -> None:
         for cluster, addr in self.routes.remove_channel(connection):

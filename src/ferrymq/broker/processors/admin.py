@@ -11,11 +11,19 @@ from ferrymq.broker.processors.common import error, ok
 from ferrymq.broker.services.topic_admin import TopicAdmin
 from ferrymq.broker.topics import TopicConfigManager
 from ferrymq.net.connection import Connection
-from ferrymq.protocol.bodies import KVTable, SubscriptionGroupConfig, TopicConfig, decode_body, encode_body
+from ferrymq.protocol.bodies import (
+    KVTable,
+    SubscriptionGroupConfig,
+    TopicConfig,
+    TopicList,
+    decode_body,
+    encode_body,
+)
 from ferrymq.protocol.codes import RequestCode, ResponseCode
 from ferrymq.protocol.headers import (
     CreateTopicRequestHeader,
     DeleteSubscriptionGroupRequestHeader,
+    GroupRequestHeader,
     QueryMessageRequestHeader,
     QueryMessageResponseHeader,
     TopicRequestHeader,
@@ -23,7 +31,7 @@ from ferrymq.protocol.headers import (
 )
 from ferrymq.protocol.remoting import RemotingCommand
 from ferrymq.protocol.topic_attributes import MIXED, AttributeChangeError, altered, topic_message_type
-from ferrymq.protocol.topic_names import topic_problem
+from ferrymq.protocol.topic_names import SYSTEM_TOPICS, is_system_topic, topic_problem
 from ferrymq.store import MessageStore
 
 
@@ -58,6 +66,8 @@ class AdminProcessor:
         server.register(RequestCode.VIEW_MESSAGE_BY_ID, self.view_message)
         server.register(RequestCode.QUERY_MESSAGE, self.query_message)
         server.register(RequestCode.GET_BROKER_RUNTIME_INFO, self.runtime_info)
+        server.register(RequestCode.GET_SUBSCRIPTIONGROUP_CONFIG, self.group_config)
+        server.register(RequestCode.GET_SYSTEM_TOPIC_LIST_FROM_BROKER, self.system_topics)
 
     async def create_topic(self, conn: Connection, request: RemotingCommand) -> RemotingCommand:
         h = CreateTopicRequestHeader.from_ext_fields(request.ext_fields)
@@ -109,6 +119,22 @@ class AdminProcessor:
 
     async def all_groups(self, conn: Connection, request: RemotingCommand) -> RemotingCommand:
         return ok(request, body=encode_body(self.groups.wrapper()))
+
+    async def group_config(self, conn: Connection, request: RemotingCommand) -> RemotingCommand:
+        h = GroupRequestHeader.from_ext_fields(request.ext_fields)
+        config = self.groups.find(h.group)
+        if config is None:
+            return error(
+                request,
+                ResponseCode.SUBSCRIPTION_GROUP_NOT_EXIST,
+                f"subscription group {h.group} does not exist",
+            )
+        return ok(request, body=encode_body(config))
+
+    async def system_topics(self, conn: Connection, request: RemotingCommand) -> RemotingCommand:
+        """RocketMQ's system topic set, and the system topics this broker has made."""
+        names = SYSTEM_TOPICS | {t for t in self.topics.topics if is_system_topic(t)}
+        return ok(request, body=encode_body(TopicList(sorted(names))))
 
     async def delete_group(self, conn: Connection, request: RemotingCommand) -> RemotingCommand:
         h = DeleteSubscriptionGroupRequestHeader.from_ext_fields(request.ext_fields)
