@@ -12,6 +12,8 @@ from ferrymq.protocol.bodies import (
     ConsumerRunningInfo,
     HeartbeatData,
     SubscriptionData,
+    SubscriptionGroupConfig,
+    TopicConfig,
     TopicList,
     decode_body,
     encode_body,
@@ -95,17 +97,19 @@ async def test_topic_and_consume_stats_cq_clone_and_who_consumes(make_cluster): 
             b'{"offsetTable":{{"topic":"Stats","brokerName":"broker-a","queueId":'
         )
 
+        cluster.broker.group_rates.sample()
         async with PullConsumer("Readers", cluster.namesrv_addr, consume_from="first") as consumer:
             await consumer.subscribe("Stats")
             got = []
             while len(got) < 6:
                 got += await consumer.poll(2.0)
             await consumer.commit()
+            cluster.broker.group_rates.sample()
             connection = await admin.consumer_connections("Readers")
             assert "Stats" in connection.subscription_table and len(connection.connection_set) == 1
         progress = await admin.consume_stats("Readers")
         stats_queues = [mq for mq in progress.offsets if mq.topic == "Stats"]
-        assert len(stats_queues) == 2 and progress.diff == 0
+        assert len(stats_queues) == 2 and progress.diff == 0 and progress.consume_tps > 0
         assert sum(progress.offsets[mq].consumer_offset for mq in stats_queues) == 6
         assert all(progress.offsets[mq].last_timestamp > 0 for mq in stats_queues)
         assert "Readers" in await admin.topic_consumed_by("Stats")
@@ -114,6 +118,7 @@ async def test_topic_and_consume_stats_cq_clone_and_who_consumes(make_cluster): 
 
         assert await admin.clone_group_offset("Readers", "Copies", "Stats") == ["broker-a"]
         copied = await admin.consume_stats("Copies", "Stats")
+        assert copied.consume_tps == 0  # offsets cloned, nothing consumed
         assert sum(w.consumer_offset for w in copied.offsets.values()) == 6
         all_stats = await admin.all_consume_stats()
         assert {"Readers", "Copies"} <= set(all_stats) and all_stats["Copies"].diff == 0
@@ -273,3 +278,30 @@ async def test_consumer_running_info_is_relayed_to_the_client(make_cluster):  # 
                 await admin.consumer_running_info("Live", "someone-else")
     finally:
         await consumer.close()
+
+
+async def test_topics_and_groups_are_created_in_bulk_all_or_nothing(make_cluster):  # noqa: F811
+    cluster = await make_cluster()
+    async with Admin(cluster.namesrv_addr) as admin:
+        await admin.create_topics([TopicConfig(f"Bulk{i}", 2, 2) for i in range(50)])
+        table = (await admin.all_topic_config(cluster.broker_addr)).topic_config_table
+        assert all(table[f"Bulk{i}"].write_queue_nums == 2 for i in range(50))
+        assert cluster.broker.store.queues.get("Bulk49", 1) is not None  # ConsumeQueues made at creation
+        await eventually(lambda: _has(admin, "Bulk49"), "the topics' routes")
+        with pytest.raises(AdminRefused, match="Bad Name: the topic name") as e:
+            await admin.create_topics([TopicConfig("Fine"), TopicConfig("Bad Name")])
+        assert e.value.code == ResponseCode.INVALID_PARAMETER
+        with pytest.raises(AdminRefused, match="queue numbers"):
+            await admin.create_topics([TopicConfig("Huge", 5000, 5000)])
+        assert "Fine" not in (await admin.all_topic_config(cluster.broker_addr)).topic_config_table
+
+        await admin.create_groups([SubscriptionGroupConfig(f"G{i}", retry_max_times=3) for i in range(30)])
+        groups = (await admin.all_group_config(cluster.broker_addr)).subscription_group_table
+        assert groups["G29"].retry_max_times == 3
+        assert {f"G{i}" for i in range(30)} <= set(await admin.groups())
+        empty = await cluster.call(
+            RequestCode.UPDATE_AND_CREATE_SUBSCRIPTIONGROUP_LIST, body=b'{"groupConfigList":[]}'
+        )
+        assert empty.code == ResponseCode.INVALID_PARAMETER and "empty" in empty.remark
+        garbage = await cluster.call(RequestCode.UPDATE_AND_CREATE_TOPIC_LIST, body=b"{not json")
+        assert garbage.code == ResponseCode.SYSTEM_ERROR and "CreateTopicListRequestBody" in garbage.remark

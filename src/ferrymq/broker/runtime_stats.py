@@ -77,6 +77,30 @@ class RuntimeStats:
         }
 
 
+class GroupRates:
+    """Messages per second each group took from each topic over about the last minute (the
+    consumeTps of GET_CONSUME_STATS): delivery counts sampled every few seconds."""
+
+    def __init__(
+        self, counts: Callable[[], dict[tuple[str, str], int]], clock: Callable[[], float] = time.monotonic,
+        samples: int = 7,
+    ) -> None:  # fmt: skip
+        """`counts`: messages delivered so far by (topic, group)."""
+        self._counts = counts
+        self._clock = clock
+        self._samples: deque[tuple[float, dict[tuple[str, str], int]]] = deque(maxlen=samples)
+
+    def sample(self) -> None:
+        self._samples.append((self._clock(), self._counts()))
+
+    def rate(self, topic: str, group: str) -> float:
+        if len(self._samples) < 2:
+            return 0.0
+        (t0, old), (t1, new) = self._samples[0], self._samples[-1]
+        key = (topic, group)
+        return (new.get(key, 0) - old.get(key, 0)) / (t1 - t0) if t1 > t0 else 0.0
+
+
 def human_bytes(size: float) -> str:
     """RocketMQ's humanReadableByteCount (binary units): "512 B", "1.5 KiB", "20.0 GiB"."""
     if size < 1024:

@@ -31,7 +31,7 @@ from ferrymq.broker.processors.stats import StatsProcessor
 from ferrymq.broker.processors.transaction import EndTransactionProcessor
 from ferrymq.broker.registrar import NameServerRegistrar
 from ferrymq.broker.replicas import ReplicasManager
-from ferrymq.broker.runtime_stats import RuntimeStats, Totals, store_info
+from ferrymq.broker.runtime_stats import GroupRates, RuntimeStats, Totals, store_info
 from ferrymq.broker.schedule.recall import RecallService
 from ferrymq.broker.schedule.scheduler import Scheduler
 from ferrymq.broker.services.put import PutService
@@ -172,6 +172,7 @@ class Broker:
         self._every(config.flush_consumer_offset_interval / 1000, self._persist_offsets)
         self._every(10.0, self._expire_clients)
         self._every(1.0, self._sample_stats)
+        self._every(10.0, self._sample_group_rates)
         self._every(10.0, self.slave_sync.sync)
         self._every(config.transaction_check_interval / 1000, self._check_transactions)
         log.info(
@@ -201,6 +202,7 @@ class Broker:
             cluster_name=config.broker_cluster_name, config_dir=config.store.config_dir, written=self.written,
             replicate=self.ha.written, topic_created=changed,
         )  # fmt: skip
+        self.group_rates = GroupRates(self._delivered)
         processors = (
             SendProcessor(self.puts, config.region_id, config.trace_on),
             PullProcessor(self.reads),
@@ -213,7 +215,7 @@ class Broker:
                            mixed_message_type=config.enable_mixed_message_type),
             ConsumerAdminProcessor(config.broker_name, topics, self.offsets, store, self.clients),
             StatsProcessor(config.broker_name, topics, groups, self.offsets, store, self.clients,
-                           self.reads.pulled),
+                           self.reads.pulled, self.group_rates.rate),
             BrokerConfigProcessor(config, changed),
             ClientCallProcessor(self.clients, store),
             SendBackProcessor(self.puts, self.scheduler),
@@ -233,8 +235,18 @@ class Broker:
             missed=reads.reads_missed,
         )
 
+    def _delivered(self) -> dict[tuple[str, str], int]:
+        """Messages delivered so far by (topic, group), pulled and popped."""
+        counts = {key: messages for key, messages, _ in self.reads.delivered.items()}
+        for key, messages, _ in self.pops.delivered.items():
+            counts[key] = counts.get(key, 0) + messages
+        return counts
+
     async def _sample_stats(self) -> None:
         self.stats.sample()
+
+    async def _sample_group_rates(self) -> None:
+        self.group_rates.sample()
 
     async def _start_ha(self, ephemeral: bool) -> int:
         """Listen for replicas on ha_listen_port; by default on the listen port + 1 (RocketMQ), or on

@@ -39,8 +39,12 @@ class TopicConfigManager:
         return self.topics.get(topic)
 
     def put(self, tc: TopicConfig) -> None:
+        self.put_many([tc])
+
+    def put_many(self, configs: list[TopicConfig]) -> None:
+        """Add or replace several topics with one write of the file."""
         with self._lock:
-            self.topics = {**self.topics, tc.topic_name: tc}
+            self.topics = {**self.topics, **{tc.topic_name: tc for tc in configs}}
             self._changed()
 
     def create_from_template(self, topic: str, template: str, queue_nums: int) -> TopicConfig | None:

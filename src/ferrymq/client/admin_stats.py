@@ -1,6 +1,7 @@
 """Admin look-ups and settings that mqadmin, rocketmq-dashboard and rocketmq-exporter use: topic
 and consume stats, broker runtime figures, group connections, broker and NameServer settings,
-offset cloning, ConsumeQueue look-ups, write permission of a broker, whole-table listings."""
+offset cloning, ConsumeQueue look-ups, write permission of a broker, whole-table listings, and
+topics and groups created many at a time."""
 
 from __future__ import annotations
 
@@ -12,9 +13,11 @@ from ferrymq.client.instance import ClientError, ClientInstance
 from ferrymq.client.message import MessageQueue
 from ferrymq.net import RemotingError
 from ferrymq.protocol.admin_bodies import (
+    CreateTopicListRequestBody,
     GroupList,
     OffsetWrapper,
     QueryConsumeQueueResponseBody,
+    SubscriptionGroupList,
     TopicOffset,
     decode_consume_tps,
     decode_mq_table,
@@ -27,10 +30,13 @@ from ferrymq.protocol.bodies import (
     ConsumerRunningInfo,
     KVTable,
     ProducerConnection,
+    SubscriptionGroupConfig,
     SubscriptionGroupWrapper,
+    TopicConfig,
     TopicConfigSerializeWrapper,
     TopicList,
     decode_body,
+    encode_body,
 )
 from ferrymq.protocol.codes import RequestCode, ResponseCode
 from ferrymq.protocol.errors import ProtocolError
@@ -107,6 +113,23 @@ class AdminStats:
             table.update(decode_mq_table(response.body, TopicOffset))
         return dict(sorted(table.items(), key=lambda kv: (kv[0].broker_name, kv[0].queue_id)))
 
+    async def create_topics(self, configs: list[TopicConfig], *, cluster: str | None = None) -> None:
+        """Create or update many topics on every master (of `cluster`), one request per broker
+        (UPDATE_AND_CREATE_TOPIC_LIST)."""
+        body = encode_body(CreateTopicListRequestBody(configs))
+        for addr in (await self._masters(cluster)).values():
+            await self._call(addr, RequestCode.UPDATE_AND_CREATE_TOPIC_LIST, body=body, what="create topics")
+
+    async def create_groups(
+        self, configs: list[SubscriptionGroupConfig], *, cluster: str | None = None
+    ) -> None:
+        """Create or update many subscription groups on every master (of `cluster`), one request per
+        broker (UPDATE_AND_CREATE_SUBSCRIPTIONGROUP_LIST)."""
+        body = encode_body(SubscriptionGroupList(configs))
+        for addr in (await self._masters(cluster)).values():
+            await self._call(addr, RequestCode.UPDATE_AND_CREATE_SUBSCRIPTIONGROUP_LIST, body=body,
+                             what="create groups")  # fmt: skip
+
     async def topics_by_cluster(self, cluster: str) -> list[str]:
         response = await self._ask_namesrv(RequestCode.GET_TOPICS_BY_CLUSTER, {"cluster": cluster})
         return sorted(decode_body(TopicList, response.body).topic_list)
@@ -164,8 +187,12 @@ class AdminStats:
                             ) -> ConsumeStats:  # fmt: skip
         """`group`'s offsets on every master (on `topic`, or all it consumes; mqadmin consumerProgress).
         AdminRefused (SUBSCRIPTION_GROUP_NOT_EXIST or TOPIC_NOT_EXIST) when no broker knows it."""
+        return await self._consume_stats(await self._masters(cluster), group, topic)
+
+    async def _consume_stats(
+        self, masters: dict[str, str], group: str, topic: str | None = None
+    ) -> ConsumeStats:
         ext = {"consumerGroup": group, **({"topic": topic} if topic else {})}
-        masters = await self._masters(cluster)
         stats, refusals = ConsumeStats(), []
         for addr in masters.values():
             try:
@@ -204,11 +231,12 @@ class AdminStats:
     async def all_consume_stats(self, *, cluster: str | None = None) -> dict[str, ConsumeStats]:
         """Consume stats of every group (mqadmin consumerProgress without -g), asked concurrently."""
         limit = asyncio.Semaphore(CONCURRENCY)
+        masters = await self._masters(cluster)
 
         async def one(group: str) -> ConsumeStats:
             async with limit:
                 try:
-                    return await self.consume_stats(group, cluster=cluster)
+                    return await self._consume_stats(masters, group)
                 except AdminRefused:
                     return ConsumeStats()
 

@@ -13,7 +13,15 @@ from typing import TypeVar
 
 import msgspec
 
-from ferrymq.protocol.bodies import _ENCODER, Body, MessageQueue, SubscriptionData, decode_body
+from ferrymq.protocol.bodies import (
+    _ENCODER,
+    Body,
+    MessageQueue,
+    SubscriptionData,
+    SubscriptionGroupConfig,
+    TopicConfig,
+    decode_body,
+)
 from ferrymq.protocol.remoting import RemotingProtocolError
 
 
@@ -58,6 +66,18 @@ class QueryConsumeQueueResponseBody(Body):
     queue_data: list[ConsumeQueueData] = msgspec.field(default_factory=list)
     max_queue_index: int = 0
     min_queue_index: int = 0
+
+
+class CreateTopicListRequestBody(Body):
+    """Body of UPDATE_AND_CREATE_TOPIC_LIST: many topics in one request."""
+
+    topic_config_list: list[TopicConfig] = msgspec.field(default_factory=list)
+
+
+class SubscriptionGroupList(Body):
+    """Body of UPDATE_AND_CREATE_SUBSCRIPTIONGROUP_LIST: many groups in one request."""
+
+    group_config_list: list[SubscriptionGroupConfig] = msgspec.field(default_factory=list)
 
 
 V = TypeVar("V", bound=Body)

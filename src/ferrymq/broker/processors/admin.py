@@ -11,6 +11,7 @@ from ferrymq.broker.processors.common import error, ok
 from ferrymq.broker.services.topic_admin import TopicAdmin
 from ferrymq.broker.topics import TopicConfigManager
 from ferrymq.net.connection import Connection
+from ferrymq.protocol.admin_bodies import CreateTopicListRequestBody, SubscriptionGroupList
 from ferrymq.protocol.bodies import (
     KVTable,
     SubscriptionGroupConfig,
@@ -60,7 +61,9 @@ class AdminProcessor:
         server.register(RequestCode.DELETE_TOPIC_IN_BROKER, self.delete_topic)
         server.register(RequestCode.GET_ALL_TOPIC_CONFIG, self.all_topics)
         server.register(RequestCode.GET_TOPIC_CONFIG, self.topic_config)
+        server.register(RequestCode.UPDATE_AND_CREATE_TOPIC_LIST, self.create_topics)
         server.register(RequestCode.UPDATE_AND_CREATE_SUBSCRIPTIONGROUP, self.create_group)
+        server.register(RequestCode.UPDATE_AND_CREATE_SUBSCRIPTIONGROUP_LIST, self.create_groups)
         server.register(RequestCode.GET_ALL_SUBSCRIPTIONGROUP_CONFIG, self.all_groups)
         server.register(RequestCode.DELETE_SUBSCRIPTIONGROUP, self.delete_group)
         server.register(RequestCode.VIEW_MESSAGE_BY_ID, self.view_message)
@@ -71,27 +74,47 @@ class AdminProcessor:
 
     async def create_topic(self, conn: Connection, request: RemotingCommand) -> RemotingCommand:
         h = CreateTopicRequestHeader.from_ext_fields(request.ext_fields)
-        problem = topic_problem(h.topic)
-        if problem:
-            return error(request, ResponseCode.INVALID_PARAMETER, problem)
-        if h.topic == h.default_topic or h.topic == self.cluster_name:
+        if h.topic == h.default_topic:
             return error(request, ResponseCode.INVALID_PARAMETER, f"topic {h.topic} is reserved")
-        if not (0 < h.read_queue_nums <= 1024 and 0 < h.write_queue_nums <= 1024):
-            return error(request, ResponseCode.INVALID_PARAMETER, "queue numbers must be between 1 and 1024")
         current = self.topics.get(h.topic)
         try:
             attributes = altered(current.attributes if current else {}, h.attributes)
         except AttributeChangeError as e:
             return error(request, ResponseCode.INVALID_PARAMETER, str(e))
-        if topic_message_type(attributes) == MIXED and not self.mixed_message_type:
-            return error(request, ResponseCode.INVALID_PARAMETER, "MIXED message type is not supported")
-        self.topic_admin.create(
-            TopicConfig(
-                h.topic, h.read_queue_nums, h.write_queue_nums, h.perm, h.topic_filter_type,
-                h.topic_sys_flag or 0, h.order, attributes,
-            )
+        config = TopicConfig(
+            h.topic, h.read_queue_nums, h.write_queue_nums, h.perm, h.topic_filter_type,
+            h.topic_sys_flag or 0, h.order, attributes,
         )  # fmt: skip
+        problem = self._topic_problem(config)
+        if problem:
+            return error(request, ResponseCode.INVALID_PARAMETER, problem)
+        self.topic_admin.create(config)
         return ok(request)
+
+    async def create_topics(self, conn: Connection, request: RemotingCommand) -> RemotingCommand:
+        """UPDATE_AND_CREATE_TOPIC_LIST: every topic checked first; none created if one is refused."""
+        configs = decode_body(CreateTopicListRequestBody, request.body).topic_config_list
+        if not configs:
+            return error(request, ResponseCode.INVALID_PARAMETER, "topicConfigList is empty")
+        for config in configs:
+            problem = self._topic_problem(config)
+            if problem:
+                return error(request, ResponseCode.INVALID_PARAMETER, f"{config.topic_name}: {problem}")
+        self.topic_admin.create_many(configs)
+        return ok(request)
+
+    def _topic_problem(self, config: TopicConfig) -> str | None:
+        """Why this broker refuses to create the topic, or None."""
+        problem = topic_problem(config.topic_name)
+        if problem:
+            return problem
+        if config.topic_name == self.cluster_name:
+            return f"topic {config.topic_name} is reserved"
+        if not (0 < config.read_queue_nums <= 1024 and 0 < config.write_queue_nums <= 1024):
+            return "queue numbers must be between 1 and 1024"
+        if topic_message_type(config.attributes) == MIXED and not self.mixed_message_type:
+            return "MIXED message type is not supported"
+        return None
 
     async def delete_topic(self, conn: Connection, request: RemotingCommand) -> RemotingCommand:
         h = TopicRequestHeader.from_ext_fields(request.ext_fields)
@@ -110,11 +133,23 @@ class AdminProcessor:
         return ok(request, body=encode_body(self.topics.wrapper()))
 
     async def create_group(self, conn: Connection, request: RemotingCommand) -> RemotingCommand:
-        config = decode_body(SubscriptionGroupConfig, request.body)
-        if not config.group_name:
+        return self._create_groups(request, [decode_body(SubscriptionGroupConfig, request.body)])
+
+    async def create_groups(self, conn: Connection, request: RemotingCommand) -> RemotingCommand:
+        """UPDATE_AND_CREATE_SUBSCRIPTIONGROUP_LIST: many groups, one write of the group file."""
+        configs = decode_body(SubscriptionGroupList, request.body).group_config_list
+        if not configs:
+            return error(request, ResponseCode.INVALID_PARAMETER, "groupConfigList is empty")
+        return self._create_groups(request, configs)
+
+    def _create_groups(
+        self, request: RemotingCommand, configs: list[SubscriptionGroupConfig]
+    ) -> RemotingCommand:
+        if not all(c.group_name for c in configs):
             return error(request, ResponseCode.INVALID_PARAMETER, "groupName is empty")
-        self.groups.put(config)
-        self.consumption.update(config)
+        self.groups.put_many(configs)
+        for config in configs:
+            self.consumption.update(config)
         return ok(request)
 
     async def all_groups(self, conn: Connection, request: RemotingCommand) -> RemotingCommand:

@@ -6,7 +6,7 @@ stats the read queues; an offset the group never committed counts as 0."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 
 from ferrymq.broker.clients import ClientRegistry
 from ferrymq.broker.groups import SubscriptionGroupManager
@@ -40,9 +40,10 @@ class StatsProcessor:
     def __init__(
         self, broker_name: str, topics: TopicConfigManager, groups: SubscriptionGroupManager,
         offsets: ConsumerOffsetManager, store: MessageStore, clients: ClientRegistry,
-        pulled: Mapping[tuple[str, str, int], int],
+        pulled: Mapping[tuple[str, str, int], int], consume_tps: Callable[[str, str], float],
     ) -> None:  # fmt: skip
-        """`pulled`: (topic, group, queue) → the next offset the group pulled (its pull offset)."""
+        """`pulled`: (topic, group, queue) → the next offset the group pulled (its pull offset);
+        `consume_tps(topic, group)`: messages per second the group takes from the topic."""
         self.broker_name = broker_name
         self.topics = topics
         self.groups = groups
@@ -50,6 +51,7 @@ class StatsProcessor:
         self.store = store
         self.clients = clients
         self.pulled = pulled
+        self.consume_tps = consume_tps
 
     def register(self, server) -> None:
         server.register(RequestCode.GET_TOPIC_STATS_INFO, self.topic_stats)
@@ -96,11 +98,12 @@ class StatsProcessor:
             names = [t for t in h.topic_list.split(";") if t]
         else:
             names = sorted(self.offsets.topics_of(group) | set(online.subscriptions if online else ()))
-        store, table = self.store, {}
+        store, table, tps = self.store, {}, 0.0
         for topic in names:
             tc = self.topics.get(topic)
             if tc is None or (online and online.subscriptions and topic not in online.subscriptions):
                 continue  # gone, or no longer subscribed by the online group (as RocketMQ skips it)
+            tps += self.consume_tps(topic, group)
             for queue_id in range(tc.read_queue_nums):
                 key = (topic, group, queue_id)
                 broker_offset = max(store.get_max_offset(topic, queue_id), 0)
@@ -114,7 +117,7 @@ class StatsProcessor:
                     broker_offset, consumer_offset, self.pulled.get(key, consumer_offset),
                     max(last, 0),
                 )  # fmt: skip
-        return ok(request, body=encode_mq_table(table, consumeTps=0.0))
+        return ok(request, body=encode_mq_table(table, consumeTps=round(tps, 2)))
 
     async def query_consume_queue(self, conn: Connection, request: RemotingCommand) -> RemotingCommand:
         h = QueryConsumeQueueRequestHeader.from_ext_fields(request.ext_fields)

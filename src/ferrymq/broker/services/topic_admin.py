@@ -27,8 +27,13 @@ class TopicAdmin:
         self._topics_changed = topics_changed
 
     def create(self, config: TopicConfig) -> None:
-        self.topics.put(config)
-        self.store.prepare_topic(config.topic_name, config.write_queue_nums)
+        self.create_many([config])
+
+    def create_many(self, configs: list[TopicConfig]) -> None:
+        """Several topics with one write of the topic file and one registration."""
+        self.topics.put_many(configs)
+        for config in configs:
+            self.store.prepare_topic(config.topic_name, config.write_queue_nums)
         self._topics_changed()
 
     def delete(self, topic: str) -> None:
