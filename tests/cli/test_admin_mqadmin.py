@@ -99,6 +99,13 @@ async def test_mqadmin_commands_in_text_and_json(make_cluster):  # noqa: F811
     )
     assert (await as_json("consumerProgress", "-g", "Sellers", "-t", "Shop", *n))["diffTotal"] == 0
 
+    # the older listings speak JSON too
+    (group,) = await as_json("clusterList", *n)
+    assert group["broker_name"] == "broker-a" and group["replicas"][0]["role"] == "master"
+    assert (await as_json("consumers", "Buyers", *n))["controls"]["broker-a"]["paused"] is False
+    assert await as_json("dlq", "list", "Buyers", *n) == []
+    assert await as_json("query-key", "Shop", "no-such-key", *n) == []
+
     # errors: RocketMQ's remark, no traceback
     assert "topic[Nope] not exist" in await run(
         "consumerProgress", "-g", "Buyers", "-t", "Nope", *n, ok=False

@@ -50,6 +50,11 @@ def show(output: str, data: Any, title: str, columns: list[str], rows: Sequence[
         print_table(title, columns, rows)
 
 
+def show_rows(output: str, title: str, columns: list[str], rows: Sequence[Sequence[object]]) -> None:
+    """A table, or in JSON a list of objects keyed by the column names."""
+    show(output, [dict(zip(columns, row, strict=True)) for row in rows], title, columns, rows)
+
+
 def show_settings(output: str, settings: dict[str, dict[str, str]], what: str) -> None:
     """Settings of one or more servers: `settings` is server → name → value."""
     rows = [
