@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from ferrymq.client import Admin, AdminRefused, Message, Producer, PullConsumer
+from ferrymq.client import Admin, AdminRefused, ClientError, Message, Producer, PullConsumer
 from ferrymq.net import RemotingClient
 from ferrymq.protocol.bodies import (
     ConsumerData,
@@ -205,6 +205,18 @@ async def test_broker_and_namesrv_settings_are_read_and_changed(make_cluster):  
         assert "fileReservedTime" in settings  # store settings too, as in broker.conf
         assert await admin.update_broker_config({"longPollingEnable": "false"}) == [cluster.broker_addr]
         assert cluster.broker.config.long_polling_enable is False
+        await admin.create_topic("ReadOnly", queue_nums=1)
+        await admin.update_broker_config({"brokerPermission": "4"})  # read-only: routes lose the write bit
+
+        async def read_only() -> bool:
+            route = cluster.namesrv.routes.topic_route("ReadOnly")
+            return route is not None and route.queue_datas[0].perm == 4
+
+        await eventually(read_only, "the read-only broker's routes")
+        async with Producer("PG", cluster.namesrv_addr) as producer:
+            with pytest.raises(ClientError):
+                await producer.send(Message("ReadOnly", b"refused"))
+        await admin.update_broker_config({"brokerPermission": "6"})
         refusals = [
             ({"brokerName": "other"}, ResponseCode.NO_PERMISSION, "cannot be changed"),
             ({"noSuchSetting": "1"}, ResponseCode.INVALID_PARAMETER, "no setting noSuchSetting"),

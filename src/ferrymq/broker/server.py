@@ -206,7 +206,7 @@ class Broker:
         processors = (
             SendProcessor(self.puts, config.region_id, config.trace_on),
             PullProcessor(self.reads),
-            PopProcessor(self.pops, config.broker_permission),
+            PopProcessor(self.pops, lambda: config.broker_permission),
             OffsetProcessor(self.reads, self.offsets, store),
             ClientProcessor(topics, groups, self.clients, self.filters, self.locks, topics_changed=changed,
                             members_changed=self.notify_consumer_ids_changed),
@@ -216,7 +216,7 @@ class Broker:
             ConsumerAdminProcessor(config.broker_name, topics, self.offsets, store, self.clients),
             StatsProcessor(config.broker_name, topics, groups, self.offsets, store, self.clients,
                            self.reads.pulled, self.group_rates.rate),
-            BrokerConfigProcessor(config, changed),
+            BrokerConfigProcessor(config, self._settings_changed),
             ClientCallProcessor(self.clients, store),
             SendBackProcessor(self.puts, self.scheduler),
             RecallProcessor(self.recalls),
@@ -234,6 +234,14 @@ class Broker:
             found=reads.reads_found,
             missed=reads.reads_missed,
         )
+
+    def _settings_changed(self) -> None:
+        """After an admin changed settings: pass on the ones copied at start, register again (a
+        permission change shows in the routes)."""
+        self.filters.enable_property_filter = self.config.enable_property_filter
+        self.transactions.timeout_ms = self.config.transaction_timeout
+        self.topics.touch()
+        self.schedule_registration()
 
     def _delivered(self) -> dict[tuple[str, str], int]:
         """Messages delivered so far by (topic, group), pulled and popped."""

@@ -84,6 +84,12 @@ class TopicConfigManager:
             self._changed()
             return True
 
+    def touch(self) -> None:
+        """A new data version with the same topics, so that NameServers take the table again
+        (after the broker's permission changed, which the published table carries)."""
+        with self._lock:
+            self._changed()
+
     def wrapper(self) -> TopicConfigSerializeWrapper:
         return TopicConfigSerializeWrapper(
             topic_config_table=dict(self.topics), data_version=self.data_version

@@ -35,7 +35,7 @@ FIXED_AT_START = frozenset({
 
 class BrokerConfigProcessor:
     def __init__(self, config: BrokerConfig, changed: Callable[[], None]) -> None:
-        """`changed`: register with the NameServers again (a permission change shows in routes)."""
+        """`changed`: apply what the broker copied at start, and register again."""
         self.config = config
         self._changed = changed
         self.version = DataVersion(timestamp=0, counter=0)
