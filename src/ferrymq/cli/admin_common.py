@@ -63,6 +63,20 @@ def show_settings(output: str, settings: dict[str, dict[str, str]], what: str) -
     show(output, settings, what, ["server", "name", "value"], rows)
 
 
+async def broker_addrs(client: Admin, broker_addr: str | None, cluster: str | None) -> dict[str, str]:
+    """The one broker asked for, or every master (of `cluster`): name → address."""
+    if broker_addr:
+        return {broker_addr: broker_addr}
+    masters = await client.masters(cluster)
+    if not masters:
+        raise click.ClickException("no master broker is registered")
+    return masters
+
+
+BROKER = click.option("-b", "--broker-addr", help="One broker's address (default: every master).")
+CLUSTER = click.option("-c", "--cluster", help="Only the masters of this cluster.")
+
+
 def _namesrv_here(ctx: click.Context, param: click.Parameter, value: str | None) -> None:
     if value:
         ctx.obj = value

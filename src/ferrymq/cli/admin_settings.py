@@ -6,8 +6,7 @@ from __future__ import annotations
 
 import click
 
-from ferrymq.cli.admin_common import OUTPUT, show, show_settings, with_admin
-from ferrymq.cli.admin_status import BROKER, CLUSTER, _broker_addrs
+from ferrymq.cli.admin_common import BROKER, CLUSTER, OUTPUT, broker_addrs, show, show_settings, with_admin
 from ferrymq.client import Admin
 
 KEY = click.option(
@@ -25,7 +24,7 @@ def get_broker_config(ctx: click.Context, broker_addr: str | None, cluster: str 
     """A broker's settings (or every master's)."""
 
     async def action(client: Admin) -> None:
-        addrs = await _broker_addrs(client, broker_addr, cluster)
+        addrs = await broker_addrs(client, broker_addr, cluster)
         show_settings(
             output,
             {name: await client.broker_config(addr) for name, addr in addrs.items()},

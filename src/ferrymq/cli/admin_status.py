@@ -11,7 +11,7 @@ from typing import Any
 import click
 import msgspec
 
-from ferrymq.cli.admin_common import OUTPUT, print_table, show, with_admin
+from ferrymq.cli.admin_common import BROKER, CLUSTER, OUTPUT, broker_addrs, print_table, show, with_admin
 from ferrymq.client import Admin, AdminRefused, ConsumeStats
 
 
@@ -24,20 +24,6 @@ def _when(ms: int) -> str:
 def _plain(value: object) -> Any:
     """Structs as the JSON RocketMQ tools write (camelCase), for --output json."""
     return msgspec.to_builtins(value)
-
-
-async def _broker_addrs(client: Admin, broker_addr: str | None, cluster: str | None) -> dict[str, str]:
-    """The one broker asked for, or every master (of `cluster`): name → address."""
-    if broker_addr:
-        return {broker_addr: broker_addr}
-    masters = await client._masters(cluster)
-    if not masters:
-        raise click.ClickException("no master broker is registered")
-    return masters
-
-
-BROKER = click.option("-b", "--broker-addr", help="One broker's address (default: every master).")
-CLUSTER = click.option("-c", "--cluster", help="Only the masters of this cluster.")
 
 
 @click.command("topicStatus")
@@ -289,7 +275,7 @@ def broker_status(ctx: click.Context, broker_addr: str | None, cluster: str | No
     async def action(client: Admin) -> None:
         tables = {
             name: await client.broker_runtime(addr)
-            for name, addr in (await _broker_addrs(client, broker_addr, cluster)).items()
+            for name, addr in (await broker_addrs(client, broker_addr, cluster)).items()
         }
         rows = [[name, key, value] for name, table in tables.items() for key, value in sorted(table.items())]
         show(output, tables, "broker status", ["broker", "name", "value"], rows)
@@ -307,7 +293,7 @@ def all_topic_config(ctx: click.Context, broker_addr: str | None, cluster: str |
 
     async def action(client: Admin) -> None:
         tables = {name: (await client.all_topic_config(addr)).topic_config_table
-                  for name, addr in (await _broker_addrs(client, broker_addr, cluster)).items()}  # fmt: skip
+                  for name, addr in (await broker_addrs(client, broker_addr, cluster)).items()}  # fmt: skip
         rows = [
             [name, t.topic_name, t.read_queue_nums, t.write_queue_nums, t.perm, t.order]
             for name, table in tables.items()
@@ -329,7 +315,7 @@ def all_group_config(ctx: click.Context, broker_addr: str | None, cluster: str |
 
     async def action(client: Admin) -> None:
         tables = {name: (await client.all_group_config(addr)).subscription_group_table
-                  for name, addr in (await _broker_addrs(client, broker_addr, cluster)).items()}  # fmt: skip
+                  for name, addr in (await broker_addrs(client, broker_addr, cluster)).items()}  # fmt: skip
         rows = [
             [name, g.group_name, g.consume_enable, g.consume_message_orderly, g.retry_max_times]
             for name, table in tables.items()

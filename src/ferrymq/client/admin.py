@@ -95,6 +95,10 @@ class Admin(ConsumerControl, MessageLookups, AdminStats):
         response = await self._ask_namesrv(RequestCode.GET_ALL_TOPIC_LIST_FROM_NAMESERVER)
         return sorted(decode_body(TopicList, response.body).topic_list)
 
+    async def masters(self, cluster: str | None = None) -> dict[str, str]:
+        """Broker name → master address, of `cluster` or of every cluster."""
+        return await self._masters(cluster)
+
     async def _masters(self, cluster: str | None) -> dict[str, str]:
         info = await self.cluster_info()
         names = info.cluster_addr_table.get(cluster, []) if cluster else list(info.broker_addr_table)
