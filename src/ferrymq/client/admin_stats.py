@@ -43,6 +43,7 @@ from ferrymq.protocol.errors import ProtocolError
 from ferrymq.protocol.remoting import RemotingCommand
 
 CONCURRENCY = 64  # requests in flight when a listing asks every group or broker
+BULK_TIMEOUT_S, BULK_TIMEOUT_PER_TOPIC_S = 3.0, 0.01  # a broker makes each new topic's ConsumeQueue files
 
 
 class AdminRefused(ClientError):
@@ -75,12 +76,11 @@ class AdminStats:
     _ask_namesrv: Callable[..., Awaitable[RemotingCommand]]
 
     async def _call(self, addr: str, code: int, ext: dict[str, str] | None = None, body: bytes = b"",
-                    *, what: str) -> RemotingCommand:  # fmt: skip
+                    *, what: str, timeout: float | None = None) -> RemotingCommand:  # fmt: skip
         """One request to `addr`; AdminRefused when it answers with an error."""
         try:
-            response = await self.instance.invoke(
-                addr, RemotingCommand(code, ext_fields=ext or {}, body=body)
-            )
+            request = RemotingCommand(code, ext_fields=ext or {}, body=body)
+            response = await self.instance.invoke(addr, request, timeout)
         except RemotingError as e:
             raise ClientError(f"{what} on {addr}: {e}") from None
         if response.code != ResponseCode.SUCCESS:
@@ -118,7 +118,8 @@ class AdminStats:
         (UPDATE_AND_CREATE_TOPIC_LIST)."""
         body = encode_body(CreateTopicListRequestBody(configs))
         for addr in (await self._masters(cluster)).values():
-            await self._call(addr, RequestCode.UPDATE_AND_CREATE_TOPIC_LIST, body=body, what="create topics")
+            await self._call(addr, RequestCode.UPDATE_AND_CREATE_TOPIC_LIST, body=body, what="create topics",
+                             timeout=BULK_TIMEOUT_S + len(configs) * BULK_TIMEOUT_PER_TOPIC_S)  # fmt: skip
 
     async def create_groups(
         self, configs: list[SubscriptionGroupConfig], *, cluster: str | None = None

@@ -100,7 +100,7 @@ class AdminProcessor:
             problem = self._topic_problem(config)
             if problem:
                 return error(request, ResponseCode.INVALID_PARAMETER, f"{config.topic_name}: {problem}")
-        self.topic_admin.create_many(configs)
+        await self.topic_admin.create_many_off_loop(configs)
         return ok(request)
 
     def _topic_problem(self, config: TopicConfig) -> str | None:
