@@ -3,6 +3,8 @@ and as raw requests, against a real in-process NameServer and Broker: answers, a
 
 from __future__ import annotations
 
+import time
+
 import pytest
 
 from ferrymq.client import Admin, AdminRefused, ClientError, Message, Producer, PullConsumer
@@ -179,9 +181,26 @@ async def test_runtime_info_parses_as_the_exporter_does_and_counts_rates(make_cl
     cluster = await make_cluster()
     async with Admin(cluster.namesrv_addr) as admin:
         cluster.broker.stats.sample()
+        cluster.broker.stats_windows.tick()
         async with Producer("PG", cluster.namesrv_addr) as producer:
             for i in range(5):
                 await producer.send(Message("Rates", f"{i}".encode()))
+            await producer.instance.heartbeat_all()
+            (info,) = (await admin.all_producers(cluster.broker_addr)).data["PG"]
+            assert info.client_id and info.remote_ip.startswith("127.0.0.1:") and info.language == "PYTHON"
+            assert abs(info.last_update_timestamp / 1000 - time.time()) < 60
+        put = await admin.broker_stats(cluster.broker_addr, "TOPIC_PUT_NUMS", "Rates")
+        assert (
+            put.stats_minute.sum == put.stats_hour.sum == put.stats_day.sum == 5 and put.stats_minute.tps > 0
+        )
+        size = await admin.broker_stats(cluster.broker_addr, "TOPIC_PUT_SIZE", "Rates")
+        assert size.stats_minute.sum > 5 * 100  # whole records
+        assert (
+            await admin.broker_stats(cluster.broker_addr, "BROKER_PUT_NUMS", "DefaultCluster")
+        ).stats_day.sum == 5
+        with pytest.raises(AdminRefused, match=r"The stats <TOPIC_PUT_NUMS> <Nope> not exist") as e:
+            await admin.broker_stats(cluster.broker_addr, "TOPIC_PUT_NUMS", "Nope")
+        assert e.value.code == ResponseCode.SYSTEM_ERROR  # what rocketmq-exporter takes for "no stats"
         table = await admin.broker_runtime(cluster.broker_addr)
         parse_like_the_exporter(table)
         assert int(table["msgPutTotalTodayNow"]) == 5 == int(table["putMessageTimesTotal"])

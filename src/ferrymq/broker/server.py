@@ -38,6 +38,7 @@ from ferrymq.broker.services.put import PutService
 from ferrymq.broker.services.read import ReadService
 from ferrymq.broker.services.topic_admin import TopicAdmin
 from ferrymq.broker.slave_sync import SlaveSynchronizer
+from ferrymq.broker.stats_windows import Counts, StatsWindows
 from ferrymq.broker.topics import TopicConfigManager
 from ferrymq.broker.transactions import TransactionService
 from ferrymq.ha.client import HAClient
@@ -203,6 +204,7 @@ class Broker:
             replicate=self.ha.written, topic_created=changed,
         )  # fmt: skip
         self.group_rates = GroupRates(self._delivered)
+        self.stats_windows = StatsWindows(self._stats_counts)
         processors = (
             SendProcessor(self.puts, config.region_id, config.trace_on),
             PullProcessor(self.reads),
@@ -215,7 +217,7 @@ class Broker:
                            mixed_message_type=config.enable_mixed_message_type),
             ConsumerAdminProcessor(config.broker_name, topics, self.offsets, store, self.clients),
             StatsProcessor(config.broker_name, topics, groups, self.offsets, store, self.clients,
-                           self.reads.pulled, self.group_rates.rate),
+                           self.reads.pulled, self.group_rates.rate, self.stats_windows),
             BrokerConfigProcessor(config, self._settings_changed),
             ClientCallProcessor(self.clients, store),
             SendBackProcessor(self.puts, self.scheduler),
@@ -253,8 +255,28 @@ class Broker:
     async def _sample_stats(self) -> None:
         self.stats.sample()
 
+    def _stats_counts(self) -> Counts:
+        """RocketMQ's stats items from the tallies: puts by topic, gets by "topic@group", the broker's."""
+        stored = self.puts.stored.items()
+        delivered: dict[str, list[int]] = {}
+        for tally in (self.reads.delivered, self.pops.delivered):
+            for (topic, group), messages, size in tally.items():
+                counts = delivered.setdefault(f"{topic}@{group}", [0, 0])
+                counts[0] += messages
+                counts[1] += size
+        cluster = self.config.broker_cluster_name
+        return {
+            "TOPIC_PUT_NUMS": {topic: messages for topic, messages, _ in stored},
+            "TOPIC_PUT_SIZE": {topic: size for topic, _, size in stored},
+            "GROUP_GET_NUMS": {key: c[0] for key, c in delivered.items()},
+            "GROUP_GET_SIZE": {key: c[1] for key, c in delivered.items()},
+            "BROKER_PUT_NUMS": {cluster: sum(messages for _, messages, _ in stored)},
+            "BROKER_GET_NUMS": {cluster: sum(c[0] for c in delivered.values())},
+        }
+
     async def _sample_group_rates(self) -> None:
         self.group_rates.sample()
+        self.stats_windows.tick()
 
     async def _start_ha(self, ephemeral: bool) -> int:
         """Listen for replicas on ha_listen_port; by default on the listen port + 1 (RocketMQ), or on

@@ -13,9 +13,11 @@ from ferrymq.client.instance import ClientError, ClientInstance
 from ferrymq.client.message import MessageQueue
 from ferrymq.net import RemotingError
 from ferrymq.protocol.admin_bodies import (
+    BrokerStatsData,
     CreateTopicListRequestBody,
     GroupList,
     OffsetWrapper,
+    ProducerTableInfo,
     QueryConsumeQueueResponseBody,
     SubscriptionGroupList,
     TopicOffset,
@@ -330,6 +332,19 @@ class AdminStats:
         """GET_BROKER_RUNTIME_INFO's table (mqadmin brokerStatus)."""
         response = await self._call(broker_addr, RequestCode.GET_BROKER_RUNTIME_INFO, what="runtime info")
         return decode_body(KVTable, response.body).table
+
+    async def broker_stats(self, broker_addr: str, stats_name: str, stats_key: str) -> BrokerStatsData:
+        """One of the broker's stats over the last minute, hour and day (VIEW_BROKER_STATS_DATA):
+        TOPIC_PUT_NUMS / TOPIC_PUT_SIZE of a topic, GROUP_GET_NUMS / GROUP_GET_SIZE of "topic@group",
+        BROKER_PUT_NUMS / BROKER_GET_NUMS of the cluster name."""
+        ext = {"statsName": stats_name, "statsKey": stats_key}
+        response = await self._call(broker_addr, RequestCode.VIEW_BROKER_STATS_DATA, ext, what="broker stats")
+        return decode_body(BrokerStatsData, response.body)
+
+    async def all_producers(self, broker_addr: str) -> ProducerTableInfo:
+        """Every producer group connected to a broker, with its producers (GET_ALL_PRODUCER_INFO)."""
+        response = await self._call(broker_addr, RequestCode.GET_ALL_PRODUCER_INFO, what="producers")
+        return decode_body(ProducerTableInfo, response.body)
 
     async def broker_config(self, broker_addr: str) -> dict[str, str]:
         response = await self._call(broker_addr, RequestCode.GET_BROKER_CONFIG, what="broker config")

@@ -68,6 +68,34 @@ class QueryConsumeQueueResponseBody(Body):
     min_queue_index: int = 0
 
 
+class BrokerStatsItem(Body):
+    sum: int = 0
+    tps: float = 0.0
+    avgpt: float = 0.0
+
+
+class BrokerStatsData(Body):
+    """Answer of VIEW_BROKER_STATS_DATA: one stats item over the last minute, hour and day."""
+
+    stats_minute: BrokerStatsItem = msgspec.field(default_factory=BrokerStatsItem)
+    stats_hour: BrokerStatsItem = msgspec.field(default_factory=BrokerStatsItem)
+    stats_day: BrokerStatsItem = msgspec.field(default_factory=BrokerStatsItem)
+
+
+class ProducerInfo(Body):
+    client_id: str
+    remote_ip: str = msgspec.field(name="remoteIP")
+    language: str = "JAVA"
+    version: int = 0
+    last_update_timestamp: int = 0
+
+
+class ProducerTableInfo(Body):
+    """Answer of GET_ALL_PRODUCER_INFO: producer group → its connected producers."""
+
+    data: dict[str, list[ProducerInfo]] = msgspec.field(default_factory=dict)
+
+
 class CreateTopicListRequestBody(Body):
     """Body of UPDATE_AND_CREATE_TOPIC_LIST: many topics in one request."""
 

@@ -374,6 +374,13 @@ class QueryConsumeQueueRequestHeader(CustomHeader):
     consumer_group: str | None = None
 
 
+class ViewBrokerStatsDataRequestHeader(CustomHeader):
+    """VIEW_BROKER_STATS_DATA: e.g. TOPIC_PUT_NUMS of a topic, GROUP_GET_NUMS of "topic@group"."""
+
+    stats_name: str
+    stats_key: str
+
+
 class GetBrokerConfigResponseHeader(CustomHeader):
     """The broker's config data version, as DataVersion JSON."""
 
@@ -488,6 +495,7 @@ REQUEST_HEADERS: dict[int, type[CustomHeader]] = {
     RequestCode.GET_TOPIC_CONFIG: TopicRequestHeader,
     RequestCode.GET_SUBSCRIPTIONGROUP_CONFIG: GroupRequestHeader,
     RequestCode.CLONE_GROUP_OFFSET: CloneGroupOffsetRequestHeader,
+    RequestCode.VIEW_BROKER_STATS_DATA: ViewBrokerStatsDataRequestHeader,
     RequestCode.QUERY_CONSUME_QUEUE: QueryConsumeQueueRequestHeader,
     RequestCode.QUERY_TOPIC_CONSUME_BY_WHO: TopicRequestHeader,
     RequestCode.QUERY_TOPICS_BY_CONSUMER: GroupRequestHeader,

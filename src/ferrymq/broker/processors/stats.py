@@ -1,5 +1,6 @@
 """Where topics and groups stand, as consoles and exporters ask it: GET_TOPIC_STATS_INFO,
-GET_CONSUME_STATS, QUERY_CONSUME_QUEUE, QUERY_TOPIC_CONSUME_BY_WHO, QUERY_TOPICS_BY_CONSUMER.
+GET_CONSUME_STATS, QUERY_CONSUME_QUEUE, QUERY_TOPIC_CONSUME_BY_WHO, QUERY_TOPICS_BY_CONSUMER,
+VIEW_BROKER_STATS_DATA.
 
 Shapes and rules are RocketMQ's AdminBrokerProcessor's: topic stats walk the write queues, consume
 stats the read queues; an offset the group never committed counts as 0."""
@@ -12,9 +13,12 @@ from ferrymq.broker.clients import ClientRegistry
 from ferrymq.broker.groups import SubscriptionGroupManager
 from ferrymq.broker.offsets import ConsumerOffsetManager
 from ferrymq.broker.processors.common import error, ok
+from ferrymq.broker.stats_windows import StatsWindows
 from ferrymq.broker.topics import TopicConfigManager
 from ferrymq.net.connection import Connection
 from ferrymq.protocol.admin_bodies import (
+    BrokerStatsData,
+    BrokerStatsItem,
     ConsumeQueueData,
     GroupList,
     OffsetWrapper,
@@ -29,6 +33,7 @@ from ferrymq.protocol.headers import (
     GroupRequestHeader,
     QueryConsumeQueueRequestHeader,
     TopicRequestHeader,
+    ViewBrokerStatsDataRequestHeader,
 )
 from ferrymq.protocol.remoting import RemotingCommand
 from ferrymq.store import MessageStore
@@ -41,9 +46,11 @@ class StatsProcessor:
         self, broker_name: str, topics: TopicConfigManager, groups: SubscriptionGroupManager,
         offsets: ConsumerOffsetManager, store: MessageStore, clients: ClientRegistry,
         pulled: Mapping[tuple[str, str, int], int], consume_tps: Callable[[str, str], float],
+        windows: StatsWindows,
     ) -> None:  # fmt: skip
         """`pulled`: (topic, group, queue) → the next offset the group pulled (its pull offset);
-        `consume_tps(topic, group)`: messages per second the group takes from the topic."""
+        `consume_tps(topic, group)`: messages per second the group takes from the topic;
+        `windows`: counts over the last minute, hour and day."""
         self.broker_name = broker_name
         self.topics = topics
         self.groups = groups
@@ -52,6 +59,7 @@ class StatsProcessor:
         self.clients = clients
         self.pulled = pulled
         self.consume_tps = consume_tps
+        self.windows = windows
 
     def register(self, server) -> None:
         server.register(RequestCode.GET_TOPIC_STATS_INFO, self.topic_stats)
@@ -59,6 +67,7 @@ class StatsProcessor:
         server.register(RequestCode.QUERY_CONSUME_QUEUE, self.query_consume_queue)
         server.register(RequestCode.QUERY_TOPIC_CONSUME_BY_WHO, self.consumed_by)
         server.register(RequestCode.QUERY_TOPICS_BY_CONSUMER, self.topics_of_group)
+        server.register(RequestCode.VIEW_BROKER_STATS_DATA, self.broker_stats)
 
     async def topic_stats(self, conn: Connection, request: RemotingCommand) -> RemotingCommand:
         h = TopicRequestHeader.from_ext_fields(request.ext_fields)
@@ -151,3 +160,14 @@ class StatsProcessor:
     async def topics_of_group(self, conn: Connection, request: RemotingCommand) -> RemotingCommand:
         h = GroupRequestHeader.from_ext_fields(request.ext_fields)
         return ok(request, body=encode_body(TopicList(sorted(self.offsets.topics_of(h.group)))))
+
+    async def broker_stats(self, conn: Connection, request: RemotingCommand) -> RemotingCommand:
+        h = ViewBrokerStatsDataRequestHeader.from_ext_fields(request.ext_fields)
+        figures = self.windows.figures(h.stats_name, h.stats_key)
+        if figures is None:
+            return error(
+                request, ResponseCode.SYSTEM_ERROR, f"The stats <{h.stats_name}> <{h.stats_key}> not exist"
+            )
+        items = {name: BrokerStatsItem(f.sum, round(f.tps, 2)) for name, f in figures.items()}
+        body = BrokerStatsData(items["statsMinute"], items["statsHour"], items["statsDay"])
+        return ok(request, body=encode_body(body))
