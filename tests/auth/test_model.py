@@ -104,7 +104,6 @@ def test_source_ranges():
         entry("Topic:t", "Pub", ips=["10.0.0.0/99"])
 
 
-
 def test_the_most_specific_matching_rule_decides_as_in_rocketmq():
     """RocketMQ 5 sorts the matching entries (literal, longer prefix, shorter prefix, every one of a
     type, ``*``; deny first among equals) and takes the first one's decision."""

@@ -69,8 +69,10 @@ class ClientRegistry:
         group.members[client_id] = Member(client_id, conn, language=language)
         return member is None
 
-    def heartbeat_producer(self, client_id: str, conn: Channel, group: str) -> None:
-        self.producers.setdefault(group, {})[client_id] = Member(client_id, conn)
+    def heartbeat_producer(
+        self, client_id: str, conn: Channel, group: str, language: LanguageCode = LanguageCode.JAVA
+    ) -> None:
+        self.producers.setdefault(group, {})[client_id] = Member(client_id, conn, language=language)
 
     def unregister(self, client_id: str, producer_group: str | None, consumer_group: str | None) -> bool:
         """Forget a client; True when a consumer group's membership changed."""

@@ -29,7 +29,11 @@ class SubscriptionGroupManager:
         return self.groups.get(group)
 
     def put(self, config: SubscriptionGroupConfig) -> None:
-        self.groups = {**self.groups, config.group_name: config}
+        self.put_many([config])
+
+    def put_many(self, configs: list[SubscriptionGroupConfig]) -> None:
+        """Add or replace several groups with one write of the file."""
+        self.groups = {**self.groups, **{c.group_name: c for c in configs}}
         self._changed()
 
     def delete(self, group: str) -> bool:

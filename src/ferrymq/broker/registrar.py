@@ -8,10 +8,12 @@ import logging
 from collections.abc import Callable
 from typing import Protocol
 
+import msgspec
+
 from ferrymq.broker.config import BrokerConfig
-from ferrymq.broker.topics import TopicConfigManager
+from ferrymq.broker.topics import PERM_READ, PERM_WRITE, TopicConfigManager
 from ferrymq.net import RemotingClient, RemotingError
-from ferrymq.protocol.bodies import RegisterBrokerBody, encode_body
+from ferrymq.protocol.bodies import RegisterBrokerBody, TopicConfigSerializeWrapper, encode_body
 from ferrymq.protocol.codes import RequestCode, ResponseCode
 from ferrymq.protocol.headers import (
     BrokerRequestHeader,
@@ -53,7 +55,7 @@ class NameServerRegistrar:
         config = self.config
         if config.enable_controller_mode and not self.role.epoch:
             return  # no role from the controller yet: not a master, not a slave of anyone
-        body = encode_body(RegisterBrokerBody(topic_config_serialize_wrapper=self.topics.wrapper()))
+        body = encode_body(RegisterBrokerBody(topic_config_serialize_wrapper=self._published_topics()))
         header = RegisterBrokerRequestHeader(
             broker_name=config.broker_name,
             broker_addr=config.broker_addr,
@@ -64,6 +66,18 @@ class NameServerRegistrar:
         )
         ext = header.to_ext_fields()
         await asyncio.gather(*(self._register(addr, ext, body) for addr in config.namesrv_addrs))
+
+    def _published_topics(self) -> TopicConfigSerializeWrapper:
+        """The topic table; on a broker that is not both readable and writable, every topic takes the
+        broker's permission, so routes send producers (or consumers) elsewhere (as RocketMQ does)."""
+        wrapper = self.topics.wrapper()
+        perm = self.config.broker_permission
+        if perm & (PERM_READ | PERM_WRITE) != PERM_READ | PERM_WRITE:
+            wrapper.topic_config_table = {
+                name: msgspec.structs.replace(tc, perm=perm)
+                for name, tc in wrapper.topic_config_table.items()
+            }
+        return wrapper
 
     async def _register(self, addr: str, ext: dict[str, str], body: bytes) -> None:
         request = RemotingCommand(RequestCode.REGISTER_BROKER, ext_fields=dict(ext), body=body)

@@ -19,6 +19,7 @@ from ferrymq.broker.long_polling import PullHoldService
 from ferrymq.broker.offsets import ConsumerOffsetManager
 from ferrymq.broker.pop import PopService
 from ferrymq.broker.processors.admin import AdminProcessor
+from ferrymq.broker.processors.broker_config import BrokerConfigProcessor
 from ferrymq.broker.processors.client_calls import ClientCallProcessor
 from ferrymq.broker.processors.clients import ClientProcessor, notify_ids_changed
 from ferrymq.broker.processors.consumers import ConsumerAdminProcessor
@@ -28,15 +29,18 @@ from ferrymq.broker.processors.pull import PullProcessor
 from ferrymq.broker.processors.recall import RecallProcessor
 from ferrymq.broker.processors.send import SendProcessor
 from ferrymq.broker.processors.send_back import SendBackProcessor
+from ferrymq.broker.processors.stats import StatsProcessor
 from ferrymq.broker.processors.transaction import EndTransactionProcessor
 from ferrymq.broker.registrar import NameServerRegistrar
 from ferrymq.broker.replicas import ReplicasManager
+from ferrymq.broker.runtime_stats import GroupRates, RuntimeStats, Totals, store_info
 from ferrymq.broker.schedule.recall import RecallService
 from ferrymq.broker.schedule.scheduler import Scheduler
 from ferrymq.broker.services.put import PutService
 from ferrymq.broker.services.read import ReadService
 from ferrymq.broker.services.topic_admin import TopicAdmin
 from ferrymq.broker.slave_sync import SlaveSynchronizer
+from ferrymq.broker.stats_windows import Counts, StatsWindows
 from ferrymq.broker.topics import TopicConfigManager
 from ferrymq.broker.transactions import TransactionService
 from ferrymq.ha.client import HAClient
@@ -44,6 +48,7 @@ from ferrymq.ha.master import HAService
 from ferrymq.net import Connection, RemotingClient, RemotingServer
 from ferrymq.net.tasks import BackgroundTasks
 from ferrymq.net.tls import client_context
+from ferrymq.protocol.codes import Version
 from ferrymq.store import MessageStore, StoreError
 from ferrymq.store.epoch import FILE_NAME as EPOCH_FILE
 from ferrymq.store.epoch import EpochFile
@@ -179,6 +184,8 @@ class Broker:
         self._every(config.register_name_server_period / 1000, self.registrar.register_all)
         self._every(config.flush_consumer_offset_interval / 1000, self._persist_offsets)
         self._every(10.0, self._expire_clients)
+        self._every(1.0, self._sample_stats)
+        self._every(10.0, self._sample_group_rates)
         self._every(10.0, self.slave_sync.sync)
         self._every(config.transaction_check_interval / 1000, self._check_transactions)
         log.info(
@@ -208,10 +215,12 @@ class Broker:
             cluster_name=config.broker_cluster_name, config_dir=config.store.config_dir, written=self.written,
             replicate=self.ha.written, topic_created=changed,
         )  # fmt: skip
+        self.group_rates = GroupRates(self._delivered)
+        self.stats_windows = StatsWindows(self._stats_counts)
         processors = (
             SendProcessor(self.puts, config.region_id, config.trace_on),
             PullProcessor(self.reads),
-            PopProcessor(self.pops, config.broker_permission),
+            PopProcessor(self.pops, lambda: config.broker_permission),
             OffsetProcessor(self.reads, self.offsets, store),
             ClientProcessor(topics, groups, self.clients, self.filters, self.locks, topics_changed=changed,
                             members_changed=self.notify_consumer_ids_changed),
@@ -219,6 +228,9 @@ class Broker:
                            self.topic_admin, runtime_info=self.runtime_info,
                            mixed_message_type=config.enable_mixed_message_type),
             ConsumerAdminProcessor(config.broker_name, topics, self.offsets, store, self.clients),
+            StatsProcessor(config.broker_name, topics, groups, self.offsets, store, self.clients,
+                           self.reads.pulled, self.group_rates.rate, self.stats_windows),
+            BrokerConfigProcessor(config, self._settings_changed),
             ClientCallProcessor(self.clients, store),
             SendBackProcessor(self.puts, self.scheduler),
             RecallProcessor(self.recalls),
@@ -226,6 +238,57 @@ class Broker:
         )  # fmt: skip
         for processor in processors:
             processor.register(self.server)
+        self.stats = RuntimeStats(self._totals)
+
+    def _totals(self) -> Totals:
+        reads = self.reads
+        return Totals(
+            put=self.puts.stored.total()[0],
+            got=reads.delivered.total()[0] + self.pops.delivered.total()[0],
+            found=reads.reads_found,
+            missed=reads.reads_missed,
+        )
+
+    def _settings_changed(self) -> None:
+        """After an admin changed settings: pass on the ones copied at start, register again (a
+        permission change shows in the routes)."""
+        self.filters.enable_property_filter = self.config.enable_property_filter
+        self.transactions.timeout_ms = self.config.transaction_timeout
+        self.topics.touch()
+        self.schedule_registration()
+
+    def _delivered(self) -> dict[tuple[str, str], int]:
+        """Messages delivered so far by (topic, group), pulled and popped."""
+        counts = {key: messages for key, messages, _ in self.reads.delivered.items()}
+        for key, messages, _ in self.pops.delivered.items():
+            counts[key] = counts.get(key, 0) + messages
+        return counts
+
+    async def _sample_stats(self) -> None:
+        self.stats.sample()
+
+    def _stats_counts(self) -> Counts:
+        """RocketMQ's stats items from the tallies: puts by topic, gets by "topic@group", the broker's."""
+        stored = self.puts.stored.items()
+        delivered: dict[str, list[int]] = {}
+        for tally in (self.reads.delivered, self.pops.delivered):
+            for (topic, group), messages, size in tally.items():
+                counts = delivered.setdefault(f"{topic}@{group}", [0, 0])
+                counts[0] += messages
+                counts[1] += size
+        cluster = self.config.broker_cluster_name
+        return {
+            "TOPIC_PUT_NUMS": {topic: messages for topic, messages, _ in stored},
+            "TOPIC_PUT_SIZE": {topic: size for topic, _, size in stored},
+            "GROUP_GET_NUMS": {key: c[0] for key, c in delivered.items()},
+            "GROUP_GET_SIZE": {key: c[1] for key, c in delivered.items()},
+            "BROKER_PUT_NUMS": {cluster: sum(messages for _, messages, _ in stored)},
+            "BROKER_GET_NUMS": {cluster: sum(c[0] for c in delivered.values())},
+        }
+
+    async def _sample_group_rates(self) -> None:
+        self.group_rates.sample()
+        self.stats_windows.tick()
 
     async def _start_ha(self, ephemeral: bool) -> int:
         """Listen for replicas on ha_listen_port; by default on the listen port + 1 (RocketMQ), or on
@@ -416,14 +479,25 @@ class Broker:
             self._spawn(notify_ids_changed(connections, group), f"notify group {group}")
 
     def runtime_info(self) -> dict[str, str]:
-        store = self.store
+        store, cl = self.store, self.store.commitlog
+        put_messages, put_bytes = self.puts.stored.total()
         return {
             "brokerVersionDesc": f"ferrymq {__version__}",
-            "commitLogMinOffset": str(store.commitlog.min_offset),
-            "commitLogMaxOffset": str(store.commitlog.max_offset),
-            "dispatchBehindBytes": str(store.commitlog.max_offset - store.dispatcher.offset),
-            "bootTimestamp": str(int(self.started_at * 1000)),
-            "runtime": f"{int(time.time() - self.started_at)} s",
+            **store_info(
+                cl_min=cl.min_offset,
+                cl_max=cl.max_offset,
+                flushed=cl.flushed_offset,
+                dispatched=store.dispatcher.offset,
+                disk_percent=store.disk_usage_ratio(),
+                path=self.config.store.store_path_root_dir,
+                put_messages=put_messages,
+                put_bytes=put_bytes,
+                earliest=store.get_earliest_message_time(),
+                started_ms=int(self.started_at * 1000),
+                uptime=time.time() - self.started_at,
+                version=Version.V5_3_3,
+            ),
+            **self.stats.info(),
             "pullHoldingCount": str(self.hold.waiting()),
             "diskFull": str(store.disk_full).lower(),
             "haServerAddr": self.config.ha_addr,

@@ -39,8 +39,12 @@ class TopicConfigManager:
         return self.topics.get(topic)
 
     def put(self, tc: TopicConfig) -> None:
+        self.put_many([tc])
+
+    def put_many(self, configs: list[TopicConfig]) -> None:
+        """Add or replace several topics with one write of the file."""
         with self._lock:
-            self.topics = {**self.topics, tc.topic_name: tc}
+            self.topics = {**self.topics, **{tc.topic_name: tc for tc in configs}}
             self._changed()
 
     def create_from_template(self, topic: str, template: str, queue_nums: int) -> TopicConfig | None:
@@ -79,6 +83,12 @@ class TopicConfigManager:
             self.topics = {k: v for k, v in self.topics.items() if k != topic}
             self._changed()
             return True
+
+    def touch(self) -> None:
+        """A new data version with the same topics, so that NameServers take the table again
+        (after the broker's permission changed, which the published table carries)."""
+        with self._lock:
+            self._changed()
 
     def wrapper(self) -> TopicConfigSerializeWrapper:
         return TopicConfigSerializeWrapper(

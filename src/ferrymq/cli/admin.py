@@ -1,20 +1,24 @@
 """`ferrymq admin`: cluster administration, as RocketMQ's mqadmin does it.
 
 Each area adds its sub-commands here with `admin.add_command(...)`; they take the Admin client from
-`admin_client(ctx)` so every command shares the `--namesrv` option.
+`with_admin(ctx, ...)`, so every command accepts `-n/--namesrv` (or NAMESRV_ADDR). Commands also
+answer to mqadmin's names (topicList, consumerProgress, brokerStatus, ...).
 """
 
 from __future__ import annotations
 
 import click
 
-from ferrymq.cli.admin_common import AdminTarget, print_table, with_admin
+from ferrymq.cli.admin_common import OUTPUT, AdminGroup, AdminTarget, show, with_admin
 from ferrymq.cli.clients import credential_options
 from ferrymq.client import Admin
 
 
-@click.group()
-@click.option("--namesrv", default="127.0.0.1:9876", show_default=True, help="NameServer address(es).")
+@click.group(cls=AdminGroup)
+@click.option(
+    "-n", "--namesrv", default="127.0.0.1:9876", show_default=True, envvar="NAMESRV_ADDR",
+    help="NameServer address(es), \"host:port;host:port\" (or NAMESRV_ADDR).",
+)  # fmt: skip
 @credential_options
 @click.pass_context
 def admin(ctx: click.Context, namesrv: str, access_key: str | None, secret_key: str | None) -> None:
@@ -23,13 +27,19 @@ def admin(ctx: click.Context, namesrv: str, access_key: str | None, secret_key: 
 
 
 @admin.command()
+@click.option("-c", "--cluster", help="Only the topics with queues on this cluster's brokers.")
+@OUTPUT
 @click.pass_context
-def topics(ctx: click.Context) -> None:
-    """List every topic the NameServers know."""
+def topics(ctx: click.Context, cluster: str | None, output: str) -> None:
+    """List every topic the NameServers know (mqadmin topicList)."""
 
     async def action(client: Admin) -> None:
-        for topic in await client.topics():
-            click.echo(topic)
+        names = await (client.topics_by_cluster(cluster) if cluster else client.topics())
+        if output == "json":
+            show(output, names, "", [], [])
+        else:
+            for topic in names:
+                click.echo(topic)
 
     with_admin(ctx, action)
 
@@ -67,8 +77,9 @@ def delete_topic(ctx: click.Context, topic: str, cluster: str | None) -> None:
 @admin.command()
 @click.argument("group")
 @click.argument("topic")
+@OUTPUT
 @click.pass_context
-def progress(ctx: click.Context, group: str, topic: str) -> None:
+def progress(ctx: click.Context, group: str, topic: str, output: str) -> None:
     """Show GROUP's progress on TOPIC: offsets and lag per queue."""
 
     async def action(client: Admin) -> None:
@@ -77,11 +88,9 @@ def progress(ctx: click.Context, group: str, topic: str) -> None:
             [p.queue.broker_name, p.queue.queue_id, p.broker_offset, p.consumer_offset, p.lag]
             for p in progress
         ]
-        print_table(
-            f"{group} on {topic} (total lag {sum(p.lag for p in progress)})",
-            ["broker", "queue", "broker offset", "consumer offset", "lag"],
-            rows,
-        )
+        columns = ["broker", "queue", "broker offset", "consumer offset", "lag"]
+        data = [dict(zip(columns, row, strict=True)) for row in rows]
+        show(output, data, f"{group} on {topic} (total lag {sum(p.lag for p in progress)})", columns, rows)
 
     with_admin(ctx, action)
 
@@ -99,6 +108,8 @@ from ferrymq.cli.admin_groups import (  # noqa: E402
     resume,
 )
 from ferrymq.cli.admin_ha import cluster, elect_master  # noqa: E402
+from ferrymq.cli.admin_settings import SETTINGS_COMMANDS  # noqa: E402
+from ferrymq.cli.admin_status import STATUS_COMMANDS  # noqa: E402
 from ferrymq.cli.admin_trace import trace  # noqa: E402
 
 admin.add_command(acl)
@@ -116,3 +127,11 @@ admin.add_command(resume)
 admin.add_command(rate_limit)
 admin.add_command(consumers)
 admin.add_command(amqp_queue)
+for command in (*STATUS_COMMANDS, *SETTINGS_COMMANDS):
+    admin.add_command(command)
+# mqadmin's names for the commands above
+for mqadmin_name, command in {
+    "topicList": topics, "updateTopic": create_topic, "deleteTopic": delete_topic, "clusterList": cluster,
+    "queryMsgById": message, "queryMsgByKey": query_key, "resetOffsetByTime": reset_offset,
+}.items():  # fmt: skip
+    admin.add_command(command, mqadmin_name)

@@ -6,6 +6,7 @@ import time
 
 import click
 
+from ferrymq.cli.admin_common import OUTPUT, show_rows, with_admin
 from ferrymq.client import Admin
 
 
@@ -17,10 +18,10 @@ def dlq() -> None:
 @dlq.command("list")
 @click.argument("group")
 @click.option("--limit", default=100, show_default=True, help="Show at most this many, oldest first.")
+@OUTPUT
 @click.pass_context
-def list_(ctx: click.Context, group: str, limit: int) -> None:
+def list_(ctx: click.Context, group: str, limit: int, output: str) -> None:
     """List GROUP's dead letters."""
-    from ferrymq.cli.admin_common import print_table, with_admin
 
     async def action(client: Admin) -> None:
         letters = await client.dead_letters(group, limit)
@@ -29,7 +30,8 @@ def list_(ctx: click.Context, group: str, limit: int) -> None:
              m.reconsume_times, _when(m.store_timestamp), _preview(m.body)]
             for m in letters
         ]  # fmt: skip
-        print_table(
+        show_rows(
+            output,
             f"dead letters of {group}: {len(letters)}{' (limit reached)' if len(letters) == limit else ''}",
             ["message id", "topic", "tags", "keys", "attempts", "dead since", "body"],
             rows,
@@ -48,7 +50,6 @@ def list_(ctx: click.Context, group: str, limit: int) -> None:
 @click.pass_context
 def resend(ctx: click.Context, group: str, msg_ids: tuple[str, ...], everything: bool, limit: int) -> None:
     """Send GROUP's dead letters back to the topics they failed on, to be consumed again."""
-    from ferrymq.cli.admin_common import with_admin
 
     if bool(msg_ids) == everything:
         raise click.UsageError("give --msg-id (one or more) or --all")

@@ -7,7 +7,7 @@ import datetime
 
 import click
 
-from ferrymq.cli.admin_common import print_table, with_admin
+from ferrymq.cli.admin_common import OUTPUT, print_table, show, show_rows, with_admin
 from ferrymq.client import Admin, MessageExt
 
 
@@ -74,16 +74,19 @@ def message(ctx: click.Context, msg_id: str, topic: str | None) -> None:
 @click.option("--begin", type=TIME, default=0, help="Stored at or after (ms since the epoch or ISO time).")
 @click.option("--end", type=TIME, help="Stored at or before (default: now).")
 @click.option("--max", "max_num", default=64, show_default=True, help="At most this many messages.")
+@OUTPUT
 @click.pass_context
-def query_key(ctx: click.Context, topic: str, key: str, begin: int, end: int | None, max_num: int) -> None:
+def query_key(
+    ctx: click.Context, topic: str, key: str, begin: int, end: int | None, max_num: int, output: str
+) -> None:
     """List TOPIC's messages with KEY, stored between --begin and --end."""
 
     async def action(client: Admin) -> None:
         found = await client.query_by_key(topic, key, begin=begin, end=end, max_num=max_num)
         rows = [[m.msg_id, m.queue_id, m.queue_offset, _when(m.store_timestamp), m.tags or "", len(m.body)]
                 for m in found]  # fmt: skip
-        print_table(f"{len(rows)} messages with key {key} in {topic}",
-                    ["message id", "queue", "offset", "stored", "tags", "bytes"], rows)  # fmt: skip
+        show_rows(output, f"{len(rows)} messages with key {key} in {topic}",
+                  ["message id", "queue", "offset", "stored", "tags", "bytes"], rows)  # fmt: skip
 
     with_admin(ctx, action)
 
@@ -156,14 +159,24 @@ def rate_limit(ctx: click.Context, group: str, per_second: str) -> None:
 
 @click.command()
 @click.argument("group")
+@OUTPUT
 @click.pass_context
-def consumers(ctx: click.Context, group: str) -> None:
+def consumers(ctx: click.Context, group: str, output: str) -> None:
     """Show GROUP's online clients and its consumption controls on each broker."""
 
     async def action(client: Admin) -> None:
-        for client_id in await client.consumers(group):
-            click.echo(client_id)
+        ids = await client.consumers(group)
         controls = await client.consumption_controls(group)
+        if output == "json":
+            data = {
+                "clients": ids,
+                "controls": {name: {"paused": c.paused, "pausedClients": sorted(c.paused_clients),
+                                    "rateLimit": c.rate_limit} for name, c in sorted(controls.items())},
+            }  # fmt: skip
+            show(output, data, "", [], [])
+            return
+        for client_id in ids:
+            click.echo(client_id)
         rows = [
             [name, "yes" if c.paused else "no", ", ".join(sorted(c.paused_clients)),
              f"{c.rate_limit:g}/s" if c.rate_limit else "none"]

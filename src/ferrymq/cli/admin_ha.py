@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import dataclasses
+
 import click
 
-from ferrymq.cli.admin_common import print_table, with_admin
+from ferrymq.cli.admin_common import OUTPUT, print_table, show, with_admin
 from ferrymq.client import Admin
 
 _CONTROLLER = click.option(
@@ -17,12 +19,16 @@ _CONTROLLER = click.option(
 
 @click.command()
 @_CONTROLLER
+@OUTPUT
 @click.pass_context
-def cluster(ctx: click.Context, controllers: str | None) -> None:
+def cluster(ctx: click.Context, controllers: str | None, output: str) -> None:
     """Show every broker group: replicas, roles, offsets, and in controller mode epochs and SyncStateSets."""
 
     async def action(client: Admin) -> None:
         groups = await client.broker_groups(controllers)
+        if output == "json":
+            show(output, [dataclasses.asdict(g) for g in groups], "", [], [])
+            return
         if not groups:
             click.echo("no broker is registered")
             return

@@ -1,6 +1,7 @@
 """The Python SDK: producers, consumers and admin, asyncio first with a synchronous facade."""
 
 from ferrymq.client.admin import Admin, QueueProgress
+from ferrymq.client.admin_stats import AdminRefused, ConsumeStats
 from ferrymq.client.instance import ClientError, ClientInstance, TLSOption
 from ferrymq.client.message import Message, MessageExt, MessageQueue, SendResult, SendStatus
 from ferrymq.client.producer import Producer, SendError, hash_selector
@@ -14,10 +15,12 @@ from ferrymq.net.tls import ClientTLS
 
 __all__ = [
     "Admin",
+    "AdminRefused",
     "ClientError",
     "ClientInstance",
     "ClientTLS",
     "ConsumeResult",
+    "ConsumeStats",
     "LocalTransactionState",
     "Message",
     "MessageExt",

@@ -10,6 +10,7 @@ import msgspec
 from ferrymq.client.admin_acl import AclAdmin
 from ferrymq.client.admin_consumers import ConsumerControl
 from ferrymq.client.admin_messages import MessageLookups
+from ferrymq.client.admin_stats import AdminStats
 from ferrymq.client.dead_letters import list_dead_letters, resend_dead_letters
 from ferrymq.client.instance import ClientError, ClientInstance, TLSOption
 from ferrymq.client.message import MessageExt, MessageQueue, SendResult
@@ -59,7 +60,7 @@ class BrokerGroupView:
     replicas: list[ReplicaView]
 
 
-class Admin(ConsumerControl, MessageLookups, AclAdmin):
+class Admin(ConsumerControl, MessageLookups, AdminStats, AclAdmin):
     def __init__(
         self, namesrv_addr: str, *, instance: ClientInstance | None = None, tls: TLSOption = False,
         access_key: str | None = None, secret_key: str | None = None,
@@ -100,6 +101,10 @@ class Admin(ConsumerControl, MessageLookups, AclAdmin):
     async def topics(self) -> list[str]:
         response = await self._ask_namesrv(RequestCode.GET_ALL_TOPIC_LIST_FROM_NAMESERVER)
         return sorted(decode_body(TopicList, response.body).topic_list)
+
+    async def masters(self, cluster: str | None = None) -> dict[str, str]:
+        """Broker name → master address, of `cluster` or of every cluster."""
+        return await self._masters(cluster)
 
     async def _masters(self, cluster: str | None) -> dict[str, str]:
         info = await self.cluster_info()

@@ -31,3 +31,8 @@ class Tally(Generic[K]):
     def items(self) -> list[tuple[K, int, int]]:
         """(key, messages, bytes) of every key, as a copy: a scrape never sees a dict change size."""
         return [(key, counts[0], counts[1]) for key, counts in list(self.counts.items())]
+
+    def total(self) -> tuple[int, int]:
+        """(messages, bytes) over every key."""
+        counts = list(self.counts.values())
+        return sum(c[0] for c in counts), sum(c[1] for c in counts)

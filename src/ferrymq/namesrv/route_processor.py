@@ -30,6 +30,7 @@ class RouteProcessor:
         server.register(RequestCode.GET_BROKER_CLUSTER_INFO, self.get_cluster_info)
         server.register(RequestCode.GET_ALL_TOPIC_LIST_FROM_NAMESERVER, self.get_all_topics)
         server.register(RequestCode.GET_TOPICS_BY_CLUSTER, self.get_topics_by_cluster)
+        server.register(RequestCode.GET_SYSTEM_TOPIC_LIST_FROM_NS, self.get_system_topics)
         server.register(RequestCode.DELETE_TOPIC_IN_NAMESRV, self.delete_topic)
         server.register(RequestCode.WIPE_WRITE_PERM_OF_BROKER, self.wipe_write_perm)
         server.register(RequestCode.ADD_WRITE_PERM_OF_BROKER, self.add_write_perm)
@@ -59,6 +60,10 @@ class RouteProcessor:
         header = GetTopicsByClusterRequestHeader.from_ext_fields(request.ext_fields)
         topics = TopicList(self._routes.topics(header.cluster))
         return request.make_response(ResponseCode.SUCCESS, body=encode_body(topics))
+
+    async def get_system_topics(self, connection: Connection, request: RemotingCommand) -> RemotingCommand:
+        names, broker_addr = self._routes.system_topics()
+        return request.make_response(ResponseCode.SUCCESS, body=encode_body(TopicList(names, broker_addr)))
 
     async def delete_topic(self, connection: Connection, request: RemotingCommand) -> RemotingCommand:
         header = DeleteTopicFromNamesrvRequestHeader.from_ext_fields(request.ext_fields)

@@ -166,6 +166,13 @@ class RouteTable:
         names = self._clusters.get(cluster, set())
         return sorted(topic for topic, queues in self._topics.items() if not names.isdisjoint(queues))
 
+    def system_topics(self) -> tuple[list[str], str | None]:
+        """RocketMQ's system topic list: every cluster and broker name (each is a topic on its
+        brokers), and one broker's address to ask for the brokers' own system topics."""
+        names = set(self._clusters) | {name for names in self._clusters.values() for name in names}
+        addr = next((addr for b in self._brokers.values() for addr in b.broker_addrs.values()), None)
+        return sorted(names), addr
+
     # --- admin changes -----------------------------------------------------------------------
 
     def delete_topic(self, topic: str, cluster: str | None = None) -> None:

@@ -13,6 +13,7 @@ import logging
 from ferrymq.auth.serving import serve_auth
 from ferrymq.namesrv.broker_processor import BrokerProcessor
 from ferrymq.namesrv.config import NamesrvConfig
+from ferrymq.namesrv.config_processor import NamesrvConfigProcessor
 from ferrymq.namesrv.kv_config import KVConfigStore
 from ferrymq.namesrv.kv_processor import KVConfigProcessor
 from ferrymq.namesrv.route_processor import RouteProcessor
@@ -38,6 +39,7 @@ class NameServer:
             self.remoting, config.auth_path, enabled=config.auth_enabled,
             init_username=config.init_username, init_password=config.init_password,
         )  # fmt: skip
+        NamesrvConfigProcessor(config, self._settings_changed).register_with(self.remoting)
         self.remoting.on_connection_closed(self._connection_closed)
         self._tasks = BackgroundTasks("name server")
 
@@ -54,6 +56,9 @@ class NameServer:
     async def stop(self, grace: float = 5.0) -> None:
         await self._tasks.close()
         await self.remoting.stop(grace)
+
+    def _settings_changed(self) -> None:
+        self.routes.broker_timeout = self.config.broker_channel_expired_time / 1000
 
     def _connection_closed(self, connection: Connection) -> None:
         for cluster, addr in self.routes.remove_channel(connection):

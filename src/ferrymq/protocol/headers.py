@@ -47,7 +47,8 @@ class CustomHeader(msgspec.Struct, rename="camel", gc=False):
 
 
 class TopicRequestHeader(CustomHeader):
-    """DELETE_TOPIC_IN_BROKER, GET_TOPIC_STATS_INFO, GET_TOPIC_CONFIG, REGISTER_TOPIC_IN_NAMESRV."""
+    """DELETE_TOPIC_IN_BROKER, GET_TOPIC_STATS_INFO, GET_TOPIC_CONFIG, REGISTER_TOPIC_IN_NAMESRV,
+    QUERY_TOPIC_CONSUME_BY_WHO."""
 
     topic: str
 
@@ -340,7 +341,7 @@ class DeleteSubscriptionGroupRequestHeader(CustomHeader):
 
 
 class GroupRequestHeader(CustomHeader):
-    """GET_SUBSCRIPTIONGROUP_CONFIG."""
+    """GET_SUBSCRIPTIONGROUP_CONFIG, QUERY_TOPICS_BY_CONSUMER."""
 
     group: str
 
@@ -353,6 +354,37 @@ class ProducerGroupRequestHeader(CustomHeader):
 
 class GetTopicsByClusterRequestHeader(CustomHeader):
     cluster: str
+
+
+class CloneGroupOffsetRequestHeader(CustomHeader):
+    """CLONE_GROUP_OFFSET: copy `src_group`'s offsets on `topic` (all its topics if None) to
+    `dest_group`; unless `offline`, only topics the source group, if online, subscribes to."""
+
+    src_group: str
+    dest_group: str
+    topic: str | None = None
+    offline: bool = False
+
+
+class QueryConsumeQueueRequestHeader(CustomHeader):
+    topic: str
+    queue_id: Int
+    index: Long
+    count: Int
+    consumer_group: str | None = None
+
+
+class ViewBrokerStatsDataRequestHeader(CustomHeader):
+    """VIEW_BROKER_STATS_DATA: e.g. TOPIC_PUT_NUMS of a topic, GROUP_GET_NUMS of "topic@group"."""
+
+    stats_name: str
+    stats_key: str
+
+
+class GetBrokerConfigResponseHeader(CustomHeader):
+    """The broker's config data version, as DataVersion JSON."""
+
+    version: str | None = None
 
 
 # --- NameServer -------------------------------------------------------------------------------
@@ -462,6 +494,11 @@ REQUEST_HEADERS: dict[int, type[CustomHeader]] = {
     RequestCode.QUERY_DATA_VERSION: BrokerRequestHeader,
     RequestCode.GET_TOPIC_CONFIG: TopicRequestHeader,
     RequestCode.GET_SUBSCRIPTIONGROUP_CONFIG: GroupRequestHeader,
+    RequestCode.CLONE_GROUP_OFFSET: CloneGroupOffsetRequestHeader,
+    RequestCode.VIEW_BROKER_STATS_DATA: ViewBrokerStatsDataRequestHeader,
+    RequestCode.QUERY_CONSUME_QUEUE: QueryConsumeQueueRequestHeader,
+    RequestCode.QUERY_TOPIC_CONSUME_BY_WHO: TopicRequestHeader,
+    RequestCode.QUERY_TOPICS_BY_CONSUMER: GroupRequestHeader,
     RequestCode.BROKER_HEARTBEAT: BrokerHeartbeatRequestHeader,
 }
 """The request header of each request code that has one (HEART_BEAT, LOCK_BATCH_MQ and the like carry

@@ -16,3 +16,15 @@ def topic_problem(topic: str) -> str | None:
     if not set(topic) <= _TOPIC_CHARS:
         return f"the topic name {topic!r} may only contain letters, digits, %, |, - and _"
     return None
+
+
+SYSTEM_TOPICS = frozenset({
+    "TBW102", "SCHEDULE_TOPIC_XXXX", "BenchmarkTest", "RMQ_SYS_TRANS_HALF_TOPIC", "RMQ_SYS_TRACE_TOPIC",
+    "RMQ_SYS_TRANS_OP_HALF_TOPIC", "TRANS_CHECK_MAX_TIME_TOPIC", "SELF_TEST_TOPIC", "OFFSET_MOVED_EVENT",
+})  # fmt: skip
+"""RocketMQ's TopicValidator system topic set (GET_SYSTEM_TOPIC_LIST_FROM_BROKER)."""
+
+
+def is_system_topic(topic: str) -> bool:
+    """A topic brokers make for themselves: the fixed set, and rmq_sys_/RMQ_SYS_ prefixed ones."""
+    return topic in SYSTEM_TOPICS or topic.lower().startswith("rmq_sys_")

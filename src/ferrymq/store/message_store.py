@@ -665,6 +665,14 @@ class MessageStore:
                 hi = mid
         return max(lo - 1, cq.min_offset) if upper else lo
 
+    def get_message_store_timestamp(self, topic: str, queue_id: int, queue_offset: int) -> int:
+        """Store time of the message at a queue offset (RocketMQ's getMessageStoreTimeStamp); -1: none."""
+        cq = self.queues.get(topic, queue_id)
+        entry = cq.entry(queue_offset) if cq else None
+        if entry is None or entry[1] == BLANK_ENTRY_SIZE:
+            return -1
+        return self._store_timestamp_at(entry[0])
+
     def get_earliest_message_time(self, topic: str | None = None, queue_id: int = 0) -> int:
         """Store time of the oldest retained message: of one queue, or of the whole CommitLog. -1: none."""
         if topic is None:

@@ -1,9 +1,10 @@
 """Client membership: HEART_BEAT, UNREGISTER_CLIENT, who is in a group (GET_CONSUMER_LIST_BY_GROUP,
-GET_CONSUMER_CONNECTION_LIST, GET_PRODUCER_CONNECTION_LIST), queue locks."""
+GET_CONSUMER_CONNECTION_LIST, GET_PRODUCER_CONNECTION_LIST, GET_ALL_PRODUCER_INFO), queue locks."""
 
 from __future__ import annotations
 
 import logging
+import time
 from collections.abc import Callable
 
 from ferrymq.broker.clients import Channel, ClientRegistry, Member
@@ -14,6 +15,7 @@ from ferrymq.broker.processors.common import error, ok
 from ferrymq.broker.topics import PERM_READ, PERM_WRITE, RETRY_GROUP_PREFIX, TopicConfigManager
 from ferrymq.net.connection import Connection
 from ferrymq.net.errors import RemotingError
+from ferrymq.protocol.admin_bodies import ProducerInfo, ProducerTableInfo
 from ferrymq.protocol.bodies import (
     CheckClientRequestBody,
     ClientConnection,
@@ -61,6 +63,7 @@ class ClientProcessor:
         server.register(RequestCode.GET_CONSUMER_LIST_BY_GROUP, self.consumer_list)
         server.register(RequestCode.GET_CONSUMER_CONNECTION_LIST, self.consumer_connections)
         server.register(RequestCode.GET_PRODUCER_CONNECTION_LIST, self.producer_connections)
+        server.register(RequestCode.GET_ALL_PRODUCER_INFO, self.all_producers)
         server.register(RequestCode.LOCK_BATCH_MQ, self.lock)
         server.register(RequestCode.UNLOCK_BATCH_MQ, self.unlock)
         server.register(RequestCode.CHECK_CLIENT_CONFIG, self.check_client_config)
@@ -81,7 +84,7 @@ class ClientProcessor:
                 log.info("consumer %s joined group %s", data.client_id, consumer.group_name)
                 self._members_changed(consumer.group_name)
         for producer in data.producer_data_set:
-            self.clients.heartbeat_producer(data.client_id, conn, producer.group_name)
+            self.clients.heartbeat_producer(data.client_id, conn, producer.group_name, request.language)
         return ok(request)
 
     def _compile_filters(self, client_id: str, consumer: ConsumerData) -> None:
@@ -133,6 +136,19 @@ class ClientProcessor:
             )
         body = ProducerConnection(connection_set=[_connection(m) for m in members.values()])
         return ok(request, body=encode_body(body))
+
+    async def all_producers(self, conn: Connection, request: RemotingCommand) -> RemotingCommand:
+        """Every producer group with its connected producers (rocketmq-exporter counts them)."""
+        wall_minus_monotonic = time.time() - time.monotonic()
+        table = ProducerTableInfo({
+            group: [
+                ProducerInfo(m.client_id, m.connection.remote_address, m.language.name, 0,
+                             int((m.last_heartbeat + wall_minus_monotonic) * 1000))
+                for m in members.values()
+            ]
+            for group, members in self.clients.producers.items() if members
+        })  # fmt: skip
+        return ok(request, body=encode_body(table))
 
     async def lock(self, conn: Connection, request: RemotingCommand) -> RemotingCommand:
         body = decode_body(LockBatchRequestBody, request.body)

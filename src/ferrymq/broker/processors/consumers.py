@@ -1,4 +1,5 @@
-"""Resetting a consumer group's offsets while it runs (INVOKE_BROKER_TO_RESET_OFFSET).
+"""Resetting a consumer group's offsets while it runs (INVOKE_BROKER_TO_RESET_OFFSET), and giving a
+group another group's offsets (CLONE_GROUP_OFFSET).
 
 The broker works out each queue's offset for the timestamp, stores it as the group's committed
 offset, and tells every online member of the group (RESET_CONSUMER_CLIENT_OFFSET, oneway) to go on
@@ -17,7 +18,7 @@ from ferrymq.net.connection import Connection
 from ferrymq.net.errors import RemotingError
 from ferrymq.protocol.bodies import MessageQueue, encode_reset_offset_body, encode_reset_offset_body_for_c
 from ferrymq.protocol.codes import LanguageCode, RequestCode, ResponseCode
-from ferrymq.protocol.headers import ResetOffsetRequestHeader
+from ferrymq.protocol.headers import CloneGroupOffsetRequestHeader, ResetOffsetRequestHeader
 from ferrymq.protocol.remoting import RemotingCommand
 from ferrymq.store import MessageStore
 
@@ -37,6 +38,30 @@ class ConsumerAdminProcessor:
 
     def register(self, server) -> None:
         server.register(RequestCode.INVOKE_BROKER_TO_RESET_OFFSET, self.reset_offset)
+        server.register(RequestCode.CLONE_GROUP_OFFSET, self.clone_offsets)
+
+    async def clone_offsets(self, conn: Connection, request: RemotingCommand) -> RemotingCommand:
+        """Copy the source group's offsets topic by topic; unless `offline`, skip topics an online
+        source group does not subscribe to (RocketMQ's rule)."""
+        h = CloneGroupOffsetRequestHeader.from_ext_fields(request.ext_fields)
+        if h.topic and self.topics.get(h.topic) is None:
+            return error(request, ResponseCode.TOPIC_NOT_EXIST, f"topic[{h.topic}] not exist")
+        names = [h.topic] if h.topic else sorted(self.offsets.topics_of(h.src_group))
+        online = None if h.offline else self.clients.consumers.get(h.src_group)
+        cloned = [
+            topic for topic in names
+            if self.topics.get(topic) is not None
+            and not (online and online.subscriptions and topic not in online.subscriptions)
+            and self.offsets.clone(h.src_group, h.dest_group, topic)
+        ]  # fmt: skip
+        if not cloned:
+            return error(
+                request, ResponseCode.QUERY_NOT_FOUND,
+                f"group {h.src_group} has no offsets to clone" + (f" on {h.topic}" if h.topic else ""),
+            )  # fmt: skip
+        self.offsets.persist()
+        log.info("offsets of %s cloned to %s on %s", h.src_group, h.dest_group, ", ".join(cloned))
+        return ok(request)
 
     async def reset_offset(self, conn: Connection, request: RemotingCommand) -> RemotingCommand:
         h = ResetOffsetRequestHeader.from_ext_fields(request.ext_fields)

@@ -3,6 +3,8 @@ RocketMQ's remoting headers over the transport-neutral PopService."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 from ferrymq.broker.pop import PopError, PopService
 from ferrymq.broker.processors.common import error, ok
 from ferrymq.broker.topics import PERM_READ
@@ -24,7 +26,8 @@ from ferrymq.protocol.remoting import RemotingCommand
 
 
 class PopProcessor:
-    def __init__(self, pop: PopService, broker_permission: int) -> None:
+    def __init__(self, pop: PopService, broker_permission: Callable[[], int]) -> None:
+        """`broker_permission()`: the broker's permission now (an admin may change it while it runs)."""
         self.pop = pop
         self.broker_permission = broker_permission
 
@@ -39,7 +42,7 @@ class PopProcessor:
 
     async def pop_message(self, conn: Connection, request: RemotingCommand) -> RemotingCommand:
         h = PopMessageRequestHeader.from_ext_fields(request.ext_fields)
-        if not self.broker_permission & PERM_READ:
+        if not self.broker_permission() & PERM_READ:
             return error(request, ResponseCode.NO_PERMISSION, "the broker is not readable")
         try:
             result = await self.pop.pop(

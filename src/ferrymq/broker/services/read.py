@@ -80,6 +80,8 @@ class ReadService:
         self.filters = filters
         self.consumption = consumption
         self.delivered: Tally[tuple[str, str]] = Tally()  # (topic, group) pulled, for metrics
+        self.reads_found = 0  # pulls answered with messages, and without (for getFoundTps, getMissTps)
+        self.reads_missed = 0
         self.pulled: dict[tuple[str, str, int], int] = {}  # (topic, group, queue) → next offset pulled
         self.hold = hold
         self.role = role
@@ -171,8 +173,11 @@ class ReadService:
             result = get(count)
             code = read_code(result, offset)
         if result.message_count:
+            self.reads_found += 1
             self.delivered.add((topic, group), result.message_count, result.total_size)
             self.pulled[(topic, group, queue_id)] = result.next_begin_offset
+        else:
+            self.reads_missed += 1
         return ReadOutcome(
             code, result.status.name, result.next_begin_offset, result.min_offset, result.max_offset,
             self._suggested_broker_id(group_config, topic, queue_id, result), result.buffers,

@@ -4,6 +4,7 @@ gateway declaring and deleting queues) calls directly."""
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Callable
 
 from ferrymq.broker.offsets import ConsumerOffsetManager
@@ -27,9 +28,24 @@ class TopicAdmin:
         self._topics_changed = topics_changed
 
     def create(self, config: TopicConfig) -> None:
-        self.topics.put(config)
-        self.store.prepare_topic(config.topic_name, config.write_queue_nums)
+        self.create_many([config])
+
+    def create_many(self, configs: list[TopicConfig]) -> None:
+        """Several topics with one write of the topic file and one registration."""
+        self.topics.put_many(configs)
+        self._prepare(configs)
         self._topics_changed()
+
+    async def create_many_off_loop(self, configs: list[TopicConfig]) -> None:
+        """`create_many` with the ConsumeQueue files made on a worker thread: a batch of thousands
+        of topics takes seconds of file creation, which must not hold up the broker's other requests."""
+        self.topics.put_many(configs)
+        await asyncio.to_thread(self._prepare, configs)
+        self._topics_changed()
+
+    def _prepare(self, configs: list[TopicConfig]) -> None:
+        for config in configs:
+            self.store.prepare_topic(config.topic_name, config.write_queue_nums)
 
     def delete(self, topic: str) -> None:
         """The topic's config, its messages and every group's offsets in it."""
