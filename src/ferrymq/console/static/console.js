@@ -78,11 +78,11 @@ function link(href, text) {
 
 // --- pages ------------------------------------------------------------------------------------------
 
-async function dashboardPage() {
+async function dashboardPage(view) {
   const cards = h("div", { class: "cards", id: "totals" });
   const charts = h("div", { id: "charts" });
   const top = h("div", { id: "top-lag" });
-  page.replaceChildren(h("h2", {}, "Dashboard"), cards, charts, h("h3", {}, "Groups most behind"), top);
+  view.replaceChildren(h("h2", {}, "Dashboard"), cards, charts, h("h3", {}, "Groups most behind"), top);
   async function refresh() {
     const d = await api("/api/dashboard");
     cards.replaceChildren(
@@ -101,10 +101,11 @@ async function dashboardPage() {
       d.top.map((g) => [link(`#/groups/${encodeURIComponent(g.group)}`, g.group), g.topic, g.lag])));
   }
   await refresh();
-  timer = setInterval(() => refresh().catch(() => {}), 2000);
+  const id = setInterval(() => (view.isConnected ? refresh().catch(() => {}) : clearInterval(id)), 2000);
+  timer = id;
 }
 
-async function clusterPage() {
+async function clusterPage(view) {
   const d = await api("/api/cluster");
   const rows = d.groups.flatMap((g) => g.replicas.map((r) => [
     g.cluster, g.broker_name, r.broker_id, r.address,
@@ -113,14 +114,14 @@ async function clusterPage() {
     g.master_epoch ?? "", g.sync_state_set_epoch ?? "",
     r.runtime ? r.runtime.brokerVersionDesc : "not answering",
     r.runtime ? r.runtime.msgPutTotalTodayNow : "", r.runtime ? r.runtime.runtime : ""]));
-  page.replaceChildren(h("h2", {}, "Cluster"),
+  view.replaceChildren(h("h2", {}, "Cluster"),
     h("p", {}, `NameServer ${d.namesrv}` + (d.controllers ? `, controllers ${d.controllers}` :
       " (no controllers given: epochs and SyncStateSets are not shown)")),
     table(["cluster", "broker", "id", "address", "role", "in SyncStateSet", "CommitLog max offset",
       "master epoch", "SyncStateSet epoch", "version", "messages stored", "up"], rows, "brokers"));
 }
 
-async function topicsPage() {
+async function topicsPage(view) {
   const all = await api("/api/topics");
   const list = h("div", {});
   const filter = h("input", { id: "topic-filter", placeholder: "filter by name" });
@@ -143,11 +144,11 @@ async function topicsPage() {
     await api("/api/topics", { topic: v.topic, queues: Number(v.queues), perm: Number(v.perm), order: !!v.order });
     location.hash = `#/topics/${encodeURIComponent(v.topic)}`;
   });
-  page.replaceChildren(h("h2", {}, "Topics"), create, h("div", {}, filter, " ", kind), list);
+  view.replaceChildren(h("h2", {}, "Topics"), create, h("div", {}, filter, " ", kind), list);
   draw();
 }
 
-async function topicPage(topic) {
+async function topicPage(view, topic) {
   const d = await api(`/api/topics/${encodeURIComponent(topic)}`);
   const sent = h("div", { id: "sent" });
   const send = form("send-message", [
@@ -163,7 +164,7 @@ async function topicPage(topic) {
   const remove = h("button", { class: "secondary", id: "delete-topic", onclick: async () => {
     if (confirm(`Delete topic ${topic}?`)) { await api(`/api/topics/${encodeURIComponent(topic)}`, undefined, "DELETE"); location.hash = "#/topics"; }
   } }, "Delete topic");
-  page.replaceChildren(h("h2", {}, `Topic ${topic}`),
+  view.replaceChildren(h("h2", {}, `Topic ${topic}`),
     h("h3", {}, "Route"), table(["broker", "cluster", "addresses"], d.route.brokers.map((b) =>
       [b.name, b.cluster, Object.entries(b.addrs).map(([id, a]) => `${id}: ${a}`).join(", ")]), "route"),
     table(["broker", "read queues", "write queues", "perm"], d.route.queues.map((q) => [q.broker, q.read, q.write, q.perm])),
@@ -174,7 +175,7 @@ async function topicPage(topic) {
     h("h3", {}, "Send a test message"), send, sent, h("p", {}, remove));
 }
 
-async function groupsPage() {
+async function groupsPage(view) {
   const all = await api("/api/groups");
   const filter = h("input", { id: "group-filter", placeholder: "filter by name" });
   const list = h("div", {});
@@ -185,14 +186,14 @@ async function groupsPage() {
         [link(`#/groups/${encodeURIComponent(g.group)}`, g.group), g.topics.join(", "), g.lag]), "groups"));
   }
   filter.addEventListener("input", draw);
-  page.replaceChildren(h("h2", {}, "Consumer groups"), filter, list);
+  view.replaceChildren(h("h2", {}, "Consumer groups"), filter, list);
   draw();
 }
 
-async function groupPage(group) {
+async function groupPage(view, group) {
   const path = `/api/groups/${encodeURIComponent(group)}`;
   const d = await api(path);
-  const again = () => groupPage(group);
+  const again = () => groupPage(view, group);
   const progress = Object.entries(d.progress).flatMap(([topic, queues]) => [
     h("h3", {}, `${topic}: lag ${queues.reduce((n, q) => n + q.lag, 0)}`),
     table(["broker", "queue", "broker offset", "consumer offset", "lag"],
@@ -200,7 +201,7 @@ async function groupPage(group) {
   const controls = Object.entries(d.controls).map(([broker, c]) =>
     [broker, c.paused ? "paused" : "consuming", (c.paused_clients || []).join(", "), c.rate_limit ? `${c.rate_limit}/s` : "none"]);
   const topics = Object.keys(d.progress);
-  page.replaceChildren(h("h2", {}, `Consumer group ${group}`),
+  view.replaceChildren(h("h2", {}, `Consumer group ${group}`),
     h("p", {}, "Total lag ", h("b", { id: "group-lag" }, Object.values(d.progress).flat().reduce((n, q) => n + q.lag, 0))),
     ...progress,
     h("h3", {}, "Clients"), d.clients.length ? table(["client id"], d.clients.map((c) => [c]), "clients") : h("p", {}, "No client online."),
@@ -240,14 +241,14 @@ async function showTrace(msgId) {
   box.replaceChildren(h("h3", {}, `Trace of ${msgId}`), h("ul", { class: "timeline" }, events.map(([ms, what]) => h("li", {}, `${when(ms)}  ${what}`))));
 }
 
-async function messagesPage(params) {
+async function messagesPage(view, params) {
   const results = h("div", { id: "results" });
   async function search(query) {
     const found = await api(`/api/messages?${new URLSearchParams(query)}`);
     results.replaceChildren(h("p", {}, `${found.length} message(s)`), messageRows(found));
   }
   const local = (ms) => new Date(ms - new Date().getTimezoneOffset() * 60000).toISOString().slice(0, 19);
-  page.replaceChildren(h("h2", {}, "Messages"),
+  view.replaceChildren(h("h2", {}, "Messages"),
     form("by-id", [field("Message id", h("input", { name: "id", size: 34, value: params.get("id") || "" })),
       field("Topic (for a unique id)", h("input", { name: "topic", value: params.get("topic") || "" }))], "Find by id", search),
     form("by-key", [field("Topic", h("input", { name: "topic", required: true })), field("Key", h("input", { name: "key", required: true }))],
@@ -260,7 +261,7 @@ async function messagesPage(params) {
   if (params.get("id")) await search({ id: params.get("id"), topic: params.get("topic") || "" });
 }
 
-async function dlqPage(params) {
+async function dlqPage(view, params) {
   const results = h("div", { id: "dead-letters" });
   async function browse(group) {
     const found = await api(`/api/dlq/${encodeURIComponent(group)}`);
@@ -270,18 +271,18 @@ async function dlqPage(params) {
     } }, "Resend all");
     results.replaceChildren(h("p", {}, `${found.length} dead letter(s) of ${group}`), messageRows(found), found.length ? resend : "");
   }
-  page.replaceChildren(h("h2", {}, "Dead letters"),
+  view.replaceChildren(h("h2", {}, "Dead letters"),
     form("dlq", [field("Consumer group", h("input", { name: "group", required: true, value: params.get("group") || "" }))], "Browse", (v) => browse(v.group)),
     results, h("div", { id: "trace" }));
 }
 
-async function amqpPage() {
+async function amqpPage(view) {
   const d = await api("/api/amqp");
   if (!d.enabled) {
-    page.replaceChildren(h("h2", {}, "AMQP"), h("p", { class: "note" }, `AMQP metadata not available: ${d.reason}.`));
+    view.replaceChildren(h("h2", {}, "AMQP"), h("p", { class: "note" }, `AMQP metadata not available: ${d.reason}.`));
     return;
   }
-  page.replaceChildren(h("h2", {}, "AMQP"),
+  view.replaceChildren(h("h2", {}, "AMQP"),
     h("h3", {}, "Virtual hosts"), table(["name"], d.vhosts.map((v) => [v.name]), "vhosts"),
     h("h3", {}, "Exchanges"), table(["vhost", "name", "type", "durable"], d.exchanges.map((e) => [e.vhost, e.name, e.type, String(e.durable)]), "exchanges"),
     h("h3", {}, "Queues"), table(["vhost", "name", "durable", "arguments"], d.queues.map((q) => [q.vhost, q.name, String(q.durable), JSON.stringify(q.arguments || {})]), "queues"),
@@ -289,9 +290,9 @@ async function amqpPage() {
     h("h3", {}, "Users"), table(["name", "tags"], d.users.map((u) => [u.name, Array.isArray(u.tags) ? u.tags.join(", ") : u.tags]), "users"));
 }
 
-async function accessPage() {
+async function accessPage(view) {
   const d = await api("/api/access");
-  page.replaceChildren(h("h2", {}, "Proxies & ACL"),
+  view.replaceChildren(h("h2", {}, "Proxies & ACL"),
     h("h3", {}, "Proxies"), h("p", { class: "note", id: "proxies" }, d.proxies.reason),
     h("h3", {}, "ACL users"), h("p", { class: "note", id: "acl" }, d.acl.reason));
 }
@@ -309,11 +310,13 @@ async function route() {
   const found = PAGES.find(([pattern]) => pattern.test(path));
   if (!found) { location.hash = "#/dashboard"; return; }
   const arg = path.match(found[0])[1];
-  page.replaceChildren(h("p", {}, "Loading…"));
+  // Each visit draws into its own element: a late answer for a page left behind changes nothing.
+  const view = h("div", {}, h("p", {}, "Loading…"));
+  page.replaceChildren(view);
   try {
-    await found[1](arg === undefined ? new URLSearchParams(query) : decodeURIComponent(arg));
+    await found[1](view, arg === undefined ? new URLSearchParams(query) : decodeURIComponent(arg));
   } catch (e) {
-    page.replaceChildren(h("p", { class: "bad" }, "This page could not be drawn: see the message above."));
+    view.replaceChildren(h("p", { class: "bad" }, "This page could not be drawn: see the message above."));
   }
 }
 
