@@ -4,9 +4,11 @@ GROUPS consumer groups (each group with a committed offset and a backlog on a to
 A NameServer and broker run as `ferrymq dev` and the console as `ferrymq console`, each its own
 process. The fixture is made through the admin calls brokers answer today: topics created with
 UPDATE_AND_CREATE_TOPIC, PARALLEL requests in flight; one message sent to each group's topic and an
-offset committed for each group. Then every API path is asked REQUESTS times in a row (most answers
-from the console's 5-second tables) and COLD times after those tables expired; with --browser the
-topics, groups and dashboard pages are also opened in headless Chromium and timed until drawn.
+offset committed for each group (a broker saves its topic table on every creation, so creating
+topics gets slower as they add up: the time is reported). Then every API path is asked REQUESTS
+times in a row (most answers from the console's 5-second tables) and COLD times after those tables
+expired; with --browser the topics, groups and dashboard pages are also opened in headless Chromium
+and timed until drawn.
 
     .venv/bin/python bench/console_scale.py --topics 10000 --groups 1000 --browser \\
         --save bench/results/console-scale.json
@@ -28,11 +30,11 @@ import aiohttp
 
 from ferrymq.bench.machine import machine_info
 from ferrymq.bench.processes import Proc, free_port
-from ferrymq.client import Admin, Message, Producer
+from ferrymq.client import Admin, ClientInstance, Message, Producer
 from ferrymq.client.pull import commit_offset
 from ferrymq.console.cluster import FRESH_S
 
-PARALLEL = 64
+PARALLEL = 8  # creations in flight: the broker handles them one after another
 REQUESTS = 30
 COLD = 3
 
@@ -50,8 +52,11 @@ async def bounded(calls, parallel: int = PARALLEL) -> None:
 async def make_fixture(namesrv: str, topics: int, groups: int) -> dict:
     """Topics T0..T{topics-1} of one queue; groups G0.. each with one message of backlog on T{i}."""
     started = time.monotonic()
-    async with Admin(namesrv) as admin:
-        await bounded(admin.create_topic(f"T{i}", 1) for i in range(topics))
+    instance = ClientInstance(namesrv, request_timeout=30)  # creations queue behind each other
+    async with Admin(namesrv, instance=instance) as admin:
+        for first in range(0, topics, 1000):
+            await bounded(admin.create_topic(f"T{i}", 1) for i in range(first, min(topics, first + 1000)))
+            print(f"{min(topics, first + 1000)} topics after {time.monotonic() - started:.0f} s", flush=True)
         created = time.monotonic() - started
         producer = Producer("BenchProducer", namesrv, instance=admin.instance)
         await producer.start()
@@ -63,6 +68,7 @@ async def make_fixture(namesrv: str, topics: int, groups: int) -> dict:
             mq = (await admin.instance.existing_route(f"T{i}")).read_queues[0]  # type: ignore[union-attr]
             await commit_offset(admin.instance, addr, mq, f"G{i}", 0)
         await producer.shutdown()
+    await instance.close()
     return {"topics_created_s": round(created, 1), "fixture_s": round(time.monotonic() - started, 1)}
 
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import time
 
 from ferrymq.bench.processes import free_port
+from ferrymq.client import Message, Producer
 from ferrymq.meta.database import database_url, make_engine
 from ferrymq.meta.entities import Binding, Exchange, Queue
 from ferrymq.meta.service import MetaService
@@ -170,3 +171,20 @@ async def test_the_page_and_its_files_are_served_from_the_package(cluster_consol
     for name in ("console.js", "charts.js", "console.css"):
         async with console.session.get(f"{console.url}/static/{name}") as response:
             assert response.status == 200 and len(await response.read()) > 500
+
+
+async def test_a_traced_message_has_its_timeline(make_cluster, open_console):
+    cluster = await make_cluster(trace_topic_enable=True)
+    console = await open_console(cluster.namesrv_addr)
+    await console.post("/api/topics", {"topic": "Traced", "queues": 1})
+    async with Producer("TracedProducer", cluster.namesrv_addr, enable_trace=True) as producer:
+        sent = await producer.send(Message("Traced", b"followed"))
+
+    async def traced():
+        status, value = await console.call("GET", f"/api/messages/{sent.msg_id}/trace")
+        return value if status == 200 else None
+
+    trace = await eventually(traced, 20, "the trace of the message")
+    (send,) = trace["sends"]
+    assert send["group"] == "TracedProducer" and send["topic"] == "Traced" and send["success"] is True
+    assert trace["stored"]["msgId"] == sent.msg_id and trace["stored"]["body"] == "followed"
