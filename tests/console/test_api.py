@@ -10,6 +10,8 @@ from ferrymq.meta.database import database_url, make_engine
 from ferrymq.meta.entities import Binding, Exchange, Queue
 from ferrymq.meta.service import MetaService
 from ferrymq.meta.store import MetaStore
+from ferrymq.protocol.codes import RequestCode, ResponseCode
+from ferrymq.protocol.message_id import parse_offset_msg_id
 from tests.console.conftest import commit
 from tests.metrics.conftest import eventually
 
@@ -121,10 +123,25 @@ async def test_cluster_page_shows_the_master_and_its_runtime(cluster_console):
     assert d["controllers"] is None
 
 
-async def test_dead_letters_of_a_group_without_any(cluster_console):
-    _, console = cluster_console
+async def test_dead_letters_are_browsed_and_sent_back(cluster_console):
+    cluster, console = cluster_console
     assert await console.get("/api/dlq/NoSuchGroup") == []
-    assert await console.post("/api/dlq/NoSuchGroup/resend") == []
+    await console.post("/api/topics", {"topic": "Pay", "queues": 1})
+    sent = await console.post("/api/topics/Pay/send", {"body": "failed", "keys": "p1"})
+    await cluster.settled()
+    _, _, offset = parse_offset_msg_id(sent["offsetMsgId"])
+    ext = {"offset": offset, "group": "billing", "delayLevel": -1}  # -1: dead-lettered at once
+    assert (await cluster.call(RequestCode.CONSUMER_SEND_MSG_BACK, ext)).code == ResponseCode.SUCCESS
+    await cluster.settled()
+    (letter,) = await console.get("/api/dlq/billing")
+    assert letter["topic"] == "%DLQ%billing" and letter["body"] == "failed"
+    assert letter["properties"]["RETRY_TOPIC"] == "Pay"
+    (resent,) = await console.post("/api/dlq/billing/resend", {"ids": [letter["msgId"]]})
+    assert resent["topic"] == "Pay" and resent["newMsgId"] == sent["msgId"]
+    await cluster.settled()
+    assert [s["max"] for s in (await console.get("/api/topics/Pay"))["status"]] == [2]
+    status, value = await console.call("POST", "/api/dlq/billing/resend", {"ids": "all"})
+    assert status == 400 and "list" in value["error"]
 
 
 async def test_amqp_pages_read_the_metadata_service(make_cluster, open_console, tmp_path):

@@ -64,4 +64,5 @@ async def resend(request: web.Request) -> web.Response:
     if ids is not None and not (isinstance(ids, list) and all(isinstance(i, str) for i in ids)):
         raise BadInput("ids must be a list of message ids (or absent for all)")
     sent = await data(request).admin.resend_dead_letters(request.match_info["group"], ids)
-    return answer([{"msgId": m.msg_id, "topic": m.topic, "newMsgId": r.msg_id} for m, r in sent])
+    return answer([{"msgId": m.msg_id, "newMsgId": r.msg_id, "topic": r.message_queue.topic}
+                   for m, r in sent])  # fmt: skip
