@@ -1,8 +1,10 @@
 """The console at scale: how fast its API and pages answer over a cluster of TOPICS topics and
 GROUPS consumer groups (each group with a committed offset and a backlog on a topic of its own).
 
-A NameServer and broker run as `ferrymq dev` and the console as `ferrymq console`, each its own
-process. The fixture is made through the admin calls brokers answer today: topics created with
+A NameServer, BROKERS brokers (each a cluster of its own, holding an equal share of the topics:
+a broker keeps two files open per queue, and this machine allows 20,000 open files a process) and
+the console run as `ferrymq namesrv`, `ferrymq broker` and `ferrymq console`, each its own process.
+The fixture is made through the admin calls brokers answer today: topics created with
 UPDATE_AND_CREATE_TOPIC, PARALLEL requests in flight; one message sent to each group's topic and an
 offset committed for each group (a broker saves its topic table on every creation, so creating
 topics gets slower as they add up: the time is reported). Then every API path is asked REQUESTS
@@ -21,6 +23,7 @@ import asyncio
 import json
 import os
 import re
+import resource
 import statistics
 import tempfile
 import time
@@ -49,24 +52,25 @@ async def bounded(calls, parallel: int = PARALLEL) -> None:
     await asyncio.gather(*(one(c) for c in calls))
 
 
-async def make_fixture(namesrv: str, topics: int, groups: int) -> dict:
-    """Topics T0..T{topics-1} of one queue; groups G0.. each with one message of backlog on T{i}."""
+async def make_fixture(namesrv: str, topics: int, groups: int, brokers: int) -> dict:
+    """Topics T0..T{topics-1} of one queue, Ti on cluster C{i % brokers}; groups G0.. each with one
+    message of backlog on T{i}."""
     started = time.monotonic()
     instance = ClientInstance(namesrv, request_timeout=30)  # creations queue behind each other
     async with Admin(namesrv, instance=instance) as admin:
         for first in range(0, topics, 1000):
-            await bounded(admin.create_topic(f"T{i}", 1) for i in range(first, min(topics, first + 1000)))
+            await bounded(admin.create_topic(f"T{i}", 1, cluster=f"C{i % brokers}")
+                          for i in range(first, min(topics, first + 1000)))  # fmt: skip
             print(f"{min(topics, first + 1000)} topics after {time.monotonic() - started:.0f} s", flush=True)
         created = time.monotonic() - started
         producer = Producer("BenchProducer", namesrv, instance=admin.instance)
         await producer.start()
         await bounded(producer.send(Message(f"T{i}", b"backlog")) for i in range(groups))
-        route = await admin.instance.existing_route("T0")
-        assert route is not None
-        addr = next(iter(route.masters.values()))
         for i in range(groups):
-            mq = (await admin.instance.existing_route(f"T{i}")).read_queues[0]  # type: ignore[union-attr]
-            await commit_offset(admin.instance, addr, mq, f"G{i}", 0)
+            route = await admin.instance.existing_route(f"T{i}")
+            assert route is not None
+            mq = route.read_queues[0]
+            await commit_offset(admin.instance, route.masters[mq.broker_name], mq, f"G{i}", 0)
         await producer.shutdown()
     await instance.close()
     return {"topics_created_s": round(created, 1), "fixture_s": round(time.monotonic() - started, 1)}
@@ -134,19 +138,21 @@ async def measure_pages(base: str) -> dict:
 async def run(args: argparse.Namespace, workdir: Path) -> dict:
     namesrv_port, console_port = free_port(), free_port()
     namesrv = f"127.0.0.1:{namesrv_port}"
-    env: dict[str, str] = {}
-    dev = Proc("dev", ["dev", "--data-dir", str(workdir / "data"), "--namesrv-port", str(namesrv_port),
-                       "--broker-port", "0", "--proxy-port", "-1", "--amqp-port", "-1", "--console-port", "0",
-                       "--metrics-port", "-1"],
-               workdir, env, [])  # fmt: skip
-    console_args = ["console", "--namesrv", namesrv, "--port", str(console_port)]
-    console = Proc("console", console_args, workdir, env, [])
-    dev.start()
+    quiet = ["--metrics-port", "-1"]
+    procs = [Proc("namesrv", ["namesrv", "--listen", namesrv, *quiet], workdir, {}, [])]
+    for b in range(args.brokers):
+        listen = f"127.0.0.1:{free_port()}"
+        procs.append(Proc(f"broker{b}", ["broker", "--namesrv", namesrv, "--listen", listen, "--ha-port", "0",
+                                         "--store-dir", str(workdir / f"store{b}"), "--cluster", f"C{b}",
+                                         "--name", f"broker-{b}", *quiet], workdir, {}, []))  # fmt: skip
+    console = Proc("console", ["console", "--namesrv", namesrv, "--port", str(console_port)], workdir, {}, [])
     try:
-        await dev.wait_for_line("Press Ctrl-C", 60)
+        for proc, line in [(procs[0], "NameServer listening"), *((p, "listening on") for p in procs[1:])]:
+            proc.start()
+            await proc.wait_for_line(line, 60)
         console.start()
         await console.wait_for_line("Console on", 30)
-        fixture = await make_fixture(namesrv, args.topics, args.groups)
+        fixture = await make_fixture(namesrv, args.topics, args.groups, args.brokers)
         print(f"fixture: {fixture}")
         base = f"http://127.0.0.1:{console_port}"
         paths = ["/", "/static/console.js", "/api/topics", "/api/groups", "/api/dashboard", "/api/cluster",
@@ -156,14 +162,13 @@ async def run(args: argparse.Namespace, workdir: Path) -> dict:
         api = await measure_api(base, paths)
         console_cpu = _cpu_s(console.pid) - cpu_before
         pages = await measure_pages(base) if args.browser else {}
-        dev_rss = _rss_mib(dev.pid)
-        console_rss = _rss_mib(console.pid)
+        rss = {p.name: _rss_mib(p.pid) for p in [*procs, console]}
     finally:
         console.stop()
-        dev.stop(60)
-    return {"topics": args.topics, "groups": args.groups, **fixture, "api": api, "pages": pages,
-            "console_cpu_s_during_api": round(console_cpu, 1), "console_rss_mib": console_rss,
-            "broker_rss_mib": dev_rss}  # fmt: skip
+        for proc in reversed(procs):
+            proc.stop(60)
+    return {"topics": args.topics, "groups": args.groups, "brokers": args.brokers, **fixture, "api": api,
+            "pages": pages, "console_cpu_s_during_api": round(console_cpu, 1), "rss_mib": rss}  # fmt: skip
 
 
 def _cpu_s(pid: int) -> float:
@@ -183,11 +188,16 @@ def main() -> None:
     )
     parser.add_argument("--topics", type=int, default=10_000)
     parser.add_argument("--groups", type=int, default=1_000)
+    parser.add_argument("--brokers", type=int, default=2, help="broker processes sharing the topics")
     parser.add_argument("--browser", action="store_true", help="also time pages in headless Chromium")
     parser.add_argument("--save", type=Path)
     args = parser.parse_args()
     if args.groups > args.topics:
         parser.error("--groups must not exceed --topics (each group has a topic of its own)")
+    # Brokers hold two files open per queue (RocketMQ's docs ask for a nofile limit of 655350): the
+    # processes started here inherit the highest limit this one may set.
+    _, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))
     with tempfile.TemporaryDirectory(prefix="console-bench-") as tmp:
         result = asyncio.run(run(args, Path(tmp)))
     result["machine"] = machine_info()
