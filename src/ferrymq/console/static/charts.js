@@ -34,7 +34,7 @@ function lineChart(title, series, width = 460, height = 200) {
       const d = s.points.map((p, j) => `${j ? "L" : "M"}${x(p[0]).toFixed(1)},${y(p[1]).toFixed(1)}`).join("");
       root.append(svg("path", { d, fill: "none", stroke: s.color, "stroke-width": 2 }));
     }
-    const key = svg("text", { x: width - pad.right - 90 * (series.length - i), y: 15, fill: s.color });
+    const key = svg("text", { x: width - pad.right - 90 * (series.length - i), y: 15, style: `fill: ${s.color}` });
     key.textContent = "■ " + s.name;
     root.append(key);
   });
