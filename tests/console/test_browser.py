@@ -5,8 +5,10 @@ from __future__ import annotations
 import re
 
 from ferrymq.bench.processes import free_port
+from ferrymq.client import Message, Producer
 from tests.console.browser import chromium_page
 from tests.console.conftest import commit
+from tests.metrics.conftest import eventually
 
 
 async def test_topics_messages_groups_and_dashboard_in_a_browser(cluster_console):
@@ -57,6 +59,9 @@ async def test_topics_messages_groups_and_dashboard_in_a_browser(cluster_console
         await page.goto(console.url + "/#/dashboard")
         await expect(page.locator("#total-lag")).to_have_text("5")
         await expect(page.locator("#charts svg")).to_have_count(2)
+        await page.goto(console.url + "/#/groups/WebGroup")
+        await page.locator("#reset-offset button").click()  # no time given: now, past every message
+        await expect(page.locator("#group-lag")).to_have_text("0")
 
         # The cluster page shows the master; the access page says ACL is not there yet.
         await page.goto(console.url + "/#/cluster")
@@ -75,3 +80,22 @@ async def test_an_unreachable_cluster_is_said_so_on_the_page(open_console):
         await page.goto(console.url + "/#/topics")
         await expect(page.locator("#error")).to_be_visible()
         await expect(page.locator("#error")).to_contain_text(f"NameServer 127.0.0.1:{port}")
+
+
+async def test_a_traced_message_shows_its_timeline_in_a_browser(make_cluster, open_console):
+    cluster = await make_cluster(trace_topic_enable=True)
+    console = await open_console(cluster.namesrv_addr)
+    async with Producer("WebProducer", cluster.namesrv_addr, enable_trace=True) as producer:
+        sent = await producer.send(Message("Followed", b"watch me"))
+
+    async def traced():
+        return (await console.call("GET", f"/api/messages/{sent.msg_id}/trace"))[0] == 200
+
+    await eventually(traced, 20, "the message's trace")
+    async with chromium_page() as (page, expect):
+        await page.goto(f"{console.url}/#/messages?topic=Followed&id={sent.msg_id}")
+        await expect(page.locator("#found")).to_contain_text("watch me")
+        await page.get_by_role("button", name="Trace").click()
+        first = page.locator("#trace .timeline li").first
+        await expect(first).to_contain_text("sent by WebProducer to Followed")
+        await expect(page.locator("#trace")).to_contain_text("stored on")
