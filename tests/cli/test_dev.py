@@ -5,6 +5,9 @@ import signal
 import subprocess
 import sys
 import time
+import urllib.request
+
+from ferrymq.bench.processes import free_port
 
 FERRYMQ = [sys.executable, "-m", "ferrymq"]
 
@@ -25,6 +28,8 @@ def start_dev(data_dir, ferrymq=FERRYMQ):
             "0",
             "--amqp-port",
             "0",
+            "--console-port",
+            str(free_port()),
         ],
         stdout=subprocess.PIPE,
         stderr=subprocess.STDOUT,
@@ -55,6 +60,9 @@ def test_dev_runs_a_cluster_that_produce_and_consume_use(tmp_path):
         assert str(tmp_path / "data") in banner
         assert re.search(r"Proxy\s+127\.0\.0\.1:\d+ \(gRPC", banner), banner
         assert re.search(r"AMQP\s+127\.0\.0\.1:\d+ \(RabbitMQ clients", banner), banner
+        console = re.search(r"Console\s+(http://\S+)", banner).group(1)
+        with urllib.request.urlopen(console + "api/cluster", timeout=10) as answer:
+            assert b'"role":"master"' in answer.read()
         namesrv = re.search(r"NameServer\s+(\S+)", banner).group(1)
         assert (tmp_path / "data" / "store" / "abort").exists()  # running: a crash would be noticed
         sent = subprocess.run(
@@ -110,6 +118,8 @@ def test_a_second_dev_on_the_same_data_dir_fails_with_a_clear_message(tmp_path):
                 "--proxy-port",
                 "0",
                 "--amqp-port",
+                "0",
+                "--console-port",
                 "0",
             ],
             capture_output=True,

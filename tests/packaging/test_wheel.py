@@ -41,6 +41,7 @@ def test_the_wheel_holds_the_accelerators_types_license_and_data(wheel):
         assert any(re.fullmatch(rf"ferrymq/_native/{name}\.cpython-\d+.*\.so", n) for n in names), name
     assert "ferrymq/py.typed" in names
     assert "ferrymq/proxy/v2/messaging.proto" in names
+    assert "ferrymq/console/static/index.html" in names  # the console needs no network
     assert any(n.endswith(".dist-info/licenses/LICENSE") for n in names)
     assert not any(n.startswith(("tests/", "bench/")) for n in names)
 

@@ -18,7 +18,10 @@ import urllib.parse
 import urllib.request
 from pathlib import Path
 
+from ferrymq.bench.debian import Unavailable, installed
 from ferrymq.bench.processes import free_port
+
+__all__ = ["Prometheus", "Unavailable", "prometheus_binary"]
 
 
 def _prometheus_pids() -> set[int]:
@@ -33,30 +36,13 @@ def _prometheus_pids() -> set[int]:
     return pids
 
 
-def _apt(*args: str) -> subprocess.CompletedProcess:
-    env = {**os.environ, "CI": "true", "DEBIAN_FRONTEND": "noninteractive"}
-    return subprocess.run(
-        ["apt-get", "-o", "DPkg::Lock::Timeout=300", *args],
-        env=env, stdin=subprocess.DEVNULL, capture_output=True, text=True, timeout=900,
-    )  # fmt: skip
-
-
 def prometheus_binary() -> str:
     """The prometheus executable; installs Debian's package first when it is missing (as root)."""
     found = shutil.which("prometheus")
     if found:
         return found
-    if os.geteuid() != 0 or shutil.which("apt-get") is None:
-        raise Unavailable("prometheus is not installed, and installing it needs root and apt-get")
     before = _prometheus_pids()
-    install = ("install", "-y", "--no-install-recommends", "prometheus")
-    done = _apt(*install)
-    if done.returncode != 0:  # stale package lists: refresh once
-        _apt("update")
-        done = _apt(*install)
-    assert done.returncode == 0, (
-        f"apt-get install prometheus failed:\n{done.stdout[-2000:]}{done.stderr[-2000:]}"
-    )
+    found = installed("prometheus", "prometheus")
     started_by_install = _prometheus_pids() - before
     if started_by_install:  # Debian's service, started by the package's postinst: stop and disable it
         for tool in (["service", "prometheus", "stop"], ["update-rc.d", "prometheus", "disable"]):
@@ -64,14 +50,7 @@ def prometheus_binary() -> str:
                 subprocess.run(tool, stdin=subprocess.DEVNULL, capture_output=True, timeout=60)
         for pid in started_by_install & _prometheus_pids():
             os.kill(pid, 15)
-    found = shutil.which("prometheus")
-    if found is None:
-        raise Unavailable("the prometheus package installed no prometheus binary")
     return found
-
-
-class Unavailable(Exception):
-    """Prometheus is not installed and cannot be installed here."""
 
 
 class Prometheus:

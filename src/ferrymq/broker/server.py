@@ -501,6 +501,11 @@ class Broker:
             "pullHoldingCount": str(self.hold.waiting()),
             "diskFull": str(store.disk_full).lower(),
             "haServerAddr": self.config.ha_addr,
+            # Since the broker started (RocketMQ counts from midnight), as the metrics' exporter names say.
+            "msgPutTotalTodayNow": str(sum(n for _, n, _ in self.puts.stored.items())),
+            "msgGetTotalTodayNow": str(
+                sum(n for tally in (self.reads.delivered, self.pops.delivered) for _, n, _ in tally.items())
+            ),
             **self.scheduler.runtime_info(),
             **self.transactions.stats(),
             **self.pops.runtime_info(),

@@ -1,7 +1,7 @@
 """`ferrymq dev`: a whole local cluster in one process, on loopback, with an embedded data directory.
 
-A NameServer, a Broker, and in the broker's process the gRPC proxy and the AMQP gateway (its
-metadata in SQLite under the data directory). Ctrl-C stops everything cleanly:
+A NameServer, a Broker, and in the broker's process the gRPC proxy, the AMQP gateway (its
+metadata in SQLite under the data directory) and the web console. Ctrl-C stops everything cleanly:
 the broker unregisters, flushes and writes its checkpoint.
 """
 
@@ -24,6 +24,7 @@ from ferrymq.store import StoreConfig, StoreError
 
 if TYPE_CHECKING:
     from ferrymq.amqp.server import AMQPServer
+    from ferrymq.console.app import ConsoleServer
     from ferrymq.metrics.http import MetricsServer
     from ferrymq.proxy.server import ProxyServer
 
@@ -64,6 +65,9 @@ def default_data_dir() -> Path:
     metavar="NAME:PASSWORD",
     help="Turn authentication and ACL on, with this first super user (off by default).",
 )
+@click.option(
+    "--console-port", default=8080, show_default=True, help="Web console port on 127.0.0.1 (0: no console)."
+)
 @limit_options
 @server_tls_options
 @metrics_option("broker")
@@ -73,6 +77,7 @@ def dev(
     broker_port: int,
     proxy_port: int,
     amqp_port: int,
+    console_port: int,
     max_message_size: int,
     consumer_timeout: int,
     metrics_port: int | None,
@@ -86,6 +91,8 @@ def dev(
     from ferrymq.amqp.gateway import GatewayLimits
     from ferrymq.broker.config import BrokerConfig
     from ferrymq.broker.server import Broker
+    from ferrymq.console.app import ConsoleServer
+    from ferrymq.console.cluster import ClusterData
     from ferrymq.namesrv.config import NamesrvConfig
     from ferrymq.namesrv.server import NameServer
 
@@ -110,9 +117,10 @@ def dev(
     metadata, close_metadata = open_metadata(None, data_dir / "meta")
     registry = Registry()
     metrics: MetricsServer | None = None
+    console: ConsoleServer | None = None
 
     async def start() -> str:
-        nonlocal proxy, gateway, metrics
+        nonlocal proxy, gateway, metrics, console
         await namesrv.start()
         namesrv_addr = f"127.0.0.1:{namesrv.port}"
         broker.config.namesrv_addr = namesrv_addr
@@ -142,6 +150,15 @@ def dev(
                 await stop()
                 raise
             lines.append(f"  AMQP        127.0.0.1:{port} (RabbitMQ clients, guest/guest, vhost /)")
+        if console_port:
+            try:
+                cluster = ClusterData(namesrv_addr, metadata=metadata)
+                console = ConsoleServer(cluster, "127.0.0.1", console_port)
+                port = await console.start()
+            except BaseException:
+                await stop()
+                raise
+            lines.append(f"  Console     http://127.0.0.1:{port}/")
         try:
             metrics, _ = await start_metrics(registry, "127.0.0.1", metrics_port, "broker")
         except BaseException:
@@ -167,6 +184,8 @@ def dev(
 
     async def stop() -> None:
         registry.stopping = True
+        if console is not None:
+            await console.close()
         if gateway is not None:
             await gateway.close()
         await close_metadata()

@@ -7,6 +7,7 @@ from ferrymq.cli.amqp import amqp
 from ferrymq.cli.bench import bench
 from ferrymq.cli.broker import broker
 from ferrymq.cli.clients import consume, produce
+from ferrymq.cli.console import console
 from ferrymq.cli.controller import controller
 from ferrymq.cli.dev import dev
 from ferrymq.cli.meta import meta
@@ -27,6 +28,7 @@ main.add_command(amqp)
 main.add_command(bench)
 main.add_command(broker)
 main.add_command(consume)
+main.add_command(console)
 main.add_command(controller)
 main.add_command(dev)
 main.add_command(meta)

@@ -1,0 +1,207 @@
+"""The console's HTTP API against a real NameServer and broker."""
+
+from __future__ import annotations
+
+import time
+
+from ferrymq.bench.processes import free_port
+from ferrymq.client import Message, Producer
+from ferrymq.meta.database import database_url, make_engine
+from ferrymq.meta.entities import Binding, Exchange, Queue
+from ferrymq.meta.service import MetaService
+from ferrymq.meta.store import MetaStore
+from ferrymq.protocol.codes import RequestCode, ResponseCode
+from ferrymq.protocol.message_id import parse_offset_msg_id
+from tests.console.conftest import commit
+from tests.metrics.conftest import eventually
+
+
+async def test_a_topic_created_through_the_api_is_in_the_cluster(cluster_console):
+    cluster, console = cluster_console
+    created = await console.post("/api/topics", {"topic": "Orders", "queues": 2})
+    assert created == {"topic": "Orders", "queues": 2}
+    assert cluster.broker.topics.get("Orders").read_queue_nums == 2
+    listed = {t["topic"]: t for t in await console.get("/api/topics")}
+    assert listed["Orders"]["readQueues"] == 2 and listed["Orders"]["kind"] == "normal"
+    detail = await console.get("/api/topics/Orders")
+    assert [q["read"] for q in detail["route"]["queues"]] == [2]
+    assert [(s["queue"], s["max"]) for s in detail["status"]] == [(0, 0), (1, 0)]
+    assert (await console.call("DELETE", "/api/topics/Orders"))[0] == 200
+    assert "Orders" not in {t["topic"] for t in await console.get("/api/topics")}
+
+
+async def test_bad_input_gets_a_400_that_says_why(cluster_console):
+    _, console = cluster_console
+    status, value = await console.call("POST", "/api/topics", {"topic": "no spaces"})
+    assert status == 400 and "not a topic name" in value["error"]
+    status, value = await console.call("POST", "/api/topics", {"topic": "T", "queues": "many"})
+    assert status == 400 and "integer" in value["error"]
+    status, value = await console.call("GET", "/api/messages")
+    assert status == 400 and "topic" in value["error"]
+    status, value = await console.call("GET", "/api/topics/Nowhere")
+    assert status == 404 and "Nowhere" in value["error"]
+    assert (await console.call("GET", "/api/nothing"))[0] == 404
+
+
+async def test_a_test_message_is_found_by_id_key_and_time(cluster_console):
+    cluster, console = cluster_console
+    await console.post("/api/topics", {"topic": "Search", "queues": 1})
+    before = int(time.time() * 1000) - 1000
+    sent = await console.post("/api/topics/Search/send", {"body": "hello", "tags": "t1", "keys": "k1 k2"})
+    assert sent["status"] == "SEND_OK"
+    await cluster.settled()
+    by_id = await console.get("/api/messages", id=sent["msgId"], topic="Search")
+    by_offset_id = await console.get("/api/messages", id=sent["offsetMsgId"])
+    by_key = await console.get("/api/messages", topic="Search", key="k2")
+    by_time = await console.get("/api/messages", topic="Search", begin=before, end=before + 60_000)
+    for found in (by_id, by_offset_id, by_key, by_time):
+        assert [(m["msgId"], m["body"], m["tags"], m["keys"]) for m in found] == [
+            (sent["msgId"], "hello", "t1", ["k1", "k2"])
+        ]
+    assert await console.get("/api/messages", topic="Search", begin=0, end=before) == []
+    status, value = await console.call("GET", f"/api/messages/{sent['msgId']}/trace")
+    assert status == 404 and "no trace" in value["error"]
+
+
+async def test_groups_show_lag_and_take_controls(cluster_console):
+    cluster, console = cluster_console
+    await console.post("/api/topics", {"topic": "Work", "queues": 1})
+    for i in range(5):
+        await console.post("/api/topics/Work/send", {"body": f"m{i}"})
+    await cluster.settled()
+    await commit(cluster, "Workers", "Work", 0, 2)
+    groups = {g["group"]: g for g in await console.get("/api/groups")}
+    assert groups["Workers"] == {"group": "Workers", "topics": ["Work"], "lag": 3}
+    detail = await console.get("/api/groups/Workers")
+    queues = detail["progress"]["Work"]
+    assert [(q["brokerOffset"], q["consumerOffset"], q["lag"]) for q in queues] == [(5, 2, 3)]
+    assert detail["clients"] == []
+    assert [g["lag"] for g in (await console.get("/api/topics/Work"))["groups"]] == [3]
+
+    await console.post("/api/groups/Workers/pause")
+    await console.post("/api/groups/Workers/rate-limit", {"perSecond": 50})
+    (controls,) = (await console.get("/api/groups/Workers"))["controls"].values()
+    assert controls["paused"] is True and controls["rate_limit"] == 50
+    await console.post("/api/groups/Workers/resume")
+    await console.post("/api/groups/Workers/rate-limit", {"perSecond": ""})
+    (controls,) = (await console.get("/api/groups/Workers"))["controls"].values()
+    assert controls["paused"] is False and controls["rate_limit"] is None
+    status, value = await console.call("POST", "/api/groups/Workers/rate-limit", {"perSecond": -1})
+    assert status == 400 and "above 0" in value["error"]
+
+    reset = await console.post("/api/groups/Workers/reset", {"topic": "Work", "timestamp": -1})
+    assert [r["offset"] for r in reset] == [5]
+    assert {g["group"]: g["lag"] for g in await console.get("/api/groups")}["Workers"] == 0
+
+
+async def test_dashboard_counts_messages_and_lag(cluster_console):
+    cluster, console = cluster_console
+    await console.post("/api/topics", {"topic": "Dash", "queues": 1})
+    for i in range(3):
+        await console.post("/api/topics/Dash/send", {"body": f"m{i}"})
+    await cluster.settled()
+    await commit(cluster, "DashGroup", "Dash", 0, 1)
+
+    async def counted():
+        d = await console.get("/api/dashboard")
+        return d if d["now"]["put"] >= 3 and d["now"]["lag"] == 2 and d["rates"] else None
+
+    d = await eventually(counted, 20, "the dashboard to count 3 messages and a lag of 2")
+    assert d["groups"] >= 1 and d["topics"] >= 1
+    assert {"group": "DashGroup", "topic": "Dash", "queues": 1, "consumer_offset": 1, "lag": 2} in d["top"]
+    assert all(r["in"] >= 0 and r["out"] >= 0 for r in d["rates"])
+
+
+async def test_cluster_page_shows_the_master_and_its_runtime(cluster_console):
+    cluster, console = cluster_console
+    d = await console.get("/api/cluster")
+    (group,) = d["groups"]
+    (replica,) = group["replicas"]
+    assert group["broker_name"] == cluster.broker.config.broker_name and group["master_id"] == 0
+    assert replica["role"] == "master" and replica["address"] == cluster.broker_addr
+    assert replica["runtime"]["msgPutTotalTodayNow"] == "0"
+    assert d["controllers"] is None
+
+
+async def test_dead_letters_are_browsed_and_sent_back(cluster_console):
+    cluster, console = cluster_console
+    assert await console.get("/api/dlq/NoSuchGroup") == []
+    await console.post("/api/topics", {"topic": "Pay", "queues": 1})
+    sent = await console.post("/api/topics/Pay/send", {"body": "failed", "keys": "p1"})
+    await cluster.settled()
+    _, _, offset = parse_offset_msg_id(sent["offsetMsgId"])
+    ext = {"offset": offset, "group": "billing", "delayLevel": -1}  # -1: dead-lettered at once
+    assert (await cluster.call(RequestCode.CONSUMER_SEND_MSG_BACK, ext)).code == ResponseCode.SUCCESS
+    await cluster.settled()
+    (letter,) = await console.get("/api/dlq/billing")
+    assert letter["topic"] == "%DLQ%billing" and letter["body"] == "failed"
+    assert letter["properties"]["RETRY_TOPIC"] == "Pay"
+    (resent,) = await console.post("/api/dlq/billing/resend", {"ids": [letter["msgId"]]})
+    assert resent["topic"] == "Pay" and resent["newMsgId"] == sent["msgId"]
+    await cluster.settled()
+    assert [s["max"] for s in (await console.get("/api/topics/Pay"))["status"]] == [2]
+    status, value = await console.call("POST", "/api/dlq/billing/resend", {"ids": "all"})
+    assert status == 400 and "list" in value["error"]
+
+
+async def test_amqp_pages_read_the_metadata_service(make_cluster, open_console, tmp_path):
+    cluster = await make_cluster()
+    without = await open_console(cluster.namesrv_addr)
+    assert (await without.get("/api/amqp"))["enabled"] is False
+    store = MetaStore(make_engine(database_url(tmp_path / "meta")))
+    store.ensure_defaults()
+    meta = MetaService(store)
+    try:
+        await meta.declare_exchange(Exchange(vhost="/", name="orders", type="topic"))
+        await meta.declare_queue(Queue(vhost="/", name="billing"))
+        await meta.bind(Binding(vhost="/", source="orders", destination="billing", routing_key="order.*"))
+        d = await (await open_console(cluster.namesrv_addr, meta)).get("/api/amqp")
+    finally:
+        store.engine.dispose()
+    assert d["enabled"] is True
+    assert [v["name"] for v in d["vhosts"]] == ["/"] and [u["name"] for u in d["users"]] == ["guest"]
+    assert [(e["name"], e["type"]) for e in d["exchanges"]] == [("orders", "topic")]
+    assert [q["name"] for q in d["queues"]] == ["billing"]
+    assert [(b["source"], b["destination"], b["routing_key"]) for b in d["bindings"]] == [
+        ("orders", "billing", "order.*")
+    ]
+
+
+async def test_access_page_says_acl_is_not_enabled(cluster_console):
+    _, console = cluster_console
+    assert "ACL not enabled" in (await console.get("/api/access"))["acl"]["reason"]
+
+
+async def test_an_unreachable_cluster_is_a_clear_502(open_console):
+    port = free_port()
+    console = await open_console(f"127.0.0.1:{port}")
+    for path in ("/api/topics", "/api/groups", "/api/cluster", "/api/dashboard"):
+        status, value = await console.call("GET", path)
+        assert status == 502, (path, value)
+        assert f"NameServer 127.0.0.1:{port}" in value["error"]
+
+
+async def test_the_page_and_its_files_are_served_from_the_package(cluster_console):
+    _, console = cluster_console
+    async with console.session.get(console.url + "/") as response:
+        assert response.status == 200 and "<title>ferrymq console</title>" in await response.text()
+    for name in ("console.js", "charts.js", "console.css"):
+        async with console.session.get(f"{console.url}/static/{name}") as response:
+            assert response.status == 200 and len(await response.read()) > 500
+
+
+async def test_a_traced_message_has_its_timeline(make_cluster, open_console):
+    cluster = await make_cluster(trace_topic_enable=True)
+    console = await open_console(cluster.namesrv_addr)
+    await console.post("/api/topics", {"topic": "Traced", "queues": 1})
+    async with Producer("TracedProducer", cluster.namesrv_addr, enable_trace=True) as producer:
+        sent = await producer.send(Message("Traced", b"followed"))
+
+    async def traced():
+        status, value = await console.call("GET", f"/api/messages/{sent.msg_id}/trace")
+        return value if status == 200 else None
+
+    trace = await eventually(traced, 20, "the trace of the message")
+    (send,) = trace["sends"]
+    assert send["group"] == "TracedProducer" and send["topic"] == "Traced" and send["success"] is True
+    assert trace["stored"]["msgId"] == sent.msg_id and trace["stored"]["body"] == "followed"
