@@ -1,39 +1,50 @@
-"""The `ferrymq` command: one entry point with a sub-command per role and tool."""
+"""The `ferrymq` command: one entry point with a sub-command per role and tool.
+
+Sub-commands are imported when used, not at start: each role pulls in its own libraries (the AMQP
+gateway SQLAlchemy and aiohttp, the proxy gRPC, ...), and an admin command should not wait for them.
+"""
+
+from __future__ import annotations
+
+import importlib
 
 import click
 
-from ferrymq.cli.admin import admin
-from ferrymq.cli.amqp import amqp
-from ferrymq.cli.bench import bench
-from ferrymq.cli.broker import broker
-from ferrymq.cli.clients import consume, produce
-from ferrymq.cli.console import console
-from ferrymq.cli.controller import controller
-from ferrymq.cli.dev import dev
-from ferrymq.cli.meta import meta
-from ferrymq.cli.migrate import migrate
-from ferrymq.cli.namesrv import namesrv
-from ferrymq.cli.proxy import proxy
-from ferrymq.cli.spark import spark
+COMMANDS = {  # name: "module:attribute" under ferrymq.cli
+    "admin": "admin:admin",
+    "amqp": "amqp:amqp",
+    "bench": "bench:bench",
+    "broker": "broker:broker",
+    "consume": "clients:consume",
+    "console": "console:console",
+    "controller": "controller:controller",
+    "dev": "dev:dev",
+    "meta": "meta:meta",
+    "migrate": "migrate:migrate",
+    "namesrv": "namesrv:namesrv",
+    "produce": "clients:produce",
+    "proxy": "proxy:proxy",
+    "spark": "spark:spark",
+}
 
 
-@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+class LazyGroup(click.Group):
+    """A group whose sub-commands are imported on first use."""
+
+    def list_commands(self, ctx: click.Context) -> list[str]:
+        return sorted(COMMANDS)
+
+    def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
+        where = COMMANDS.get(cmd_name)
+        if where is None:
+            return None
+        module, _, attribute = where.partition(":")
+        command = getattr(importlib.import_module(f"ferrymq.cli.{module}"), attribute)
+        assert isinstance(command, click.Command)
+        return command
+
+
+@click.group(cls=LazyGroup, context_settings={"help_option_names": ["-h", "--help"]})
 @click.version_option(package_name="ferrymq")
 def main() -> None:
     """ferrymq: a RocketMQ-compatible message broker in Python."""
-
-
-main.add_command(admin)
-main.add_command(amqp)
-main.add_command(bench)
-main.add_command(broker)
-main.add_command(consume)
-main.add_command(console)
-main.add_command(controller)
-main.add_command(dev)
-main.add_command(meta)
-main.add_command(migrate)
-main.add_command(namesrv)
-main.add_command(produce)
-main.add_command(proxy)
-main.add_command(spark)
