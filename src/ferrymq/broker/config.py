@@ -7,13 +7,11 @@ the TOML file, then `FERRYMQ_<NAME>` environment variables, then command-line fl
 
 from __future__ import annotations
 
-import dataclasses
-import os
-import tomllib
-from dataclasses import dataclass, field, fields
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from ferrymq import settings
 from ferrymq.net.tls import TLSSettings
 from ferrymq.store import StoreConfig
 
@@ -128,63 +126,12 @@ class BrokerConfig(TLSSettings):
     @classmethod
     def load(cls, toml_path: Path | None = None, overrides: dict[str, Any] | None = None) -> BrokerConfig:
         """Defaults < TOML file < FERRYMQ_* environment < `overrides` (the command line)."""
-        values: dict[str, Any] = {}
-        if toml_path is not None:
-            try:
-                values.update(tomllib.loads(Path(toml_path).read_text()))
-            except (OSError, tomllib.TOMLDecodeError) as e:
-                raise ConfigError(f"cannot read {toml_path}: {e}") from None
-        for name in _setting_names():
-            env = os.environ.get(f"FERRYMQ_{name.upper()}")
-            if env is not None:
-                values[name] = env
-        values.update({k: v for k, v in (overrides or {}).items() if v is not None})
-        return cls.from_settings(values)
+        return settings.load(cls, toml_path, overrides)
 
     @classmethod
     def from_settings(cls, values: dict[str, Any]) -> BrokerConfig:
-        broker_fields = {f.name: f for f in fields(cls) if f.name != "store"}
-        store_fields = {f.name: f for f in fields(StoreConfig)}
-        broker_values, store_values = {}, {}
-        for name, raw in values.items():
-            if name in broker_fields:
-                broker_values[name] = _coerce(name, raw, broker_fields[name])
-            elif name in store_fields:
-                store_values[name] = _coerce(name, raw, store_fields[name])
-            else:
-                raise ConfigError(f"unknown setting {name!r}")
-        try:
-            return cls(**broker_values, store=StoreConfig(**store_values))
-        except ValueError as e:
-            raise ConfigError(str(e)) from None
+        """From these settings alone (no file, no environment)."""
+        return settings.load(cls, None, values, environ={})
 
 
-class ConfigError(ValueError):
-    """A setting that does not exist or has a value of the wrong kind."""
-
-
-def _setting_names() -> list[str]:
-    return [f.name for f in fields(BrokerConfig) if f.name != "store"] + [f.name for f in fields(StoreConfig)]
-
-
-def _coerce(name: str, raw: Any, f: dataclasses.Field) -> Any:
-    """Turn a TOML or environment value into the setting's type, or say clearly why not."""
-    kind = f.type if isinstance(f.type, str) else getattr(f.type, "__name__", str(f.type))
-    try:
-        if kind == "bool":
-            if isinstance(raw, bool):
-                return raw
-            if str(raw).lower() in ("true", "1", "yes", "on"):
-                return True
-            if str(raw).lower() in ("false", "0", "no", "off"):
-                return False
-            raise ValueError
-        if kind in ("int", "float"):
-            if isinstance(raw, bool):
-                raise ValueError
-            return int(raw) if kind == "int" else float(raw)
-        if kind == "Path":
-            return Path(raw)
-        return str(raw)
-    except (TypeError, ValueError):
-        raise ConfigError(f"setting {name!r} must be {kind}, not {raw!r}") from None
+ConfigError = settings.SettingsError  # what a bad setting raises

@@ -10,10 +10,13 @@ import importlib
 
 import click
 
+from ferrymq.cli import logs
+
 COMMANDS = {  # name: "module:attribute" under ferrymq.cli
     "admin": "admin:admin",
     "amqp": "amqp:amqp",
     "bench": "bench:bench",
+    "config": "config:config",
     "broker": "broker:broker",
     "consume": "clients:consume",
     "console": "console:console",
@@ -46,5 +49,14 @@ class LazyGroup(click.Group):
 
 @click.group(cls=LazyGroup, context_settings={"help_option_names": ["-h", "--help"]})
 @click.version_option(package_name="ferrymq")
-def main() -> None:
+@click.option(
+    "--log-level", type=click.Choice(logs.LEVELS, case_sensitive=False), default="info", show_default=True,
+    envvar="FERRYMQ_LOG_LEVEL", help="What the servers log (FERRYMQ_LOG_LEVEL).",
+)  # fmt: skip
+@click.option(
+    "--log-format", type=click.Choice(["text", "json"]), default="text", show_default=True,
+    envvar="FERRYMQ_LOG_FORMAT", help="Plain lines, or one JSON object a line for log collectors.",
+)  # fmt: skip
+def main(log_level: str, log_format: str) -> None:
     """ferrymq: a RocketMQ-compatible message broker in Python."""
+    logs.chosen = (log_level.lower(), log_format)

@@ -8,8 +8,8 @@ import click
 
 from ferrymq.cli.controller import controller_options, make_controller
 from ferrymq.cli.metrics import metrics_option, start_metrics, stop_metrics
-from ferrymq.cli.serving import host_port, serve
-from ferrymq.cli.tls import client_tls_options, server_tls_options, tls_settings
+from ferrymq.cli.serving import host_port, load_settings, serve
+from ferrymq.cli.tls import check_tls, client_tls_options, server_tls_options, tls_overrides
 from ferrymq.metrics.http import MetricsServer
 from ferrymq.metrics.registry import Registry
 from ferrymq.metrics.roles import add_controller, add_namesrv
@@ -19,11 +19,14 @@ from ferrymq.namesrv.server import NameServer
 
 @click.command()
 @click.option(
+    "-c", "--config", "config_file", type=click.Path(path_type=Path, dir_okay=False, exists=True),
+    help="Settings file (TOML): NamesrvConfig's names, or RocketMQ's camelCase ones; then FERRYMQ_<NAME> "
+         "environment variables and these options win over it.",
+)  # fmt: skip
+@click.option(
     "--listen",
-    default="0.0.0.0:9876",
-    show_default=True,
     callback=host_port,
-    help="Address to accept brokers and clients on (port 0 picks a free one).",
+    help="Address to accept brokers and clients on (port 0 picks a free one) [default: 0.0.0.0:9876].",
 )
 @click.option(
     "--kv-config-path",
@@ -31,11 +34,11 @@ from ferrymq.namesrv.server import NameServer
     help="Keep KV config (e.g. ORDER_TOPIC_CONFIG) in this JSON file; in memory only when not given.",
 )
 @click.option(
-    "--auth-enabled", is_flag=True, envvar="FERRYMQ_AUTH_ENABLED",
+    "--auth-enabled", is_flag=True, default=None,
     help="Refuse requests not signed by a known user (AccessKey/Signature), and check their rules.",
 )  # fmt: skip
-@click.option("--init-username", envvar="FERRYMQ_INIT_USERNAME", default="", help="The first super user.")
-@click.option("--init-password", envvar="FERRYMQ_INIT_PASSWORD", default="", help="Its password (SecretKey).")
+@click.option("--init-username", help="The first super user.")
+@click.option("--init-password", help="Its password (SecretKey).")
 @click.option(
     "--auth-path",
     type=click.Path(path_type=Path, dir_okay=False),
@@ -46,11 +49,12 @@ from ferrymq.namesrv.server import NameServer
 @controller_options(prefix="controller-")
 @metrics_option("namesrv")
 def namesrv(
-    listen: tuple[str, int],
+    config_file: Path | None,
+    listen: tuple[str, int] | None,
     kv_config_path: Path | None,
-    auth_enabled: bool,
-    init_username: str,
-    init_password: str,
+    auth_enabled: bool | None,
+    init_username: str | None,
+    init_password: str | None,
     auth_path: Path | None,
     node_id: str | None,
     metrics_port: int | None,
@@ -58,17 +62,19 @@ def namesrv(
 ) -> None:
     """Start a NameServer: brokers register with it, clients ask it for routes.
 
-    With --controller-id and --controller-peers it also runs a controller node in the same process
-    (RocketMQ's enableControllerInNamesrv), on its own --controller-listen port."""
-    host, port = listen
-    tls = tls_settings(controller_args)
-    try:
-        config = NamesrvConfig(
-            listen_host=host, listen_port=port, kv_config_path=kv_config_path, auth_enabled=auth_enabled,
-            init_username=init_username, init_password=init_password, auth_path=auth_path, **vars(tls),
-        )  # fmt: skip
-    except ValueError as e:
-        raise click.UsageError(str(e)) from None
+    Settings come from defaults, then the TOML file, then FERRYMQ_<SETTING> environment variables,
+    then these options. With --controller-id and --controller-peers it also runs a controller node
+    in the same process (RocketMQ's enableControllerInNamesrv), on its own --controller-listen port."""
+    overrides = {
+        "kv_config_path": kv_config_path, "auth_enabled": auth_enabled, "init_username": init_username,
+        "init_password": init_password, "auth_path": auth_path, **tls_overrides(controller_args),
+    }  # fmt: skip
+    if listen:
+        overrides["listen_host"], overrides["listen_port"] = listen
+    config = load_settings(NamesrvConfig, config_file, overrides)
+    check_tls(config)
+    host = config.listen_host
+    tls = config.tls_only()
     server = NameServer(config)
     embedded = None
     if node_id:

@@ -4,13 +4,16 @@ from __future__ import annotations
 
 import asyncio
 import gc
-import logging
 import signal
 from collections.abc import Awaitable, Callable
+from pathlib import Path
+from typing import Any, TypeVar
 
 import click
 
-from ferrymq import _native
+from ferrymq import _native, settings
+from ferrymq.cli import logs
+from ferrymq.cli.logs import configure_logging
 from ferrymq.net import install_uvloop
 
 
@@ -24,9 +27,20 @@ def host_port(ctx: click.Context, param: click.Parameter, value: str | None) -> 
     return host.strip("[]"), int(port)
 
 
+T = TypeVar("T")
+
+
+def load_settings(cls: type[T], config_file: Path | None, overrides: dict[str, Any]) -> T:
+    """A role's settings (see ferrymq.settings), or the command stopped with the one clear line."""
+    try:
+        return settings.load(cls, config_file, overrides)
+    except settings.SettingsError as e:
+        raise click.ClickException(str(e)) from None
+
+
 def serve(start: Callable[[], Awaitable[str]], stop: Callable[[], Awaitable[None]], what: str) -> None:
     """Run `start` (which returns the line to print), then wait for SIGINT/SIGTERM and run `stop`."""
-    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    configure_logging(*logs.chosen)
     install_uvloop()
 
     async def main() -> None:

@@ -16,6 +16,7 @@ written, a key that does not match) keeps the old context and says why in the lo
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import os
 import ssl
@@ -47,6 +48,10 @@ class TLSSettings:
     tls_client_cert_path: str = ""  # a client certificate, for servers that ask for one
     tls_client_key_path: str = ""
     tls_client_auth_server: bool = True  # verify the server's certificate and host name
+
+    def tls_only(self) -> TLSSettings:
+        """Just these TLS settings of a role's config (for another role in the same process)."""
+        return TLSSettings(**{f.name: getattr(self, f.name) for f in dataclasses.fields(TLSSettings)})
 
     def server_tls(self) -> ServerTLS | None:
         """The server side, or None when ``tls_server_mode`` is disabled."""
