@@ -74,7 +74,7 @@ def load(
     known = settings_of(cls)
     values: dict[str, tuple[Any, str]] = {}  # name: (raw value, where it came from)
     if toml_path is not None:
-        for key, raw in _read_toml(toml_path).items():
+        for key, raw in read_toml(toml_path).items():
             values[_known_name(key, known, str(toml_path))] = (raw, str(toml_path))
     for name in known:
         env = environ.get(ENV_PREFIX + name.upper())
@@ -136,7 +136,8 @@ def _build(cls: type[T], typed: dict[str, Any]) -> T:
     return cls(**args)
 
 
-def _read_toml(path: Path) -> dict[str, Any]:
+def read_toml(path: Path) -> dict[str, Any]:
+    """The file's settings, a [store]-like table read as its settings; SettingsError if unreadable."""
     try:
         data = tomllib.loads(Path(path).read_text())
     except OSError as e:
@@ -152,13 +153,18 @@ def _read_toml(path: Path) -> dict[str, Any]:
     return flat
 
 
-def _known_name(key: str, known: Mapping[str, Setting], where: str) -> str:
+def _known_name(key: str, known: Mapping[str, Any], where: str) -> str:
     name = key if key in known else snake(key)
     if name in known:
         return name
-    close = difflib.get_close_matches(name, known, n=1)
+    raise SettingsError(unknown(key, known, where))
+
+
+def unknown(key: str, known: Mapping[str, Any], where: str) -> str:
+    """What to say of a setting `key` (in `where`) that is none of `known`: with the closest name."""
+    close = difflib.get_close_matches(snake(key), known, n=1)
     hint = f" (did you mean {close[0]!r}?)" if close else ""
-    raise SettingsError(f"{where}: unknown setting {key!r}{hint}")
+    return f"{where}: unknown setting {key!r}{hint}"
 
 
 def reference(cls: type) -> list[tuple[str, str, str]]:

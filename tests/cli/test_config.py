@@ -4,6 +4,7 @@ NameServer starts from a file with its options winning."""
 from __future__ import annotations
 
 import json
+import os
 import re
 import subprocess
 import sys
@@ -83,3 +84,37 @@ def test_servers_log_json_lines_at_the_level_asked():
     assert any(r["level"] == "INFO" and "listening" in r["message"] for r in records)
     assert all({"time", "level", "logger", "message"} <= set(r) for r in records)
     assert "INFO" not in _namesrv_log("--log-level", "warning")
+
+
+def test_a_controller_starts_from_a_file_of_its_options(tmp_path):
+    """The roles whose settings are their options read the same kind of file, by the options' names."""
+    from ferrymq.bench.processes import free_port
+
+    raft = free_port()
+    conf = tmp_path / "controller.toml"
+    conf.write_text(
+        f'id = "n1"\npeers = "n1@127.0.0.1:{raft}"\nlisten = "127.0.0.2:0"\ndataDir = "{tmp_path / "ctl"}"\n'
+        "metrics_port = -1\n"
+    )
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "ferrymq", "controller", "-c", str(conf), "--listen", "127.0.0.1:0"],
+        stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True,
+        env={**os.environ, "FERRYMQ_SCAN_INTERVAL": "2000"},
+    )  # fmt: skip
+    try:
+        assert proc.stdout is not None
+        assert re.match(r"controller n1 listening on 127\.0\.0\.1:\d+", proc.stdout.readline())
+    finally:
+        proc.terminate()
+        proc.wait(30)
+    assert (tmp_path / "ctl").is_dir()
+    bad = subprocess.run(
+        [sys.executable, "-m", "ferrymq", "controller", "-c", str(conf)], capture_output=True, text=True,
+        timeout=60, env={**os.environ, "FERRYMQ_SCAN_INTERVAL": "often"},
+    )  # fmt: skip
+    assert bad.returncode == 1
+    assert "'scan_interval'" in bad.stderr and "$FERRYMQ_SCAN_INTERVAL" in bad.stderr
+    conf.write_text('lisen = "x"\n')
+    bad = subprocess.run([sys.executable, "-m", "ferrymq", "proxy", "-c", str(conf)], capture_output=True,
+                         text=True, timeout=60)  # fmt: skip
+    assert "unknown setting 'lisen' (did you mean 'listen'?)" in bad.stderr

@@ -8,11 +8,13 @@ import click
 
 from ferrymq.cli.clients import credential_options
 from ferrymq.cli.gatewaying import META_HELP, limit_options, open_metadata, start_gateway
+from ferrymq.cli.option_settings import settings_file
 from ferrymq.cli.serving import host_port, serve
 from ferrymq.cli.tls import client_tls_options, server_tls_options, tls_settings
 
 
 @click.command()
+@settings_file
 @click.option(
     "--namesrv", required=True, help="NameServer address(es), ';'-separated, of the cluster behind it."
 )

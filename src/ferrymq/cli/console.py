@@ -4,10 +4,12 @@ from __future__ import annotations
 
 import click
 
+from ferrymq.cli.option_settings import settings_file
 from ferrymq.cli.serving import serve
 
 
 @click.command()
+@settings_file
 @click.option(
     "--namesrv", default="127.0.0.1:9876", show_default=True, help="NameServer address(es), ';'-separated."
 )

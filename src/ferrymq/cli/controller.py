@@ -7,6 +7,7 @@ from pathlib import Path
 import click
 
 from ferrymq.cli.metrics import metrics_option, start_metrics, stop_metrics
+from ferrymq.cli.option_settings import settings_file
 from ferrymq.cli.serving import host_port, serve
 from ferrymq.cli.tls import client_tls_options, server_tls_options, tls_settings
 from ferrymq.controller.config import ControllerConfig, PeersError, parse_peers
@@ -94,6 +95,7 @@ def make_controller(
 
 
 @click.command()
+@settings_file
 @controller_options()
 @server_tls_options
 @client_tls_options

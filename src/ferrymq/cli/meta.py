@@ -7,10 +7,12 @@ from pathlib import Path
 
 import click
 
+from ferrymq.cli.option_settings import settings_file
 from ferrymq.cli.serving import host_port, serve
 
 
 @click.group(invoke_without_command=True)
+@settings_file
 @click.option(
     "--data-dir",
     default="./.ferrymq/meta",

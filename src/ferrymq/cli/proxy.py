@@ -6,6 +6,7 @@ from __future__ import annotations
 import click
 
 from ferrymq.cli.metrics import metrics_option, start_metrics, stop_metrics
+from ferrymq.cli.option_settings import settings_file
 from ferrymq.cli.serving import host_port, serve
 from ferrymq.cli.tls import (
     client_tls_options,
@@ -20,6 +21,7 @@ from ferrymq.metrics.roles import add_proxy
 
 
 @click.command()
+@settings_file
 @click.option(
     "--namesrv", default="127.0.0.1:9876", show_default=True, help="NameServer address(es), ';'-separated."
 )
