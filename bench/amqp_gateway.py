@@ -41,7 +41,8 @@ def start_gateway(where: Path, port: int) -> subprocess.Popen:
         if probe.connect_ex(("127.0.0.1", port)) == 0:
             raise SystemExit(f"port {port} is taken: pick another with --port")
     argv = [sys.executable, "-m", "ferrymq", "dev", "--data-dir", str(where), "--namesrv-port", "0",
-            "--broker-port", "0", "--proxy-port", "-1", "--amqp-port", str(port)]  # fmt: skip
+            "--broker-port", "0", "--proxy-port", "-1", "--console-port", "-1",
+            "--amqp-port", str(port)]  # fmt: skip
     log = open(where.parent / "gateway.log", "wb")  # noqa: SIM115  (open as long as the process)
     proc = subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
     deadline = time.monotonic() + 60

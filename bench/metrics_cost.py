@@ -43,7 +43,7 @@ def dev_cluster(workdir: Path) -> Iterator[tuple[str, int, int]]:
     proc = subprocess.Popen(
         [sys.executable, "-m", "ferrymq", "dev", "--data-dir", str(workdir / "data"),
          "--namesrv-port", str(namesrv_port), "--broker-port", str(broker_port), "--proxy-port", "-1",
-         "--amqp-port", "-1", "--metrics-port", str(metrics_port)],
+         "--amqp-port", "-1", "--console-port", "-1", "--metrics-port", str(metrics_port)],
         stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True,
     )  # fmt: skip
     assert proc.stdout is not None

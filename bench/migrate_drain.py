@@ -253,7 +253,8 @@ async def one_run(args, gateway: str, dev_pid: int) -> dict:
 def start_dev(where: Path) -> tuple[subprocess.Popen, str]:
     port = free_port()
     argv = [sys.executable, "-m", "ferrymq", "dev", "--data-dir", str(where / "data"), "--namesrv-port", "0",
-            "--broker-port", "0", "--proxy-port", "-1", "--amqp-port", str(port)]  # fmt: skip
+            "--broker-port", "0", "--proxy-port", "-1", "--console-port", "-1",
+            "--amqp-port", str(port)]  # fmt: skip
     log = (where / "dev.log").open("wb")
     proc = subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
     deadline = time.monotonic() + 60

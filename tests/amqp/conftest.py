@@ -63,7 +63,7 @@ def gateway(tmp_path_factory) -> Iterator[Endpoint]:
         "--proxy-port",
         "-1",
     ]
-    server = ServerProcess("dev", [*argv, "--amqp-port", str(port)], where)
+    server = ServerProcess("dev", [*argv, "--console-port", "-1", "--amqp-port", str(port)], where)
     try:
         server.wait_listening(f"127.0.0.1:{port}")
         yield Endpoint("127.0.0.1", port)
@@ -83,7 +83,7 @@ def two_gateways(tmp_path_factory, postgres_url) -> Iterator[tuple[Endpoint, End
         ServerProcess(
             "dev",
             ["--data-dir", str(where / "data"), "--namesrv-port", str(namesrv), "--broker-port", str(broker),
-             "--proxy-port", "-1", "--amqp-port", "-1"],
+             "--proxy-port", "-1", "--amqp-port", "-1", "--console-port", "-1"],
             where,
         ),
         ServerProcess("meta", ["--database", postgres_url, "--listen", f"127.0.0.1:{meta}"], where / "meta"),

@@ -103,7 +103,8 @@ def target(tmp_path_factory) -> Iterator[Target]:
     """`ferrymq dev` on free ports; its metadata is SQLite under its data directory."""
     port, where = free_port(), tmp_path_factory.mktemp("migrate-target")
     data = where / "data"
-    argv = ["--data-dir", str(data), "--namesrv-port", "0", "--broker-port", "0", "--proxy-port", "-1"]
+    argv = ["--data-dir", str(data), "--namesrv-port", "0", "--broker-port", "0", "--proxy-port", "-1",
+            "--console-port", "-1"]  # fmt: skip
     server = ServerProcess("dev", [*argv, "--amqp-port", str(port)], where)
     try:
         server.wait_listening(f"127.0.0.1:{port}")

@@ -98,7 +98,7 @@ def proxied(request, tmp_path) -> Iterator[Proxied]:
         if request.param == "local":
             args = [
                 "--data-dir", str(tmp_path / "data"), "--namesrv-port", str(namesrv_port),
-                "--broker-port", str(broker_port), "--proxy-port", str(proxy_port),
+                "--broker-port", str(broker_port), "--proxy-port", str(proxy_port), "--console-port", "-1",
             ]  # fmt: skip
             servers.append(ServerProcess("dev", args, log_dir))
         else:

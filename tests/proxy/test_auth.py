@@ -23,7 +23,8 @@ def secured(tmp_path):
     namesrv_port, broker_port, proxy_port = free_ports(3)
     args = [
         "--data-dir", str(tmp_path / "data"), "--namesrv-port", str(namesrv_port), "--broker-port",
-        str(broker_port), "--proxy-port", str(proxy_port), "--amqp-port", "-1", "--auth-user", ":".join(ROOT),
+        str(broker_port), "--proxy-port", str(proxy_port), "--amqp-port", "-1", "--console-port", "-1",
+        "--auth-user", ":".join(ROOT),
     ]  # fmt: skip
     (tmp_path / "servers").mkdir()
     server = ServerProcess("dev", args, tmp_path / "servers")

@@ -387,3 +387,25 @@ def test_commitlog_warm_up_runs_ahead_of_the_writer_and_writes_nothing(open_stor
     assert bytes(seg.view[end - seg.base : warmed - seg.base]) == bytes(warmed - end)
     assert store.wait_dispatched()  # the background dispatcher may not have reached the puts yet
     assert [m.body for m in read_queue(store, "T", 0)] == [f"T-0-{i}".encode() for i in range(20)]
+
+
+def test_consume_queue_files_take_disk_as_they_fill(tmp_path):
+    """A queue's 6 MB file reserves its blocks a step at a time: thousands of nearly empty queues
+    must not fill a disk, and a written entry always has its blocks (no SIGBUS on a full disk)."""
+    import os
+
+    from ferrymq.store.consumequeue import ENTRY_SIZE, RESERVE_STEP, ConsumeQueue
+
+    cq = ConsumeQueue(tmp_path / "cq" / "T" / "0", "T", 0, 300_000 * ENTRY_SIZE)
+    cq.prepare()
+    (file,) = cq.files
+
+    def allocated() -> int:
+        return os.stat(file.path).st_blocks * 512
+
+    assert os.stat(file.path).st_size == 300_000 * ENTRY_SIZE
+    assert allocated() <= RESERVE_STEP
+    entries = RESERVE_STEP // ENTRY_SIZE + 10
+    cq.put(0, bytes(range(20)) * entries)
+    assert RESERVE_STEP < allocated() <= 2 * RESERVE_STEP + ENTRY_SIZE * entries
+    assert cq.max_offset == entries

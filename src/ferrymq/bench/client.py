@@ -67,6 +67,8 @@ def cluster(
             "0" if proxy else "-1",
             "--amqp-port",
             "-1",
+            "--console-port",
+            "-1",
             *tls_args,
             *(["--auth-user", ":".join(auth)] if auth else []),
         ],

@@ -7,6 +7,7 @@ the broker unregisters, flushes and writes its checkpoint.
 
 from __future__ import annotations
 
+import logging
 import os
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -21,6 +22,9 @@ from ferrymq.cli.tls import server_tls_options, tls_settings
 from ferrymq.metrics.registry import Registry
 from ferrymq.metrics.roles import add_broker, add_namesrv, add_proxy
 from ferrymq.store import StoreConfig, StoreError
+
+log = logging.getLogger(__name__)
+CONSOLE_PORT = 8080
 
 if TYPE_CHECKING:
     from ferrymq.amqp.server import AMQPServer
@@ -66,7 +70,11 @@ def default_data_dir() -> Path:
     help="Turn authentication and ACL on, with this first super user (off by default).",
 )
 @click.option(
-    "--console-port", default=8080, show_default=True, help="Web console port on 127.0.0.1 (0: no console)."
+    "--console-port",
+    type=click.IntRange(-1, 65535),
+    default=None,
+    help="Web console port on 127.0.0.1 (0: any free port; -1: no console) [default: 8080, or any free "
+    "port when taken].",
 )
 @limit_options
 @server_tls_options
@@ -77,7 +85,7 @@ def dev(
     broker_port: int,
     proxy_port: int,
     amqp_port: int,
-    console_port: int,
+    console_port: int | None,
     max_message_size: int,
     consumer_timeout: int,
     metrics_port: int | None,
@@ -150,11 +158,10 @@ def dev(
                 await stop()
                 raise
             lines.append(f"  AMQP        127.0.0.1:{port} (RabbitMQ clients, guest/guest, vhost /)")
-        if console_port:
+        if console_port != -1:
             try:
-                cluster = ClusterData(namesrv_addr, metadata=metadata)
-                console = ConsoleServer(cluster, "127.0.0.1", console_port)
-                port = await console.start()
+                console = ConsoleServer(ClusterData(namesrv_addr, metadata=metadata), "127.0.0.1", 0)
+                port = await start_console(console, console_port)
             except BaseException:
                 await stop()
                 raise
@@ -196,3 +203,16 @@ def dev(
         await stop_metrics(metrics)
 
     serve(start, stop, "ferrymq dev")
+
+
+async def start_console(console: ConsoleServer, port: int | None) -> int:
+    """Start on `port`; None: 8080, or any free port when something else has it (as metrics do)."""
+    console.port = CONSOLE_PORT if port is None else port
+    try:
+        return await console.start()
+    except OSError as exc:
+        if port is not None:
+            raise
+        log.warning("console port %d is not free (%s): using any free port", CONSOLE_PORT, exc)
+        console.port = 0
+        return await console.start()

@@ -16,6 +16,9 @@ from ferrymq.store.files import MappedFile, list_offset_files, offset_name
 
 ENTRY_SIZE = ENTRY.size  # 20
 BLANK_ENTRY_SIZE = 0x7FFFFFFF  # size field of a hole-filling entry (offset 0, tag 0)
+# Disk blocks a ConsumeQueue file takes ahead of its entries: a queue holds few messages as often as
+# many, and a 6 MB file reserved whole per queue would fill a disk with thousands of queues.
+RESERVE_STEP = 64 * 1024
 _BLANK_ENTRY = ENTRY.pack(0, BLANK_ENTRY_SIZE, 0)
 
 
@@ -66,7 +69,9 @@ class ConsumeQueue:
             return mf
         base = offset * ENTRY_SIZE // self.file_size * self.file_size
         self.directory.mkdir(parents=True, exist_ok=True)
-        mf = MappedFile(self.directory / offset_name(base), base, self.file_size, create=True)
+        mf = MappedFile(
+            self.directory / offset_name(base), base, self.file_size, create=True, reserve=RESERVE_STEP
+        )
         self.files = [*self.files, mf]
         if len(self.files) == 1:
             self.min_offset = base // ENTRY_SIZE
@@ -77,6 +82,7 @@ class ConsumeQueue:
         (writing the zero that is there): the first message's dispatch then costs neither."""
         mf = self._writable_file(self.max_offset)
         position = self.max_offset * ENTRY_SIZE - mf.base
+        mf.reserve_to(position + ENTRY_SIZE, RESERVE_STEP)
         mf.mm[position] = 0
 
     def put(self, queue_offset: int, entries: bytes | bytearray) -> None:
@@ -97,6 +103,8 @@ class ConsumeQueue:
             mf = self._writable_file(queue_offset)
             start = queue_offset * ENTRY_SIZE - mf.base
             n = min(len(data), mf.size - start)
+            if start + n > mf.reserved:
+                mf.reserve_to(start + n, RESERVE_STEP)
             mf.mm[start : start + n] = data[:n]
             data = data[n:]
             queue_offset += n // ENTRY_SIZE

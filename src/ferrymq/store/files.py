@@ -72,12 +72,15 @@ class MappedFile:
     (Linux keeps an unlinked mapping alive until the last slice is dropped).
     """
 
-    __slots__ = ("_address", "base", "fd", "mm", "path", "size", "view")
+    __slots__ = ("_address", "base", "fd", "mm", "path", "reserved", "size", "view")
 
-    def __init__(self, path: Path, base: int, size: int, *, create: bool) -> None:
+    def __init__(self, path: Path, base: int, size: int, *, create: bool, reserve: int | None = None) -> None:
+        """`reserve`: bytes whose disk blocks a new file gets at once (default: all of it); files
+        mostly left empty (ConsumeQueues) reserve the rest as they fill (`reserve_to`)."""
         self.path = path
         self.base = base
         self.size = size
+        self.reserved = 0  # bytes from the start known to have their blocks
         # A new file is built under a temporary name and renamed when whole, so a crash mid-way
         # never leaves a short file under a real name.
         opened = path.with_name(path.name + CREATING_SUFFIX) if create else path
@@ -90,7 +93,10 @@ class MappedFile:
         try:
             if create:
                 # Reserve the blocks now: a full disk then fails here, not as a SIGBUS mid-write.
-                os.posix_fallocate(self.fd, 0, size)
+                self.reserved = size if reserve is None else min(reserve, size)
+                os.ftruncate(self.fd, size)
+                if self.reserved:
+                    os.posix_fallocate(self.fd, 0, self.reserved)
             elif os.fstat(self.fd).st_size != size:
                 raise StoreError(f"{path} is {os.fstat(self.fd).st_size} bytes, expected {size}")
             self.mm = mmap.mmap(self.fd, size)
@@ -127,6 +133,18 @@ class MappedFile:
     @property
     def end(self) -> int:
         return self.base + self.size
+
+    def reserve_to(self, position: int, step: int) -> None:
+        """Make sure the blocks up to `position` exist, reserving `step` bytes more at a time (a full
+        disk is then a DiskFullError here, never a SIGBUS when the mapping is written)."""
+        if position <= self.reserved:
+            return
+        end = min(self.size, max(position, self.reserved + step))
+        try:
+            os.posix_fallocate(self.fd, self.reserved, end - self.reserved)
+        except OSError as e:
+            raise io_error("reserve space in", self.path, e) from None
+        self.reserved = end
 
     def sync(self) -> None:
         """fdatasync the file: flushes pages written through the mapping without holding the GIL."""

@@ -116,7 +116,8 @@ def _gateway_process(log_dir: Path, prefix: list[str], port: int) -> Iterator[No
     log = log_dir / "gateway.log"
     argv = [
         *prefix, sys.executable, "-m", "ferrymq", "dev", "--data-dir", str(log_dir / "data"),
-        "--namesrv-port", "0", "--broker-port", "0", "--proxy-port", "-1", "--amqp-port", str(port),
+        "--namesrv-port", "0", "--broker-port", "0", "--proxy-port", "-1", "--console-port", "-1",
+        "--amqp-port", str(port),
     ]  # fmt: skip
     with log.open("wb") as out:
         proc = subprocess.Popen(
