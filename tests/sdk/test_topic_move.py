@@ -25,12 +25,18 @@ def quick_clients(monkeypatch):
     monkeypatch.setattr(offset_store, "PERSIST_INTERVAL", REFRESH)
 
 
-async def two_groups(make_cluster, tmp_path):  # noqa: F811
-    """One NameServer, broker groups broker-a and broker-b; the topic Orders on broker-a only."""
+async def two_broker_groups(make_cluster, tmp_path):  # noqa: F811
+    """One NameServer with broker groups broker-a and broker-b, and an Admin on it."""
     a = await make_cluster()
     b = await make_cluster(namesrv=a.namesrv, broker_name="broker-b", store_path_root_dir=tmp_path / "b")
     admin = Admin(a.namesrv_addr)
     await eventually(lambda: _masters(admin, {"broker-a", "broker-b"}), "both broker groups")
+    return a, b, admin
+
+
+async def two_groups(make_cluster, tmp_path):  # noqa: F811
+    """Two broker groups; the topic Orders on broker-a only."""
+    a, b, admin = await two_broker_groups(make_cluster, tmp_path)
     await admin.create_topic("Orders", 4, brokers=["broker-a"])
     await eventually(lambda: _on(admin, "Orders", {"broker-a"}), "the route on broker-a")
     return a, b, admin
