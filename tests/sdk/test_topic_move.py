@@ -12,6 +12,7 @@ from ferrymq.client import Admin, Message, Producer, PushConsumer, offset_store,
 from ferrymq.client.instance import ClientError, ClientInstance
 from ferrymq.client.message import MessageQueue
 from ferrymq.client.topic_move import MoveError, MoveEvent, StepKind, TopicMover
+from ferrymq.protocol.codes import RequestCode, ResponseCode
 
 from ..broker.conftest import make_cluster  # noqa: F401  (fixture)
 from .test_admin import eventually
@@ -199,13 +200,17 @@ async def test_move_to_another_cluster_behind_other_nameservers(make_cluster, tm
     await consumer.shutdown()
     assert await old.instance.existing_route("Orders") is None
     assert await _on(new, "Orders", {"broker-x"})
+    for q in range(4):  # committed by the move (no consumer of the group has seen the new cluster yet)
+        ext = {"consumerGroup": "Billing", "topic": "Orders", "queueId": q, "setZeroIfNotFound": "false"}
+        answer = await target.call(RequestCode.QUERY_CONSUMER_OFFSET, ext)
+        assert answer.code == ResponseCode.SUCCESS and answer.ext_fields["offset"] == "0", answer.remark
 
     async with Producer("Shop", target.namesrv_addr) as producer:  # clients now use the new cluster
         await producer.send(Message("Orders", b"on the new cluster"))
     got: list[str] = []
     again = PushConsumer("Billing", target.namesrv_addr, instance=client(target.namesrv_addr))
     again.subscribe("Orders", "*", lambda msgs: got.extend(m.body.decode() for m in msgs))
-    await again.start()  # consume_from "last", yet the group starts at 0 on the new queues
+    await again.start()
     await eventually(lambda: _count(got, 1), "the message on the new cluster")
     await again.shutdown()
     await old.shutdown()

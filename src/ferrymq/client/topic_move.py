@@ -273,7 +273,10 @@ class TopicMover:
             await self._drain(move, step)
             return None
         if step.kind is StepKind.DELETE_TOPIC:
-            await source.delete_topic(topic, brokers=brokers)
+            if observed.same_cluster:  # the registrations of the brokers it left drop them from the route
+                await source.delete_topic(topic, brokers=brokers)
+            else:  # it left every broker behind these NameServers: their routes go too (RocketMQ's do not
+                await source.delete_topic(topic)  # drop topics on registration by default)
             await self._await_route(source, topic, lambda q: not set(brokers) & set(q), "off the source")
             return None
         if step.kind is StepKind.DELETE_GROUPS:
