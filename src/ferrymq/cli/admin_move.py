@@ -8,6 +8,7 @@ from collections.abc import Awaitable, Callable
 
 import click
 from rich.console import Console
+from rich.status import Status
 
 from ferrymq.cli.admin_common import AdminTarget, broker_list, print_table, with_admin
 from ferrymq.client import Admin
@@ -26,25 +27,42 @@ POLL = click.option(
 
 
 class MoveDisplay:
-    """Progress of a move on the terminal: a line per step, the lag while draining."""
+    """Progress of a move: a line per step; while draining, the lag left (on a terminal a spinner
+    updated in place, elsewhere a line each time it changes)."""
 
     def __init__(self, console: Console) -> None:
         self.console = console
         self._last_lag: int | None = None
+        self._status: Status | None = None
 
     def __call__(self, event: MoveEvent) -> None:
         text = event.step.kind.value
+        if event.state == "lag":
+            self._lag(event.lag)
+            return
+        if self._status is not None:
+            self._status.stop()
+            self._status = None
         if event.state == "start":
             self.console.print(f"[bold]…[/] {text}")
         elif event.state == "done":
             self.console.print(f"[green]✓[/] {text}")
-        elif event.state == "lag" and event.lag != self._last_lag:
-            self._last_lag = event.lag
-            self.console.print(f"    lag on the source: {event.lag}")
         elif event.state == "undo":
             self.console.print(f"[yellow]↶[/] undo: {text}")
         elif event.state == "failed":
             self.console.print(f"[red]✗[/] {text}: {event.detail}")
+
+    def _lag(self, lag: int | None) -> None:
+        line = f"lag on the source: {lag}"
+        if self.console.is_terminal:
+            if self._status is None:
+                self._status = self.console.status(line)
+                self._status.start()
+            else:
+                self._status.update(line)
+        elif lag != self._last_lag:
+            self.console.print(f"    {line}")
+        self._last_lag = lag
 
 
 def show_plan(console: Console, move: Plan) -> None:
