@@ -322,8 +322,12 @@ class TopicMover:
         if not move.target:
             return
         route = await self._target.instance.existing_route(move.topic)
-        writable = {q.broker_name for q in route.data.queue_datas if q.perm & PERM_WRITE} if route else set()
-        if gone := [b for b in move.target if b not in writable or b not in route.masters]:  # type: ignore[union-attr]
+        writable = set()
+        if route is not None:
+            writable = {q.broker_name for q in route.data.queue_datas if q.perm & PERM_WRITE} & set(
+                route.masters
+            )
+        if gone := [b for b in move.target if b not in writable]:
             raise MoveError(f"target broker group(s) {', '.join(gone)} left during the drain")
 
     async def _lag(self, topic: str, group: str, brokers: list[str]) -> int:
