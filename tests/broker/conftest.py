@@ -17,7 +17,7 @@ from ferrymq.store import StoreConfig
 
 def broker_config(tmp_path, namesrv_port: int, **settings) -> BrokerConfig:
     store = StoreConfig(
-        store_path_root_dir=tmp_path / "store",
+        store_path_root_dir=settings.pop("store_path_root_dir", tmp_path / "store"),
         mapped_file_size_commit_log=1 << 20,
         mapped_file_size_consume_queue=1000 * 20,
         max_hash_slot_num=1024,

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import click
 
-from ferrymq.cli.admin_common import OUTPUT, AdminGroup, AdminTarget, show, with_admin
+from ferrymq.cli.admin_common import OUTPUT, AdminGroup, AdminTarget, broker_list, show, with_admin
 from ferrymq.cli.clients import credential_options
 from ferrymq.client import Admin
 
@@ -49,13 +49,20 @@ def topics(ctx: click.Context, cluster: str | None, output: str) -> None:
 @click.option("--queues", default=8, show_default=True, help="Read and write queues per broker.")
 @click.option("--cluster", help="Only on this cluster's masters (default: every master).")
 @click.option("--order", is_flag=True, help="Mark the topic as ordered.")
+@click.option(
+    "-b", "--brokers", callback=broker_list,
+    help="Only on these broker groups' masters (names or master addresses: b1,b2): the topic pinned to them.",
+)  # fmt: skip
 @click.pass_context
-def create_topic(ctx: click.Context, topic: str, queues: int, cluster: str | None, order: bool) -> None:
+def create_topic(
+    ctx: click.Context, topic: str, queues: int, cluster: str | None, order: bool, brokers: list[str] | None
+) -> None:
     """Create or update TOPIC."""
 
     async def action(client: Admin) -> None:
-        await client.create_topic(topic, queues, cluster=cluster, order=order)
-        click.echo(f"topic {topic}: {queues} queues per broker")
+        await client.create_topic(topic, queues, cluster=cluster, order=order, brokers=brokers)
+        where = f" on {', '.join(brokers)}" if brokers else ""
+        click.echo(f"topic {topic}: {queues} queues per broker{where}")
 
     with_admin(ctx, action)
 
@@ -108,6 +115,7 @@ from ferrymq.cli.admin_groups import (  # noqa: E402
     resume,
 )
 from ferrymq.cli.admin_ha import cluster, elect_master  # noqa: E402
+from ferrymq.cli.admin_move import MOVE_COMMANDS  # noqa: E402
 from ferrymq.cli.admin_settings import SETTINGS_COMMANDS  # noqa: E402
 from ferrymq.cli.admin_status import STATUS_COMMANDS  # noqa: E402
 from ferrymq.cli.admin_trace import trace  # noqa: E402
@@ -127,7 +135,7 @@ admin.add_command(resume)
 admin.add_command(rate_limit)
 admin.add_command(consumers)
 admin.add_command(amqp_queue)
-for command in (*STATUS_COMMANDS, *SETTINGS_COMMANDS):
+for command in (*STATUS_COMMANDS, *SETTINGS_COMMANDS, *MOVE_COMMANDS):
     admin.add_command(command)
 # mqadmin's names for the commands above
 for mqadmin_name, command in {

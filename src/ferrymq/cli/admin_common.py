@@ -86,6 +86,16 @@ async def broker_addrs(client: Admin, broker_addr: str | None, cluster: str | No
     return masters
 
 
+def broker_list(ctx: click.Context, param: click.Parameter, value: str | None) -> list[str] | None:
+    """A comma-separated list of broker groups (names or master addresses)."""
+    if value is None:
+        return None
+    names = [b.strip() for b in value.split(",") if b.strip()]
+    if not names:
+        raise click.BadParameter("name at least one broker group", ctx, param)
+    return names
+
+
 BROKER = click.option("-b", "--broker-addr", help="One broker's address (default: every master).")
 CLUSTER = click.option("-c", "--cluster", help="Only the masters of this cluster.")
 

@@ -125,8 +125,10 @@ class Admin(ConsumerControl, MessageLookups, AdminStats, AclAdmin):
         cluster: str | None = None,
         perm: int = 6,
         order: bool = False,
+        brokers: Iterable[str] | None = None,
     ) -> None:
-        """Create (or update) `topic` with `queue_nums` queues on every master of `cluster` (or all)."""
+        """Create (or update) `topic` with `queue_nums` queues on every master of `cluster` (or all),
+        or only on the masters of the broker groups named in `brokers` (a topic pinned to them)."""
         ext = {
             "topic": topic,
             "defaultTopic": "TBW102",
@@ -136,7 +138,7 @@ class Admin(ConsumerControl, MessageLookups, AdminStats, AclAdmin):
             "topicFilterType": "SINGLE_TAG",
             "order": str(order).lower(),
         }
-        masters = await self._masters(cluster)
+        masters = await self._chosen_masters(cluster, brokers)
         if not masters:
             raise ClientError("no master broker to create the topic on")
         for name, addr in masters.items():
@@ -146,12 +148,40 @@ class Admin(ConsumerControl, MessageLookups, AdminStats, AclAdmin):
             if response.code != ResponseCode.SUCCESS:
                 raise ClientError(f"broker {name} refused to create {topic}: {response.remark}")
 
-    async def delete_topic(self, topic: str, *, cluster: str | None = None) -> None:
-        """Delete `topic` from every master of `cluster` (or all), then from every NameServer."""
-        for addr in (await self._masters(cluster)).values():
+    async def _chosen_masters(self, cluster: str | None, brokers: Iterable[str] | None) -> dict[str, str]:
+        """The masters of `cluster` (or all), or of the broker groups in `brokers`, each named by its
+        broker name or (as mqadmin's -b) its master's address; each must have a master."""
+        masters = await self._masters(cluster)
+        if brokers is None:
+            return masters
+        by_addr = {addr: name for name, addr in masters.items()}
+        chosen, missing = {}, []
+        for b in brokers:
+            name = b if b in masters else by_addr.get(b)
+            if name is None:
+                missing.append(b)
+            else:
+                chosen[name] = masters[name]
+        if missing:
+            raise ClientError(f"no master registered for broker group(s) {', '.join(missing)}")
+        return chosen
+
+    async def masters_of(self, brokers: Iterable[str]) -> dict[str, str]:
+        """Broker name -> master address of the broker groups named (by name or master address)."""
+        return await self._chosen_masters(None, brokers)
+
+    async def delete_topic(
+        self, topic: str, *, cluster: str | None = None, brokers: Iterable[str] | None = None
+    ) -> None:
+        """Delete `topic` from every master of `cluster` (or all), then from every NameServer. With
+        `brokers`, only from those groups' masters: their next registration drops them from the route."""
+        for addr in (await self._chosen_masters(cluster, brokers)).values():
             await self.instance.invoke(
                 addr, RemotingCommand(RequestCode.DELETE_TOPIC_IN_BROKER, ext_fields={"topic": topic})
             )
+        if brokers is not None:
+            self.instance.routes.pop(topic, None)
+            return
         for addr in self.instance.namesrvs:
             await self.instance.invoke(
                 addr, RemotingCommand(RequestCode.DELETE_TOPIC_IN_NAMESRV, ext_fields={"topic": topic})

@@ -6,7 +6,7 @@ topics and groups created many at a time."""
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import dataclass, field
 
 from ferrymq.client.instance import ClientError, ClientInstance
@@ -75,6 +75,7 @@ class AdminStats:
 
     instance: ClientInstance
     _masters: Callable[[str | None], Awaitable[dict[str, str]]]
+    _chosen_masters: Callable[[str | None, Iterable[str] | None], Awaitable[dict[str, str]]]
     _ask_namesrv: Callable[..., Awaitable[RemotingCommand]]
 
     async def _call(self, addr: str, code: int, ext: dict[str, str] | None = None, body: bytes = b"",
@@ -124,14 +125,21 @@ class AdminStats:
                              timeout=BULK_TIMEOUT_S + len(configs) * BULK_TIMEOUT_PER_TOPIC_S)  # fmt: skip
 
     async def create_groups(
-        self, configs: list[SubscriptionGroupConfig], *, cluster: str | None = None
-    ) -> None:
-        """Create or update many subscription groups on every master (of `cluster`), one request per
-        broker (UPDATE_AND_CREATE_SUBSCRIPTIONGROUP_LIST)."""
+        self, configs: list[SubscriptionGroupConfig], *, cluster: str | None = None,
+        brokers: Iterable[str] | None = None,
+    ) -> None:  # fmt: skip
+        """Create or update many subscription groups on every master (of `cluster`, or of the broker
+        groups in `brokers`), one request per broker (UPDATE_AND_CREATE_SUBSCRIPTIONGROUP_LIST)."""
         body = encode_body(SubscriptionGroupList(configs))
-        for addr in (await self._masters(cluster)).values():
+        for addr in (await self._chosen_masters(cluster, brokers)).values():
             await self._call(addr, RequestCode.UPDATE_AND_CREATE_SUBSCRIPTIONGROUP_LIST, body=body,
                              what="create groups")  # fmt: skip
+
+    async def delete_group(self, group: str, broker_addrs: list[str], *, clean_offset: bool = False) -> None:
+        """Delete a subscription group from the given brokers (mqadmin deleteSubGroup)."""
+        ext = {"groupName": group, "cleanOffset": str(clean_offset).lower()}
+        for addr in broker_addrs:
+            await self._call(addr, RequestCode.DELETE_SUBSCRIPTIONGROUP, ext, what=f"delete group {group}")
 
     async def topics_by_cluster(self, cluster: str) -> list[str]:
         response = await self._ask_namesrv(RequestCode.GET_TOPICS_BY_CLUSTER, {"cluster": cluster})
@@ -186,11 +194,18 @@ class AdminStats:
 
     # --- groups --------------------------------------------------------------------------------
 
-    async def consume_stats(self, group: str, topic: str | None = None, *, cluster: str | None = None
-                            ) -> ConsumeStats:  # fmt: skip
-        """`group`'s offsets on every master (on `topic`, or all it consumes; mqadmin consumerProgress).
-        AdminRefused (SUBSCRIPTION_GROUP_NOT_EXIST or TOPIC_NOT_EXIST) when no broker knows it."""
-        return await self._consume_stats(await self._masters(cluster), group, topic)
+    async def consume_stats(self, group: str, topic: str | None = None, *, cluster: str | None = None,
+                            brokers: Iterable[str] | None = None) -> ConsumeStats:  # fmt: skip
+        """`group`'s offsets on every master (of `cluster` or of `brokers`; on `topic`, or all it
+        consumes; mqadmin consumerProgress). AdminRefused (SUBSCRIPTION_GROUP_NOT_EXIST or
+        TOPIC_NOT_EXIST) when no broker knows it."""
+        return await self._consume_stats(await self._chosen_masters(cluster, brokers), group, topic)
+
+    async def commit_group_offset(self, broker_addr: str, group: str, mq: MessageQueue, offset: int) -> None:
+        """Set `group`'s committed offset of one queue on its broker (UPDATE_CONSUMER_OFFSET)."""
+        ext = {"consumerGroup": group, "topic": mq.topic, "queueId": str(mq.queue_id),
+               "commitOffset": str(offset)}  # fmt: skip
+        await self._call(broker_addr, RequestCode.UPDATE_CONSUMER_OFFSET, ext, what=f"offset of {group}")
 
     async def _consume_stats(
         self, masters: dict[str, str], group: str, topic: str | None = None

@@ -96,6 +96,8 @@ class RouteTable:
                 # Unchanged topics are left alone: a write permission wiped by an admin stays wiped.
                 if changed or name not in self._topics.get(config.topic_name, {}):
                     self._topics.setdefault(config.topic_name, {})[name] = _queue_data(name, config)
+            if changed:
+                self._forget_deleted_topics(name, topics.topic_config_table)
         timeout = (
             header.heartbeat_timeout_millis / 1000 if header.heartbeat_timeout_millis else self.broker_timeout
         )
@@ -108,6 +110,15 @@ class RouteTable:
         if broker_id != MASTER_ID and master is not None:
             return RegisterResult(master_addr, master.ha_server_addr)
         return RegisterResult()
+
+    def _forget_deleted_topics(self, name: str, kept: dict[str, TopicConfig]) -> None:
+        """A master's registration lists every topic it has: one it no longer lists was deleted on it
+        (a topic moved to other broker groups), so its queues there leave the route."""
+        for topic in [t for t, queues in self._topics.items() if name in queues and t not in kept]:
+            queues = self._topics[topic]
+            del queues[name]
+            if not queues:
+                del self._topics[topic]
 
     def unregister_broker(self, cluster: str, addr: str, name: str) -> None:
         """A broker shutting down says goodbye (UNREGISTER_BROKER)."""
