@@ -231,3 +231,26 @@ async def test_stopping_leaves_none_of_its_tasks_running(controller_group):
         } == set()
     finally:
         await broker.close()
+
+
+async def test_a_raft_password_keeps_out_a_node_without_it(tmp_path):
+    """The Raft port speaks no TLS: a shared password encrypts and authenticates its messages. Two
+    nodes of three with different passwords make no majority; the third with the first's does."""
+    from tests.controller.conftest import Group
+
+    group = Group(tmp_path, 3)
+    try:
+        group.settings = {"raft_password": "right"}
+        first = await group.start("n1")
+        group.settings = {"raft_password": "wrong"}
+        stranger = await group.start("n2")
+        for _ in range(40):  # 4 s: several election timeouts (0.4-1.4 s)
+            assert not first.is_leader and not stranger.is_leader
+            await asyncio.sleep(0.1)
+        group.settings = {"raft_password": "right"}
+        await group.start("n3")
+        leader = await group.leader()
+        assert leader.config.node_id in ("n1", "n3")
+    finally:
+        for node_id in list(group.nodes):
+            await group.stop(node_id)

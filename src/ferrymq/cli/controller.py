@@ -60,6 +60,13 @@ def controller_options(prefix: str = ""):
                     is_flag=True,
                     help="When no SyncStateSet member is alive, elect any replica (may lose messages).",
                 ),
+                click.option(
+                    f"--{prefix}raft-password",
+                    "raft_password",
+                    default="",
+                    help="The group's shared secret: Raft messages are encrypted and authenticated with it "
+                    "(every node needs the same one; better from FERRYMQ_RAFT_PASSWORD).",
+                ),
             ]
         ):
             command = option(command)
@@ -75,9 +82,11 @@ def make_controller(
     controller_listen: tuple[str, int],
     scan_interval: int,
     unclean: bool,
+    raft_password: str = "",
     tls: TLSSettings | None = None,
 ) -> Controller:
-    """``tls``: its remoting port's (the Raft port stays plaintext: pysyncobj speaks no TLS)."""
+    """``tls``: its remoting port's (pysyncobj speaks no TLS: the Raft port is protected by
+    ``raft_password`` instead)."""
     try:
         config = ControllerConfig(
             node_id=node_id,
@@ -87,6 +96,7 @@ def make_controller(
             listen_port=controller_listen[1],
             scan_not_active_broker_interval=scan_interval,
             enable_elect_unclean_master=unclean,
+            raft_password=raft_password,
             **vars(tls or TLSSettings()),
         )
     except PeersError as exc:
@@ -102,11 +112,13 @@ def make_controller(
 @metrics_option("controller")
 def controller(
     node_id: str, peers: str, data_dir: Path | None, controller_listen: tuple[str, int], scan_interval: int,
-    unclean: bool, metrics_port: int | None, **tls_options,
+    unclean: bool, raft_password: str, metrics_port: int | None, **tls_options,
 ) -> None:  # fmt: skip
     """Start a controller: with its peers it elects each broker group's master (controller mode)."""
     tls = tls_settings(tls_options)
-    node = make_controller(node_id, peers, data_dir, controller_listen, scan_interval, unclean, tls)
+    node = make_controller(
+        node_id, peers, data_dir, controller_listen, scan_interval, unclean, raft_password, tls
+    )
     registry = Registry()
     metrics: MetricsServer | None = None
 

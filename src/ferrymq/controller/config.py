@@ -43,6 +43,9 @@ class ControllerConfig(TLSSettings):
     enable_elect_unclean_master: bool = False
     notify_broker_role_changed: bool = True
     election_timeout: tuple[float, float] = field(default=(0.4, 1.4))  # Raft, seconds
+    # The Raft group's shared secret: its messages are then encrypted and authenticated (pysyncobj
+    # speaks no TLS); every node of the group needs the same one. Empty: plain, for trusted networks.
+    raft_password: str = ""
 
     def __post_init__(self) -> None:
         if self.node_id not in self.peers:

@@ -52,7 +52,10 @@ class RaftGroup:
         on_leadership_change: Callable[[], None],
         *,
         election_timeout: tuple[float, float] = (0.4, 1.4),
+        password: str = "",
     ) -> None:
+        """`password`: the group's shared secret; every Raft message is then encrypted and
+        authenticated with it (pysyncobj's Fernet), and a node without it cannot take part."""
         data_dir.mkdir(parents=True, exist_ok=True)
         self._lock = threading.Lock()
         self._replicated = _ReplicatedState(self._lock)
@@ -67,6 +70,7 @@ class RaftGroup:
             useFork=False,  # never fork a process that runs an event loop
             onStateChanged=lambda _old, _new: on_leadership_change(),
             dynamicMembershipChange=False,
+            password=password or None,
         )
         self._sync = SyncObj(self_address, peer_addresses, conf, consumers=[self._replicated])
         self.self_address = self_address

@@ -68,6 +68,7 @@ class Controller:
                 config.data_dir,
                 self._leadership_maybe_changed,
                 election_timeout=config.election_timeout,
+                password=config.raft_password,
             ),
         )
         self._leadership_changed()
