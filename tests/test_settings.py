@@ -101,3 +101,19 @@ def test_the_configuration_page_lists_exactly_the_settings_of_the_code(sections,
     documented = {name: row for section in sections for name, row in _documented(section).items()}
     in_code = {name: (kind, default) for name, kind, default in reference(cls)}
     assert documented == in_code
+
+
+def test_the_running_servers_view_hides_secrets_and_updates_are_all_or_nothing():
+    from ferrymq.settings import HIDDEN, ReadOnlySetting, apply_settings, settings_view
+
+    config = BrokerConfig.from_settings({"init_username": "root", "init_password": "pw"})
+    view = settings_view(config, config.store)
+    assert view["initPassword"] == HIDDEN and view["initUsername"] == "root"
+    assert view["flushDiskType"] == "ASYNC_FLUSH" and view["autoCreateTopicEnable"] == "true"
+    apply_settings({"brokerPermission": "4", "file_reserved_time": "24"}, config, config.store)
+    assert config.broker_permission == 4 and config.store.file_reserved_time == 24
+    with pytest.raises(ReadOnlySetting):
+        apply_settings({"brokerName": "x"}, config, config.store, read_only=frozenset({"brokerName"}))
+    with pytest.raises(SettingsError, match="go together"):  # the config's own check, then undone
+        apply_settings({"brokerPermission": "2", "initPassword": ""}, config, config.store)
+    assert config.broker_permission == 4 and config.init_password == "pw"

@@ -27,6 +27,10 @@ class SettingsError(ValueError):
     """A setting that does not exist, has a value of the wrong kind, or a file that cannot be read."""
 
 
+class ReadOnlySetting(SettingsError):
+    """A setting fixed at start, asked to change while the server runs."""
+
+
 def snake(name: str) -> str:
     """RocketMQ's camelCase name in our spelling: `brokerIP1` → `broker_ip1` (snake_case stays)."""
     name = re.sub(r"([a-z0-9])([A-Z])", r"\1_\2", name)
@@ -164,7 +168,7 @@ def unknown(key: str, known: Mapping[str, Any], where: str) -> str:
     """What to say of a setting `key` (in `where`) that is none of `known`: with the closest name."""
     close = difflib.get_close_matches(snake(key), known, n=1)
     hint = f" (did you mean {close[0]!r}?)" if close else ""
-    return f"{where}: unknown setting {key!r}{hint}"
+    return f"{where + ': ' if where else ''}unknown setting {key!r}{hint}"
 
 
 def reference(cls: type) -> list[tuple[str, str, str]]:
@@ -189,3 +193,69 @@ def _toml_value(value: Any) -> str:
     if isinstance(value, str):
         return f'"{value}"'
     return repr(value)
+
+
+# --- the running server's settings, as RocketMQ's admin calls show and change them -----------------
+# (GET/UPDATE_BROKER_CONFIG, GET/UPDATE_NAMESRV_CONFIG: camelCase names, values as text)
+
+HIDDEN = "******"  # what a secret shows as
+
+
+def camel(name: str) -> str:
+    head, *rest = name.split("_")
+    return head + "".join(part[:1].upper() + part[1:] for part in rest)
+
+
+def is_secret(name: str) -> bool:
+    return name.endswith(("password", "secret_key"))
+
+
+def settings_view(*configs: Any) -> dict[str, str]:
+    """Every scalar setting of `configs` (dataclasses) by camelCase name, as text; secrets hidden."""
+    view = {}
+    for config in configs:
+        for f in dataclasses.fields(config):
+            value = getattr(config, f.name)
+            if dataclasses.is_dataclass(value):
+                continue
+            if is_secret(f.name) and value:
+                view[camel(f.name)] = HIDDEN
+            elif isinstance(value, bool):
+                view[camel(f.name)] = str(value).lower()
+            else:
+                view[camel(f.name)] = "" if value is None else str(value)
+    return view
+
+
+def apply_settings(
+    updates: Mapping[str, str], *configs: Any, read_only: frozenset[str] = frozenset()
+) -> dict[str, str]:
+    """Set each of `updates` (RocketMQ's camelCase names, or ours) on the running config that has it;
+    all or nothing. ReadOnlySetting for a name in `read_only` (camelCase), SettingsError for an
+    unknown or ill-typed one, or when the config's own check (``__post_init__``) fails the new values."""
+    owners: dict[str, tuple[Any, Setting]] = {}  # name: (the config object holding it, the setting)
+    for config in configs:
+        own = {f.name for f in dataclasses.fields(config)}
+        owners.update((n, (config, s)) for n, s in settings_of(type(config)).items() if n in own)
+    planned = []
+    for key, raw in updates.items():
+        name = key if key in owners else snake(key)
+        if camel(name) in read_only:
+            raise ReadOnlySetting(f"{key} cannot be changed while the server runs")
+        if name not in owners:
+            raise SettingsError(unknown(key, owners, ""))
+        config, setting = owners[name]
+        planned.append((config, name, coerce(setting, raw, "the update")))
+    before = [(config, name, getattr(config, name)) for config, name, _ in planned]
+    for config, name, value in planned:
+        setattr(config, name, value)
+    for config in configs:
+        check = getattr(config, "__post_init__", None)
+        try:
+            if check is not None:
+                check()
+        except ValueError as e:
+            for owner, name, value in before:
+                setattr(owner, name, value)
+            raise SettingsError(str(e)) from None
+    return dict(updates)

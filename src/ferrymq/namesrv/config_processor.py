@@ -15,7 +15,7 @@ from ferrymq.net import Connection, RemotingServer
 from ferrymq.protocol.admin_bodies import decode_properties, encode_properties
 from ferrymq.protocol.codes import RequestCode, ResponseCode
 from ferrymq.protocol.remoting import RemotingCommand, RemotingProtocolError
-from ferrymq.protocol.settings import SettingsError, apply_settings, settings_view
+from ferrymq.settings import ReadOnlySetting, SettingsError, apply_settings, settings_view
 
 log = logging.getLogger(__name__)
 
@@ -42,7 +42,11 @@ class NamesrvConfigProcessor:
                 raise RemotingProtocolError("no key=value settings in the body")
             apply_settings(updates, self.config, read_only=FIXED_AT_START)
         except SettingsError as e:
-            code = ResponseCode.NO_PERMISSION if e.read_only else ResponseCode.INVALID_PARAMETER
+            code = (
+                ResponseCode.NO_PERMISSION
+                if isinstance(e, ReadOnlySetting)
+                else ResponseCode.INVALID_PARAMETER
+            )
             return request.make_response(code, str(e))
         except RemotingProtocolError as e:
             return request.make_response(ResponseCode.INVALID_PARAMETER, str(e))

@@ -22,7 +22,7 @@ from ferrymq.protocol.bodies import DataVersion
 from ferrymq.protocol.codes import RequestCode, ResponseCode
 from ferrymq.protocol.headers import GetBrokerConfigResponseHeader
 from ferrymq.protocol.remoting import RemotingCommand, RemotingProtocolError
-from ferrymq.protocol.settings import SettingsError, apply_settings, settings_view
+from ferrymq.settings import ReadOnlySetting, SettingsError, apply_settings, settings_view
 
 log = logging.getLogger(__name__)
 
@@ -58,7 +58,11 @@ class BrokerConfigProcessor:
         try:
             apply_settings(updates, self.config, self.config.store, read_only=FIXED_AT_START)
         except SettingsError as e:
-            code = ResponseCode.NO_PERMISSION if e.read_only else ResponseCode.INVALID_PARAMETER
+            code = (
+                ResponseCode.NO_PERMISSION
+                if isinstance(e, ReadOnlySetting)
+                else ResponseCode.INVALID_PARAMETER
+            )
             return error(request, code, str(e))
         self.version = DataVersion(
             self.version.state_version, int(time.time() * 1000), self.version.counter + 1
