@@ -167,9 +167,9 @@ async def test_amqp_pages_read_the_metadata_service(make_cluster, open_console, 
     ]
 
 
-async def test_access_page_says_acl_is_not_enabled(cluster_console):
+async def test_access_page_says_proxies_cannot_be_listed(cluster_console):
     _, console = cluster_console
-    assert "ACL not enabled" in (await console.get("/api/access"))["acl"]["reason"]
+    assert "none can be listed" in (await console.get("/api/access"))["proxies"]["reason"]
 
 
 async def test_an_unreachable_cluster_is_a_clear_502(open_console):

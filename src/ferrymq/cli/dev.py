@@ -152,7 +152,8 @@ def dev(
             lines.append(f"  AMQP        127.0.0.1:{port} (RabbitMQ clients, guest/guest, vhost /)")
         if console_port:
             try:
-                cluster = ClusterData(namesrv_addr, metadata=metadata)
+                credentials = {"access_key": name, "secret_key": password} if auth_user else {}
+                cluster = ClusterData(namesrv_addr, metadata=metadata, **credentials)
                 console = ConsoleServer(cluster, "127.0.0.1", console_port)
                 port = await console.start()
             except BaseException:

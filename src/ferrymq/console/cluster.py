@@ -100,12 +100,17 @@ class ClusterData:
         controllers: str | None = None,
         metadata: Metadata | None = None,
         trace_topic: str = TRACE_TOPIC,
+        access_key: str | None = None,
+        secret_key: str | None = None,
     ) -> None:
+        """`access_key`/`secret_key`: the user every request of the console is signed as, on a cluster
+        with authentication on (the console has no login of its own: it acts as this user)."""
         self.namesrv = namesrv
+        self.access_key = access_key
         self.controllers = controllers
         self.metadata = metadata
         self.trace_topic = trace_topic
-        self.admin = Admin(namesrv)
+        self.admin = Admin(namesrv, access_key=access_key, secret_key=secret_key)
         self._producer: Producer | None = None
         self._topics = _Fresh(self._read_topics)
         self._lags = _Fresh(self._read_lags)
@@ -164,6 +169,12 @@ class ClusterData:
             "get": sum(int(t.get("msgGetTotalTodayNow", 0)) for t in known),
             "brokers": len(known),
         }
+
+    async def auth_enabled(self) -> bool:
+        """Whether the brokers check who sends each request (a master's `authEnabled` setting)."""
+        for addr in (await self.masters()).values():
+            return (await self.admin.broker_config(addr)).get("authEnabled") == "true"
+        raise ClientError("no master broker is registered")
 
     # --- topics ---------------------------------------------------------------------------------
 

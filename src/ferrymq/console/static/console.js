@@ -57,14 +57,14 @@ function field(label, input) {
   return h("label", {}, label, input);
 }
 
-// A form whose submit calls `action(values)` with its named inputs' values.
+// A form whose submit calls `action(values, form)` with its named inputs' values.
 function form(id, fields, buttonText, action) {
   const node = h("form", { id }, fields, h("button", { type: "submit" }, buttonText));
   node.addEventListener("submit", async (event) => {
     event.preventDefault();
     const values = Object.fromEntries(new FormData(node).entries());
     try {
-      await action(values);
+      await action(values, node);
     } catch (e) {
       /* the error box says why */
     }
@@ -291,10 +291,55 @@ async function amqpPage(view) {
 }
 
 async function accessPage(view) {
-  const d = await api("/api/access");
+  const [access, acl] = await Promise.all([api("/api/access"), api("/api/acl")]);
   view.replaceChildren(h("h2", {}, "Proxies & ACL"),
-    h("h3", {}, "Proxies"), h("p", { class: "note", id: "proxies" }, d.proxies.reason),
-    h("h3", {}, "ACL users"), h("p", { class: "note", id: "acl" }, d.acl.reason));
+    h("h3", {}, "Proxies"), h("p", { class: "note", id: "proxies" }, access.proxies.reason),
+    h("h3", {}, "ACL"), h("div", { id: "acl" }, acl.enabled ? aclSection(acl, () => accessPage(view)) : h("p", { class: "note" }, acl.reason)));
+}
+
+// Users and rules of a cluster with auth on; every change goes to every broker and NameServer.
+function aclSection(acl, again) {
+  const users = acl.users.map((u) => u.username);
+  const byUser = (name) => `/api/acl/users/${encodeURIComponent(name)}`;
+  const options = (values) => values.map((v) => h("option", {}, v));
+  return [
+    h("p", {}, `The console acts as ${acl.actingAs || "nobody (no --access-key given)"}.`),
+    h("h4", {}, "Users"),
+    table(["user", "type", "status", ""], acl.users.map((u) => [u.username, u.type, u.status,
+      h("button", { class: "secondary", onclick: async () => {
+        if (confirm(`Delete user ${u.username} and its rules?`)) { await api(byUser(u.username), undefined, "DELETE"); await again(); }
+      } }, "Delete")]), "acl-users"),
+    form("create-user", [
+      field("User (AccessKey)", h("input", { name: "username", required: true })),
+      field("Password (SecretKey)", h("input", { name: "password", type: "password", required: true })),
+      field("Type", h("select", { name: "type" }, options(["Normal", "Super"]))),
+    ], "Create user", async (v) => { await api("/api/acl/users", v); await again(); }),
+    form("update-user", [
+      field("User", h("select", { name: "user" }, options(users))),
+      field("New password (empty: unchanged)", h("input", { name: "password", type: "password" })),
+      field("Type", h("select", { name: "type" }, options(["", "Normal", "Super"]))),
+      field("Status", h("select", { name: "status" }, options(["", "enable", "disable"]))),
+    ], "Update user", async (v) => { await api(byUser(v.user), v, "PUT"); await again(); }),
+    h("h4", {}, "Rules"),
+    table(["user", "resource", "actions", "decision", "source IPs", ""], acl.rules.map((r) => [r.user, r.resource,
+      r.actions.join(", "), h("span", { class: r.decision === "Deny" ? "bad" : "ok" }, r.decision), r.sourceIps.join(", ") || "any",
+      h("button", { class: "secondary", onclick: async () => {
+        await api(`/api/acl/rules/${encodeURIComponent(r.user)}?${new URLSearchParams({ resource: r.resource })}`, undefined, "DELETE");
+        await again();
+      } }, "Delete")]), "acl-rules"),
+    form("create-rule", [
+      field("User", h("select", { name: "user" }, options(users))),
+      field("Resources (Topic:name, Group:name, Topic:prefix-*, Cluster, *)", h("input", { name: "resources", required: true, size: 30 })),
+      h("fieldset", {}, h("legend", {}, "Actions"), ["Pub", "Sub", "Create", "Update", "Delete", "Get", "List", "All"].map((a) =>
+        h("label", {}, h("input", { type: "checkbox", name: "actions", value: a }), a))),
+      field("Source IPs or CIDR ranges (empty: any)", h("input", { name: "sourceIps" })),
+      field("Decision", h("select", { name: "decision" }, options(["Allow", "Deny"]))),
+    ], "Add rule", async (v, node) => {
+      const actions = [...node.querySelectorAll("input[name=actions]:checked")].map((c) => c.value);
+      await api("/api/acl/rules", { ...v, actions });
+      await again();
+    }),
+  ];
 }
 
 const PAGES = [
