@@ -127,3 +127,34 @@ async def test_a_user_and_rule_made_in_the_acl_page_are_enforced(secure_console)
     await send_as(cluster.namesrv_addr, "webuser", "web-secret", "Allowed")
     with pytest.raises(ClientError, match="no permission"):
         await send_as(cluster.namesrv_addr, "webuser", "web-secret", "Other")
+
+
+async def test_topic_change_group_create_and_delete_and_broker_settings_in_a_browser(cluster_console):
+    cluster, console = cluster_console
+    await console.post("/api/topics", {"topic": "Resized", "queues": 1})
+    async with chromium_page() as (page, expect):
+        await page.goto(console.url + "/#/topics/Resized")
+        await expect(page.locator("#status tbody tr")).to_have_count(1)
+        edit = page.locator("#edit-topic")
+        await edit.locator("input[name=queues]").fill("3")
+        await edit.locator("select[name=perm]").select_option("4")
+        await edit.locator("button").click()
+        await expect(page.locator("#status tbody tr")).to_have_count(3)
+        config = cluster.broker.topics.get("Resized")
+        assert (config.write_queue_nums, config.perm) == (3, 4)
+        await expect(page.locator("#topic-consumers")).to_have_text("None online.")
+
+        await page.goto(console.url + "/#/groups")
+        await page.locator("#create-group input[name=group]").fill("WebMade")
+        await page.locator("#create-group button").click()
+        await expect(page).to_have_url(re.compile(r"#/groups/WebMade$"))
+        assert cluster.broker.groups.find("WebMade") is not None
+        page.on("dialog", lambda dialog: dialog.accept())
+        await page.locator("#delete-group").click()
+        await expect(page).to_have_url(re.compile(r"#/groups$"))
+        assert cluster.broker.groups.find("WebMade") is None
+
+        await page.goto(console.url + "/#/cluster")
+        await page.get_by_role("button", name="Settings").click()
+        await expect(page.locator("#settings")).to_contain_text("brokerName")
+        await expect(page.locator("#settings")).to_contain_text(cluster.broker.config.broker_name)
