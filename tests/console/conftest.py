@@ -7,9 +7,11 @@ from typing import Any
 import aiohttp
 import pytest
 
+from ferrymq.client import Message, Producer
 from ferrymq.console.app import ConsoleServer
 from ferrymq.console.cluster import ClusterData, Metadata
 from ferrymq.protocol.codes import RequestCode
+from tests.auth.conftest import ROOT, SecureCluster, make_secure  # noqa: F401  (a fixture, used here)
 from tests.broker.conftest import Cluster, make_cluster  # noqa: F401  (a fixture, used by the tests here)
 
 
@@ -43,11 +45,12 @@ class Console:
 
 @pytest.fixture
 async def open_console():
-    """open_console(namesrv, metadata=None) → a Console on a free port (closed at the end)."""
+    """open_console(namesrv, metadata=None, **credentials) → a Console on a free port (closed at
+    the end); `credentials`: ClusterData's access_key and secret_key."""
     opened: list[Console] = []
 
-    async def start(namesrv: str, metadata: Metadata | None = None) -> Console:
-        server = ConsoleServer(ClusterData(namesrv, metadata=metadata), "127.0.0.1", 0)
+    async def start(namesrv: str, metadata: Metadata | None = None, **credentials: str) -> Console:
+        server = ConsoleServer(ClusterData(namesrv, metadata=metadata, **credentials), "127.0.0.1", 0)
         await server.start()
         console = Console(server, aiohttp.ClientSession())
         opened.append(console)
@@ -65,8 +68,21 @@ async def cluster_console(make_cluster, open_console) -> tuple[Cluster, Console]
     return cluster, await open_console(cluster.namesrv_addr)
 
 
+@pytest.fixture
+async def secure_console(make_secure, open_console) -> tuple[SecureCluster, Console]:  # noqa: F811
+    """A NameServer and broker with authentication on, and a console acting as their super user."""
+    cluster = await make_secure()
+    return cluster, await open_console(cluster.namesrv_addr, access_key=ROOT[0], secret_key=ROOT[1])
+
+
 async def commit(cluster: Cluster, group: str, topic: str, queue_id: int, offset: int) -> None:
     """Commit `group`'s offset on a queue as a consumer would."""
     ext = {"consumerGroup": group, "topic": topic, "queueId": queue_id, "commitOffset": offset}
     response = await cluster.call(RequestCode.UPDATE_CONSUMER_OFFSET, ext)
     assert response.code == 0, response.remark
+
+
+async def send_as(namesrv: str, user: str, password: str, topic: str) -> None:
+    """Send one message to `topic` signed as `user` (ClientError when the broker refuses it)."""
+    async with Producer("AclProbe", namesrv, access_key=user, secret_key=password) as producer:
+        await producer.send(Message(topic, b"probe"))

@@ -5,13 +5,14 @@ from __future__ import annotations
 import time
 
 from ferrymq.bench.processes import free_port
-from ferrymq.client import Message, Producer
+from ferrymq.client import ConsumeResult, Message, Producer, PushConsumer
 from ferrymq.meta.database import database_url, make_engine
 from ferrymq.meta.entities import Binding, Exchange, Queue
 from ferrymq.meta.service import MetaService
 from ferrymq.meta.store import MetaStore
 from ferrymq.protocol.codes import RequestCode, ResponseCode
 from ferrymq.protocol.message_id import parse_offset_msg_id
+from tests.auth.conftest import ROOT
 from tests.console.conftest import commit
 from tests.metrics.conftest import eventually
 
@@ -75,7 +76,8 @@ async def test_groups_show_lag_and_take_controls(cluster_console):
     detail = await console.get("/api/groups/Workers")
     queues = detail["progress"]["Work"]
     assert [(q["brokerOffset"], q["consumerOffset"], q["lag"]) for q in queues] == [(5, 2, 3)]
-    assert detail["clients"] == []
+    assert queues[0]["lastConsumed"] > 0  # the second message's store time
+    assert detail["consumers"] == {"connections": [], "subscriptions": {}}
     assert [g["lag"] for g in (await console.get("/api/topics/Work"))["groups"]] == [3]
 
     await console.post("/api/groups/Workers/pause")
@@ -111,6 +113,13 @@ async def test_dashboard_counts_messages_and_lag(cluster_console):
     assert {"group": "DashGroup", "topic": "Dash", "queues": 1, "consumer_offset": 1, "lag": 2} in d["top"]
     assert all(r["in"] >= 0 and r["out"] >= 0 for r in d["rates"])
 
+    async def rated():  # the brokers' putTps over their last 10 s, once they sampled a message
+        await console.post("/api/topics/Dash/send", {"body": "more"})
+        d = await console.get("/api/dashboard")
+        return d if d["rates"][-1]["in"] > 0 and d["now"]["put_tps"] > 0 else None
+
+    await eventually(rated, 20, "the dashboard to show the brokers' rate of messages in")
+
 
 async def test_cluster_page_shows_the_master_and_its_runtime(cluster_console):
     cluster, console = cluster_console
@@ -121,6 +130,69 @@ async def test_cluster_page_shows_the_master_and_its_runtime(cluster_console):
     assert replica["role"] == "master" and replica["address"] == cluster.broker_addr
     assert replica["runtime"]["msgPutTotalTodayNow"] == "0"
     assert d["controllers"] is None
+    settings = await console.get("/api/cluster/settings", broker=cluster.broker_addr)
+    assert settings["brokerName"] == cluster.broker.config.broker_name and "flushDiskType" in settings
+    status, value = await console.call("GET", "/api/cluster/settings", broker="127.0.0.1:1")
+    assert status == 404 and "127.0.0.1:1" in value["error"]
+
+
+async def test_broker_settings_never_show_a_password(secure_console):
+    cluster, console = secure_console
+    settings = await console.get("/api/cluster/settings", broker=cluster.broker_addr)
+    assert settings["authEnabled"] == "true" and settings["initUsername"] == ROOT[0]
+    assert settings["initPassword"] == "******" and ROOT[1] not in str(settings)
+
+
+async def test_a_topic_changes_queues_and_permission(cluster_console):
+    cluster, console = cluster_console
+    await console.post("/api/topics", {"topic": "Grow", "queues": 2})
+    await console.post("/api/topics/Grow/send", {"body": "x"})
+    await cluster.settled()
+    status = (await console.get("/api/topics/Grow"))["status"]
+    assert sum(s["max"] for s in status) == 1 and max(s["lastStored"] for s in status) > 0
+    status, changed = await console.call("PUT", "/api/topics/Grow", {"queues": 4, "perm": 4})
+    assert status == 200 and changed == {"topic": "Grow", "queues": 4, "perm": 4}
+    config = cluster.broker.topics.get("Grow")
+    assert (config.read_queue_nums, config.write_queue_nums, config.perm) == (4, 4, 4)
+    status, value = await console.call("PUT", "/api/topics/Grow", {"perm": 7})
+    assert status == 400 and "perm" in value["error"]
+    assert (await console.call("PUT", "/api/topics/Nowhere", {"queues": 1}))[0] == 404
+
+
+async def test_groups_are_created_and_deleted(cluster_console):
+    cluster, console = cluster_console
+    assert await console.post("/api/groups", {"group": "Made", "retryMaxTimes": 3, "orderly": True})
+    made = cluster.broker.groups.find("Made")
+    assert made is not None and made.retry_max_times == 3 and made.consume_message_orderly
+    assert "Made" in {g["group"] for g in await console.get("/api/groups")}
+    status, value = await console.call("POST", "/api/groups", {"group": "bad name"})
+    assert status == 400 and "group name" in value["error"]
+    assert (await console.call("DELETE", "/api/groups/Made", cleanOffsets="true"))[0] == 200
+    assert cluster.broker.groups.find("Made") is None
+
+
+async def test_connected_producers_and_consumers_are_listed(cluster_console):
+    cluster, console = cluster_console
+    await console.post("/api/topics", {"topic": "Live", "queues": 1})
+    consumer = PushConsumer("LiveGroup", cluster.namesrv_addr)
+    consumer.subscribe("Live", "*", lambda messages: ConsumeResult.SUCCESS)
+    async with Producer("LiveProducer", cluster.namesrv_addr) as producer, consumer:
+        await producer.send(Message("Live", b"x"))
+        await producer.instance.heartbeat_all()  # as it does every 30 s
+
+        async def online():
+            found = await console.get("/api/topics/Live")
+            return found["consumers"] or None
+
+        (group,) = await eventually(online, 20, "the consumer to be online")
+        assert group["group"] == "LiveGroup" and len(group["connections"]) == 1
+        consumers = (await console.get("/api/groups/LiveGroup"))["consumers"]
+        assert consumers["subscriptions"]["Live"] == "*" and consumers["messageModel"] == "CLUSTERING"
+        (connection,) = consumers["connections"]
+        assert connection["clientId"] == group["connections"][0]["clientId"]
+        (producing,) = await console.get("/api/producers/LiveProducer")
+        assert producing["clientId"] and producing["language"]
+    assert await console.get("/api/producers/NobodyHere") == []
 
 
 async def test_dead_letters_are_browsed_and_sent_back(cluster_console):
@@ -167,9 +239,9 @@ async def test_amqp_pages_read_the_metadata_service(make_cluster, open_console, 
     ]
 
 
-async def test_access_page_says_acl_is_not_enabled(cluster_console):
+async def test_access_page_says_proxies_cannot_be_listed(cluster_console):
     _, console = cluster_console
-    assert "ACL not enabled" in (await console.get("/api/access"))["acl"]["reason"]
+    assert "none can be listed" in (await console.get("/api/access"))["proxies"]["reason"]
 
 
 async def test_an_unreachable_cluster_is_a_clear_502(open_console):

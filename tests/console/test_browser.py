@@ -4,10 +4,12 @@ from __future__ import annotations
 
 import re
 
+import pytest
+
 from ferrymq.bench.processes import free_port
-from ferrymq.client import Message, Producer
+from ferrymq.client import ClientError, Message, Producer
 from tests.console.browser import chromium_page
-from tests.console.conftest import commit
+from tests.console.conftest import commit, send_as
 from tests.metrics.conftest import eventually
 
 
@@ -63,7 +65,7 @@ async def test_topics_messages_groups_and_dashboard_in_a_browser(cluster_console
         await page.locator("#reset-offset button").click()  # no time given: now, past every message
         await expect(page.locator("#group-lag")).to_have_text("0")
 
-        # The cluster page shows the master; the access page says ACL is not there yet.
+        # The cluster page shows the master; the access page says ACL is off on this cluster.
         await page.goto(console.url + "/#/cluster")
         await expect(page.locator("#brokers")).to_contain_text("master")
         await expect(page.locator("#brokers")).to_contain_text(cluster.broker_addr)
@@ -99,3 +101,60 @@ async def test_a_traced_message_shows_its_timeline_in_a_browser(make_cluster, op
         first = page.locator("#trace .timeline li").first
         await expect(first).to_contain_text("sent by WebProducer to Followed")
         await expect(page.locator("#trace")).to_contain_text("stored on")
+
+
+async def test_a_user_and_rule_made_in_the_acl_page_are_enforced(secure_console):
+    cluster, console = secure_console
+    for topic in ("Allowed", "Other"):
+        await console.post("/api/topics", {"topic": topic, "queues": 1})
+    async with chromium_page() as (page, expect):
+        await page.goto(console.url + "/#/access")
+        await expect(page.locator("#acl-users")).to_contain_text("Super")
+        user = page.locator("#create-user")
+        await user.locator("input[name=username]").fill("webuser")
+        await user.locator("input[name=password]").fill("web-secret")
+        await user.locator("button").click()
+        await expect(page.locator("#acl-users")).to_contain_text("webuser")
+        rule = page.locator("#create-rule")
+        await rule.locator("select[name=user]").select_option("webuser")
+        await rule.locator("input[name=resources]").fill("Topic:Allowed")
+        await rule.get_by_label("Pub").check()
+        await rule.locator("button").click()
+        await expect(page.locator("#acl-rules tbody tr")).to_have_count(1)
+        await expect(page.locator("#acl-rules")).to_contain_text("Topic:Allowed")
+        assert "web-secret" not in await page.content()
+
+    await send_as(cluster.namesrv_addr, "webuser", "web-secret", "Allowed")
+    with pytest.raises(ClientError, match="no permission"):
+        await send_as(cluster.namesrv_addr, "webuser", "web-secret", "Other")
+
+
+async def test_topic_change_group_create_and_delete_and_broker_settings_in_a_browser(cluster_console):
+    cluster, console = cluster_console
+    await console.post("/api/topics", {"topic": "Resized", "queues": 1})
+    async with chromium_page() as (page, expect):
+        await page.goto(console.url + "/#/topics/Resized")
+        await expect(page.locator("#status tbody tr")).to_have_count(1)
+        edit = page.locator("#edit-topic")
+        await edit.locator("input[name=queues]").fill("3")
+        await edit.locator("select[name=perm]").select_option("4")
+        await edit.locator("button").click()
+        await expect(page.locator("#status tbody tr")).to_have_count(3)
+        config = cluster.broker.topics.get("Resized")
+        assert (config.write_queue_nums, config.perm) == (3, 4)
+        await expect(page.locator("#topic-consumers")).to_have_text("None online.")
+
+        await page.goto(console.url + "/#/groups")
+        await page.locator("#create-group input[name=group]").fill("WebMade")
+        await page.locator("#create-group button").click()
+        await expect(page).to_have_url(re.compile(r"#/groups/WebMade$"))
+        assert cluster.broker.groups.find("WebMade") is not None
+        page.on("dialog", lambda dialog: dialog.accept())
+        await page.locator("#delete-group").click()
+        await expect(page).to_have_url(re.compile(r"#/groups$"))
+        assert cluster.broker.groups.find("WebMade") is None
+
+        await page.goto(console.url + "/#/cluster")
+        await page.get_by_role("button", name="Settings").click()
+        await expect(page.locator("#settings")).to_contain_text("brokerName")
+        await expect(page.locator("#settings")).to_contain_text(cluster.broker.config.broker_name)

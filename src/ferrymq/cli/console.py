@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import click
 
+from ferrymq.cli.clients import credential_options
 from ferrymq.cli.option_settings import settings_file
 from ferrymq.cli.serving import serve
 
@@ -18,11 +19,16 @@ from ferrymq.cli.serving import serve
     "--host",
     default="127.0.0.1",
     show_default=True,
-    help="Address to listen on; the console has no login yet, so keep it on loopback or behind a proxy.",
+    help="Address to listen on; the console has no login of its own and acts with the credentials it "
+    "was started with, so keep it on loopback or behind a proxy that authenticates.",
 )
 @click.option("--meta", help="host:port of the metadata service, for the AMQP pages.")
 @click.option("--controllers", help="Controller address(es), ';'-separated, for epochs and SyncStateSets.")
-def console(namesrv: str, port: int, host: str, meta: str | None, controllers: str | None) -> None:
+@credential_options
+def console(
+    namesrv: str, port: int, host: str, meta: str | None, controllers: str | None,
+    access_key: str | None, secret_key: str | None,
+) -> None:  # fmt: skip
     """Serve the web console for the cluster at NAMESRV on http://HOST:PORT/."""
     from ferrymq.console.app import ConsoleServer
     from ferrymq.console.cluster import ClusterData
@@ -32,7 +38,10 @@ def console(namesrv: str, port: int, host: str, meta: str | None, controllers: s
         from ferrymq.meta.client import MetaClient
 
         metadata = MetaClient(meta)
-    server = ConsoleServer(ClusterData(namesrv, controllers=controllers, metadata=metadata), host, port)
+    cluster = ClusterData(
+        namesrv, controllers=controllers, metadata=metadata, access_key=access_key, secret_key=secret_key
+    )
+    server = ConsoleServer(cluster, host, port)
 
     async def start() -> str:
         bound = await server.start()

@@ -160,7 +160,9 @@ def dev(
             lines.append(f"  AMQP        127.0.0.1:{port} (RabbitMQ clients, guest/guest, vhost /)")
         if console_port != -1:
             try:
-                console = ConsoleServer(ClusterData(namesrv_addr, metadata=metadata), "127.0.0.1", 0)
+                credentials = {"access_key": name, "secret_key": password} if auth_user else {}
+                cluster = ClusterData(namesrv_addr, metadata=metadata, **credentials)
+                console = ConsoleServer(cluster, "127.0.0.1", 0)
                 port = await start_console(console, console_port)
             except BaseException:
                 await stop()

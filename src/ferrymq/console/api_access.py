@@ -1,5 +1,5 @@
 """/api/amqp and /api/access: the AMQP side from the metadata service (vhosts, exchanges, queues,
-bindings, users), and what the cluster says of proxies and ACL."""
+bindings, users), and what the cluster says of proxies (ACL users and rules: api_acl)."""
 
 from __future__ import annotations
 
@@ -22,8 +22,6 @@ async def amqp(request: web.Request) -> web.Response:
 
 @routes.get("/api/access")
 async def access(request: web.Request) -> web.Response:
-    """No broker answers ACL or proxy-listing requests yet: the page says so rather than guess."""
-    return answer({
-        "acl": {"enabled": False, "reason": "ACL not enabled: the brokers answer no ACL request yet"},
-        "proxies": {"listed": False, "reason": "proxies register with no NameServer; none can be listed yet"},
-    })  # fmt: skip
+    """Proxies register with no NameServer: the page says so rather than guess."""
+    reason = "proxies register with no NameServer; none can be listed yet"
+    return answer({"proxies": {"listed": False, "reason": reason}})

@@ -1,13 +1,18 @@
-"""/api/groups: every consumer group with its lag; one group's progress per queue, clients and
-controls; offset resets, pause/resume and rate limits."""
+"""/api/groups: every consumer group with its lag; create and delete one; one group's progress
+per queue, connected members and controls; offset resets, pause/resume and rate limits."""
 
 from __future__ import annotations
+
+import re
 
 from aiohttp import web
 
 from ferrymq.console.web import BadInput, answer, body, data, number
+from ferrymq.protocol.bodies import SubscriptionGroupConfig
 
 routes = web.RouteTableDef()
+
+_NAME = re.compile(r"^[%|a-zA-Z0-9_-]{1,255}$")  # RocketMQ's rule for group names
 
 
 @routes.get("/api/groups")
@@ -23,20 +28,40 @@ async def groups(request: web.Request) -> web.Response:
     return answer(sorted(by_group.values(), key=lambda r: (-r["lag"], r["group"])))
 
 
+@routes.post("/api/groups")
+async def create(request: web.Request) -> web.Response:
+    """{group, retryMaxTimes=16, broadcast=true, orderly=false}: on every master."""
+    args = await body(request)
+    group = str(args.get("group", "")).strip()
+    if not _NAME.match(group):
+        raise BadInput(f"{group!r} is not a group name: 1-255 of letters, digits, %, |, _ and -")
+    retries = number(args, "retryMaxTimes", 16)
+    if not -1 <= retries <= 10_000:
+        raise BadInput("retryMaxTimes must be between -1 and 10000")
+    config = SubscriptionGroupConfig(
+        group_name=group, retry_max_times=retries, consume_broadcast_enable=bool(args.get("broadcast", True)),
+        consume_message_orderly=bool(args.get("orderly", False)),
+    )  # fmt: skip
+    await data(request).create_group(config)
+    return answer({"group": group}, 201)
+
+
+@routes.delete("/api/groups/{group}")
+async def delete(request: web.Request) -> web.Response:
+    """From every master; ?cleanOffsets=true also drops its committed offsets."""
+    clean = request.query.get("cleanOffsets", "false").lower() in ("1", "true", "yes")
+    await data(request).delete_group(request.match_info["group"], clean_offsets=clean)
+    return answer({"deleted": request.match_info["group"]})
+
+
 @routes.get("/api/groups/{group}")
 async def detail(request: web.Request) -> web.Response:
     cluster = data(request)
     group = request.match_info["group"]
-    topics = sorted({g.topic for g in await cluster.lags() if g.group == group})
-    progress = {topic: await cluster.admin.consumer_progress(group, topic) for topic in topics}
     return answer({
         "group": group,
-        "progress": {
-            topic: [{"broker": p.queue.broker_name, "queue": p.queue.queue_id, "lag": p.lag,
-                     "brokerOffset": p.broker_offset, "consumerOffset": p.consumer_offset} for p in queues]
-            for topic, queues in progress.items()
-        },
-        "clients": await cluster.admin.consumers(group),
+        "progress": await cluster.progress(group),
+        "consumers": await cluster.consumers(group),
         "controls": await cluster.admin.consumption_controls(group),
     })  # fmt: skip
 

@@ -1,5 +1,6 @@
-"""/api/topics: list, create, delete, route, per-queue status, the groups reading a topic, and a
-test message sent from the page."""
+"""/api/topics: list, create, change (queues, permission), delete, route, per-queue status, the
+groups reading a topic and their online members, a producer group's connections, and a test message
+sent from the page."""
 
 from __future__ import annotations
 
@@ -45,14 +46,32 @@ async def create(request: web.Request) -> web.Response:
     topic = str(args.get("topic", "")).strip()
     if not _NAME.match(topic):
         raise BadInput(f"{topic!r} is not a topic name: 1-127 of letters, digits, %, |, _ and -")
-    queues = number(args, "queues", 8)
-    perm = number(args, "perm", 6)
+    queues, perm = _queues_and_perm(args, 8, 6)
+    await data(request).create_topic(topic, queues, order=bool(args.get("order")), perm=perm)
+    return answer({"topic": topic, "queues": queues}, 201)
+
+
+@routes.put("/api/topics/{topic}")
+async def change(request: web.Request) -> web.Response:
+    """{queues, perm}: a new queue count (read and write) and permission on every master that has
+    the topic; what is not given stays as it is."""
+    cluster, topic = data(request), request.match_info["topic"]
+    current = (await cluster.topics()).get(topic)
+    if not current:
+        raise LookupError(f"topic {topic} does not exist")
+    first = next(iter(current.values()))
+    queues, perm = _queues_and_perm(await body(request), first.write_queue_nums, first.perm)
+    await cluster.create_topic(topic, queues, order=first.order, perm=perm)
+    return answer({"topic": topic, "queues": queues, "perm": perm})
+
+
+def _queues_and_perm(args: dict, queues: int, perm: int) -> tuple[int, int]:
+    queues, perm = number(args, "queues", queues), number(args, "perm", perm)
     if not 1 <= queues <= 1024:
         raise BadInput("queues must be between 1 and 1024")
     if perm not in (2, 4, 6):
         raise BadInput("perm must be 2 (write), 4 (read) or 6 (read and write)")
-    await data(request).create_topic(topic, queues, order=bool(args.get("order")), perm=perm)
-    return answer({"topic": topic, "queues": queues}, 201)
+    return queues, perm
 
 
 @routes.delete("/api/topics/{topic}")
@@ -71,7 +90,15 @@ async def detail(request: web.Request) -> web.Response:
         "route": await cluster.route(topic),
         "status": await cluster.topic_status(topic),
         "groups": [g for g in await cluster.lags() if g.topic == topic],
+        "consumers": await cluster.topic_consumers(topic),
     })  # fmt: skip
+
+
+@routes.get("/api/producers/{group}")
+async def producers(request: web.Request) -> web.Response:
+    """The producers of a producer group connected to the brokers (a producer names its group, not
+    its topics, so the topic page asks by group, as RocketMQ's dashboard does)."""
+    return answer(await data(request).producers(request.match_info["group"]))
 
 
 @routes.post("/api/topics/{topic}/send")

@@ -12,7 +12,7 @@ from pathlib import Path
 
 from aiohttp import web
 
-from ferrymq.console import api_access, api_cluster, api_groups, api_messages, api_topics, dashboard
+from ferrymq.console import api_access, api_acl, api_cluster, api_groups, api_messages, api_topics, dashboard
 from ferrymq.console.cluster import ClusterData
 from ferrymq.console.web import DATA, answer, errors
 
@@ -33,7 +33,7 @@ def make_app(cluster: ClusterData) -> web.Application:
     app = web.Application(middlewares=[errors])
     app[DATA] = cluster
     app[dashboard.SAMPLER] = dashboard.Sampler()
-    for module in (api_cluster, api_topics, api_groups, api_messages, api_access, dashboard):
+    for module in (api_cluster, api_topics, api_groups, api_messages, api_access, api_acl, dashboard):
         app.router.add_routes(module.routes)
     app.router.add_route("*", "/api/{rest:.*}", _no_api)
     app.router.add_static("/static", STATIC)

@@ -1,10 +1,11 @@
 """ClusterData: every read and action of the console, over the SDK's Admin and the metadata service.
 
 The HTTP handlers never speak remoting themselves: they call this one object, so an admin call the
-brokers learn later plugs in here and nowhere else. What Admin has no single call for is put
-together from the request codes brokers answer today: the topic table (GET_ALL_TOPIC_CONFIG), every
-committed offset (GET_ALL_CONSUMER_OFFSET) and queue ends (GET_MAX_OFFSET, asked once per queue and
-kept for a few seconds, since a page of a thousand groups would otherwise ask a thousand times).
+brokers learn later plugs in here and nowhere else. Group lag comes from GET_CONSUME_STATS (Admin's
+consume stats), queue status from GET_TOPIC_STATS_INFO, rates from GET_BROKER_RUNTIME_INFO; the
+whole topic table (GET_ALL_TOPIC_CONFIG) and every group's lag are kept for a few seconds, since a
+page of a thousand groups would otherwise ask a thousand times. What Admin has no call for (deleting
+a subscription group) is one request code here.
 """
 
 from __future__ import annotations
@@ -16,12 +17,13 @@ from dataclasses import dataclass
 from typing import Any, Protocol, TypeVar
 
 from ferrymq.client import Admin, ClientError, Message, MessageExt, MessageQueue, Producer, SendResult
+from ferrymq.client.admin_stats import AdminRefused
 from ferrymq.client.dead_letters import TOOLS_GROUP
 from ferrymq.client.pull import pull, queue_offset
 from ferrymq.client.trace_view import MessageTrace, message_trace
 from ferrymq.protocol.bodies import (
-    ConsumerOffsetSerializeWrapper,
-    KVTable,
+    ClientConnection,
+    SubscriptionGroupConfig,
     SubscriptionGroupWrapper,
     TopicConfig,
     TopicConfigSerializeWrapper,
@@ -36,6 +38,7 @@ T = TypeVar("T")
 PRODUCER_GROUP = "FERRYMQ_CONSOLE_PRODUCER"  # the console's test messages come from this group
 FRESH_S = 5.0  # how long a table read from the brokers serves later pages
 _PARALLEL = 64  # requests in flight at once when a page needs one per queue
+SECRET_WORDS = ("password", "secret")  # broker settings whose values the console never shows
 
 
 class Metadata(Protocol):
@@ -47,7 +50,7 @@ class Metadata(Protocol):
 
 @dataclass(frozen=True)
 class GroupLag:
-    """One group on one topic: committed offsets summed over queues, and how far behind it is."""
+    """One group on one topic: consumer offsets summed over its read queues, and how far behind it is."""
 
     group: str
     topic: str
@@ -100,12 +103,17 @@ class ClusterData:
         controllers: str | None = None,
         metadata: Metadata | None = None,
         trace_topic: str = TRACE_TOPIC,
+        access_key: str | None = None,
+        secret_key: str | None = None,
     ) -> None:
+        """`access_key`/`secret_key`: the user every request of the console is signed as, on a cluster
+        with authentication on (the console has no login of its own: it acts as this user)."""
         self.namesrv = namesrv
+        self.access_key = access_key
         self.controllers = controllers
         self.metadata = metadata
         self.trace_topic = trace_topic
-        self.admin = Admin(namesrv)
+        self.admin = Admin(namesrv, access_key=access_key, secret_key=secret_key)
         self._producer: Producer | None = None
         self._topics = _Fresh(self._read_topics)
         self._lags = _Fresh(self._read_lags)
@@ -150,20 +158,37 @@ class ClusterData:
     async def runtime(self, addr: str) -> dict[str, str] | None:
         """A broker's GET_BROKER_RUNTIME_INFO table (None when it does not answer)."""
         try:
-            response = await self._invoke(addr, RequestCode.GET_BROKER_RUNTIME_INFO)
-            return decode_body(KVTable, response.body).table
+            return await self.admin.broker_runtime(addr)
         except (ClientError, OSError, TimeoutError):
             return None
 
-    async def totals(self) -> dict[str, int]:
-        """Messages stored and delivered since each master started, summed over masters."""
-        tables = [await self.runtime(a) for a in (await self.masters()).values()]
+    async def totals(self) -> dict[str, float]:
+        """Summed over masters: messages stored and delivered since each started, and the rates
+        each measures over its last 10 seconds (runtime info's putTps and getTransferedTps)."""
+        tables = await asyncio.gather(*(self.runtime(a) for a in (await self.masters()).values()))
         known = [t for t in tables if t]
         return {
             "put": sum(int(t.get("msgPutTotalTodayNow", 0)) for t in known),
             "get": sum(int(t.get("msgGetTotalTodayNow", 0)) for t in known),
+            "inTps": sum(_first_rate(t.get("putTps")) for t in known),
+            "outTps": sum(_first_rate(t.get("getTransferedTps")) for t in known),
             "brokers": len(known),
         }
+
+    async def broker_settings(self, addr: str) -> dict[str, str]:
+        """A broker's GET_BROKER_CONFIG settings, passwords and secret keys blanked out."""
+        if addr not in {a for g in (await self.admin.cluster_info()).broker_addr_table.values()
+                        for a in g.broker_addrs.values()}:  # fmt: skip
+            raise LookupError(f"no broker at {addr} in this cluster")
+        settings = await self.admin.broker_config(addr)
+        return {k: "******" if v and any(w in k.lower() for w in SECRET_WORDS) else v
+                for k, v in sorted(settings.items())}  # fmt: skip
+
+    async def auth_enabled(self) -> bool:
+        """Whether the brokers check who sends each request (a master's `authEnabled` setting)."""
+        for addr in (await self.masters()).values():
+            return (await self.admin.broker_config(addr)).get("authEnabled") == "true"
+        raise ClientError("no master broker is registered")
 
     # --- topics ---------------------------------------------------------------------------------
 
@@ -184,6 +209,7 @@ class ClusterData:
         return topics
 
     async def create_topic(self, topic: str, queues: int, *, order: bool, perm: int) -> None:
+        """Create `topic`, or change its queues and permission when it exists."""
         await self.admin.create_topic(topic, queues, order=order, perm=perm)
         self._topics.forget()
 
@@ -203,18 +229,43 @@ class ClusterData:
         }  # fmt: skip
 
     async def topic_status(self, topic: str) -> list[dict[str, Any]]:
-        """Per read queue: its first and next offsets."""
-        route = await self.admin.instance.existing_route(topic)
-        if route is None:
-            raise LookupError(f"topic {topic} does not exist")
+        """Per queue: its first and next offsets and when its last message was stored."""
+        try:
+            stats = await self.admin.topic_stats(topic)
+        except AdminRefused as e:
+            if e.code == ResponseCode.TOPIC_NOT_EXIST:
+                raise LookupError(f"topic {topic} does not exist") from None
+            raise
+        return [{"broker": mq.broker_name, "queue": mq.queue_id, "min": o.min_offset, "max": o.max_offset,
+                 "lastStored": o.last_update_timestamp} for mq, o in stats.items()]  # fmt: skip
 
-        async def status(mq: MessageQueue) -> dict[str, Any]:
-            addr = route.masters.get(mq.broker_name) or ""
-            low = await queue_offset(self.admin.instance, addr, mq, RequestCode.GET_MIN_OFFSET)
-            high = await queue_offset(self.admin.instance, addr, mq, RequestCode.GET_MAX_OFFSET)
-            return {"broker": mq.broker_name, "queue": mq.queue_id, "min": low, "max": high}
+    async def producers(self, group: str) -> list[ClientConnection]:
+        """The producers of `group` connected to any master (none when it is not online)."""
+        try:
+            return (await self.admin.producer_connections(group)).connection_set
+        except AdminRefused:
+            return []
 
-        return await _bounded(status(mq) for mq in route.read_queues)
+    async def consumers(self, group: str) -> dict[str, Any]:
+        """The members of `group` connected to any master and what they subscribe (none online: empty)."""
+        try:
+            found = await self.admin.consumer_connections(group)
+        except AdminRefused:
+            return {"connections": [], "subscriptions": {}}
+        return {
+            "connections": found.connection_set,
+            "subscriptions": {t: s.sub_string for t, s in found.subscription_table.items()},
+            "consumeType": found.consume_type, "messageModel": found.message_model,
+        }  # fmt: skip
+
+    async def topic_consumers(self, topic: str) -> list[dict[str, Any]]:
+        """The online groups subscribed to `topic`, each with its connected members."""
+        online = []
+        for group in await self.admin.topic_consumed_by(topic):
+            found = await self.consumers(group)
+            if topic in found["subscriptions"]:
+                online.append({"group": group, "connections": found["connections"]})
+        return online
 
     async def send(self, topic: str, body: bytes, *, tags: str | None, keys: list[str]) -> SendResult:
         """Send one message as the console's producer group (started on first use)."""
@@ -235,34 +286,52 @@ class ClusterData:
         return {name for table in tables.values() for name in table}
 
     async def lags(self) -> list[GroupLag]:
-        """Every (group, topic) with a committed offset, and its lag (cached for FRESH_S)."""
+        """Every (group, topic) the brokers report consume stats for, and its lag (cached for FRESH_S)."""
         result: list[GroupLag] = await self._lags.get()
         return result
 
     async def _read_lags(self) -> list[GroupLag]:
-        tables = await self._per_master(
-            RequestCode.GET_ALL_CONSUMER_OFFSET,
-            lambda body: decode_body(ConsumerOffsetSerializeWrapper, body).offset_table,
-        )
-        masters = await self.masters()
-        committed: dict[tuple[str, str], dict[MessageQueue, int]] = {}
-        for broker, table in tables.items():
-            for key, offsets in table.items():
-                topic, _, group = key.partition("@")
-                mine = committed.setdefault((group, topic), {})
-                for queue_id, offset in offsets.items():
-                    mine[MessageQueue(topic=topic, broker_name=broker, queue_id=queue_id)] = offset
-        queues = sorted({mq for offsets in committed.values() for mq in offsets}, key=str)
-        ends = await _bounded(
-            queue_offset(self.admin.instance, masters[mq.broker_name], mq, RequestCode.GET_MAX_OFFSET)
-            for mq in queues
-        )
-        end_of = dict(zip(queues, ends, strict=True))
-        return [
-            GroupLag(group, topic, len(offsets), sum(offsets.values()),
-                     sum(max(0, end_of[mq] - max(o, 0)) for mq, o in offsets.items()))
-            for (group, topic), offsets in sorted(committed.items())
-        ]  # fmt: skip
+        lags = []
+        for group, stats in sorted((await self.admin.all_consume_stats()).items()):
+            by_topic: dict[str, list[tuple[int, int]]] = {}
+            for mq, o in stats.offsets.items():
+                by_topic.setdefault(mq.topic, []).append((o.broker_offset, o.consumer_offset))
+            lags += [
+                GroupLag(group, topic, len(queues), sum(c for _, c in queues),
+                         sum(max(0, b - max(c, 0)) for b, c in queues))
+                for topic, queues in sorted(by_topic.items())
+            ]  # fmt: skip
+        return lags
+
+    async def progress(self, group: str) -> dict[str, list[dict[str, Any]]]:
+        """topic → per queue: broker offset, consumer offset, lag and when the last consumed message
+        was stored (GET_CONSUME_STATS); empty when no broker knows the group."""
+        try:
+            stats = await self.admin.consume_stats(group)
+        except AdminRefused:
+            return {}
+        progress: dict[str, list[dict[str, Any]]] = {}
+        for mq, o in stats.offsets.items():
+            progress.setdefault(mq.topic, []).append({
+                "broker": mq.broker_name, "queue": mq.queue_id, "brokerOffset": o.broker_offset,
+                "consumerOffset": o.consumer_offset,
+                "lag": max(0, o.broker_offset - max(o.consumer_offset, 0)),
+                "lastConsumed": o.last_timestamp,
+            })  # fmt: skip
+        return progress
+
+    async def create_group(self, config: SubscriptionGroupConfig) -> None:
+        """Create (or update) a subscription group on every master."""
+        await self.admin.create_groups([config])
+        self._lags.forget()
+
+    async def delete_group(self, group: str, *, clean_offsets: bool) -> None:
+        """Delete `group`'s subscription config (and, when asked, its offsets) on every master
+        (DELETE_SUBSCRIPTIONGROUP, which Admin has no call for)."""
+        ext = {"groupName": group, "cleanOffset": str(clean_offsets).lower()}
+        await asyncio.gather(*(self._invoke(a, RequestCode.DELETE_SUBSCRIPTIONGROUP, ext)
+                               for a in (await self.masters()).values()))  # fmt: skip
+        self._lags.forget()
 
     def forget_lags(self) -> None:
         """After a reset: the next page reads offsets again."""
@@ -311,3 +380,11 @@ class ClusterData:
         """The metadata service's definitions (vhosts, users, exchanges, queues, bindings, policies);
         None when the console was given no metadata service."""
         return None if self.metadata is None else await self.metadata.export_definitions()
+
+
+def _first_rate(rates: str | None) -> float:
+    """The 10-second figure of a runtime-info rate ("12.00 10.50 9.98"); 0 when absent."""
+    try:
+        return float((rates or "0").split()[0])
+    except (ValueError, IndexError):
+        return 0.0

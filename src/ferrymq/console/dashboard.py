@@ -1,5 +1,7 @@
 """The dashboard's figures over time: messages in and out per second and total lag.
 
+The rates are the brokers' own (runtime info's putTps and getTransferedTps over their last 10
+seconds, summed over masters), so a restarted broker or a page opened late draws no false spike.
 Samples are taken when a page asks (at most one per SAMPLE_S, however many pages poll) and kept
 for the last HISTORY samples, so a page opened later still draws the last minutes; a console
 nobody looks at asks the cluster nothing.
@@ -8,7 +10,6 @@ nobody looks at asks the cluster nothing.
 from __future__ import annotations
 
 import asyncio
-import itertools
 import time
 from collections import deque
 from dataclasses import dataclass
@@ -29,6 +30,8 @@ class Sample:
     put: int  # messages stored since the masters started
     get: int
     lag: int  # over every group and topic
+    put_tps: float  # messages stored per second, over the masters' last 10 s
+    get_tps: float
 
 
 class Sampler:
@@ -42,20 +45,12 @@ class Sampler:
             if last is None or time.time() * 1000 - last.t >= SAMPLE_S * 1000:
                 totals = await cluster.totals()
                 lag = sum(g.lag for g in await cluster.lags())
-                self.samples.append(Sample(int(time.time() * 1000), totals["put"], totals["get"], lag))
+                now = Sample(int(time.time() * 1000), int(totals["put"]), int(totals["get"]), lag,
+                             totals["inTps"], totals["outTps"])  # fmt: skip
+                self.samples.append(now)
         points = list(self.samples)
-        rates = [
-            {"t": b.t, "lag": b.lag,
-             "in": _rate(a.put, b.put, b.t - a.t), "out": _rate(a.get, b.get, b.t - a.t)}
-            for a, b in itertools.pairwise(points)
-        ]  # fmt: skip
-        now = points[-1]
-        return {"now": now, "rates": rates}
-
-
-def _rate(before: int, after: int, ms: int) -> float:
-    """Per second; a restarted broker (a counter going back) counts from zero."""
-    return (after - before if after >= before else after) * 1000 / max(1, ms)
+        rates = [{"t": p.t, "lag": p.lag, "in": p.put_tps, "out": p.get_tps} for p in points]
+        return {"now": points[-1], "rates": rates}
 
 
 SAMPLER: web.AppKey[Sampler] = web.AppKey("sampler", Sampler)

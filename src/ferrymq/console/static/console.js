@@ -57,14 +57,14 @@ function field(label, input) {
   return h("label", {}, label, input);
 }
 
-// A form whose submit calls `action(values)` with its named inputs' values.
+// A form whose submit calls `action(values, form)` with its named inputs' values.
 function form(id, fields, buttonText, action) {
   const node = h("form", { id }, fields, h("button", { type: "submit" }, buttonText));
   node.addEventListener("submit", async (event) => {
     event.preventDefault();
     const values = Object.fromEntries(new FormData(node).entries());
     try {
-      await action(values);
+      await action(values, node);
     } catch (e) {
       /* the error box says why */
     }
@@ -113,12 +113,30 @@ async function clusterPage(view) {
     r.in_sync === null ? "" : r.in_sync ? "yes" : "no", r.max_offset ?? "",
     g.master_epoch ?? "", g.sync_state_set_epoch ?? "",
     r.runtime ? r.runtime.brokerVersionDesc : "not answering",
-    r.runtime ? r.runtime.msgPutTotalTodayNow : "", r.runtime ? r.runtime.runtime : ""]));
+    r.runtime ? r.runtime.msgPutTotalTodayNow : "", r.runtime ? r.runtime.runtime : "",
+    r.role === "gone" ? "" : h("button", { class: "secondary", onclick: () => showSettings(r.address) }, "Settings")]));
+  const settings = h("div", { id: "broker-settings" });
+  async function showSettings(address) {
+    const all = await api(`/api/cluster/settings?${new URLSearchParams({ broker: address })}`);
+    settings.replaceChildren(h("h3", {}, `Settings of ${address} (read-only)`),
+      table(["setting", "value"], Object.entries(all), "settings"));
+  }
   view.replaceChildren(h("h2", {}, "Cluster"),
     h("p", {}, `NameServer ${d.namesrv}` + (d.controllers ? `, controllers ${d.controllers}` :
       " (no controllers given: epochs and SyncStateSets are not shown)")),
     table(["cluster", "broker", "id", "address", "role", "in SyncStateSet", "CommitLog max offset",
-      "master epoch", "SyncStateSet epoch", "version", "messages stored", "up"], rows, "brokers"));
+      "master epoch", "SyncStateSet epoch", "version", "messages stored", "up", ""], rows, "brokers"), settings);
+}
+
+function permSelect(current) {
+  return h("select", { name: "perm" }, [[6, "read+write"], [4, "read"], [2, "write"]].map(([value, words]) =>
+    h("option", { value, selected: value === current }, words)));
+}
+
+// A client connection as the pages list it (producers and consumers alike).
+function connectionRows(connections, id) {
+  return connections.length ? table(["client id", "address", "language", "version"],
+    connections.map((c) => [c.clientId, c.clientAddr, c.language, c.version]), id) : h("p", { id }, "None online.");
 }
 
 async function topicsPage(view) {
@@ -138,7 +156,7 @@ async function topicsPage(view) {
   const create = form("create-topic", [
     field("Topic", h("input", { name: "topic", required: true })),
     field("Queues per broker", h("input", { name: "queues", type: "number", value: 8, min: 1, max: 1024 })),
-    field("Permission", h("select", { name: "perm" }, h("option", { value: 6 }, "read+write"), h("option", { value: 4 }, "read"), h("option", { value: 2 }, "write"))),
+    field("Permission", permSelect(6)),
     field("Ordered", h("input", { name: "order", type: "checkbox", value: "1" })),
   ], "Create topic", async (v) => {
     await api("/api/topics", { topic: v.topic, queues: Number(v.queues), perm: Number(v.perm), order: !!v.order });
@@ -161,6 +179,17 @@ async function topicPage(view, topic) {
       ` on ${r.broker} queue ${r.queueId} offset ${r.queueOffset} `,
       link(`#/messages?topic=${encodeURIComponent(topic)}&id=${r.msgId}`, "find it")));
   });
+  const first = Object.values(d.config)[0] || {};
+  const edit = form("edit-topic", [
+    field("Queues per broker", h("input", { name: "queues", type: "number", value: first.writeQueueNums ?? 8, min: 1, max: 1024 })),
+    field("Permission", permSelect(first.perm ?? 6)),
+  ], "Change", async (v) => {
+    await api(`/api/topics/${encodeURIComponent(topic)}`, { queues: Number(v.queues), perm: Number(v.perm) }, "PUT");
+    await topicPage(view, topic);
+  });
+  const producers = h("div", { id: "producers" });
+  const producerLookup = form("producer-lookup", [field("Producer group", h("input", { name: "group", required: true }))],
+    "Show producers", async (v) => producers.replaceChildren(connectionRows(await api(`/api/producers/${encodeURIComponent(v.group)}`), "producer-connections")));
   const remove = h("button", { class: "secondary", id: "delete-topic", onclick: async () => {
     if (confirm(`Delete topic ${topic}?`)) { await api(`/api/topics/${encodeURIComponent(topic)}`, undefined, "DELETE"); location.hash = "#/topics"; }
   } }, "Delete topic");
@@ -168,10 +197,15 @@ async function topicPage(view, topic) {
     h("h3", {}, "Route"), table(["broker", "cluster", "addresses"], d.route.brokers.map((b) =>
       [b.name, b.cluster, Object.entries(b.addrs).map(([id, a]) => `${id}: ${a}`).join(", ")]), "route"),
     table(["broker", "read queues", "write queues", "perm"], d.route.queues.map((q) => [q.broker, q.read, q.write, q.perm])),
-    h("h3", {}, "Status"), table(["broker", "queue", "min offset", "max offset", "messages"],
-      d.status.map((s) => [s.broker, s.queue, s.min, s.max, s.max - s.min]), "status"),
+    h("h3", {}, "Change queues or permission"), edit,
+    h("h3", {}, "Status"), table(["broker", "queue", "min offset", "max offset", "messages", "last stored"],
+      d.status.map((s) => [s.broker, s.queue, s.min, s.max, s.max - s.min, when(s.lastStored)]), "status"),
     h("h3", {}, "Consumer groups"), table(["group", "queues", "lag"], d.groups.map((g) =>
       [link(`#/groups/${encodeURIComponent(g.group)}`, g.group), g.queues, g.lag])),
+    h("h3", {}, "Consumers online"), d.consumers.length ? table(["group", "client id", "address", "language", "version"],
+      d.consumers.flatMap((g) => g.connections.map((c) => [link(`#/groups/${encodeURIComponent(g.group)}`, g.group),
+        c.clientId, c.clientAddr, c.language, c.version])), "topic-consumers") : h("p", { id: "topic-consumers" }, "None online."),
+    h("h3", {}, "Producers"), producerLookup, producers,
     h("h3", {}, "Send a test message"), send, sent, h("p", {}, remove));
 }
 
@@ -186,7 +220,15 @@ async function groupsPage(view) {
         [link(`#/groups/${encodeURIComponent(g.group)}`, g.group), g.topics.join(", "), g.lag]), "groups"));
   }
   filter.addEventListener("input", draw);
-  view.replaceChildren(h("h2", {}, "Consumer groups"), filter, list);
+  const create = form("create-group", [
+    field("Group", h("input", { name: "group", required: true })),
+    field("Max retries", h("input", { name: "retryMaxTimes", type: "number", value: 16, min: -1 })),
+    field("Orderly", h("input", { name: "orderly", type: "checkbox", value: "1" })),
+  ], "Create group", async (v) => {
+    await api("/api/groups", { group: v.group, retryMaxTimes: Number(v.retryMaxTimes), orderly: !!v.orderly });
+    location.hash = `#/groups/${encodeURIComponent(v.group)}`;
+  });
+  view.replaceChildren(h("h2", {}, "Consumer groups"), create, filter, list);
   draw();
 }
 
@@ -196,15 +238,17 @@ async function groupPage(view, group) {
   const again = () => groupPage(view, group);
   const progress = Object.entries(d.progress).flatMap(([topic, queues]) => [
     h("h3", {}, `${topic}: lag ${queues.reduce((n, q) => n + q.lag, 0)}`),
-    table(["broker", "queue", "broker offset", "consumer offset", "lag"],
-      queues.map((q) => [q.broker, q.queue, q.brokerOffset, q.consumerOffset, q.lag]), `progress-${topic}`)]);
+    table(["broker", "queue", "broker offset", "consumer offset", "lag", "last consumed message stored"],
+      queues.map((q) => [q.broker, q.queue, q.brokerOffset, q.consumerOffset, q.lag, when(q.lastConsumed)]), `progress-${topic}`)]);
   const controls = Object.entries(d.controls).map(([broker, c]) =>
     [broker, c.paused ? "paused" : "consuming", (c.paused_clients || []).join(", "), c.rate_limit ? `${c.rate_limit}/s` : "none"]);
   const topics = Object.keys(d.progress);
   view.replaceChildren(h("h2", {}, `Consumer group ${group}`),
     h("p", {}, "Total lag ", h("b", { id: "group-lag" }, Object.values(d.progress).flat().reduce((n, q) => n + q.lag, 0))),
     ...progress,
-    h("h3", {}, "Clients"), d.clients.length ? table(["client id"], d.clients.map((c) => [c]), "clients") : h("p", {}, "No client online."),
+    h("h3", {}, "Consumers online"), connectionRows(d.consumers.connections, "consumers"),
+    Object.keys(d.consumers.subscriptions).length ? table(["topic", "subscription"],
+      Object.entries(d.consumers.subscriptions), "subscriptions") : "",
     h("h3", {}, "Controls"), table(["broker", "state", "paused clients", "rate limit"], controls, "controls"),
     h("p", {},
       h("button", { id: "pause", onclick: async () => { await api(`${path}/pause`, {}); await again(); } }, "Pause"), " ",
@@ -218,7 +262,10 @@ async function groupPage(view, group) {
       const timestamp = v.time ? new Date(v.time).getTime() : Date.now();
       await api(`${path}/reset`, { topic: v.topic, timestamp });
       await again();
-    }));
+    }),
+    h("p", {}, h("button", { class: "secondary", id: "delete-group", onclick: async () => {
+      if (confirm(`Delete group ${group} and its offsets?`)) { await api(`${path}?cleanOffsets=true`, undefined, "DELETE"); location.hash = "#/groups"; }
+    } }, "Delete group")));
 }
 
 function messageRows(found) {
@@ -291,10 +338,55 @@ async function amqpPage(view) {
 }
 
 async function accessPage(view) {
-  const d = await api("/api/access");
+  const [access, acl] = await Promise.all([api("/api/access"), api("/api/acl")]);
   view.replaceChildren(h("h2", {}, "Proxies & ACL"),
-    h("h3", {}, "Proxies"), h("p", { class: "note", id: "proxies" }, d.proxies.reason),
-    h("h3", {}, "ACL users"), h("p", { class: "note", id: "acl" }, d.acl.reason));
+    h("h3", {}, "Proxies"), h("p", { class: "note", id: "proxies" }, access.proxies.reason),
+    h("h3", {}, "ACL"), h("div", { id: "acl" }, acl.enabled ? aclSection(acl, () => accessPage(view)) : h("p", { class: "note" }, acl.reason)));
+}
+
+// Users and rules of a cluster with auth on; every change goes to every broker and NameServer.
+function aclSection(acl, again) {
+  const users = acl.users.map((u) => u.username);
+  const byUser = (name) => `/api/acl/users/${encodeURIComponent(name)}`;
+  const options = (values) => values.map((v) => h("option", {}, v));
+  return [
+    h("p", {}, `The console acts as ${acl.actingAs || "nobody (no --access-key given)"}.`),
+    h("h4", {}, "Users"),
+    table(["user", "type", "status", ""], acl.users.map((u) => [u.username, u.type, u.status,
+      h("button", { class: "secondary", onclick: async () => {
+        if (confirm(`Delete user ${u.username} and its rules?`)) { await api(byUser(u.username), undefined, "DELETE"); await again(); }
+      } }, "Delete")]), "acl-users"),
+    form("create-user", [
+      field("User (AccessKey)", h("input", { name: "username", required: true })),
+      field("Password (SecretKey)", h("input", { name: "password", type: "password", required: true })),
+      field("Type", h("select", { name: "type" }, options(["Normal", "Super"]))),
+    ], "Create user", async (v) => { await api("/api/acl/users", v); await again(); }),
+    form("update-user", [
+      field("User", h("select", { name: "user" }, options(users))),
+      field("New password (empty: unchanged)", h("input", { name: "password", type: "password" })),
+      field("Type", h("select", { name: "type" }, options(["", "Normal", "Super"]))),
+      field("Status", h("select", { name: "status" }, options(["", "enable", "disable"]))),
+    ], "Update user", async (v) => { await api(byUser(v.user), v, "PUT"); await again(); }),
+    h("h4", {}, "Rules"),
+    table(["user", "resource", "actions", "decision", "source IPs", ""], acl.rules.map((r) => [r.user, r.resource,
+      r.actions.join(", "), h("span", { class: r.decision === "Deny" ? "bad" : "ok" }, r.decision), r.sourceIps.join(", ") || "any",
+      h("button", { class: "secondary", onclick: async () => {
+        await api(`/api/acl/rules/${encodeURIComponent(r.user)}?${new URLSearchParams({ resource: r.resource })}`, undefined, "DELETE");
+        await again();
+      } }, "Delete")]), "acl-rules"),
+    form("create-rule", [
+      field("User", h("select", { name: "user" }, options(users))),
+      field("Resources (Topic:name, Group:name, Topic:prefix-*, Cluster, *)", h("input", { name: "resources", required: true, size: 30 })),
+      h("fieldset", {}, h("legend", {}, "Actions"), ["Pub", "Sub", "Create", "Update", "Delete", "Get", "List", "All"].map((a) =>
+        h("label", {}, h("input", { type: "checkbox", name: "actions", value: a }), a))),
+      field("Source IPs or CIDR ranges (empty: any)", h("input", { name: "sourceIps" })),
+      field("Decision", h("select", { name: "decision" }, options(["Allow", "Deny"]))),
+    ], "Add rule", async (v, node) => {
+      const actions = [...node.querySelectorAll("input[name=actions]:checked")].map((c) => c.value);
+      await api("/api/acl/rules", { ...v, actions });
+      await again();
+    }),
+  ];
 }
 
 const PAGES = [
