@@ -326,11 +326,9 @@ class ClusterData:
         self._lags.forget()
 
     async def delete_group(self, group: str, *, clean_offsets: bool) -> None:
-        """Delete `group`'s subscription config (and, when asked, its offsets) on every master
-        (DELETE_SUBSCRIPTIONGROUP, which Admin has no call for)."""
-        ext = {"groupName": group, "cleanOffset": str(clean_offsets).lower()}
-        await asyncio.gather(*(self._invoke(a, RequestCode.DELETE_SUBSCRIPTIONGROUP, ext)
-                               for a in (await self.masters()).values()))  # fmt: skip
+        """Delete `group`'s subscription config (and, when asked, its offsets) on every master."""
+        masters = list((await self.masters()).values())
+        await self.admin.delete_group(group, masters, clean_offset=clean_offsets)
         self._lags.forget()
 
     def forget_lags(self) -> None:
