@@ -10,6 +10,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import click
 import pytest
 from click.testing import CliRunner
 
@@ -118,3 +119,12 @@ def test_a_controller_starts_from_a_file_of_its_options(tmp_path):
     bad = subprocess.run([sys.executable, "-m", "ferrymq", "proxy", "-c", str(conf)], capture_output=True,
                          text=True, timeout=60)  # fmt: skip
     assert "unknown setting 'lisen' (did you mean 'listen'?)" in bad.stderr
+
+
+@pytest.mark.parametrize("role", ["controller", "proxy", "amqp", "meta", "console"])
+def test_the_example_file_of_each_option_role_reads(role):
+    """Its keys are the command's options and its values their types (parsed, nothing started)."""
+    command = main.get_command(click.Context(main), role)
+    assert command is not None
+    with command.make_context(role, ["-c", str(EXAMPLES / f"{role}.toml")]) as ctx:
+        assert ctx.default_map, ctx.default_map
