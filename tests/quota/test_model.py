@@ -6,7 +6,8 @@ import time
 
 import pytest
 
-from ferrymq.broker.quota import FLOW_CONTROL_REMARK, Quota, QuotaError, QuotaLimiter
+from ferrymq.broker.quota import Quota, QuotaError, QuotaLimiter
+from ferrymq.protocol.codes import FLOW_CONTROL_REMARK
 
 
 @pytest.mark.parametrize(

@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Protocol
 from pamqp import commands
 
 from ferrymq.amqp.access import Access
+from ferrymq.amqp.alarm import flow_controlled
 from ferrymq.amqp.direct_reply import REPLY_PREFIX, REPLY_TO, DirectReplies
 from ferrymq.amqp.queue_settings import placed
 from ferrymq.amqp.topology import Topology
@@ -31,6 +32,7 @@ if TYPE_CHECKING:
     from ferrymq.amqp.gateway import Gateway
 
 _PUBLISH = (fast.BASIC, fast.PUBLISH)
+FLOW_CONTROL_WAIT_S = 30.0  # how long a put over a quota is tried again before its publish is nacked
 
 
 Entry = tuple[int, ContentReceived, str]  # index in its batch, the publish, its RocketMQ properties
@@ -201,17 +203,25 @@ class Publisher:
             return True
         service, (topic, queue_id) = self.gateway.service, place
         target = None if queue_id < 0 else await self.gateway.broker_queue(topic, queue_id)
-        try:
-            if len(entries) == 1:
-                _, event, properties = entries[0]
-                outcome: SendOutcome = await service.send(topic, event.body, properties, queue=target)
-            else:
-                batch = encode_batch([(e.body, properties.encode(), 0) for _, e, properties in entries])
-                outcome = await service.send_batch(topic, batch, queue=target)
-        except MessagingError:
-            return False
-        self.gateway.alarm.check(outcome)
+        alarm = self.gateway.alarm
+        deadline, pause = time.monotonic() + FLOW_CONTROL_WAIT_S, 0.01
+        while True:
+            try:
+                if len(entries) == 1:
+                    _, event, properties = entries[0]
+                    outcome: SendOutcome = await service.send(topic, event.body, properties, queue=target)
+                else:
+                    batch = encode_batch([(e.body, properties.encode(), 0) for _, e, properties in entries])
+                    outcome = await service.send_batch(topic, batch, queue=target)
+            except MessagingError:
+                return False
+            alarm.check(outcome)
+            if not flow_controlled(outcome) or time.monotonic() + pause > deadline:
+                break
+            await asyncio.sleep(pause)  # over a quota: blocked, and put again once tokens are back
+            pause = min(pause * 2, 0.25)
         if outcome.stored:
+            alarm.stored()
             self.gateway.note_stored(topic, outcome.queue_id, outcome.queue_offset + len(entries))
         if self.gateway.settings.of(topology, queue).message_trace:
             events = [e for _, e, _ in entries]

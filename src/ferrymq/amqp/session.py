@@ -174,6 +174,9 @@ class Session:
                 return connection.accept_login(event.username, now())
             return connection.refuse_login(event.mechanism, now())
         elif isinstance(event, ev.VhostRequested):
+            over = await self.gateway.over_connection_limit(connection.username)
+            if over is not None:
+                return connection.refuse_vhost(over, now())
             permission = await self._auth.permission(connection.username, event.vhost)
             if permission is not None:
                 self.access = Access(permission)

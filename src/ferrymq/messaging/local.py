@@ -83,6 +83,9 @@ class LocalMessageService:
     def max_body_size(self) -> int:
         return self.puts.store.config.max_message_size
 
+    async def user_connection_limit(self, user: str) -> int | None:
+        return self.puts.quotas.max_connections(user)
+
     def _queue_id(self, queue: MessageQueue | None) -> int:
         if queue is None:
             return -1

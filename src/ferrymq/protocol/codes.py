@@ -289,3 +289,8 @@ class ResponseCode(IntEnum):
     RPC_ADDR_IS_NULL = -1002
     RPC_SEND_TO_CHANNEL_FAILED = -1004
     RPC_TIME_OUT = -1006
+
+
+# How RocketMQ's brokers begin the remark of a SYSTEM_BUSY answer that asks clients to slow down
+# (BrokerFastFailure's "[TOO_MANY_REQUESTS]broker busy, ..."); ferrymq's quotas answer the same way.
+FLOW_CONTROL_REMARK = "[TOO_MANY_REQUESTS]"

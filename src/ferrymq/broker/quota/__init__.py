@@ -6,7 +6,7 @@ connection paths (limiter.py); persistence, the admin request processor and the 
 apart. Nothing is checked, beyond one truth test per request, while no quota is set.
 """
 
-from ferrymq.broker.quota.limiter import FLOW_CONTROL_REMARK, QuotaLimiter
+from ferrymq.broker.quota.limiter import QuotaLimiter
 from ferrymq.broker.quota.model import Quota, QuotaError
 
-__all__ = ["FLOW_CONTROL_REMARK", "Quota", "QuotaError", "QuotaLimiter"]
+__all__ = ["Quota", "QuotaError", "QuotaLimiter"]

@@ -15,9 +15,9 @@ from typing import Any
 
 from ferrymq.broker.quota.model import CONNECTIONS, CONSUME, PRODUCE, Quota, QuotaError
 from ferrymq.broker.tokens import TokenBucket
+from ferrymq.protocol.codes import FLOW_CONTROL_REMARK
 
 BURST_S = 0.1
-FLOW_CONTROL_REMARK = "[TOO_MANY_REQUESTS]"
 
 
 class _Meter:
@@ -164,6 +164,9 @@ class QuotaLimiter:
                 peers.discard(address)
                 if not peers:
                     del self._addresses[user]
+
+    def max_connections(self, user: str) -> int | None:
+        return self._max_connections.get(user)
 
     def connections_of(self, user: str) -> int:
         return len(self._addresses.get(user, ()))

@@ -1,0 +1,91 @@
+"""Quotas seen by an AMQP client (pika) through the gateway: a publisher over its queue's produce
+quota gets connection.blocked, is slowed to the quota with every confirmed message stored, then gets
+connection.unblocked; a user's connection beyond its limit is refused as RabbitMQ refuses it."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+
+import pika
+import pytest
+from pika.exceptions import AMQPConnectionError
+
+from ferrymq.broker.quota import Quota
+from ferrymq.meta.naming import queue_topic
+
+RATE, COUNT = 50, 60
+
+
+def connect(port: int) -> pika.BlockingConnection:
+    return pika.BlockingConnection(pika.ConnectionParameters("127.0.0.1", port, connection_attempts=1))
+
+
+def publish_over_quota(port: int, limit) -> dict:
+    """Declare the queue, have `limit` set its quota, publish COUNT with confirms, read them back."""
+    seen: list[str] = []
+    connection = connect(port)
+    try:
+        connection.add_on_connection_blocked_callback(
+            lambda _c, m: seen.append(f"blocked: {m.method.reason}")
+        )
+        connection.add_on_connection_unblocked_callback(lambda _c, _m: seen.append("unblocked"))
+        channel = connection.channel()
+        channel.confirm_delivery()
+        channel.queue_declare("throttled")
+        limit()
+        started = time.monotonic()
+        for i in range(COUNT):  # each waits for its confirm: a nack would raise NackError
+            channel.basic_publish("", "throttled", b"%d" % i)
+        elapsed = time.monotonic() - started
+        connection.process_data_events(time_limit=0.2)
+        bodies = set()
+        deadline = time.monotonic() + 10
+        while len(bodies) < COUNT and time.monotonic() < deadline:
+            method, _, body = channel.basic_get("throttled", auto_ack=True)
+            if method is not None:
+                bodies.add(body)
+        return {"seen": seen, "elapsed": elapsed, "bodies": len(bodies)}
+    finally:
+        connection.close()
+
+
+async def test_a_publisher_over_its_quota_is_blocked_slowed_and_unblocked_without_loss(make_local_gateway):
+    local = await make_local_gateway()
+    loop, quotas = asyncio.get_running_loop(), local.cluster.broker.quotas
+    quota = Quota("produce", f"Topic:{queue_topic('/', 'throttled')}", messages=RATE)
+    got = await asyncio.to_thread(
+        publish_over_quota, local.port, lambda: loop.call_soon_threadsafe(quotas.set, quota)
+    )
+    assert got["bodies"] == COUNT  # every confirmed publish was stored
+    assert got["elapsed"] >= (COUNT - RATE * 0.1) / RATE * 0.9  # slowed to the quota
+    assert got["seen"][0].startswith("blocked: flow control: quota exceeded: Topic:AMQP-")
+    assert got["seen"][-1] == "unblocked"
+
+
+def open_beyond_limit(port: int) -> str:
+    """The refusal of a second connection while one is open; then, that one closed, a second opens."""
+    first = connect(port)
+    try:
+        with pytest.raises(AMQPConnectionError) as refused:
+            connect(port)
+    finally:
+        first.close()
+    deadline = time.monotonic() + 5
+    while True:  # the gateway lets the first one go as it closes
+        try:
+            connect(port).close()
+            return str(refused.value)
+        except AMQPConnectionError:
+            assert time.monotonic() < deadline, "the closed connection still counts"
+            time.sleep(0.05)
+
+
+async def test_a_users_connection_beyond_its_limit_is_refused_as_rabbitmq_does(make_local_gateway):
+    local = await make_local_gateway()
+    local.cluster.broker.quotas.set(Quota("connections", "User:guest", connections=1))
+    refused = await asyncio.to_thread(open_beyond_limit, local.port)
+    assert (
+        "530" in refused
+        and "Connection refused for user 'guest': user connection limit (1) is reached" in refused
+    )
