@@ -9,7 +9,6 @@ import time
 
 import pytest
 
-from tests.compat.conftest import cluster, rocketmq_v4_python, v4  # noqa: F401  (fixtures)
 from tests.compat.test_rocketmq_v4 import bodies, wait_for_all
 from tests.compat.test_rocketmq_v4_control import admin
 
@@ -17,7 +16,7 @@ pytestmark = [pytest.mark.compat, pytest.mark.timeout(180)]
 RATE, COUNT = 20, 40
 
 
-def test_the_cpp_client_is_slowed_to_a_topic_quota_and_loses_nothing(v4, cluster):  # noqa: F811
+def test_the_cpp_client_is_slowed_to_a_topic_quota_and_loses_nothing(v4, cluster):
     topic = "QuotaTopic"
     v4.produce(topic, 1, prefix="warm")  # the topic and its route exist before the limit
     assert "set on 1 broker(s)" in admin(

@@ -15,6 +15,7 @@ from typing import Any
 
 from ferrymq.broker.quota.model import CONNECTIONS, CONSUME, PRODUCE, Quota, QuotaError
 from ferrymq.broker.tokens import TokenBucket
+from ferrymq.protocol.caller import CALLER
 from ferrymq.protocol.codes import FLOW_CONTROL_REMARK
 
 BURST_S = 0.1
@@ -137,8 +138,9 @@ class QuotaLimiter:
     # --- connections ---------------------------------------------------------------------------
 
     def user_of(self, connection: object) -> str | None:
-        """The AccessKey a client connection's requests carry (None: unknown or unsigned)."""
-        return self._users.get(getattr(connection, "remote_address", ""))
+        """The AccessKey a client connection's requests carry, else the one a front checked for the
+        request being served (the gRPC proxy's); None: unknown or unsigned."""
+        return self._users.get(getattr(connection, "remote_address", "")) or CALLER.get()
 
     def connected(self, address: str, user: str) -> str | None:
         """A request from `address` signed by `user`: None to go on, or why the connection is one
