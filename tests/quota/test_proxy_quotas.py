@@ -6,12 +6,14 @@ acknowledged message is received. With authentication on, a quota of the client'
 from __future__ import annotations
 
 import asyncio
+import subprocess
 import time
 
 import pytest
 
 from ferrymq.client import Admin
 from tests.cli.test_admin import ferrymq
+from tests.cli.test_dev import FERRYMQ
 from tests.proxy.conftest import python_driver, receive_until
 from tests.proxy.test_auth import ROOT, prepare
 
@@ -41,6 +43,10 @@ def test_the_5x_client_gets_too_many_requests_and_what_it_sends_again_arrives(pr
     admin = ["admin", "--namesrv", proxied.namesrv, "quota"]
     assert "set on 1 broker(s)" in ferrymq(*admin, "set", "produce", "Topic:Metered", "--messages", "5")
     assert "Topic:Metered" in ferrymq(*admin, "list")
+    bad = subprocess.run([*FERRYMQ, *admin, "set", "produce", "Group:g", "-m", "5"], capture_output=True,
+                         text=True, timeout=60)  # fmt: skip
+    assert bad.returncode != 0 and "Traceback" not in bad.stderr
+    assert "a produce quota is on Topic:<name> or User:<name>, not 'Group:g'" in bad.stderr + bad.stdout
     client.ok("producer", topics=["Metered"])
     acked = send_slowed(client, "Metered")
     ferrymq(*admin, "delete", "produce", "Topic:Metered")
