@@ -1,10 +1,12 @@
 """Quotas seen by an AMQP client (pika) through the gateway: a publisher over its queue's produce
 quota gets connection.blocked, is slowed to the quota with every confirmed message stored, then gets
-connection.unblocked; a user's connection beyond its limit is refused as RabbitMQ refuses it."""
+connection.unblocked, while a publisher to another queue goes on unblocked; a user's connection
+beyond its limit is refused as RabbitMQ refuses it."""
 
 from __future__ import annotations
 
 import asyncio
+import threading
 import time
 
 import pika
@@ -50,13 +52,40 @@ def publish_over_quota(port: int, limit) -> dict:
         connection.close()
 
 
+def publish_beside(port: int, started: threading.Event) -> dict:
+    """While the other publisher is throttled, publish 20 to another queue with confirms."""
+    seen: list[str] = []
+    connection = connect(port)
+    try:
+        connection.add_on_connection_blocked_callback(lambda _c, _m: seen.append("blocked"))
+        channel = connection.channel()
+        channel.confirm_delivery()
+        channel.queue_declare("free")
+        assert started.wait(10)
+        time.sleep(0.2)  # the other one is blocked by now
+        begun = time.monotonic()
+        for i in range(20):
+            channel.basic_publish("", "free", b"%d" % i)
+        return {"seen": seen, "elapsed": time.monotonic() - begun}
+    finally:
+        connection.close()
+
+
 async def test_a_publisher_over_its_quota_is_blocked_slowed_and_unblocked_without_loss(make_local_gateway):
     local = await make_local_gateway()
     loop, quotas = asyncio.get_running_loop(), local.cluster.broker.quotas
     quota = Quota("produce", f"Topic:{queue_topic('/', 'throttled')}", messages=RATE)
-    got = await asyncio.to_thread(
-        publish_over_quota, local.port, lambda: loop.call_soon_threadsafe(quotas.set, quota)
+    started = threading.Event()
+
+    def limit() -> None:
+        loop.call_soon_threadsafe(quotas.set, quota)
+        started.set()
+
+    got, beside = await asyncio.gather(
+        asyncio.to_thread(publish_over_quota, local.port, limit),
+        asyncio.to_thread(publish_beside, local.port, started),
     )
+    assert beside["seen"] == [] and beside["elapsed"] < 0.5 * COUNT / RATE  # not held by the other's quota
     assert got["bodies"] == COUNT  # every confirmed publish was stored
     assert got["elapsed"] >= (COUNT - RATE * 0.1) / RATE * 0.9  # slowed to the quota
     assert got["seen"][0].startswith("blocked: flow control: quota exceeded: Topic:AMQP-")

@@ -2,11 +2,7 @@
 broker cannot write (disk full, not a master now, busy), connections that understand it get
 `connection.blocked` with the reason and the gateway stops reading from connections that publish,
 as RabbitMQ does; a probe message to SELF_TEST_TOPIC each PROBE_S tells when writes are taken again,
-then `connection.unblocked` goes out and reading resumes.
-
-A put refused by a quota (flow control: SYSTEM_BUSY "[TOO_MANY_REQUESTS]...") blocks publishers the
-same way; the publisher that met it waits and puts again (publisher.py), and its first stored put
-unblocks them: the publishes are slowed to the quota, never dropped."""
+then `connection.unblocked` goes out and reading resumes."""
 
 from __future__ import annotations
 
@@ -15,7 +11,7 @@ import logging
 from typing import TYPE_CHECKING
 
 from ferrymq.messaging.api import MessagingError, SendOutcome
-from ferrymq.protocol.codes import FLOW_CONTROL_REMARK, ResponseCode
+from ferrymq.protocol.codes import ResponseCode
 
 if TYPE_CHECKING:
     from ferrymq.amqp.gateway import Gateway
@@ -32,7 +28,6 @@ class ResourceAlarm:
         self.reason: str | None = None  # set while the alarm is on
         self._cleared = asyncio.Event()
         self._cleared.set()
-        self._flow_control = False  # set off by a quota: cleared by the next stored put, no probe
 
     @property
     def on(self) -> bool:
@@ -41,24 +36,12 @@ class ResourceAlarm:
     def check(self, outcome: SendOutcome) -> None:
         """A put's outcome: one the brokers refused for lack of resources sets the alarm off."""
         if outcome.code in BLOCKING_CODES and not self.on:
-            if flow_controlled(outcome):
-                self._flow_control = True
-                self._raise(f"flow control: {(outcome.remark or '')[len(FLOW_CONTROL_REMARK) :]}")
-            else:
-                self._raise(f"low on resources: {outcome.remark or outcome.code}")
-                self.gateway.tasks.spawn(self._probe(), "resource alarm probe")
-
-    def stored(self) -> None:
-        """A put was stored: an alarm set off by flow control is over."""
-        if self._flow_control:
-            self._clear()
-
-    def _raise(self, reason: str) -> None:
-        self.reason = reason[:255]
-        self._cleared.clear()
-        log.warning("AMQP publishers blocked: %s", self.reason)
-        for session in self.gateway.sessions():
-            session.blocked(self.reason)
+            self.reason = f"low on resources: {outcome.remark or outcome.code}"[:255]
+            self._cleared.clear()
+            log.warning("AMQP publishers blocked: %s", self.reason)
+            for session in self.gateway.sessions():
+                session.blocked(self.reason)
+            self.gateway.tasks.spawn(self._probe(), "resource alarm probe")
 
     async def wait_cleared(self) -> None:
         await self._cleared.wait()
@@ -72,17 +55,8 @@ class ResourceAlarm:
                 continue
             if outcome.stored:
                 break
-        self._clear()
-
-    def _clear(self) -> None:
         log.warning("AMQP publishers unblocked")
         self.reason = None
-        self._flow_control = False
         self._cleared.set()
         for session in self.gateway.sessions():
             session.unblocked()
-
-
-def flow_controlled(outcome: SendOutcome) -> bool:
-    """Whether a put was refused by a quota (slow down and put again), not for lack of resources."""
-    return outcome.code == ResponseCode.SYSTEM_BUSY and (outcome.remark or "").startswith(FLOW_CONTROL_REMARK)

@@ -14,8 +14,8 @@ from typing import TYPE_CHECKING, Protocol
 from pamqp import commands
 
 from ferrymq.amqp.access import Access
-from ferrymq.amqp.alarm import flow_controlled
 from ferrymq.amqp.direct_reply import REPLY_PREFIX, REPLY_TO, DirectReplies
+from ferrymq.amqp.flow import PublisherThrottle, flow_controlled
 from ferrymq.amqp.queue_settings import placed
 from ferrymq.amqp.topology import Topology
 from ferrymq.messaging.api import MessagingError, SendOutcome
@@ -53,6 +53,9 @@ class PublishOutput(Protocol):
     def send(self, data: bytes) -> None: ...
 
     def fail(self, error: AMQPError) -> None: ...
+
+    @property
+    def throttle(self) -> PublisherThrottle: ...
 
 
 class Publisher:
@@ -203,25 +206,32 @@ class Publisher:
             return True
         service, (topic, queue_id) = self.gateway.service, place
         target = None if queue_id < 0 else await self.gateway.broker_queue(topic, queue_id)
-        alarm = self.gateway.alarm
+        throttle, held = self.out.throttle, False
         deadline, pause = time.monotonic() + FLOW_CONTROL_WAIT_S, 0.01
-        while True:
-            try:
-                if len(entries) == 1:
-                    _, event, properties = entries[0]
-                    outcome: SendOutcome = await service.send(topic, event.body, properties, queue=target)
-                else:
-                    batch = encode_batch([(e.body, properties.encode(), 0) for _, e, properties in entries])
-                    outcome = await service.send_batch(topic, batch, queue=target)
-            except MessagingError:
-                return False
-            alarm.check(outcome)
-            if not flow_controlled(outcome) or time.monotonic() + pause > deadline:
-                break
-            await asyncio.sleep(pause)  # over a quota: blocked, and put again once tokens are back
-            pause = min(pause * 2, 0.25)
+        try:
+            while True:
+                try:
+                    if len(entries) == 1:
+                        _, event, properties = entries[0]
+                        outcome: SendOutcome = await service.send(topic, event.body, properties, queue=target)
+                    else:
+                        batch = encode_batch([(e.body, p.encode(), 0) for _, e, p in entries])
+                        outcome = await service.send_batch(topic, batch, queue=target)
+                except MessagingError:
+                    return False
+                if not flow_controlled(outcome) or time.monotonic() + pause > deadline:
+                    break
+                if not held:  # over a quota: the connection is blocked, the put goes again soon
+                    throttle.hold(outcome)
+                    held = True
+                await asyncio.sleep(pause)
+                pause = min(pause * 2, 0.25)
+        finally:
+            if held:
+                throttle.let_go()
+        if not held:  # a put given up on flow control is no lack of resources
+            self.gateway.alarm.check(outcome)
         if outcome.stored:
-            alarm.stored()
             self.gateway.note_stored(topic, outcome.queue_id, outcome.queue_offset + len(entries))
         if self.gateway.settings.of(topology, queue).message_trace:
             events = [e for _, e, _ in entries]
