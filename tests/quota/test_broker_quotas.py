@@ -8,7 +8,7 @@ import asyncio
 import json
 import time
 
-from ferrymq.client import Admin, Message, Producer, PullConsumer
+from ferrymq.client import Admin, Message, Producer, PullConsumer, SimpleConsumer
 from ferrymq.protocol.codes import RequestCode, ResponseCode
 from tests.auth.conftest import ROOT
 
@@ -86,6 +86,36 @@ async def test_a_group_limit_gives_fewer_messages_per_pull_and_loses_none(make_c
         deadline = time.monotonic() + 10
         while len(seen) < len(sent) and time.monotonic() < deadline:
             seen += [m.msg_id for m in await consumer.poll(0.5)]
+    assert set(seen) == sent
+
+
+async def test_a_topic_limit_holds_for_pops_too(make_cluster):
+    cluster = await make_cluster()
+    async with Producer("PG", cluster.namesrv_addr) as producer:
+        sent = {(await producer.send(Message("PopBacklog", b"y" * 100))).msg_id for _ in range(250)}
+    await cluster.settled()
+    async with Admin(cluster.namesrv_addr) as admin:
+        await admin.set_quota("consume", "Topic:PopBacklog", messages=100)
+    seen: list[str] = []
+    subscriptions = {"PopBacklog": "*"}
+    async with SimpleConsumer(
+        "Poppers", cluster.namesrv_addr, subscriptions=subscriptions, await_duration=1
+    ) as c:
+        started = time.monotonic()
+        while time.monotonic() - started < 1.5:
+            got = await c.receive(32, invisible_duration=60)
+            seen += [m.msg_id for m in got]
+            for m in got:
+                await c.ack(m)
+        assert 0.85 * 160 <= len(seen) <= 1.15 * 160, len(seen)  # 1.5 s at 100/s and one burst of 10
+        async with Admin(cluster.namesrv_addr) as admin:
+            await admin.delete_quota("consume", "Topic:PopBacklog")
+        deadline = time.monotonic() + 10
+        while len(set(seen)) < len(sent) and time.monotonic() < deadline:
+            got = await c.receive(32, invisible_duration=60)
+            seen += [m.msg_id for m in got]
+            for m in got:
+                await c.ack(m)
     assert set(seen) == sent
 
 
