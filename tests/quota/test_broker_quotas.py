@@ -152,9 +152,10 @@ async def test_connections_beyond_a_users_limit_are_refused_and_a_user_rate_hold
     secure = await make_secure()
     async with Admin(secure.namesrv_addr, access_key=ROOT[0], secret_key=ROOT[1]) as admin:
         await admin.create_user("app", "app-secret")
-        await admin.create_acl("app", ["Topic:*"], ["Pub", "Sub"])
+        await admin.create_acl("app", ["Topic:*", "Group:*"], ["Pub", "Sub"])
         await admin.set_quota("connections", "User:app", connections=2)
         await admin.set_quota("produce", "User:app", messages=50)
+        await admin.set_quota("consume", "User:app", messages=50)
     clients = [secure.client("app", "app-secret") for _ in range(3)]
     info = RequestCode.GET_BROKER_RUNTIME_INFO
     assert [(await secure.call(c, info)).code for c in clients[:2]] == [ResponseCode.SUCCESS] * 2
@@ -171,6 +172,27 @@ async def test_connections_beyond_a_users_limit_are_refused_and_a_user_rate_hold
     await clients[2].close()
     async with Producer("PG", secure.namesrv_addr, access_key="app", secret_key="app-secret") as producer:
         started = time.monotonic()
-        for i in range(30):  # a burst of 5, then 50/s
-            await producer.send(Message("Mine", b"%d" % i))
+        sent = {(await producer.send(Message("Mine", b"%d" % i))).msg_id for i in range(30)}  # 5, then 50/s
         assert time.monotonic() - started >= 0.4 and producer.flow_controlled > 0
+    assert await asyncio.to_thread(secure.broker.store.wait_dispatched)
+    credentials = {"access_key": "app", "secret_key": "app-secret"}
+    async with PullConsumer("Mine", secure.namesrv_addr, consume_from="first", **credentials) as consumer:
+        started = time.monotonic()  # the consumer pulls from its subscription on
+        await consumer.subscribe("Mine")
+        seen: list[str] = []
+        while len(set(seen)) < len(sent) and time.monotonic() - started < 10:
+            seen += [m.msg_id for m in await consumer.poll(0.2)]
+    assert set(seen) == sent and time.monotonic() - started >= 0.4  # the user's 50/s, a burst of 5
+
+
+async def test_a_bytes_limit_holds(make_cluster):
+    cluster = await make_cluster()
+    async with Admin(cluster.namesrv_addr) as admin:
+        await admin.set_quota("produce", "Topic:Bulky", bytes=20_000)  # a burst of 2,000 bytes
+    async with Producer("PG", cluster.namesrv_addr) as producer:
+        started = time.monotonic()
+        for _ in range(30):
+            await producer.send(Message("Bulky", b"b" * 1000))
+        elapsed = time.monotonic() - started
+    assert elapsed >= (30_000 - 2_000) / 20_000 * 0.9, elapsed
+    assert producer.flow_controlled > 0
