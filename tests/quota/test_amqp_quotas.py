@@ -14,6 +14,8 @@ import pytest
 from pika.exceptions import AMQPConnectionError
 
 from ferrymq.broker.quota import Quota
+from ferrymq.client import Admin
+from ferrymq.messaging.remote import RemoteMessageService
 from ferrymq.meta.naming import queue_topic
 
 RATE, COUNT = 50, 60
@@ -118,3 +120,18 @@ async def test_a_users_connection_beyond_its_limit_is_refused_as_rabbitmq_does(m
         "530" in refused
         and "Connection refused for user 'guest': user connection limit (1) is reached" in refused
     )
+
+
+async def test_a_standalone_gateway_reads_connection_limits_from_the_brokers(make_cluster):
+    """A gateway over a cluster (not in a broker process) learns the limits by QUOTA_LIST, and keeps
+    them for a while rather than asking at each connection."""
+    cluster = await make_cluster()
+    async with Admin(cluster.namesrv_addr) as admin:
+        await admin.set_quota("connections", "User:guest", connections=3)
+        await admin.set_quota("produce", "User:guest", messages=10)  # not a connection limit
+    async with RemoteMessageService(cluster.namesrv_addr) as remote:
+        assert await remote.user_connection_limit("guest") == 3
+        assert await remote.user_connection_limit("other") is None
+        async with Admin(cluster.namesrv_addr) as admin:
+            await admin.delete_quota("connections", "User:guest")
+        assert await remote.user_connection_limit("guest") == 3  # as read, until QUOTA_TTL_S passes
