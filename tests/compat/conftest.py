@@ -328,6 +328,7 @@ class V4Clients:
         self.cluster = cluster
         self.home_root = home_root
         self.processes: list[ClientProcess] = []
+        self.busy: list[dict] = []  # the last produce's flow-control refusals it sent again
 
     def start(self, script: str, label: str, args: list[str], timeout: float) -> ClientProcess:
         """A script with --namesrv set; one HOME per label, so a restarted client finds its own files."""
@@ -352,9 +353,11 @@ class V4Clients:
         pad: int = 0,
         credentials: tuple[str, str] | None = None,
         timeout: float = 60.0,
+        resend_busy: bool = False,
     ) -> list[dict]:
         """Send `count` messages (bodies `<prefix>-<i>`, after `pad` dots) and return the producer's
-        line for each."""
+        line for each (with `resend_busy`, flow-control refusals are sent again: its "busy" lines
+        are in `self.busy`)."""
         args = ["--topic", topic, "--count", str(count), "--prefix", prefix, "--mode", mode]
         args += ["--keys"] * keys + [arg for tag in tags for arg in ("--tag", tag)]
         args += [
@@ -364,8 +367,10 @@ class V4Clients:
         args += ["--delay-level", str(delay_level)] if delay_level else []
         args += ["--pad", str(pad)] if pad else []
         args += credential_args(credentials)
+        args += ["--resend-busy"] * resend_busy
         producer = self.start("produce.py", f"produce-{prefix}", args, timeout)
         producer.wait_exit()
+        self.busy = producer.events("busy")
         sent = producer.events("sent")
         assert len(sent) == count, producer.describe()
         return sent

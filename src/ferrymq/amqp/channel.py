@@ -30,6 +30,7 @@ from ferrymq.protocol.message_ext import MessageExt
 from ferrymq.protocol.pop import POP_CK
 
 if TYPE_CHECKING:
+    from ferrymq.amqp.flow import PublisherThrottle
     from ferrymq.amqp.gateway import Gateway
     from ferrymq.amqp.session import Session
 
@@ -108,6 +109,10 @@ class Channel:
 
     def fail(self, error: AMQPError) -> None:
         self.session.fail(self.number, error)
+
+    @property
+    def throttle(self) -> PublisherThrottle:
+        return self.session.throttle
 
     def credit(self) -> int:
         if self.closed or self.closing:

@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import itertools
+import logging
 import secrets
 import time
 from dataclasses import dataclass
@@ -34,6 +35,8 @@ from ferrymq.protocol.pop import POP_CK, pop_retry_topic
 if TYPE_CHECKING:
     from ferrymq.amqp.channel import Channel
     from ferrymq.amqp.session import Session
+
+log = logging.getLogger(__name__)
 
 DEFAULT_MAX_MESSAGE_SIZE = 4 * 1024 * 1024  # RocketMQ's maxMessageSize; RabbitMQ's is 128 MiB
 CONSUMER_TIMEOUT_MS = 1_800_000  # RabbitMQ's consumer_timeout: 30 minutes
@@ -85,6 +88,22 @@ class Gateway:
 
     def sessions(self) -> list[Session]:
         return list(self._sessions)
+
+    async def over_connection_limit(self, username: str) -> str | None:
+        """Why a connection of `username` may not open now (RabbitMQ's words for a user's
+        max-connections), or None. The limit is the brokers' connections quota of the user;
+        connections count once open (past connection.open)."""
+        try:
+            limit = await self.service.user_connection_limit(username)
+        except MessagingError as e:
+            log.warning("connection limit of %s unknown, not applied: %s", username, e)
+            return None
+        if limit is None:
+            return None
+        opened = sum(1 for s in self._sessions if s.access.permission.user == username)
+        if opened < limit:
+            return None
+        return f"Connection refused for user '{username}': user connection limit ({limit}) is reached"
 
     def connection_owner(self) -> str:
         """A name, unique across gateways, for a new connection's exclusive queues."""

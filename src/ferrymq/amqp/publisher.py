@@ -15,6 +15,7 @@ from pamqp import commands
 
 from ferrymq.amqp.access import Access
 from ferrymq.amqp.direct_reply import REPLY_PREFIX, REPLY_TO, DirectReplies
+from ferrymq.amqp.flow import PublisherThrottle, flow_controlled
 from ferrymq.amqp.queue_settings import placed
 from ferrymq.amqp.topology import Topology
 from ferrymq.messaging.api import MessagingError, SendOutcome
@@ -31,6 +32,7 @@ if TYPE_CHECKING:
     from ferrymq.amqp.gateway import Gateway
 
 _PUBLISH = (fast.BASIC, fast.PUBLISH)
+FLOW_CONTROL_WAIT_S = 30.0  # how long a put over a quota is tried again before its publish is nacked
 
 
 Entry = tuple[int, ContentReceived, str]  # index in its batch, the publish, its RocketMQ properties
@@ -51,6 +53,9 @@ class PublishOutput(Protocol):
     def send(self, data: bytes) -> None: ...
 
     def fail(self, error: AMQPError) -> None: ...
+
+    @property
+    def throttle(self) -> PublisherThrottle: ...
 
 
 class Publisher:
@@ -201,16 +206,31 @@ class Publisher:
             return True
         service, (topic, queue_id) = self.gateway.service, place
         target = None if queue_id < 0 else await self.gateway.broker_queue(topic, queue_id)
+        throttle, held = self.out.throttle, False
+        deadline, pause = time.monotonic() + FLOW_CONTROL_WAIT_S, 0.01
         try:
-            if len(entries) == 1:
-                _, event, properties = entries[0]
-                outcome: SendOutcome = await service.send(topic, event.body, properties, queue=target)
-            else:
-                batch = encode_batch([(e.body, properties.encode(), 0) for _, e, properties in entries])
-                outcome = await service.send_batch(topic, batch, queue=target)
-        except MessagingError:
-            return False
-        self.gateway.alarm.check(outcome)
+            while True:
+                try:
+                    if len(entries) == 1:
+                        _, event, properties = entries[0]
+                        outcome: SendOutcome = await service.send(topic, event.body, properties, queue=target)
+                    else:
+                        batch = encode_batch([(e.body, p.encode(), 0) for _, e, p in entries])
+                        outcome = await service.send_batch(topic, batch, queue=target)
+                except MessagingError:
+                    return False
+                if not flow_controlled(outcome) or time.monotonic() + pause > deadline:
+                    break
+                if not held:  # over a quota: the connection is blocked, the put goes again soon
+                    throttle.hold(outcome)
+                    held = True
+                await asyncio.sleep(pause)
+                pause = min(pause * 2, 0.25)
+        finally:
+            if held:
+                throttle.let_go()
+        if not held:  # a put given up on flow control is no lack of resources
+            self.gateway.alarm.check(outcome)
         if outcome.stored:
             self.gateway.note_stored(topic, outcome.queue_id, outcome.queue_offset + len(entries))
         if self.gateway.settings.of(topology, queue).message_trace:

@@ -16,6 +16,7 @@ from pamqp import commands
 from ferrymq.amqp.access import Access
 from ferrymq.amqp.auth import Authenticator
 from ferrymq.amqp.channel import Channel
+from ferrymq.amqp.flow import PublisherThrottle
 from ferrymq.messaging.api import MessagingError
 from ferrymq.meta.entities import Permission
 from ferrymq.meta.errors import MetaError
@@ -57,6 +58,7 @@ class Session:
         self._closed_by_peer = False
         self._timer_at = 0.0
         self.published = False  # whether it ever published (the resource alarm blocks only publishers)
+        self.throttle = PublisherThrottle(self.blocked, self.unblocked)  # over a quota: this one waits
         gateway.session_started(self)
 
     async def run(self) -> None:
@@ -96,6 +98,10 @@ class Session:
                     await alarm.wait_cleared()
                     connection.paused(self._clock())
                     continue
+                if self.throttle.on:  # nor one whose puts wait on flow control
+                    await self.throttle.wait()
+                    connection.paused(self._clock())
+                    continue
                 data = await self._reader.read(READ_SIZE)
                 if not data:
                     return
@@ -120,7 +126,7 @@ class Session:
     def _tick(self) -> None:
         self._timer = None
         connection, now = self.connection, self._clock()
-        if self.gateway.alarm.on and self.published:
+        if (self.gateway.alarm.on and self.published) or self.throttle.on:
             connection.paused(now)  # its silence while blocked is ours, not a missed heartbeat
         events = connection.tick(now)
         self._write_pending()
@@ -174,6 +180,9 @@ class Session:
                 return connection.accept_login(event.username, now())
             return connection.refuse_login(event.mechanism, now())
         elif isinstance(event, ev.VhostRequested):
+            over = await self.gateway.over_connection_limit(connection.username)
+            if over is not None:
+                return connection.refuse_vhost(over, now())
             permission = await self._auth.permission(connection.username, event.vhost)
             if permission is not None:
                 self.access = Access(permission)

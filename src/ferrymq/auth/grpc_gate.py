@@ -21,6 +21,7 @@ from ferrymq.auth.decision import source_address
 from ferrymq.auth.model import Action, Resource
 from ferrymq.auth.registry import AuthError, AuthRegistry
 from ferrymq.protocol.acl_signing import grpc_authorization, grpc_signature_matches
+from ferrymq.protocol.caller import CALLER
 
 DATE_TIME = "x-mq-date-time"
 _PUB, _SUB, _ROUTE = frozenset({Action.PUB}), frozenset({Action.SUB}), frozenset({Action.PUB, Action.SUB})
@@ -105,13 +106,16 @@ class GrpcGate(grpc.aio.ServerInterceptor):
 
     async def _check(self, method: str, request, context) -> None:
         try:
-            self.check(method, request, dict(context.invocation_metadata() or ()), context.peer() or "")
+            user = self.check(
+                method, request, dict(context.invocation_metadata() or ()), context.peer() or ""
+            )
+            CALLER.set(user)  # the call's handler runs in this task: its puts and reads know the user
         except Refused as e:
             audit.refused(e.who, f"rpc={method}", context.peer(), str(e))
             await context.abort(e.status, str(e))
 
-    def check(self, method: str, request, metadata: dict[str, str], peer: str) -> None:
-        """Raise Refused unless the call is signed by an enabled user allowed to make it."""
+    def check(self, method: str, request, metadata: dict[str, str], peer: str) -> str:
+        """The AccessKey of the call; Refused unless it is signed by an enabled user allowed to make it."""
         parsed = grpc_authorization(str(metadata.get("authorization", "")))
         if parsed is None:
             raise Refused(
@@ -131,13 +135,14 @@ class GrpcGate(grpc.aio.ServerInterceptor):
             )
         build = _NEEDS.get(method)
         if request is None or build is None:
-            return
+            return access_key
         ip = source_address(peer.split(":", 1)[1] if peer.startswith(("ipv4:", "ipv6:")) else peer)
         try:
             for resource, actions in build(request):
                 self.registry.authorize(user, resource, actions, ip)
         except AuthError as e:
             raise Refused(grpc.StatusCode.PERMISSION_DENIED, str(e), access_key) from None
+        return access_key
 
     def _recent(self, date_time: str) -> bool:
         try:

@@ -168,6 +168,9 @@ _NEEDS: dict[int, Callable[[RemotingCommand], list[Need]]] = {
     C.AUTH_DELETE_ACL: _cluster(_UPDATE),
     C.AUTH_GET_ACL: _cluster(_GET),
     C.AUTH_LIST_ACL: _cluster(_GET),
+    C.QUOTA_SET: _cluster(_UPDATE),
+    C.QUOTA_DELETE: _cluster(_UPDATE),
+    C.QUOTA_LIST: _cluster(_GET),
 }
 
 

@@ -11,7 +11,8 @@ subscriptionGroup.json with the rest of the group:
   holding one second's worth).
 
 A pull that may not have messages now is held like a long poll — until the group is resumed or a
-token is due, at most the pull's suspend time — and then answered, so clients do not spin.
+token is due, at most the pull's suspend time — and then answered, so clients do not spin. Consume
+quotas (ferrymq.broker.quota: per group, topic or user) hold pulls and pops the same way.
 """
 
 from __future__ import annotations
@@ -21,33 +22,12 @@ import time
 from collections.abc import Iterable
 
 from ferrymq.broker.clients import ClientRegistry
+from ferrymq.broker.quota import QuotaLimiter
+from ferrymq.broker.tokens import TokenBucket
 from ferrymq.protocol.bodies import PAUSED, PAUSED_CLIENTS, RATE_LIMIT, SubscriptionGroupConfig
 from ferrymq.store import GetResult, GetStatus, MessageStore
 
 CONTROL_ATTRIBUTES = (PAUSED, PAUSED_CLIENTS, RATE_LIMIT)
-
-
-class TokenBucket:
-    """`rate` tokens a second, holding at most one second's worth; debts are allowed (a pull that
-    was admitted may find more than the tokens left), later pulls wait them off."""
-
-    def __init__(self, rate: float) -> None:
-        self.rate = rate
-        self.tokens = rate
-        self.stamp = time.monotonic()
-
-    def available(self) -> float:
-        now = time.monotonic()
-        self.tokens = min(self.rate, self.tokens + (now - self.stamp) * self.rate)
-        self.stamp = now
-        return self.tokens
-
-    def take(self, n: int) -> None:
-        self.available()
-        self.tokens -= n
-
-    def next_token_in(self) -> float:
-        return max(0.0, (1 - self.available()) / self.rate)
 
 
 class GroupGate:
@@ -62,14 +42,19 @@ class GroupGate:
 
 
 class ConsumptionControl:
-    def __init__(self, clients: ClientRegistry) -> None:
+    def __init__(self, clients: ClientRegistry, quotas: QuotaLimiter | None = None) -> None:
         self.clients = clients
+        self.quotas = quotas if quotas is not None else QuotaLimiter()
         self._gates: dict[str, GroupGate] = {}
         self._closing = False
 
     def gate(self, group: str) -> GroupGate | None:
         """The group's gate; None (nothing to check) for the usual group without controls."""
         return self._gates.get(group)
+
+    def watches(self, group: str) -> bool:
+        """Whether reads of `group` go through admit (False: the usual case, nothing to check)."""
+        return self.quotas.consume or group in self._gates
 
     def update(self, config: SubscriptionGroupConfig) -> None:
         """The group's config changed (or was loaded): apply its controls at once."""
@@ -91,8 +76,11 @@ class ConsumptionControl:
         for config in configs:
             self.update(config)
 
-    def took(self, group: str, count: int) -> None:
-        """A pull of the group was given `count` messages: they use up tokens."""
+    def took(self, group: str, count: int, topic: str = "", conn: object = None, nbytes: int = 0) -> None:
+        """A pull of the group was given `count` messages (`nbytes`): they use up tokens."""
+        quotas = self.quotas
+        if quotas.consume and count:
+            quotas.charge_consume(group, topic, quotas.user_of(conn), count, nbytes)
         if self._gates:
             gate = self._gates.get(group)
             if gate is not None and gate.bucket is not None and count:
@@ -103,11 +91,30 @@ class ConsumptionControl:
         if old is not None:
             old.changed.set()
 
-    async def admit(self, group: str, conn: object, wanted: int, hold: float) -> int:
+    async def admit(self, group: str, conn: object, wanted: int, hold: float, topic: str = "") -> int:
         """How many messages this pull may take now (0: none), waiting up to `hold` s for the group
         to be resumed or for its next token. `conn` is the consumer's registered connection, by
-        which pausing single clients matches (anything else matches no client)."""
+        which pausing single clients matches (anything else matches no client) and the user of
+        per-user quotas is known."""
         deadline = time.monotonic() + hold
+        wanted = await self._admit_group(group, conn, wanted, deadline) if group in self._gates else wanted
+        if wanted and self.quotas.consume:
+            wanted = await self._admit_quota(group, topic, self.quotas.user_of(conn), wanted, deadline)
+        return wanted
+
+    async def _admit_quota(
+        self, group: str, topic: str, user: str | None, wanted: int, deadline: float
+    ) -> int:
+        while True:
+            allowed, wait = self.quotas.consume_allowance(group, topic, user)
+            if allowed >= 1:
+                return int(min(wanted, allowed))
+            left = deadline - time.monotonic()
+            if self._closing or left <= 0:
+                return 0
+            await asyncio.sleep(min(max(wait, 0.001), left))
+
+    async def _admit_group(self, group: str, conn: object, wanted: int, deadline: float) -> int:
         while (gate := self._gates.get(group)) is not None:
             if self._paused(gate, conn):
                 wait = deadline - time.monotonic()

@@ -31,6 +31,9 @@ from ferrymq.broker.processors.send import SendProcessor
 from ferrymq.broker.processors.send_back import SendBackProcessor
 from ferrymq.broker.processors.stats import StatsProcessor
 from ferrymq.broker.processors.transaction import EndTransactionProcessor
+from ferrymq.broker.quota import QuotaLimiter
+from ferrymq.broker.quota.serving import FILE_NAME as QUOTA_FILE
+from ferrymq.broker.quota.serving import ConnectionGuard, QuotaProcessor, load_quotas
 from ferrymq.broker.registrar import NameServerRegistrar
 from ferrymq.broker.replicas import ReplicasManager
 from ferrymq.broker.runtime_stats import GroupRates, RuntimeStats, Totals, store_info
@@ -63,7 +66,8 @@ class Broker:
         self.clients = ClientRegistry()
         self.locks = RebalanceLockManager(config.rebalance_lock_max_live_time / 1000)
         self.filters = FilterCache(config.enable_property_filter)
-        self.consumption = ConsumptionControl(self.clients)
+        self.quotas = QuotaLimiter()
+        self.consumption = ConsumptionControl(self.clients, self.quotas)
         self.server_tls = config.server_tls()  # the client port and the HA port share the files
         self.server = RemotingServer(config.listen_host, config.listen_port, tls=self.server_tls)
         self.tasks = BackgroundTasks(f"broker {config.broker_name}")
@@ -127,6 +131,7 @@ class Broker:
         self.offsets = ConsumerOffsetManager(config_dir)
         self.groups = SubscriptionGroupManager(config_dir, config.auto_create_subscription_group)
         self.consumption.update_all(self.groups.groups.values())
+        load_quotas(self.quotas, config_dir / QUOTA_FILE)
         self.epochs = EpochFile(config.store.store_path_root_dir / EPOCH_FILE)
         loop = asyncio.get_running_loop()  # retention runs on the store's thread; epochs change on the loop
         self.store.retention.listener = lambda low: loop.call_soon_threadsafe(self.epochs.trim_below, low)
@@ -148,6 +153,8 @@ class Broker:
             self.server, config_dir / AUTH_FILE, enabled=config.auth_enabled,
             init_username=config.init_username, init_password=config.init_password,
         )  # fmt: skip
+        QuotaProcessor(self.quotas, config_dir / QUOTA_FILE).register(self.server)
+        self.server.add_guard(ConnectionGuard(self.quotas))
         credentials = inner_credentials(*config.inner_credentials)
         self.client_tls = client_context(config.client_tls())  # to NameServers, controllers, the master
         self.client = RemotingClient(tls=self.client_tls, signer=credentials.sign if credentials else None)
@@ -202,6 +209,7 @@ class Broker:
         self.puts = PutService(
             config, store, topics, groups, self, divert=self.scheduler.divert, half=self.transactions.half,
             replicated=self.ha.wait_replicated, written=self.written, topics_changed=changed,
+            quotas=self.quotas,
         )  # fmt: skip
         self.recalls = RecallService(self.puts)
         self.topic_admin = TopicAdmin(topics, store, self.offsets, changed)
@@ -467,6 +475,7 @@ class Broker:
             self.notify_consumer_ids_changed(group)
 
     def _connection_closed(self, conn: Connection) -> None:
+        self.quotas.closed(conn.remote_address)
         for group in self.clients.drop_connection(conn):
             self.notify_consumer_ids_changed(group)
 

@@ -116,11 +116,13 @@ from ferrymq.cli.admin_groups import (  # noqa: E402
 )
 from ferrymq.cli.admin_ha import cluster, elect_master  # noqa: E402
 from ferrymq.cli.admin_move import MOVE_COMMANDS  # noqa: E402
+from ferrymq.cli.admin_quota import quota  # noqa: E402
 from ferrymq.cli.admin_settings import SETTINGS_COMMANDS  # noqa: E402
 from ferrymq.cli.admin_status import STATUS_COMMANDS  # noqa: E402
 from ferrymq.cli.admin_trace import trace  # noqa: E402
 
 admin.add_command(acl)
+admin.add_command(quota)
 admin.add_command(cluster)
 admin.add_command(dlq)
 admin.add_command(elect_master)

@@ -7,9 +7,9 @@ from dataclasses import dataclass
 
 import msgspec
 
-from ferrymq.client.admin_acl import AclAdmin
 from ferrymq.client.admin_consumers import ConsumerControl
 from ferrymq.client.admin_messages import MessageLookups
+from ferrymq.client.admin_quota import QuotaAdmin
 from ferrymq.client.admin_stats import AdminStats
 from ferrymq.client.dead_letters import list_dead_letters, resend_dead_letters
 from ferrymq.client.instance import ClientError, ClientInstance, TLSOption
@@ -60,7 +60,7 @@ class BrokerGroupView:
     replicas: list[ReplicaView]
 
 
-class Admin(ConsumerControl, MessageLookups, AdminStats, AclAdmin):
+class Admin(ConsumerControl, MessageLookups, AdminStats, QuotaAdmin):
     def __init__(
         self, namesrv_addr: str, *, instance: ClientInstance | None = None, tls: TLSOption = False,
         access_key: str | None = None, secret_key: str | None = None,

@@ -67,7 +67,7 @@ class AclAdmin:
 
     # --- where the requests go -----------------------------------------------------------------
 
-    async def _auth_targets(self, cluster: str | None) -> list[str]:
+    async def _auth_targets(self, cluster: str | None, namesrvs: bool = True) -> list[str]:
         """Every broker (every id) of ``cluster`` (or of all clusters), then every NameServer."""
         info: ClusterInfo = await self.cluster_info()  # type: ignore[attr-defined]
         names = info.cluster_addr_table.get(cluster, []) if cluster else list(info.broker_addr_table)
@@ -78,16 +78,16 @@ class AclAdmin:
             for name in sorted(names)
             for _, addr in sorted(info.broker_addr_table[name].broker_addrs.items())
         ]
-        return brokers + list(self.instance.namesrvs)  # type: ignore[attr-defined]
+        return brokers + (list(self.instance.namesrvs) if namesrvs else [])  # type: ignore[attr-defined]
 
     async def _apply_auth(
-        self, code: int, ext: dict[str, str], body: object, cluster: str | None
+        self, code: int, ext: dict[str, str], body: object, cluster: str | None, namesrvs: bool = True
     ) -> list[str]:
         """Send the change to every target; the addresses that took it. ClientError names those that
         did not (the others keep the change: run the command again once they are back)."""
         done, failed = [], []
         payload = json.dumps(body).encode() if body is not None else b""
-        for addr in await self._auth_targets(cluster):
+        for addr in await self._auth_targets(cluster, namesrvs):
             request = RemotingCommand(code, ext_fields=dict(ext), body=payload)
             try:
                 response = await self.instance.invoke(addr, request)  # type: ignore[attr-defined]
@@ -102,10 +102,12 @@ class AclAdmin:
             raise ClientError("; ".join(failed) + (f" (applied on {', '.join(done)})" if done else ""))
         return done
 
-    async def _ask_auth(self, code: int, ext: dict[str, str], cluster: str | None) -> list[dict[str, Any]]:
+    async def _ask_auth(
+        self, code: int, ext: dict[str, str], cluster: str | None, namesrvs: bool = True
+    ) -> list[dict[str, Any]]:
         """The answer of the first broker of ``cluster`` that gives one."""
         errors = []
-        for addr in await self._auth_targets(cluster):
+        for addr in await self._auth_targets(cluster, namesrvs):
             try:
                 response = await self.instance.invoke(addr, RemotingCommand(code, ext_fields=dict(ext)))  # type: ignore[attr-defined]
             except RemotingError as e:

@@ -2,7 +2,9 @@
 
 Like RocketMQ's DefaultMQProducer: queues are chosen round-robin (or by a sharding key for order),
 a failed send is retried on another broker (`retry_times_when_send_failed`, default 2) after the
-route is fetched again, and a broker that fails is avoided for a back-off period. Bodies of 4 KiB
+route is fetched again, and a broker that fails is avoided for a back-off period. A broker's flow
+control (SYSTEM_BUSY: a quota, a full queue) is no failure: the send waits with growing back-off and
+goes again to the same broker, for up to `flow_control_timeout` seconds. Bodies of 4 KiB
 or more are compressed, with zlib unless `compression` says lz4 or zstd (RocketMQ 5's compressType;
 consumers older than RocketMQ 5 read zlib only). With `auto_batch`, concurrent sends are gathered into
 SEND_BATCH_MESSAGE requests (up to `max_batch_bytes`, waiting at most `linger_ms`), as Kafka
@@ -94,8 +96,11 @@ class Producer:
         secret_key: str | None = None,
         enable_trace: bool = False,
         trace_topic: str | None = None,
+        flow_control_timeout: float = 30.0,
     ) -> None:
         self.group = group
+        self.flow_control_timeout = flow_control_timeout
+        self.flow_controlled = 0  # answers of flow control, each waited for and sent again
         self.instance = instance or ClientInstance(
             namesrv_addr, tls=tls, access_key=access_key, secret_key=secret_key
         )
@@ -319,8 +324,7 @@ class Producer:
             addr = route.masters[mq.broker_name]
             started = time.monotonic()
             try:
-                request = self._request(mq, body, props, flag, sys_flag, batch)
-                response = await self.instance.invoke(addr, request, self.send_timeout)
+                response = await self._invoke_slowed(addr, mq, body, props, flag, sys_flag, batch)
             except RemotingError as e:
                 last_error = e
             else:
@@ -343,6 +347,19 @@ class Producer:
         raise SendError(
             f"send to topic {topic} failed after {1 + self.retries} attempts: {last_error}"
         ) from last_error
+
+    async def _invoke_slowed(self, addr, mq, body, props, flag, sys_flag, batch) -> RemotingCommand:
+        """Send to `addr`; while it answers with flow control, wait (10 ms doubling to 250 ms) and send
+        again, for up to `flow_control_timeout` s; then its last answer."""
+        deadline, pause = time.monotonic() + self.flow_control_timeout, 0.01
+        while True:
+            request = self._request(mq, body, props, flag, sys_flag, batch)
+            response = await self.instance.invoke(addr, request, self.send_timeout)
+            if response.code != ResponseCode.SYSTEM_BUSY or time.monotonic() + pause > deadline:
+                return response
+            self.flow_controlled += 1
+            await asyncio.sleep(pause)
+            pause = min(pause * 2, 0.25)
 
 
 class _Batcher:

@@ -77,6 +77,11 @@ class MessageService(Protocol):
         assumes RocketMQ's default unless told), so fronts refuse a larger one with their own code."""
         ...
 
+    async def user_connection_limit(self, user: str) -> int | None:
+        """How many connections the brokers' quotas let `user` have at once (None: no limit), for
+        fronts that count their own clients' connections (the AMQP gateway)."""
+        ...
+
     # --- producing ------------------------------------------------------------------------------
 
     async def send(

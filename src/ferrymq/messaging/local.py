@@ -26,6 +26,7 @@ from ferrymq.messaging.api import (
     TopicConfig,
 )
 from ferrymq.net.errors import RemotingError, RemotingTimeoutError
+from ferrymq.protocol.caller import CALLER
 from ferrymq.protocol.codes import ResponseCode
 from ferrymq.protocol.errors import MessageDecodeError
 from ferrymq.protocol.message_id import parse_offset_msg_id
@@ -83,6 +84,9 @@ class LocalMessageService:
     def max_body_size(self) -> int:
         return self.puts.store.config.max_message_size
 
+    async def user_connection_limit(self, user: str) -> int | None:
+        return self.puts.quotas.max_connections(user)
+
     def _queue_id(self, queue: MessageQueue | None) -> int:
         if queue is None:
             return -1
@@ -109,7 +113,7 @@ class LocalMessageService:
     ) -> SendOutcome:
         return await self.puts.put(
             topic, self._queue_id(queue), body, properties.encode(), flag, sys_flag, born_timestamp,
-            born_host, reconsume_times, None, False, _DEFAULT_TOPIC, _DEFAULT_QUEUE_NUMS,
+            born_host, reconsume_times, None, False, _DEFAULT_TOPIC, _DEFAULT_QUEUE_NUMS, CALLER.get(),
         )  # fmt: skip
 
     async def send_batch(
@@ -125,7 +129,7 @@ class LocalMessageService:
     ) -> SendOutcome:
         return await self.puts.put(
             topic, self._queue_id(queue), batch_body, b"", 0, sys_flag, born_timestamp, born_host, 0, None,
-            True, _DEFAULT_TOPIC, _DEFAULT_QUEUE_NUMS,
+            True, _DEFAULT_TOPIC, _DEFAULT_QUEUE_NUMS, CALLER.get(),
         )  # fmt: skip
 
     async def end_transaction(

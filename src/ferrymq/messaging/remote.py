@@ -60,6 +60,7 @@ from ferrymq.protocol.sys_flag import TRANSACTION_COMMIT_TYPE, TRANSACTION_ROLLB
 
 AUTO_CREATE_TOPIC, AUTO_CREATE_QUEUE_NUMS = "TBW102", 4
 TOPIC_CONFIG_TTL_S = 20.0  # RocketMQ proxy's topicConfigCacheExpiredSeconds
+QUOTA_TTL_S = 10.0  # how long the brokers' connection limits are taken as read
 TOPIC_VISIBLE_TIMEOUT_S = 5.0  # a topic just created is in the NameServers' routes by then
 ROUTE_TTL_S = 20.0  # RocketMQ proxy's topicRouteCacheExpiredSeconds; dropped at once when a send fails
 DEAD_LETTER_HOLD_MS = 60_000  # a message being moved to the DLQ stays invisible this long at most
@@ -91,6 +92,7 @@ class RemoteMessageService:
         self.max_body_size = max_body_size  # the brokers' max_message_size
         self._turn = itertools.count()  # pops of any queue take the topic's masters in turn
         self._topic_configs: dict[str, tuple[float, TopicConfig]] = {}  # by topic: (good until, config)
+        self._connection_limits: tuple[float, dict[str, int]] = (0.0, {})  # (good until, by user)
         self._routes: dict[str, tuple[float, TopicRoute]] = {}  # by topic: (good until, its own route)
 
     async def start(self) -> RemoteMessageService:
@@ -356,6 +358,22 @@ class RemoteMessageService:
         config = decode_body(TopicConfig, response.body)
         self._topic_configs[topic] = (time.monotonic() + TOPIC_CONFIG_TTL_S, config)
         return config
+
+    async def user_connection_limit(self, user: str) -> int | None:
+        """From the quotas of the first broker that answers, asked again after QUOTA_TTL_S."""
+        until, limits = self._connection_limits
+        if time.monotonic() >= until:
+            try:
+                quotas = await Admin(self.instance.namesrvs[0], instance=self.instance).list_quotas()
+            except (ClientError, RemotingError) as e:
+                raise MessagingError(f"cannot read the brokers' quotas: {e}") from e
+            limits = {
+                q["resource"].partition(":")[2]: int(q["connections"])
+                for q in quotas
+                if q.get("kind") == "connections" and q.get("connections")
+            }
+            self._connection_limits = (time.monotonic() + QUOTA_TTL_S, limits)
+        return limits.get(user)
 
     async def create_topic(self, topic: str, queue_nums: int = 1) -> None:
         admin = Admin(self.instance.namesrvs[0], instance=self.instance)

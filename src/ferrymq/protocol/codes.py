@@ -199,6 +199,10 @@ class RequestCode(IntEnum):
     AUTH_DELETE_ACL = 3008
     AUTH_GET_ACL = 3009
     AUTH_LIST_ACL = 3010
+    # Quotas (ferrymq's own: RocketMQ has no quota requests)
+    QUOTA_SET = 3901
+    QUOTA_DELETE = 3902
+    QUOTA_LIST = 3903
 
     # Pop consumption (5.x). These do not fit the binary header's int16 code: JSON headers only.
     POP_MESSAGE = 200050
@@ -285,3 +289,8 @@ class ResponseCode(IntEnum):
     RPC_ADDR_IS_NULL = -1002
     RPC_SEND_TO_CHANNEL_FAILED = -1004
     RPC_TIME_OUT = -1006
+
+
+# How RocketMQ's brokers begin the remark of a SYSTEM_BUSY answer that asks clients to slow down
+# (BrokerFastFailure's "[TOO_MANY_REQUESTS]broker busy, ..."); ferrymq's quotas answer the same way.
+FLOW_CONTROL_REMARK = "[TOO_MANY_REQUESTS]"

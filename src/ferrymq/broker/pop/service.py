@@ -238,9 +238,8 @@ class PopService:
         deadline = time.monotonic() + poll
         queues = [queue_id] if queue_id >= 0 else self._rotation(read_queues)
         control = self.consumption
-        wanted = (
-            await control.admit(group, client, max_messages, poll) if control.gate(group) else max_messages
-        )
+        watched = control.watches(group)
+        wanted = await control.admit(group, client, max_messages, poll, topic) if watched else max_messages
         topic_config = self.topics.get(topic)
         while True:
             result = self._pop_now(group, config, topic, queues, wanted, invisible_ms, flt, fifo, init_mode)
@@ -250,10 +249,11 @@ class PopService:
             await self._wait(group, self._watched(group, topic, queues, fifo), remaining, fifo)
             if self.topics.get(topic) is not topic_config:
                 break  # deleted (or deleted and made again) while this pop waited: not its messages
-            if control.gate(group):  # paused or limited while this pop waited
-                wanted = await control.admit(group, client, max_messages, max(deadline - time.monotonic(), 0))
+            if control.watches(group):  # paused or limited while this pop waited
+                left = max(deadline - time.monotonic(), 0)
+                wanted = await control.admit(group, client, max_messages, left, topic)
         if result.count:
-            control.took(group, result.count)
+            control.took(group, result.count, topic, client, sum(map(len, result.chunks)))
             for put in result._puts:  # SYNC_FLUSH: the checkpoints are on disk before the messages go
                 if await put.durable() is not PutStatus.PUT_OK:
                     log.warning("pop checkpoint of group %s not flushed in time", group)

@@ -5,6 +5,7 @@ from __future__ import annotations
 from ferrymq.broker.services.outcomes import STORED_CODES
 from ferrymq.broker.services.put import PutService
 from ferrymq.net.connection import Connection
+from ferrymq.protocol.acl_signing import ACCESS_KEY
 from ferrymq.protocol.codes import RequestCode, ResponseCode
 from ferrymq.protocol.headers import SendMessageRequestHeader
 from ferrymq.protocol.record import pack_host
@@ -45,6 +46,7 @@ class SendProcessor:
             h.topic, h.queue_id, request.body, (h.properties or "").encode(), h.flag, h.sys_flag,
             h.born_timestamp, self._born_host(conn), h.reconsume_times, h.max_reconsume_times,
             request.code == _BATCH or h.batch, h.default_topic, h.default_topic_queue_nums,
+            request.ext_fields.get(ACCESS_KEY),
         )  # fmt: skip
         code = outcome.code
         if code not in STORED_CODES:

@@ -15,6 +15,7 @@ from typing import Protocol
 
 from ferrymq.broker.config import BrokerConfig
 from ferrymq.broker.groups import SubscriptionGroupManager
+from ferrymq.broker.quota import QuotaLimiter
 from ferrymq.broker.schedule import SCHEDULE_TOPIC, TIMER_TOPIC, ScheduleError
 from ferrymq.broker.services.outcomes import STORED_CODES, SendOutcome
 from ferrymq.broker.topics import (
@@ -92,11 +93,13 @@ class PutService:
         replicated: Callable[[int, float], Awaitable[PutStatus]],
         written: Callable[[], None],
         topics_changed: Callable[[], None],
+        quotas: QuotaLimiter | None = None,
     ) -> None:
         """`divert`: the scheduler's (where a delayed or timed message waits; raises ScheduleError);
         `half`: the transaction service's properties of a half message; `replicated(offset, timeout)`:
         waits until replicas hold the log up to offset; `written`: after every put (dispatch soon);
-        `topics_changed`: after an auto-creation (tell the NameServers)."""
+        `topics_changed`: after an auto-creation (tell the NameServers); `quotas`: the producers'
+        rate limits (over them a put is refused with flow control, SYSTEM_BUSY)."""
         self.config = config
         self.store = store
         self.topics = topics
@@ -107,6 +110,7 @@ class PutService:
         self._replicated = replicated
         self._written = written
         self._topics_changed = topics_changed
+        self.quotas = quotas if quotas is not None else QuotaLimiter()
         self.stored: Tally[str] = Tally()  # topic → messages and bytes stored, for the metrics collector
 
     async def put(
@@ -124,13 +128,14 @@ class PutService:
         batch: bool = False,
         default_topic: str = "TBW102",
         default_queue_nums: int = 4,
+        user: str | None = None,
     ) -> SendOutcome:
         """Store one message (or, with `batch`, a body of RocketMQ's batch encoding) in `topic`.
 
         `queue_id` < 0 picks a queue at random; `properties` are RocketMQ's encoded properties;
         `born_host` the packed producer address (default: this broker's). A new topic is made from
         `default_topic` if auto-creation is on. Arguments are positional-friendly: adapters call
-        this once per request."""
+        this once per request. `user`: the producer's AccessKey, for per-user quotas."""
         config = self.config
         role = self.role
         if not role.is_master:
@@ -140,6 +145,9 @@ class PutService:
             return SendOutcome(ResponseCode.SERVICE_NOT_AVAILABLE, fenced)
         if not config.broker_permission & PERM_WRITE:
             return SendOutcome(ResponseCode.NO_PERMISSION, f"broker {config.broker_name} is not writable")
+        quotas = self.quotas
+        if quotas.produce and (refusal := quotas.admit_put(topic, user)) is not None:
+            return SendOutcome(ResponseCode.SYSTEM_BUSY, refusal)
         tc = self.topics.get(topic)
         if tc is None:
             problem = topic_problem(topic)
@@ -191,6 +199,8 @@ class PutService:
         if status is _PUT_OK:
             self._written()
             self.stored.add(topic, result.message_count, result.wrote_bytes)
+            if quotas.produce:
+                quotas.charge_put(topic, user, result.message_count, len(body))
             if (
                 _WAIT_FALSE not in properties
             ):  # the producer waits for the store (property WAIT, default true)

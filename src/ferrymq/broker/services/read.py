@@ -158,18 +158,19 @@ class ReadService:
                 return held_back(store, topic, queue_id, offset)
             found = store.get_messages(topic, queue_id, offset, count, max_bytes, tags)
             found = found if flt.sql is None else flt.narrow(found)
-            control.took(group, found.message_count)
+            control.took(group, found.message_count, topic, origin, found.total_size)
             return found
 
         # a paused or rate-limited group is held here (like a long poll) until it may take some
-        count = await control.admit(group, origin, max_count, timeout) if control.gate(group) else max_count
+        watched = control.watches(group)
+        count = await control.admit(group, origin, max_count, timeout, topic) if watched else max_count
         result = get(count)
         code = read_code(result, offset)
         if code == _PULL_NOT_FOUND and suspend and count:
             await self.hold.wait(
                 topic, queue_id, timeout, lambda: store.get_max_offset(topic, queue_id) <= offset
             )
-            count = await control.admit(group, origin, count, 0) if control.gate(group) else count
+            count = await control.admit(group, origin, count, 0, topic) if control.watches(group) else count
             result = get(count)
             code = read_code(result, offset)
         if result.message_count:
