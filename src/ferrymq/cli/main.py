@@ -12,6 +12,7 @@ from ferrymq.cli.dev import dev
 from ferrymq.cli.meta import meta
 from ferrymq.cli.migrate import migrate
 from ferrymq.cli.namesrv import namesrv
+from ferrymq.cli.operator import operator
 from ferrymq.cli.proxy import proxy
 from ferrymq.cli.spark import spark
 
@@ -32,6 +33,7 @@ main.add_command(dev)
 main.add_command(meta)
 main.add_command(migrate)
 main.add_command(namesrv)
+main.add_command(operator)
 main.add_command(produce)
 main.add_command(proxy)
 main.add_command(spark)

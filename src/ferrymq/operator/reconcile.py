@@ -1,0 +1,213 @@
+"""One reconcile per kind: read what it depends on, apply what render_* says, write its status.
+
+Each takes the custom resource as a dict and is idempotent, so kopf may call it on create, update,
+resume and every resync alike, and a NameService calls its followers' when its addresses change.
+"""
+
+from __future__ import annotations
+
+import datetime
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from typing import Any, cast
+
+import kopf
+
+from ferrymq.operator import (
+    pods,
+    render_amqp,
+    render_broker,
+    render_console,
+    render_controller,
+    render_nameservice,
+    render_proxy,
+    status,
+)
+from ferrymq.operator.crds import GROUP, VERSION, plural
+from ferrymq.operator.kube import Kube, path
+from ferrymq.operator.pods import Obj, SpecError
+
+API = f"{GROUP}/{VERSION}"
+FOLLOWERS = ("Broker", "Proxy", "AmqpGateway", "Console")  # kinds that are given NameServer addresses
+
+
+@dataclass(frozen=True)
+class Settings:
+    image: str = pods.DEFAULT_IMAGE  # for every pod whose resource names no image of its own
+    resync: float = 6.0  # s between two reconciles of an unchanged resource (Apache requeues every 6 s)
+
+
+class Waiting(Exception):
+    """Something the resource needs is not there yet; the message says what."""
+
+    def __init__(self, reason: str, message: str):
+        super().__init__(message)
+        self.reason = reason
+
+
+def _now() -> str:
+    return datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def cr_path(kind: str, namespace: str, name: str | None = None) -> str:
+    return path(API, plural(kind), namespace, name)
+
+
+async def _apply_all(kube: Kube, objs: list[Obj], owner: Obj, namespace: str) -> None:
+    kopf.adopt(objs, owner=kopf.Body(cast(kopf.RawBody, owner)))
+    for obj in objs:
+        await kube.apply(obj, namespace)
+
+
+async def _ready_pods(kube: Kube, namespace: str, sel: dict[str, str]) -> list[Obj]:
+    found = await kube.list(path("v1", "pods", namespace), sel)
+    return [p for p in pods.owned_pods(found, sel) if pods.is_ready(p)]
+
+
+async def _only_or_named(kube: Kube, kind: str, namespace: str, name: str | None) -> Obj:
+    """The resource `name` of `kind`, or the only one in the namespace when no name is given."""
+    if name:
+        found = await kube.get(cr_path(kind, namespace, name))
+        if found is None:
+            raise Waiting(f"{kind}Missing", f"{kind} {name} does not exist")
+        return found
+    items = await kube.items(cr_path(kind, namespace))
+    if len(items) != 1:
+        raise Waiting(f"{kind}Missing", f"{len(items)} {kind} resources in {namespace}: name one in the spec")
+    return items[0]
+
+
+async def namesrv_addr(kube: Kube, spec: Obj, namespace: str) -> str:
+    """spec.nameServers, else the addresses of the NameService followed; Waiting until there are any."""
+    if spec.get("nameServers"):
+        return str(spec["nameServers"])
+    ns = await _only_or_named(kube, "NameService", namespace, spec.get("nameService"))
+    ips = (ns.get("status") or {}).get("nameServers") or []
+    if not ips:
+        raise Waiting(
+            "WaitingForNameServers", f"NameService {ns['metadata']['name']} has no ready NameServer"
+        )
+    return render_nameservice.addresses(ips)
+
+
+async def controller_addr(kube: Kube, spec: Obj, namespace: str) -> str:
+    ctl = await _only_or_named(kube, "Controller", namespace, spec.get("controller"))
+    point = (ctl.get("status") or {}).get("accessPoint")
+    if not point:
+        raise Waiting("WaitingForControllers", f"Controller {ctl['metadata']['name']} is not ready")
+    return str(point)
+
+
+async def reconcile_nameservice(kube: Kube, settings: Settings, body: Obj) -> dict[str, Any]:
+    name, namespace, spec = body["metadata"]["name"], body["metadata"]["namespace"], body["spec"]
+    await _apply_all(kube, render_nameservice.render(name, spec, settings.image), body, namespace)
+    ready = await _ready_pods(kube, namespace, render_nameservice.selector(name))
+    ips = [p["status"]["podIP"] for p in ready if p["status"].get("podIP")]
+    return {"nameServers": ips, "_health": status.of_workload(int(spec["size"]), len(ips), "NameServers")}
+
+
+async def reconcile_controller(kube: Kube, settings: Settings, body: Obj) -> dict[str, Any]:
+    name, namespace, spec = body["metadata"]["name"], body["metadata"]["namespace"], body["spec"]
+    await _apply_all(kube, render_controller.render(name, namespace, spec, settings.image), body, namespace)
+    size = int(spec["size"])
+    ready = await _ready_pods(kube, namespace, render_controller.selector(name))
+    out: dict[str, Any] = {"nodes": [p["metadata"]["name"] for p in ready], "size": size}
+    if len(ready) >= size:  # brokers are given the controllers once the whole group is up
+        await _apply_all(kube, [render_controller.access_service(name)], body, namespace)
+        out["accessPoint"] = render_controller.access_point(name, namespace, size)
+    out["_health"] = status.of_workload(size, len(ready), "controllers")
+    return out
+
+
+async def reconcile_broker(kube: Kube, settings: Settings, body: Obj) -> dict[str, Any]:
+    name, namespace, spec = body["metadata"]["name"], body["metadata"]["namespace"], body["spec"]
+    addr = await namesrv_addr(kube, spec, namespace)
+    ctl = await controller_addr(kube, spec, namespace) if render_broker.mode(spec) == "CONTROLLER" else ""
+    await _apply_all(kube, render_broker.render(name, spec, addr, ctl, settings.image), body, namespace)
+    want = len(render_broker.members(name, spec))
+    ready = await _ready_pods(kube, namespace, render_broker.selector(name))
+    health = status.of_workload(want, len(ready), "brokers")
+    sts = await kube.list(path("apps/v1", "statefulsets", namespace), render_broker.selector(name))
+    surplus = render_broker.surplus(name, spec, [s["metadata"]["name"] for s in sts])
+    if surplus:
+        health = status.waiting("DrainPending", f"groups to drain before removal: {', '.join(surplus)}")
+    return {"nodes": [p["metadata"]["name"] for p in ready], "size": int(spec["size"]), "_health": health}
+
+
+def _gateway(render: Callable[..., list[Obj]], selector: Callable[[str], dict[str, str]], what: str):
+    async def reconcile(kube: Kube, settings: Settings, body: Obj) -> dict[str, Any]:
+        name, namespace, spec = body["metadata"]["name"], body["metadata"]["namespace"], body["spec"]
+        addr = await namesrv_addr(kube, spec, namespace)
+        await _apply_all(kube, render(name, spec, addr, settings.image), body, namespace)
+        ready = await _ready_pods(kube, namespace, selector(name))
+        nodes = [p["metadata"]["name"] for p in ready]
+        return {"nodes": nodes, "size": int(spec["size"]),
+                "_health": status.of_workload(int(spec["size"]), len(ready), what)}  # fmt: skip
+
+    return reconcile
+
+
+reconcile_proxy = _gateway(render_proxy.render, render_proxy.selector, "proxies")
+reconcile_amqp = _gateway(render_amqp.render, render_amqp.selector, "gateways")
+
+
+async def reconcile_console(kube: Kube, settings: Settings, body: Obj) -> dict[str, Any]:
+    name, namespace, spec = body["metadata"]["name"], body["metadata"]["namespace"], body["spec"]
+    addr = await namesrv_addr(kube, spec, namespace)
+    (deployment,) = render_console.render(name, spec, addr)
+    await _apply_all(kube, [deployment], body, namespace)
+    observed = await kube.get(path("apps/v1", "deployments", namespace, deployment["metadata"]["name"])) or {}
+    want = int((deployment.get("spec") or {}).get("replicas", 1))
+    ready = int((observed.get("status") or {}).get("readyReplicas") or 0)
+    return {"_health": status.of_workload(want, ready, "consoles")}
+
+
+Reconcile = Callable[[Kube, Settings, Obj], Awaitable[dict[str, Any]]]
+RECONCILERS: dict[str, Reconcile] = {
+    "NameService": reconcile_nameservice,
+    "Controller": reconcile_controller,
+    "Broker": reconcile_broker,
+    "Proxy": reconcile_proxy,
+    "AmqpGateway": reconcile_amqp,
+    "Console": reconcile_console,
+}
+
+
+async def run(kube: Kube, settings: Settings, kind: str, body: Obj) -> dict[str, Any]:
+    """Reconcile `body` and write its status (conditions included); returns the status written."""
+    namespace, name = body["metadata"]["namespace"], body["metadata"]["name"]
+    previous = body.get("status") or {}
+    try:
+        result = await RECONCILERS[kind](kube, settings, body)
+    except SpecError as e:
+        result = {"_health": status.degraded("InvalidSpec", str(e))}
+    except Waiting as e:
+        result = {"_health": status.waiting(e.reason, str(e))}
+    health: status.Health = result.pop("_health")
+    generation = int(body["metadata"].get("generation") or 0)
+    new = {
+        **result,
+        "observedGeneration": generation,
+        "conditions": status.conditions(previous.get("conditions"), health, _now(), generation),
+    }
+    if any(previous.get(k) != v for k, v in new.items() if k != "conditions") or _changed(previous, new):
+        await kube.patch(cr_path(kind, namespace, name) + "/status", {"status": new})
+    if kind == "NameService" and previous.get("nameServers") != new.get("nameServers"):
+        await push_name_servers(kube, settings, namespace)
+    return new
+
+
+def _changed(previous: Obj, new: Obj) -> bool:
+    def key(conds: list[Obj] | None) -> list[tuple]:
+        return [(c.get("type"), c.get("status"), c.get("reason"), c.get("message")) for c in conds or []]
+
+    return key(previous.get("conditions")) != key(new.get("conditions"))
+
+
+async def push_name_servers(kube: Kube, settings: Settings, namespace: str) -> None:
+    """Reconcile every follower in the namespace at once, so new NameServer addresses reach them."""
+    for kind in FOLLOWERS:
+        for body in await kube.items(cr_path(kind, namespace)):
+            if not (body.get("spec") or {}).get("nameServers"):
+                body.setdefault("metadata", {}).setdefault("namespace", namespace)
+                await run(kube, settings, kind, body)
