@@ -84,3 +84,14 @@ def test_bad_manifests_are_refused(kind, change, words):
             doc["spec"][key] = value
     found = errors(doc, schemas())
     assert any(words in e for e in found), found
+
+
+def test_cli_prints_the_crds_and_wants_a_namespace():
+    from click.testing import CliRunner
+
+    from ferrymq.cli.main import main
+
+    printed = CliRunner().invoke(main, ["operator", "crds"])
+    assert printed.exit_code == 0 and list(yaml.safe_load_all(printed.output)) == all_crds()
+    refused = CliRunner().invoke(main, ["operator"])
+    assert refused.exit_code == 2 and "-n NAMESPACE" in refused.output

@@ -20,6 +20,11 @@ def build_registry(settings: Settings) -> kopf.OperatorRegistry:
     """A registry with the handlers of every kind the operator reconciles."""
     registry = kopf.OperatorRegistry()
 
+    @kopf.on.login(registry=registry)
+    def login(**kwargs: Any) -> kopf.ConnectionInfo | None:
+        """The pod's service account in a cluster, else the kubeconfig (as `Kube.connect` does)."""
+        return kopf.login_with_service_account(**kwargs) or kopf.login_with_kubeconfig(**kwargs)
+
     @kopf.on.startup(registry=registry)
     async def connect(memo: kopf.Memo, settings: kopf.OperatorSettings, **_: Any) -> None:
         settings.posting.level = 30  # post Events for warnings and errors only

@@ -7,6 +7,7 @@ which every API server (and the test emulator) understands.
 
 from __future__ import annotations
 
+import os
 from typing import Any
 
 from kubernetes_asyncio import client, config
@@ -46,7 +47,8 @@ class Kube:
         try:
             config.load_incluster_config()
         except config.ConfigException:
-            await config.load_kube_config()
+            # The client fixes its default path when imported; $KUBECONFIG may be set after that.
+            await config.load_kube_config(config_file=os.environ.get("KUBECONFIG"))
         return cls(client.ApiClient())
 
     async def close(self) -> None:
