@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+import re
 from pathlib import Path
 from typing import Any
 
@@ -30,3 +32,35 @@ def errors(resource: dict[str, Any], kinds: dict[str, dict[str, Any]]) -> list[s
     server's business and jsonschema ignores them)."""
     validator = jsonschema.Draft7Validator(kinds[resource["kind"]])
     return [f"{'/'.join(map(str, e.absolute_path))}: {e.message}" for e in validator.iter_errors(resource)]
+
+
+CHART = DEPLOY / "helm" / "ferrymq-operator"
+_EXPR = re.compile(r"\{\{\s*([.\w]+)\s*(?:\|\s*(\w+)\s*)?\}\}")
+
+
+def render_chart(release: str, namespace: str) -> list[dict[str, Any]]:
+    """The chart's templates with its default values, as `helm template` would render them.
+
+    helm is not installed here; the templates therefore use only `{{ .Values.x }}`,
+    `{{ .Release.Name }}`, `{{ .Release.Namespace }}` and `| toJson`, which this renders, and
+    anything else fails the test."""
+    scope = {"Values": yaml.safe_load((CHART / "values.yaml").read_text()),
+             "Release": {"Name": release, "Namespace": namespace}}  # fmt: skip
+
+    def value(match: re.Match) -> str:
+        found: Any = scope
+        for part in match.group(1).strip(".").split("."):
+            found = found[part]
+        if match.group(2) == "toJson":
+            return json.dumps(found)
+        if match.group(2) is not None:
+            raise ValueError(f"unsupported template function {match.group(2)}")
+        return str(found)
+
+    docs = []
+    for path in sorted((CHART / "templates").glob("*.yaml")):
+        text = _EXPR.sub(value, path.read_text())
+        if "{{" in text:
+            raise ValueError(f"{path.name}: a template construct this renderer does not know")
+        docs += [d for d in yaml.safe_load_all(text) if d]
+    return docs
