@@ -4,67 +4,9 @@ status conditions appear. The test plays the kubelet: it makes pods and marks th
 
 from __future__ import annotations
 
-import time
-from collections.abc import Callable, Iterator
-from typing import Any
-
-import kopf
-import pytest
-from kopf.testing import KopfRunner
-
-from ferrymq.operator.crds import GROUP, VERSION, plural
-from ferrymq.operator.handlers import build_registry
-from ferrymq.operator.reconcile import Settings
 from tests.operator.fakeapi import FakeApi
+from tests.operator.helpers import API, APPS, CORE, condition, create, wait_for
 from tests.operator.manifests import DEPLOY, load_all
-
-NS = "ferry"
-API = f"/apis/{GROUP}/{VERSION}/namespaces/{NS}"
-APPS = f"/apis/apps/v1/namespaces/{NS}"
-CORE = f"/api/v1/namespaces/{NS}"
-DEADLINE = 20.0
-
-
-def wait_for(what: str, probe: Callable[[], Any], timeout: float = DEADLINE) -> Any:
-    """Poll `probe` until it returns something truthy; fail with `what` after `timeout` seconds."""
-    end = time.monotonic() + timeout
-    while time.monotonic() < end:
-        value = probe()
-        if value:
-            return value
-        time.sleep(0.05)
-    pytest.fail(f"timed out waiting for {what}")
-
-
-@pytest.fixture
-def api(tmp_path, monkeypatch) -> Iterator[FakeApi]:
-    server = FakeApi(NS)
-    monkeypatch.setenv("KUBECONFIG", str(server.kubeconfig(tmp_path / "kubeconfig")))
-    yield server
-    server.close()
-
-
-@pytest.fixture
-def operator(api) -> Iterator[KopfRunner]:
-    settings = kopf.OperatorSettings()
-    settings.posting.enabled = False
-    settings.watching.reconnect_backoff = 0.2
-    registry = build_registry(Settings(image="ferrymq/ferrymq:test", resync=0.5))
-    with KopfRunner(
-        ["run", "--standalone", "-n", NS], registry=registry, settings=settings, timeout=30
-    ) as runner:
-        yield runner
-    assert runner.exception is None, runner.output
-
-
-def create(api: FakeApi, kind: str, name: str, spec: dict[str, Any]) -> None:
-    body = {"apiVersion": f"{GROUP}/{VERSION}", "kind": kind, "metadata": {"name": name}, "spec": spec}
-    api.create(body, f"{API}/{plural(kind)}")
-
-
-def condition(api: FakeApi, kind: str, name: str, kind_of: str = "Ready") -> dict[str, Any] | None:
-    obj = api.get(f"{API}/{plural(kind)}/{name}") or {}
-    return next((c for c in (obj.get("status") or {}).get("conditions") or [] if c["type"] == kind_of), None)
 
 
 def run_pods(api: FakeApi, sts_name: str, first_ip: int) -> None:
@@ -150,8 +92,12 @@ def test_controller_mode_cluster_from_the_sample(api, operator):
         wait_for("controllers", lambda: api.get(f"{APPS}/statefulsets/controller"))["spec"]["replicas"] == 3
     )
     assert api.get(f"{CORE}/services/controller-svc") is None  # only once every member is up
-    progressing = wait_for("broker waiting", lambda: condition(api, "Broker", "broker", "Progressing"))
-    assert progressing["reason"] == "WaitingForControllers"
+    wait_for(  # first for NameServers, perhaps, then for controllers
+        "broker waiting for controllers",
+        lambda: (
+            (condition(api, "Broker", "broker", "Progressing") or {}).get("reason") == "WaitingForControllers"
+        ),
+    )
     run_pods(api, "controller", first_ip=10)
     wait_for("controller Service", lambda: api.get(f"{CORE}/services/controller-svc"))
     wait_for("broker StatefulSets", lambda: api.get(f"{APPS}/statefulsets/broker-1-1"))

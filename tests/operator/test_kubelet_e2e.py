@@ -1,0 +1,54 @@
+"""End to end without a cluster: the operator renders a NameService, a stand-in kubelet runs each
+of its pods as a real `ferrymq namesrv` in a network namespace of its own, the readiness probes the
+operator wrote decide readiness, and the addresses in the NameService's status answer RocketMQ's
+remoting protocol. Root only (network namespaces)."""
+
+from __future__ import annotations
+
+import asyncio
+
+import pytest
+
+from ferrymq.bench.processes import netns_available
+from ferrymq.client.admin import Admin
+from tests.operator.helpers import API, condition, create, wait_for
+from tests.operator.kubelet import Kubelet
+
+pytestmark = pytest.mark.root
+
+E2E_DEADLINE = 60.0
+
+
+@pytest.fixture
+def kubelet(api, tmp_path):
+    available, why = netns_available()
+    if not available:
+        pytest.skip(why)
+    node = Kubelet(api, tmp_path / "pods", components={"nameservice"})
+    yield node
+    node.close()
+
+
+def name_servers(api):
+    return ((api.get(f"{API}/nameservices/ns") or {}).get("status") or {}).get("nameServers") or []
+
+
+def test_nameservers_run_as_real_processes(api, operator, kubelet):
+    create(api, "NameService", "ns", {"size": 2})
+    ips = wait_for(
+        "2 ready NameServers", lambda: len(name_servers(api)) == 2 and name_servers(api), E2E_DEADLINE
+    )
+    assert ips == [kubelet.pods["ns-0"].ip, kubelet.pods["ns-1"].ip]  # ordinal order
+    assert (condition(api, "NameService", "ns") or {}).get("status") == "True"
+
+    async def ask_each() -> None:
+        for ip in ips:  # the rendered command line serves RocketMQ's remoting on the pod's port 9876
+            async with Admin(f"{ip}:9876") as admin:
+                info = await admin.cluster_info()
+                assert info.broker_addr_table == {}
+
+    asyncio.run(ask_each())
+
+    api.patch(f"{API}/nameservices/ns", {"spec": {"size": 1}})
+    wait_for("1 NameServer", lambda: name_servers(api) == ips[:1], E2E_DEADLINE)
+    assert "ns-1" not in kubelet.pods and kubelet.errors == []
