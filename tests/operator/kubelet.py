@@ -11,6 +11,7 @@ is Ready while its readiness probe (HTTP GET of the probe's path and port at the
 
 from __future__ import annotations
 
+import json
 import re
 import threading
 import urllib.error
@@ -30,11 +31,16 @@ def _expand(text: str, env: dict[str, str]) -> str:
     return _VAR.sub(lambda m: env.get(m.group(1), m.group(0)), text)
 
 
+def _template_key(sts: Obj) -> str:
+    return json.dumps(sts["spec"]["template"], sort_keys=True)
+
+
 class Pod:
     """One pod: its slot on the bridge, its process, and the readiness last reported."""
 
-    def __init__(self, name: str, slot: int, ip: str, proc: Proc, probe: Obj | None) -> None:
+    def __init__(self, name: str, slot: int, ip: str, proc: Proc, probe: Obj | None, template: str) -> None:
         self.name, self.slot, self.ip, self.proc, self.probe = name, slot, ip, proc, probe
+        self.template = template  # the pod template it was started from, to see a rolling update
         self.reported: tuple[str, bool] | None = None
 
     def ready(self) -> bool:
@@ -94,15 +100,23 @@ class Kubelet:
         for name in [n for n in self.pods if n not in wanted]:
             self._remove(name)
         for name, (sts, _) in wanted.items():
+            if name in self.pods and self.pods[name].template != _template_key(sts):
+                self._restart(name, sts)  # the StatefulSet's template changed: a rolling update
             if name not in self.pods:
                 self._start(name, sts)
         for pod in self.pods.values():
             self._report(pod)
 
-    def _start(self, name: str, sts: Obj) -> None:
-        if not self.free:
-            raise RuntimeError(f"no network slot left for pod {name}")
-        slot = self.free.pop(0)
+    def _restart(self, name: str, sts: Obj) -> None:
+        pod = self.pods.pop(name)
+        pod.proc.stop()
+        self._start(name, sts, pod.slot)
+
+    def _start(self, name: str, sts: Obj, slot: int | None = None) -> None:
+        if slot is None:
+            if not self.free:
+                raise RuntimeError(f"no network slot left for pod {name}")
+            slot = self.free.pop(0)
         ip = self.network.address(slot)
         template = sts["spec"]["template"]
         (container,) = template["spec"]["containers"]
@@ -117,7 +131,7 @@ class Kubelet:
         args = [_expand(a, env).replace(DATA_PATH, str(data)) for a in container["args"]]
         proc = Proc(name, args, self.workdir, env, self.network.prefix(slot))
         proc.start()
-        self.pods[name] = Pod(name, slot, ip, proc, container.get("readinessProbe"))
+        self.pods[name] = Pod(name, slot, ip, proc, container.get("readinessProbe"), _template_key(sts))
         body = {"apiVersion": "v1", "kind": "Pod", "spec": template["spec"],
                 "metadata": {"name": name, "labels": template["metadata"]["labels"]}}  # fmt: skip
         if self.api.get(f"{self._core()}/pods/{name}") is None:

@@ -52,3 +52,48 @@ def test_nameservers_run_as_real_processes(api, operator, kubelet):
     api.patch(f"{API}/nameservices/ns", {"spec": {"size": 1}})
     wait_for("1 NameServer", lambda: name_servers(api) == ips[:1], E2E_DEADLINE)
     assert "ns-1" not in kubelet.pods and kubelet.errors == []
+
+
+@pytest.fixture
+def kubelet_with_brokers(api, tmp_path):
+    available, why = netns_available()
+    if not available:
+        pytest.skip(why)
+    node = Kubelet(api, tmp_path / "pods", components={"nameservice", "broker"}, slots=5)
+    yield node
+    node.close()
+
+
+async def _cluster(namesrv: str):
+    async with Admin(namesrv) as admin:
+        return await admin.cluster_info()
+
+
+def registered(namesrv: str) -> dict[str, dict[int, str]]:
+    """broker name → {id: address} as the NameServer at `namesrv` knows it."""
+    info = asyncio.run(_cluster(namesrv))
+    return {name: dict(data.broker_addrs) for name, data in info.broker_addr_table.items()}
+
+
+def test_a_broker_registers_with_the_nameservers_the_operator_gives_it(api, operator, kubelet_with_brokers):
+    create(api, "NameService", "ns", {"size": 1})
+    create(api, "Broker", "broker", {"size": 1, "replicaPerGroup": 0})
+    wait_for(
+        "Broker Ready",
+        lambda: (condition(api, "Broker", "broker") or {}).get("status") == "True",
+        E2E_DEADLINE,
+    )
+    broker_ip = kubelet_with_brokers.pods["broker-0-master-0"].ip
+    (first,) = name_servers(api)
+    assert registered(f"{first}:9876") == {"broker-0": {0: f"{broker_ip}:10911"}}
+
+    api.patch(f"{API}/nameservices/ns", {"spec": {"size": 2}})
+    wait_for("2 NameServers", lambda: len(name_servers(api)) == 2, E2E_DEADLINE)
+    second = name_servers(api)[1]
+    # The new address list rolls the broker, which then registers with both NameServers.
+    wait_for(
+        "the broker on the new NameServer",
+        lambda: registered(f"{second}:9876") == {"broker-0": {0: f"{broker_ip}:10911"}},
+        E2E_DEADLINE,
+    )
+    assert kubelet_with_brokers.errors == []
