@@ -11,6 +11,16 @@ import pytest
 
 from ferrymq.bench.processes import netns_available
 from ferrymq.client.admin import Admin
+from ferrymq.net import RemotingClient
+from ferrymq.protocol.bodies import (
+    SubscriptionGroupConfig,
+    SubscriptionGroupWrapper,
+    TopicConfigSerializeWrapper,
+    decode_body,
+    encode_body,
+)
+from ferrymq.protocol.codes import RequestCode, ResponseCode
+from ferrymq.protocol.remoting import RemotingCommand
 from tests.operator.helpers import API, condition, create, wait_for
 from tests.operator.kubelet import Kubelet
 
@@ -97,3 +107,59 @@ def test_a_broker_registers_with_the_nameservers_the_operator_gives_it(api, oper
         E2E_DEADLINE,
     )
     assert kubelet_with_brokers.errors == []
+
+
+async def _seed_source(namesrv: str, broker: str) -> None:
+    async with Admin(namesrv) as admin:
+        await admin.create_topic("Orders", 4, cluster="broker")
+    client = RemotingClient()
+    try:
+        body = encode_body(SubscriptionGroupConfig(group_name="billing", retry_max_times=3))
+        response = await client.invoke(
+            broker, RemotingCommand(RequestCode.UPDATE_AND_CREATE_SUBSCRIPTIONGROUP, body=body)
+        )
+        assert response.code == ResponseCode.SUCCESS
+    finally:
+        await client.close()
+
+
+async def _metadata(broker: str) -> tuple[dict, dict]:
+    client = RemotingClient()
+    try:
+        topics = await client.invoke(broker, RemotingCommand(RequestCode.GET_ALL_TOPIC_CONFIG))
+        groups = await client.invoke(broker, RemotingCommand(RequestCode.GET_ALL_SUBSCRIPTIONGROUP_CONFIG))
+        return (
+            decode_body(TopicConfigSerializeWrapper, topics.body).topic_config_table,
+            decode_body(SubscriptionGroupWrapper, groups.body).subscription_group_table,
+        )
+    finally:
+        await client.close()
+
+
+def test_scaling_out_copies_topics_and_groups_from_scale_pod(api, operator, kubelet_with_brokers):
+    create(api, "NameService", "ns", {"size": 1})
+    create(api, "Broker", "broker", {"size": 1, "scalePodName": "broker-0-master-0"})
+    wait_for(
+        "Broker Ready",
+        lambda: (condition(api, "Broker", "broker") or {}).get("status") == "True",
+        E2E_DEADLINE,
+    )
+    (namesrv,) = name_servers(api)
+    first = f"{kubelet_with_brokers.pods['broker-0-master-0'].ip}:10911"
+    asyncio.run(_seed_source(f"{namesrv}:9876", first))
+
+    api.patch(f"{API}/brokers/broker", {"spec": {"size": 2}})
+    wait_for(
+        "status.size 2",
+        lambda: ((api.get(f"{API}/brokers/broker") or {}).get("status") or {}).get("size") == 2,
+        E2E_DEADLINE,
+    )
+    topics, groups = asyncio.run(_metadata(f"{kubelet_with_brokers.pods['broker-1-master-0'].ip}:10911"))
+    assert topics["Orders"].read_queue_nums == 4
+    assert groups["billing"].retry_max_times == 3
+    assert "broker-0" not in topics  # the source's own broker-name topic stays its own
+    wait_for(
+        "Broker Ready",
+        lambda: (condition(api, "Broker", "broker") or {}).get("status") == "True",
+        E2E_DEADLINE,
+    )

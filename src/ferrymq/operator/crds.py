@@ -187,7 +187,14 @@ KINDS: dict[str, dict[str, Any]] = {
             **POD_FIELDS,
             **STORAGE_FIELDS,
         },
-        "status": _status(**NODES_STATUS),
+        "status": _status(
+            **NODES_STATUS,
+            seededGroups={
+                "type": "array",
+                "items": {"type": "integer"},
+                "description": "New groups already given scalePodName's topics and subscription groups.",
+            },
+        ),
     },
     "TopicTransfer": {
         "plural": "topictransfers",

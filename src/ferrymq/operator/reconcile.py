@@ -7,6 +7,7 @@ resume and every resync alike, and a NameService calls its followers' when its a
 from __future__ import annotations
 
 import datetime
+from collections import Counter
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any, cast
@@ -14,6 +15,7 @@ from typing import Any, cast
 import kopf
 
 from ferrymq.operator import (
+    metadata_copy,
     pods,
     render_amqp,
     render_broker,
@@ -127,11 +129,58 @@ async def reconcile_broker(kube: Kube, settings: Settings, body: Obj) -> dict[st
     want = len(render_broker.members(name, spec))
     ready = await _ready_pods(kube, namespace, render_broker.selector(name))
     health = status.of_workload(want, len(ready), "brokers")
+    out: dict[str, Any] = {"nodes": [p["metadata"]["name"] for p in ready], "size": int(spec["size"])}
+    previous = body.get("status") or {}
+    pending = metadata_copy.groups_to_seed(spec, previous)
+    if pending:
+        seeded = await _seed(kube, name, namespace, spec, pending, ready)
+        remaining = [g for g in pending if g not in seeded]
+        if remaining:  # status.size reaches spec.size once every new group has the metadata
+            out.update(
+                size=previous["size"], seededGroups=sorted({*previous.get("seededGroups", []), *seeded})
+            )
+            health = status.waiting(
+                "CopyingMetadata", f"groups {remaining} wait for {spec['scalePodName']}'s topics"
+            )
     sts = await kube.list(path("apps/v1", "statefulsets", namespace), render_broker.selector(name))
     surplus = render_broker.surplus(name, spec, [s["metadata"]["name"] for s in sts])
     if surplus:
         health = status.waiting("DrainPending", f"groups to drain before removal: {', '.join(surplus)}")
-    return {"nodes": [p["metadata"]["name"] for p in ready], "size": int(spec["size"]), "_health": health}
+    out["_health"] = health
+    return out
+
+
+async def _seed(
+    kube: Kube, name: str, namespace: str, spec: Obj, groups: list[int], ready: list[Obj]
+) -> list[int]:
+    """Copy scalePodName's topics and subscription groups to every ready broker of `groups` whose
+    members are all ready; the groups done."""
+    source = await kube.get(path("v1", "pods", namespace, spec["scalePodName"]))
+    if source is None or not pods.is_ready(source):
+        return []
+    by_group: dict[int, list[Obj]] = {}
+    for pod in ready:
+        group = pod["metadata"].get("labels", {}).get("rocketmq.apache.org/broker-group")
+        if group is not None:
+            by_group.setdefault(int(group), []).append(pod)
+    members = Counter(m.group for m in render_broker.members(name, spec))
+    reserved = {name} | {render_broker.broker_name(name, g) for g in range(int(spec["size"]))}
+    done = []
+    for g in groups:
+        targets = by_group.get(g, [])
+        if len(targets) < members.get(g, 1):
+            continue
+        try:
+            for pod in targets:
+                await metadata_copy.copy_metadata(
+                    f"{source['status']['podIP']}:{render_broker.PORT}",
+                    f"{pod['status']['podIP']}:{render_broker.PORT}",
+                    reserved,
+                )
+        except metadata_copy.CopyError:
+            continue  # tried again on the next reconcile
+        done.append(g)
+    return done
 
 
 def _gateway(render: Callable[..., list[Obj]], selector: Callable[[str], dict[str, str]], what: str):
