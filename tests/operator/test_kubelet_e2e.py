@@ -11,6 +11,8 @@ import pytest
 
 from ferrymq.bench.processes import netns_available
 from ferrymq.client.admin import Admin
+from ferrymq.client.message import Message
+from ferrymq.client.producer import Producer
 from ferrymq.net import RemotingClient
 from ferrymq.protocol.bodies import (
     SubscriptionGroupConfig,
@@ -21,7 +23,7 @@ from ferrymq.protocol.bodies import (
 )
 from ferrymq.protocol.codes import RequestCode, ResponseCode
 from ferrymq.protocol.remoting import RemotingCommand
-from tests.operator.helpers import API, condition, create, wait_for
+from tests.operator.helpers import API, APPS, condition, create, wait_for
 from tests.operator.kubelet import Kubelet
 
 pytestmark = pytest.mark.root
@@ -163,3 +165,86 @@ def test_scaling_out_copies_topics_and_groups_from_scale_pod(api, operator, kube
         lambda: (condition(api, "Broker", "broker") or {}).get("status") == "True",
         E2E_DEADLINE,
     )
+
+
+def _to_broker_1(queues, message, arg):
+    return next(q for q in queues if q.broker_name == "broker-1")
+
+
+async def _leave_unread(namesrv: str, broker_1: str) -> tuple[int, int]:
+    """A message on broker-1 that group "billing" has committed up to, but not past: (queue id, offset)."""
+    async with Admin(namesrv) as admin:
+        await admin.create_topic("Orders", 2, cluster="broker")
+        for _ in range(100):  # until broker-1 has told the NameServer about the topic
+            route = await admin.instance.existing_route("Orders")
+            if route is not None and "broker-1" in {q.broker_name for q in route.write_queues}:
+                break
+            await asyncio.sleep(0.1)
+    producer = Producer("drain-test", namesrv)
+    await producer.start()
+    try:
+        sent = await producer.send(Message("Orders", b"last order"), selector=_to_broker_1)
+    finally:
+        await producer.shutdown()
+    await _commit(broker_1, sent.message_queue.queue_id, sent.queue_offset)
+    return sent.message_queue.queue_id, sent.queue_offset
+
+
+async def _commit(broker: str, queue_id: int, offset: int) -> None:
+    client = RemotingClient()
+    try:
+        ext = {
+            "consumerGroup": "billing",
+            "topic": "Orders",
+            "queueId": str(queue_id),
+            "commitOffset": str(offset),
+        }
+        response = await client.invoke(
+            broker, RemotingCommand(RequestCode.UPDATE_CONSUMER_OFFSET, ext_fields=ext)
+        )
+        assert response.code == ResponseCode.SUCCESS, response.remark
+    finally:
+        await client.close()
+
+
+async def _write_perm(namesrv: str, broker_name: str) -> int:
+    async with Admin(namesrv) as admin:
+        route = await admin.instance.existing_route("Orders")
+        assert route is not None
+        return next(q.perm for q in route.data.queue_datas if q.broker_name == broker_name)
+
+
+def _progressing(api, reason):
+    found = condition(api, "Broker", "broker", "Progressing") or {}
+    return found if found.get("reason") == reason else None
+
+
+def test_scaling_in_drains_a_group_before_removing_it(api, operator, kubelet_with_brokers):
+    create(api, "NameService", "ns", {"size": 1})
+    create(api, "Broker", "broker", {"size": 2})
+    wait_for(
+        "Broker Ready",
+        lambda: (condition(api, "Broker", "broker") or {}).get("status") == "True",
+        E2E_DEADLINE,
+    )
+    (namesrv,) = name_servers(api)
+    namesrv = f"{namesrv}:9876"
+    broker_1 = f"{kubelet_with_brokers.pods['broker-1-master-0'].ip}:10911"
+    queue_id, offset = asyncio.run(_leave_unread(namesrv, broker_1))
+
+    api.patch(f"{API}/brokers/broker", {"spec": {"size": 1}})
+    draining = wait_for("Draining", lambda: _progressing(api, "Draining"), E2E_DEADLINE)
+    assert "1 messages not consumed" in draining["message"]
+    assert asyncio.run(_write_perm(namesrv, "broker-1")) & 2 == 0  # producers no longer offered it
+    assert api.get(f"{APPS}/statefulsets/broker-1-master") is not None
+
+    asyncio.run(_commit(broker_1, queue_id, offset + 1))  # the last message consumed
+    wait_for(
+        "broker-1 removed", lambda: api.get(f"{APPS}/statefulsets/broker-1-master") is None, E2E_DEADLINE
+    )
+    wait_for(
+        "Broker Ready",
+        lambda: (condition(api, "Broker", "broker") or {}).get("status") == "True",
+        E2E_DEADLINE,
+    )
+    wait_for("the pod stopped", lambda: "broker-1-master-0" not in kubelet_with_brokers.pods, E2E_DEADLINE)

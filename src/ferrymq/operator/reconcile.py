@@ -15,6 +15,7 @@ from typing import Any, cast
 import kopf
 
 from ferrymq.operator import (
+    drain,
     metadata_copy,
     pods,
     render_amqp,
@@ -143,11 +144,46 @@ async def reconcile_broker(kube: Kube, settings: Settings, body: Obj) -> dict[st
                 "CopyingMetadata", f"groups {remaining} wait for {spec['scalePodName']}'s topics"
             )
     sts = await kube.list(path("apps/v1", "statefulsets", namespace), render_broker.selector(name))
-    surplus = render_broker.surplus(name, spec, [s["metadata"]["name"] for s in sts])
+    surplus = set(render_broker.surplus(name, spec, [s["metadata"]["name"] for s in sts]))
     if surplus:
-        health = status.waiting("DrainPending", f"groups to drain before removal: {', '.join(surplus)}")
+        draining = await _drain(
+            kube, name, namespace, addr, [s for s in sts if s["metadata"]["name"] in surplus]
+        )
+        health = draining or health
     out["_health"] = health
     return out
+
+
+def _group_of(obj: Obj) -> int:
+    return int(obj["metadata"]["labels"][render_broker.GROUP_LABEL])
+
+
+async def _drain(
+    kube: Kube, name: str, namespace: str, namesrv: str, surplus: list[Obj]
+) -> status.Health | None:
+    """Drain each group beyond spec.size and delete its StatefulSets once drained; what is still
+    draining (None when nothing is)."""
+    observed = await kube.list(path("v1", "pods", namespace), render_broker.selector(name))
+    waiting = []
+    for group in sorted({_group_of(s) for s in surplus}):
+        broker = render_broker.broker_name(name, group)
+        running = [p for p in observed if _group_of(p) == group and pods.is_ready(p)]
+        if not running:
+            waiting.append(f"{broker}: no ready broker to drain (delete its StatefulSets to drop it unread)")
+            continue
+        try:
+            await drain.wipe_write_perm(namesrv.split(";"), broker)
+            left = sum([await drain.unread(f"{p['status']['podIP']}:{render_broker.PORT}") for p in running])
+        except drain.DrainError as e:
+            waiting.append(f"{broker}: {e}")
+            continue
+        if left:
+            waiting.append(f"{broker}: {left} messages not consumed yet, writes stopped")
+            continue
+        for sts in surplus:
+            if _group_of(sts) == group:
+                await kube.delete(path("apps/v1", "statefulsets", namespace, sts["metadata"]["name"]))
+    return status.waiting("Draining", "; ".join(waiting)) if waiting else None
 
 
 async def _seed(
@@ -160,9 +196,7 @@ async def _seed(
         return []
     by_group: dict[int, list[Obj]] = {}
     for pod in ready:
-        group = pod["metadata"].get("labels", {}).get("rocketmq.apache.org/broker-group")
-        if group is not None:
-            by_group.setdefault(int(group), []).append(pod)
+        by_group.setdefault(_group_of(pod), []).append(pod)
     members = Counter(m.group for m in render_broker.members(name, spec))
     reserved = {name} | {render_broker.broker_name(name, g) for g in range(int(spec["size"]))}
     done = []

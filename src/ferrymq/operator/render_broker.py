@@ -19,6 +19,7 @@ HA_PORT = 10912
 METRICS_PORT = 5557
 MODES = ("STATIC", "CONTROLLER")
 NAMESRV_ENV = "FERRYMQ_NAMESRV_ADDR"
+GROUP_LABEL = "rocketmq.apache.org/broker-group"  # on every broker StatefulSet and pod: its group's index
 
 
 @dataclass(frozen=True)
@@ -103,7 +104,7 @@ def render(name: str, spec: Obj, namesrv_addr: str, controller_addr: str, defaul
             volumeMounts=[mount],
             **pods.probes(METRICS_PORT),
         )
-        sel = pods.labels(KIND, name, **{"rocketmq.apache.org/broker-group": str(member.group)})
+        sel = pods.labels(KIND, name, **{GROUP_LABEL: str(member.group)})
         template = pods.pod_template(spec, {**sel, "statefulset": member.statefulset}, [main], volumes)
         sts = pods.statefulset(member.statefulset, {**sel, "statefulset": member.statefulset}, 1, template,
                                headless, claims)  # fmt: skip
