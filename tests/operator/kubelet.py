@@ -7,12 +7,15 @@ so its IP is its own and it listens on the ports the operator rendered (9876, 55
 touching the host's. The container's env is resolved as the kubelet does (downward API for the pod
 IP and name, `$(VAR)` in args and values), its /data volume is a directory of its own, and the pod
 is Ready while its readiness probe (HTTP GET of the probe's path and port at the pod IP) answers 200.
+Cluster DNS for pods is a hosts file per namespace (`ip netns exec` mounts /etc/netns/<ns>/hosts
+over /etc/hosts) naming every pod `<pod>.<service>.<namespace>.svc`, as a headless Service does.
 """
 
 from __future__ import annotations
 
 import json
 import re
+import shutil
 import threading
 import urllib.error
 import urllib.request
@@ -24,6 +27,7 @@ from ferrymq.operator.pods import DATA_PATH
 from tests.operator.fakeapi import FakeApi
 
 Obj = dict[str, Any]
+NETNS_ETC = Path("/etc/netns")
 _VAR = re.compile(r"\$\(([A-Za-z_][A-Za-z0-9_]*)\)")
 
 
@@ -64,6 +68,9 @@ class Kubelet:
         self.api, self.workdir, self.components = api, workdir, components
         self.network = Network(slots)
         self.network.setup()
+        self.dns: dict[str, str] = {}  # pod DNS name → pod IP
+        self._made_etc = not NETNS_ETC.exists()
+        self._write_hosts()
         self.free = list(range(slots))
         self.pods: dict[str, Pod] = {}
         self._stop = threading.Event()
@@ -84,6 +91,18 @@ class Kubelet:
         for pod in self.pods.values():
             pod.proc.stop()
         self.network.teardown()
+        for ns in self.network.names:
+            shutil.rmtree(NETNS_ETC / ns, ignore_errors=True)
+        if self._made_etc and not any(NETNS_ETC.iterdir()):
+            NETNS_ETC.rmdir()
+
+    def _write_hosts(self) -> None:
+        """Every namespace's /etc/hosts, rewritten in place (the mounted inode must stay the same)."""
+        text = "127.0.0.1 localhost\n" + "".join(f"{ip} {name}\n" for name, ip in sorted(self.dns.items()))
+        for ns in self.network.names:
+            (NETNS_ETC / ns).mkdir(parents=True, exist_ok=True)
+            with open(NETNS_ETC / ns / "hosts", "w") as f:
+                f.write(text)
 
     def _core(self) -> str:
         return f"/api/v1/namespaces/{self.api.namespace}"
@@ -118,6 +137,9 @@ class Kubelet:
                 raise RuntimeError(f"no network slot left for pod {name}")
             slot = self.free.pop(0)
         ip = self.network.address(slot)
+        service = f"{name}.{sts['spec']['serviceName']}.{self.api.namespace}.svc"
+        self.dns.update({service: ip, f"{service}.cluster.local": ip})
+        self._write_hosts()
         template = sts["spec"]["template"]
         (container,) = template["spec"]["containers"]
         data = self.workdir / name

@@ -248,3 +248,27 @@ def test_scaling_in_drains_a_group_before_removing_it(api, operator, kubelet_wit
         E2E_DEADLINE,
     )
     wait_for("the pod stopped", lambda: "broker-1-master-0" not in kubelet_with_brokers.pods, E2E_DEADLINE)
+
+
+def test_controller_mode_cluster_elects_a_master(api, operator, tmp_path):
+    """Three controllers find each other by their pods' DNS names, and a broker group of two in
+    CONTROLLER mode gets its master from them and registers."""
+    available, why = netns_available()
+    if not available:
+        pytest.skip(why)
+    node = Kubelet(api, tmp_path / "pods", components={"nameservice", "controller", "broker"}, slots=6)
+    try:
+        create(api, "NameService", "ns", {"size": 1})
+        create(api, "Controller", "ctl", {"size": 3})
+        create(api, "Broker", "broker", {"size": 1, "replicaPerGroup": 1, "clusterMode": "CONTROLLER"})
+        ready = lambda kind, name: (condition(api, kind, name) or {}).get("status") == "True"  # noqa: E731
+        wait_for("Controller Ready", lambda: ready("Controller", "ctl"), E2E_DEADLINE)
+        wait_for("Broker Ready", lambda: ready("Broker", "broker"), E2E_DEADLINE)
+        (namesrv,) = name_servers(api)
+        members = {node.pods["broker-0-0-0"].ip, node.pods["broker-0-1-0"].ip}
+        brokers = registered(f"{namesrv}:9876")["broker-0"]
+        assert 0 in brokers and len(brokers) == 2  # a master, and a slave with the id the controllers gave it
+        assert {addr.rsplit(":", 1)[0] for addr in brokers.values()} == members
+        assert node.errors == []
+    finally:
+        node.close()
