@@ -125,6 +125,24 @@ class Kubelet:
                 self._start(name, sts)
         for pod in self.pods.values():
             self._report(pod)
+        for sts in {id(s): s for s, _ in wanted.values()}.values():
+            self._report_statefulset(sts)
+
+    def _report_statefulset(self, sts: Obj) -> None:
+        """The StatefulSet controller's part: how many of its pods run the current template and are ready."""
+        mine = [p for n, p in self.pods.items() if n.rsplit("-", 1)[0] == sts["metadata"]["name"]]
+        ready = [p for p in mine if p.reported == ("Running", True)]
+        status = {
+            "observedGeneration": sts["metadata"].get("generation", 1),
+            "replicas": len(mine),
+            "readyReplicas": len(ready),
+            "updatedReplicas": sum(p.template == _template_key(sts) for p in ready),
+        }
+        if {k: (sts.get("status") or {}).get(k) for k in status} != status:
+            path = (
+                f"/apis/apps/v1/namespaces/{self.api.namespace}/statefulsets/{sts['metadata']['name']}/status"
+            )
+            self.api.patch(path, {"status": status})
 
     def _restart(self, name: str, sts: Obj) -> None:
         pod = self.pods.pop(name)

@@ -250,9 +250,16 @@ def test_scaling_in_drains_a_group_before_removing_it(api, operator, kubelet_wit
     wait_for("the pod stopped", lambda: "broker-1-master-0" not in kubelet_with_brokers.pods, E2E_DEADLINE)
 
 
-def test_controller_mode_cluster_elects_a_master(api, operator, tmp_path):
-    """Three controllers find each other by their pods' DNS names, and a broker group of two in
-    CONTROLLER mode gets its master from them and registers."""
+def _master_pod(api, node) -> str:
+    (namesrv,) = name_servers(api)
+    master = registered(f"{namesrv}:9876")["broker-0"][0].rsplit(":", 1)[0]
+    return next(name for name, pod in node.pods.items() if pod.ip == master)
+
+
+def test_controller_mode_cluster_elects_a_master_and_rolls_it_last(api, operator, tmp_path):
+    """Three controllers find each other by their pods' DNS names, a broker group of two in
+    CONTROLLER mode gets its master from them and registers; a change of the pods' template reaches
+    the slave first, then the master is moved to it, then the old master changes."""
     available, why = netns_available()
     if not available:
         pytest.skip(why)
@@ -269,6 +276,41 @@ def test_controller_mode_cluster_elects_a_master(api, operator, tmp_path):
         brokers = registered(f"{namesrv}:9876")["broker-0"]
         assert 0 in brokers and len(brokers) == 2  # a master, and a slave with the id the controllers gave it
         assert {addr.rsplit(":", 1)[0] for addr in brokers.values()} == members
+        first_master = _master_pod(api, node)
+        asyncio.run(_send_some(f"{namesrv}:9876"))
+
+        env = [{"name": "FERRYMQ_FLUSH_CONSUMER_OFFSET_INTERVAL", "value": "2000"}]
+        api.patch(f"{API}/brokers/broker", {"spec": {"env": env}})
+        wait_for(
+            "the master moved", lambda: "moving the master off" in _progressing_message(api), E2E_DEADLINE
+        )
+        wait_for(
+            "both rolled", lambda: all(_has_env(api, s) for s in ("broker-0-0", "broker-0-1")), E2E_DEADLINE
+        )
+        wait_for("Broker Ready", lambda: ready("Broker", "broker"), E2E_DEADLINE)
+        assert _master_pod(api, node) != first_master
         assert node.errors == []
     finally:
         node.close()
+
+
+async def _send_some(namesrv: str) -> None:
+    async with Admin(namesrv) as admin:
+        await admin.create_topic("Orders", 2, cluster="broker")
+    producer = Producer("rollout-test", namesrv)
+    await producer.start()
+    try:
+        for i in range(10):
+            await producer.send(Message("Orders", b"order %d" % i))
+    finally:
+        await producer.shutdown()
+
+
+def _progressing_message(api) -> str:
+    return (condition(api, "Broker", "broker", "Progressing") or {}).get("message", "")
+
+
+def _has_env(api, sts: str) -> bool:
+    found = api.get(f"{APPS}/statefulsets/{sts}") or {}
+    container = found["spec"]["template"]["spec"]["containers"][0]
+    return any(e["name"] == "FERRYMQ_FLUSH_CONSUMER_OFFSET_INTERVAL" for e in container["env"])

@@ -38,12 +38,15 @@ def run_pods(api: FakeApi, sts_name: str, first_ip: int) -> None:
         )
 
 
-def broker_namesrv(api: FakeApi, sts_name: str) -> str | None:
-    sts = api.get(f"{APPS}/statefulsets/{sts_name}")
-    if sts is None:
+def _env(workload: dict | None, name: str) -> str | None:
+    if workload is None:
         return None
-    env = sts["spec"]["template"]["spec"]["containers"][0]["env"]
-    return next(e.get("value") for e in env if e["name"] == "FERRYMQ_NAMESRV_ADDR")
+    env = workload["spec"]["template"]["spec"]["containers"][0].get("env") or []
+    return next((e.get("value") for e in env if e["name"] == name), None)
+
+
+def broker_namesrv(api: FakeApi, sts_name: str) -> str | None:
+    return _env(api.get(f"{APPS}/statefulsets/{sts_name}"), "FERRYMQ_NAMESRV_ADDR")
 
 
 def test_nameservice_and_broker_follow_pods(api, operator):
@@ -84,9 +87,13 @@ def test_controller_mode_cluster_from_the_sample(api, operator):
     run_pods(api, "name-service", first_ip=1)
     wait_for("proxy Deployment", lambda: api.get(f"{APPS}/deployments/proxy"))
     wait_for("AMQP gateway Deployment", lambda: api.get(f"{APPS}/deployments/amqp"))
-    console = wait_for("console Deployment", lambda: api.get(f"{APPS}/deployments/console"))
-    env = {e["name"]: e.get("value") for e in console["spec"]["template"]["spec"]["containers"][0]["env"]}
-    assert env["NAMESRV_ADDR"] == "10.0.0.1:9876;10.0.0.2:9876;10.0.0.3:9876"
+    wait_for(  # made with the first ready NameServer, perhaps; then given all three
+        "the console pointed at the 3 NameServers",
+        lambda: (
+            _env(api.get(f"{APPS}/deployments/console"), "NAMESRV_ADDR")
+            == "10.0.0.1:9876;10.0.0.2:9876;10.0.0.3:9876"
+        ),
+    )
 
     assert (
         wait_for("controllers", lambda: api.get(f"{APPS}/statefulsets/controller"))["spec"]["replicas"] == 3

@@ -24,6 +24,7 @@ from ferrymq.operator import (
     render_controller,
     render_nameservice,
     render_proxy,
+    rollout,
     status,
 )
 from ferrymq.operator.crds import GROUP, VERSION, plural
@@ -93,12 +94,13 @@ async def namesrv_addr(kube: Kube, spec: Obj, namespace: str) -> str:
     return render_nameservice.addresses(ips)
 
 
-async def controller_addr(kube: Kube, spec: Obj, namespace: str) -> str:
+async def controller_addr(kube: Kube, spec: Obj, namespace: str) -> tuple[str, str]:
+    """(the access point brokers are given, the Controller's name); Waiting until it has one."""
     ctl = await _only_or_named(kube, "Controller", namespace, spec.get("controller"))
     point = (ctl.get("status") or {}).get("accessPoint")
     if not point:
         raise Waiting("WaitingForControllers", f"Controller {ctl['metadata']['name']} is not ready")
-    return str(point)
+    return str(point), ctl["metadata"]["name"]
 
 
 async def reconcile_nameservice(kube: Kube, settings: Settings, body: Obj) -> dict[str, Any]:
@@ -125,11 +127,19 @@ async def reconcile_controller(kube: Kube, settings: Settings, body: Obj) -> dic
 async def reconcile_broker(kube: Kube, settings: Settings, body: Obj) -> dict[str, Any]:
     name, namespace, spec = body["metadata"]["name"], body["metadata"]["namespace"], body["spec"]
     addr = await namesrv_addr(kube, spec, namespace)
-    ctl = await controller_addr(kube, spec, namespace) if render_broker.mode(spec) == "CONTROLLER" else ""
-    await _apply_all(kube, render_broker.render(name, spec, addr, ctl, settings.image), body, namespace)
+    ctl, ctl_name = ("", None)
+    if render_broker.mode(spec) == "CONTROLLER":
+        ctl, ctl_name = await controller_addr(kube, spec, namespace)
+    objs = render_broker.render(name, spec, addr, ctl, settings.image)
+    kopf.adopt(objs, owner=kopf.Body(cast(kopf.RawBody, body)))
+    await _apply_all(kube, [o for o in objs if o["kind"] != "StatefulSet"], body, namespace)
+    statefulsets = [o for o in objs if o["kind"] == "StatefulSet"]
+    rolling = await rollout.roll(kube, name, namespace, spec, statefulsets, addr, ctl_name)
     want = len(render_broker.members(name, spec))
     ready = await _ready_pods(kube, namespace, render_broker.selector(name))
     health = status.of_workload(want, len(ready), "brokers")
+    if rolling:
+        health = status.waiting("Rolling", "; ".join(rolling))
     out: dict[str, Any] = {"nodes": [p["metadata"]["name"] for p in ready], "size": int(spec["size"])}
     previous = body.get("status") or {}
     pending = metadata_copy.groups_to_seed(spec, previous)

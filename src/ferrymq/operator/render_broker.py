@@ -20,6 +20,7 @@ METRICS_PORT = 5557
 MODES = ("STATIC", "CONTROLLER")
 NAMESRV_ENV = "FERRYMQ_NAMESRV_ADDR"
 GROUP_LABEL = "rocketmq.apache.org/broker-group"  # on every broker StatefulSet and pod: its group's index
+STATEFULSET_LABEL = "statefulset"  # on every broker pod: the StatefulSet (group member) it belongs to
 
 
 @dataclass(frozen=True)
@@ -105,9 +106,9 @@ def render(name: str, spec: Obj, namesrv_addr: str, controller_addr: str, defaul
             **pods.probes(METRICS_PORT),
         )
         sel = pods.labels(KIND, name, **{GROUP_LABEL: str(member.group)})
-        template = pods.pod_template(spec, {**sel, "statefulset": member.statefulset}, [main], volumes)
-        sts = pods.statefulset(member.statefulset, {**sel, "statefulset": member.statefulset}, 1, template,
-                               headless, claims)  # fmt: skip
+        own = {**sel, STATEFULSET_LABEL: member.statefulset}
+        template = pods.pod_template(spec, own, [main], volumes)
+        sts = pods.statefulset(member.statefulset, own, 1, template, headless, claims)
         out.append(sts)
     out.append(pods.service(headless, selector(name), {"main": PORT, "ha": HA_PORT}, headless=True))
     return out
