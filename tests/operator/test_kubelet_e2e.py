@@ -314,3 +314,84 @@ def _has_env(api, sts: str) -> bool:
     found = api.get(f"{APPS}/statefulsets/{sts}") or {}
     container = found["spec"]["template"]["spec"]["containers"][0]
     return any(e["name"] == "FERRYMQ_FLUSH_CONSUMER_OFFSET_INTERVAL" for e in container["env"])
+
+
+async def _orders_on_src(namesrv: str, src: str) -> None:
+    """Orders on cluster src with 3 messages; group billing has committed 0 on every queue."""
+    async with Admin(namesrv) as admin:
+        await admin.create_topic("Orders", 2, cluster="src")
+        for _ in range(100):
+            if await admin.instance.existing_route("Orders") is not None:
+                break
+            await asyncio.sleep(0.1)
+        producer = Producer("transfer-test", namesrv)
+        await producer.start()
+        try:
+            for i in range(3):
+                await producer.send(Message("Orders", b"order %d" % i))
+        finally:
+            await producer.shutdown()
+        progress = await admin.consumer_progress("billing", "Orders")
+    for p in progress:
+        await _commit_on(src, "billing", "Orders", p.queue.queue_id, 0)
+
+
+async def _commit_on(broker: str, group: str, topic: str, queue_id: int, offset: int) -> None:
+    client = RemotingClient()
+    try:
+        ext = {"consumerGroup": group, "topic": topic, "queueId": str(queue_id), "commitOffset": str(offset)}
+        response = await client.invoke(
+            broker, RemotingCommand(RequestCode.UPDATE_CONSUMER_OFFSET, ext_fields=ext)
+        )
+        assert response.code == ResponseCode.SUCCESS, response.remark
+    finally:
+        await client.close()
+
+
+def _transfer(api, name):
+    return (api.get(f"{API}/topictransfers/{name}") or {}).get("status") or {}
+
+
+def test_topic_transfer_moves_a_topic_after_its_consumers_caught_up(api, operator, kubelet_with_brokers):
+    node = kubelet_with_brokers
+    create(api, "NameService", "ns", {"size": 1})
+    create(api, "Broker", "src", {"size": 1})
+    create(api, "Broker", "dst", {"size": 1})
+    for name in ("src", "dst"):
+        wait_for(
+            f"{name} Ready",
+            lambda n=name: (condition(api, "Broker", n) or {}).get("status") == "True",
+            E2E_DEADLINE,
+        )
+    (namesrv,) = name_servers(api)
+    namesrv = f"{namesrv}:9876"
+    src, dst = (f"{node.pods[f'{n}-0-master-0'].ip}:10911" for n in ("src", "dst"))
+    asyncio.run(_orders_on_src(namesrv, src))
+
+    create(api, "TopicTransfer", "move", {"topic": "Orders", "sourceCluster": "src", "targetCluster": "dst"})
+    waiting = wait_for("waiting for billing", lambda: _transfer(api, "move").get("step") == "wait-consumed"
+                       and _transfer(api, "move"), E2E_DEADLINE)  # fmt: skip
+    assert "billing has 3 messages of Orders" in waiting["message"] and waiting["groups"] == ["billing"]
+    topics, groups = asyncio.run(_metadata(dst))
+    assert "Orders" in topics and "billing" in groups  # steps 1 and 2
+    assert asyncio.run(_metadata(src))[0]["Orders"].perm == 4  # step 3: writes stopped on the source
+
+    async def read_all() -> None:
+        async with Admin(namesrv) as admin:
+            for p in await admin.consumer_progress("billing", "Orders"):
+                await _commit_on(src, "billing", "Orders", p.queue.queue_id, p.broker_offset)
+
+    asyncio.run(read_all())
+    wait_for("Succeeded", lambda: _transfer(api, "move").get("phase") == "Succeeded", E2E_DEADLINE)
+    assert (condition(api, "TopicTransfer", "move") or {}).get("status") == "True"
+    topics, groups = asyncio.run(_metadata(dst))
+    assert "%RETRY%billing" in topics  # step 7
+    src_topics, src_groups = asyncio.run(_metadata(src))
+    assert "Orders" not in src_topics and "billing" not in src_groups  # steps 5 and 6
+
+    create(
+        api, "TopicTransfer", "nowhere", {"topic": "Orders", "sourceCluster": "dst", "targetCluster": "gone"}
+    )
+    wait_for("RolledBack", lambda: _transfer(api, "nowhere").get("phase") == "RolledBack", E2E_DEADLINE)
+    degraded = condition(api, "TopicTransfer", "nowhere", "Degraded") or {}
+    assert degraded.get("status") == "True" and "create-target-topic failed" in degraded["message"]

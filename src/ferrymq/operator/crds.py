@@ -212,6 +212,7 @@ KINDS: dict[str, dict[str, Any]] = {
             step=_string("The step running or last run."),
             completedSteps={"type": "array", "items": _string()},
             message=_string(),
+            groups={"type": "array", "items": _string(), "description": "The consumer groups moved with it."},
         ),
     },
     "Console": {
