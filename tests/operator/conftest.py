@@ -8,8 +8,8 @@ import kopf
 import pytest
 from kopf.testing import KopfRunner
 
+from ferrymq.operator.context import Settings
 from ferrymq.operator.handlers import build_registry
-from ferrymq.operator.reconcile import Settings
 from tests.operator.fakeapi import FakeApi
 from tests.operator.helpers import NS
 

@@ -29,9 +29,9 @@ def operator(ctx, namespaces, all_namespaces, image, resync, liveness):
     try:
         import kopf
 
+        from ferrymq.operator.context import Settings
         from ferrymq.operator.handlers import build_registry
         from ferrymq.operator.pods import DEFAULT_IMAGE
-        from ferrymq.operator.reconcile import Settings
     except ImportError as e:
         raise click.ClickException(f"{e.name} is missing: pip install 'ferrymq[operator]'") from None
     registry = build_registry(Settings(image=image or DEFAULT_IMAGE, resync=resync))

@@ -11,9 +11,10 @@ from typing import Any
 
 import kopf
 
+from ferrymq.operator.context import Settings
 from ferrymq.operator.crds import GROUP, VERSION, plural
 from ferrymq.operator.kube import Kube
-from ferrymq.operator.reconcile import RECONCILERS, Settings, run
+from ferrymq.operator.reconcile import RECONCILERS, run
 
 
 def build_registry(settings: Settings) -> kopf.OperatorRegistry:
