@@ -25,6 +25,7 @@ COMMANDS = {  # name: "module:attribute" under ferrymq.cli
     "meta": "meta:meta",
     "migrate": "migrate:migrate",
     "namesrv": "namesrv:namesrv",
+    "operator": "operator:operator",
     "produce": "clients:produce",
     "proxy": "proxy:proxy",
     "spark": "spark:spark",

@@ -1,0 +1,163 @@
+"""An in-memory Kubernetes API server for the operator's tests: kmock's emulator on loopback, in a
+thread of its own, so that the operator (kopf in KopfRunner's thread) and the test talk to it over
+HTTP as they would to a real API server.
+
+kmock 0.8 needs three fixes for kopf: it cannot parse the cluster-scoped /api/v1/namespaces path,
+it fills none of the metadata an API server adds on create (uid, resourceVersion, generation,
+creationTimestamp: ownerReferences need the uid), and it does not bump generation when the spec
+changes. Nothing here runs pods, fills their status or collects garbage: tests play the kubelet.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import datetime
+import itertools
+import json
+import threading
+import urllib.error
+import urllib.request
+import uuid
+from pathlib import Path
+from typing import Any
+
+import kmock
+from kmock._internal import parsing
+
+from ferrymq.operator.crds import GROUP, KINDS, VERSION
+
+_parse_path = parsing.parse_path
+
+
+def _parse_namespaces(path: str) -> parsing.ParsedPath:
+    parts = path.strip("/").split("/")
+    if parts[:3] == ["api", "v1", "namespaces"] and len(parts) <= 4:  # the Namespace objects themselves
+        return parsing.ParsedPath("", "v1", "namespaces", None, parts[3] if len(parts) == 4 else None, None)
+    return _parse_path(path)
+
+
+parsing.parse_path = _parse_namespaces  # kmock's parser is looked up at call time
+
+BUILTINS = {
+    "v1/namespaces": ("Namespace", False),
+    "v1/pods": ("Pod", True),
+    "v1/services": ("Service", True),
+    "v1/events": ("Event", True),
+    "apps/v1/statefulsets": ("StatefulSet", True),
+    "apps/v1/deployments": ("Deployment", True),
+}
+
+
+class _Emulator(kmock.KubernetesEmulator):
+    _versions = itertools.count(1)
+
+    async def _handle(self, request):  # type: ignore[no-untyped-def]
+        data = request.data if isinstance(request.data, dict) else None
+        if data is not None and request.action == kmock.action.CREATE:
+            meta = data.setdefault("metadata", {})
+            meta.setdefault("namespace", request.namespace)
+            meta.setdefault("uid", str(uuid.uuid4()))
+            meta.setdefault("generation", 1)
+            meta.setdefault(
+                "creationTimestamp", datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+            )
+            meta["resourceVersion"] = str(next(self._versions))
+        elif data is not None and request.action == kmock.action.UPDATE and request.name:
+            meta = data.setdefault("metadata", {})
+            meta["resourceVersion"] = str(next(self._versions))
+            if "spec" in data and not request.subresource:
+                key = (request.resource, request.namespace, request.name)
+                current = self.objects[key] if key in self.objects else None  # noqa: SIM401 (no .get)
+                generation = (current.get("metadata") or {}).get("generation", 1) if current else 1
+                meta["generation"] = int(generation) + 1
+        return await super()._handle(request)
+
+
+class FakeApi:
+    """The emulator serving on 127.0.0.1:<free port> until close()."""
+
+    def __init__(self, namespace: str):
+        self.namespace = namespace
+        self._loop = asyncio.new_event_loop()
+        self._started = threading.Event()
+        self._stop: asyncio.Event | None = None
+        self._thread = threading.Thread(
+            target=self._loop.run_until_complete, args=(self._serve(),), daemon=True
+        )
+        self._thread.start()
+        if not self._started.wait(10):
+            raise RuntimeError("the fake API server did not start")
+        self.url = f"http://127.0.0.1:{self.port}"
+        self.create(
+            {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": namespace}}, "/api/v1/namespaces"
+        )
+
+    async def _serve(self) -> None:
+        self._stop = asyncio.Event()
+        emulator = _Emulator()
+        for key, (kind, namespaced) in BUILTINS.items():
+            emulator.resources[key] = kmock.ResourceInfo(
+                kind=kind,
+                namespaced=namespaced,
+                verbs={"list", "watch", "get", "create", "patch", "delete"},
+                subresources={"status"} if kind != "Event" else set(),
+            )
+        for kind, info in KINDS.items():
+            emulator.resources[f"{GROUP}/{VERSION}/{info['plural']}"] = kmock.ResourceInfo(
+                kind=kind,
+                namespaced=True,
+                singular=kind.lower(),
+                subresources={"status"},
+                verbs={"list", "watch", "get", "create", "patch", "delete"},
+            )
+        async with emulator, kmock.Server(emulator) as server:
+            self.port = server.port
+            self._started.set()
+            await self._stop.wait()
+
+    def close(self) -> None:
+        assert self._stop is not None
+        self._loop.call_soon_threadsafe(self._stop.set)
+        self._thread.join(10)
+
+    def kubeconfig(self, path: Path) -> Path:
+        """A kubeconfig that points kopf and kubernetes_asyncio at this server."""
+        config = {
+            "apiVersion": "v1",
+            "kind": "Config",
+            "current-context": "fake",
+            "clusters": [{"name": "fake", "cluster": {"server": self.url}}],
+            "users": [{"name": "fake", "user": {"token": "fake"}}],
+            "contexts": [
+                {"name": "fake", "context": {"cluster": "fake", "user": "fake", "namespace": self.namespace}}
+            ],
+        }
+        path.write_text(json.dumps(config))
+        return path
+
+    # A small synchronous client for the test's side.
+    def request(self, method: str, path: str, body: Any = None) -> dict[str, Any] | None:
+        data = None if body is None else json.dumps(body).encode()
+        content = "application/merge-patch+json" if method == "PATCH" else "application/json"
+        req = urllib.request.Request(
+            self.url + path, data=data, method=method, headers={"Content-Type": content}
+        )
+        try:
+            with urllib.request.urlopen(req, timeout=10) as response:
+                return json.loads(response.read() or b"{}")
+        except urllib.error.HTTPError as e:
+            if e.code == 404:
+                return None
+            raise
+
+    def create(self, obj: dict[str, Any], collection: str) -> dict[str, Any]:
+        return self.request("POST", collection, obj) or {}
+
+    def get(self, path: str) -> dict[str, Any] | None:
+        return self.request("GET", path)
+
+    def patch(self, path: str, body: dict[str, Any]) -> dict[str, Any]:
+        return self.request("PATCH", path, body) or {}
+
+    def items(self, collection: str) -> list[dict[str, Any]]:
+        return list((self.request("GET", collection) or {}).get("items") or [])
