@@ -195,6 +195,9 @@ class ReviveService:
         this broker is a replica, whose revives the master does."""
         if not self.store.replica:
             await self._revive(ck)
+            # in the retry topic's ConsumeQueue before the caller hears back, so that a pop right
+            # after (an AMQP basic.get after a requeue) finds it, not only after the next dispatch
+            self.store.dispatch()
 
     async def _revive(self, ck: OpenCheckpoint) -> None:
         record = ck.record
