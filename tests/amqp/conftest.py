@@ -99,6 +99,8 @@ def two_gateways(tmp_path_factory, postgres_url) -> Iterator[tuple[Endpoint, End
                 f"127.0.0.1:{port}",
                 "--meta",
                 f"127.0.0.1:{meta}",
+                "--metrics-port",
+                "-1",
             ]
             started.append(ServerProcess("amqp", argv, where / f"gateway-{port}"))
             started[-1].wait_listening(f"127.0.0.1:{port}")

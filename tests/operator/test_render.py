@@ -187,7 +187,7 @@ def test_proxy_and_amqp_gateway():
     _command_parses(c["args"])
     dep, svc = render_amqp.render("gw", {"size": 1, "meta": "meta:9890"}, "10.0.0.1:9876", IMAGE)
     c = _main(dep)
-    assert c["readinessProbe"] == {"tcpSocket": {"port": 5672}, "periodSeconds": 5}
+    assert c["readinessProbe"]["httpGet"] == {"path": "/health/ready", "port": 15692}
     _command_parses(c["args"])
 
 

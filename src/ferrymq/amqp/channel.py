@@ -124,6 +124,7 @@ class Channel:
     def deliver(self, consumer: Consumer, message: MessageExt, handle: str) -> None:
         tag = self.next_tag
         self.next_tag += 1
+        self.gateway.counts.delivered += 1
         if not consumer.no_ack:
             consumer.in_flight += 1
             self.unacked[tag] = Unacked(consumer.feed.queue, message, handle, consumer)
@@ -153,6 +154,7 @@ class Channel:
         """A direct reply-to reply (no-ack: not tracked)."""
         tag = self.next_tag
         self.next_tag += 1
+        self.gateway.counts.delivered += 1
         self.send(
             fast.encode_delivery(
                 self.number, consumer_tag, tag, False, exchange, routing_key, properties, body, self.frame_max
@@ -467,6 +469,7 @@ class Channel:
             gateway.feeds.settle(queue, [handle])
         tag = self.next_tag
         self.next_tag += 1
+        gateway.counts.delivered += 1
         if not m.no_ack:
             self.unacked[tag] = Unacked(queue, message, handle, None)
         exchange, routing_key, properties = from_rocketmq(message.properties, message.born_timestamp)
@@ -509,6 +512,7 @@ class Channel:
         if not taken:
             return
         if isinstance(ack, fast.Ack):
+            self.gateway.counts.acknowledged += len(taken)
             self._ack(taken)
         elif ack.requeue:
             self._handing_back.append(self.gateway.tasks.spawn(self._give_back(taken), "requeue"))

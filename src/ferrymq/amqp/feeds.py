@@ -229,6 +229,9 @@ class FeedRegistry:
         feed = self._feeds.get(queue.group)
         return 0 if feed is None else len(feed.consumers)
 
+    def total_consumers(self) -> int:
+        return sum(len(f.consumers) for f in list(self._feeds.values()))
+
     def consumers_of(self, queue: Queue) -> Iterable[Consumer]:
         """Every consumer of the queue on this gateway, broadcast ones included."""
         return [

@@ -16,6 +16,7 @@ import msgspec
 
 from ferrymq.amqp.alarm import ResourceAlarm
 from ferrymq.amqp.catalog import Metadata, VhostCatalog
+from ferrymq.amqp.counts import MessageCounts
 from ferrymq.amqp.dead_letters import DeadLetters, Reason
 from ferrymq.amqp.direct_reply import DirectReplies
 from ferrymq.amqp.expiry import ExpirySweeper
@@ -68,6 +69,7 @@ class Gateway:
         self.tracer = Tracer(self)
         self.alarm = ResourceAlarm(self)
         self._sessions: set[Session] = set()
+        self.counts = MessageCounts()
         self.expiry = ExpirySweeper(self)
         self.tasks.spawn(self.expiry.run(), "expire messages")
         self.channels: set[Channel] = set()

@@ -95,6 +95,7 @@ class Publisher:
         """Route and store the publishes up to the first that fails the channel (or connection), confirm
         those, then fail."""
         topology = await self.gateway.catalog.get(self.vhost)
+        self.gateway.counts.received += len(batch)
         now_ms = int(time.time() * 1000)
         by_place: dict[tuple[str, int], tuple[Queue, list[Entry]]] = {}  # (topic, queue id): entries
         frames: list[bytes] = []
@@ -246,6 +247,7 @@ class Publisher:
         sequences = [(e.sequence, ok) for e, ok in zip(batch, stored, strict=True) if e.sequence]
         if not sequences:
             return b""
+        self.gateway.counts.confirmed += sum(ok for _, ok in sequences)
         number = self.out.number
         if all(ok for _, ok in sequences):
             last = sequences[-1][0]

@@ -62,6 +62,10 @@ class AMQPServer:
             self.tls_port = amqps.sockets[0].getsockname()[1]
         return server.sockets[0].getsockname()[1]
 
+    @property
+    def serving(self) -> bool:
+        return bool(self._servers) and all(s.is_serving() for s in self._servers)
+
     async def close(self) -> None:
         for server in self._servers:
             server.close()

@@ -8,9 +8,13 @@ import click
 
 from ferrymq.cli.clients import credential_options
 from ferrymq.cli.gatewaying import META_HELP, limit_options, open_metadata, start_gateway
+from ferrymq.cli.metrics import metrics_option, start_metrics, stop_metrics
 from ferrymq.cli.option_settings import settings_file
 from ferrymq.cli.serving import host_port, serve
 from ferrymq.cli.tls import client_tls_options, server_tls_options, tls_settings
+from ferrymq.metrics.http import MetricsServer
+from ferrymq.metrics.registry import Registry
+from ferrymq.metrics.roles import add_amqp
 
 
 @click.command()
@@ -44,6 +48,7 @@ from ferrymq.cli.tls import client_tls_options, server_tls_options, tls_settings
 @client_tls_options
 @credential_options
 @limit_options
+@metrics_option("amqp")
 def amqp(
     namesrv: str,
     listen: tuple[str, int],
@@ -55,6 +60,7 @@ def amqp(
     tls_port: int | None,
     access_key: str | None,
     secret_key: str | None,
+    metrics_port: int | None,
     **tls_options,
 ) -> None:
     """Serve AMQP 0-9-1 (RabbitMQ) clients: exchanges, queues and bindings from the metadata service,
@@ -76,6 +82,8 @@ def amqp(
     )
     metadata, close_metadata = open_metadata(meta, data_dir)
     started = []
+    registry = Registry()
+    served: list[MetricsServer | None] = []
 
     async def start() -> str:
         await service.start()
@@ -90,11 +98,24 @@ def amqp(
             await close_metadata()
             raise
         started.append(server)
+        add_amqp(registry, server)
+        try:
+            metrics, more = await start_metrics(registry, host, metrics_port, "amqp")
+        except BaseException:
+            await stop()
+            raise
+        served.append(metrics)
         where = f"metadata service {meta}" if meta and "://" not in meta else "metadata in this process"
         amqps = f" (TLS {server_tls.mode}), AMQPS on {server.tls_port}" if server_tls is not None else ""
-        return f"AMQP gateway listening on {host}:{bound}{amqps}, cluster at NameServer {namesrv}, {where}."
+        return (
+            f"AMQP gateway listening on {host}:{bound}{amqps}, cluster at NameServer {namesrv}, {where}"
+            f"{more}."
+        )
 
     async def stop() -> None:
+        registry.stopping = True
+        for metrics in served:
+            await stop_metrics(metrics)
         for server in started:
             await server.close()
         await service.close()

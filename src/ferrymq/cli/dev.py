@@ -20,7 +20,7 @@ from ferrymq.cli.proxying import local_message_service, start_local_proxy
 from ferrymq.cli.serving import serve
 from ferrymq.cli.tls import server_tls_options, tls_settings
 from ferrymq.metrics.registry import Registry
-from ferrymq.metrics.roles import add_broker, add_namesrv, add_proxy
+from ferrymq.metrics.roles import add_amqp, add_broker, add_namesrv, add_proxy
 from ferrymq.store import StoreConfig, StoreError
 
 log = logging.getLogger(__name__)
@@ -157,6 +157,7 @@ def dev(
             except BaseException:
                 await stop()
                 raise
+            add_amqp(registry, gateway, broker.config.broker_cluster_name)
             lines.append(f"  AMQP        127.0.0.1:{port} (RabbitMQ clients, guest/guest, vhost /)")
         if console_port != -1:
             try:

@@ -1,8 +1,6 @@
 """How each role plugs into a Registry, and serving it on the role's metrics port.
 
 A role calls ``add_<role>(registry, server)`` once its server started, then ``serve_metrics``.
-A role still to come (the AMQP gateway) writes a collector of its own and calls
-``registry.add(collector, ready)`` the same way.
 """
 
 from __future__ import annotations
@@ -10,6 +8,7 @@ from __future__ import annotations
 import logging
 from typing import TYPE_CHECKING
 
+from ferrymq.metrics.amqp import AmqpCollector, amqp_ready
 from ferrymq.metrics.broker import BrokerCollector, broker_ready
 from ferrymq.metrics.http import MetricsServer
 from ferrymq.metrics.node import Node
@@ -25,6 +24,7 @@ from ferrymq.metrics.servers import (
 )
 
 if TYPE_CHECKING:
+    from ferrymq.amqp.server import AMQPServer
     from ferrymq.broker.server import Broker
     from ferrymq.controller.server import Controller
     from ferrymq.namesrv.server import NameServer
@@ -32,8 +32,9 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
-DEFAULT_PORTS = {"namesrv": 5556, "broker": 5557, "proxy": 5558, "controller": 5559}
-"""Each role's metrics port when none is given (the broker's is RocketMQ's metricsPromExporterPort)."""
+DEFAULT_PORTS = {"namesrv": 5556, "broker": 5557, "proxy": 5558, "controller": 5559, "amqp": 15692}
+"""Each role's metrics port when none is given (the broker's is RocketMQ's metricsPromExporterPort,
+the AMQP gateway's RabbitMQ's Prometheus plugin's)."""
 OFF = -1
 
 
@@ -59,6 +60,11 @@ def add_controller(registry: Registry, controller: Controller) -> None:
 def add_proxy(registry: Registry, proxy: ProxyServer, cluster: str = "") -> None:
     node = Node(cluster, "proxy", f"{proxy.host}:{proxy.port}")
     registry.add(ProxyCollector(node, proxy), lambda: proxy_ready(proxy))
+
+
+def add_amqp(registry: Registry, server: AMQPServer, cluster: str = "") -> None:
+    node = Node(cluster, "amqp", f"{server.host}:{server.port}")
+    registry.add(AmqpCollector(node, server), lambda: amqp_ready(server))
 
 
 async def serve_metrics(registry: Registry, host: str, port: int | None, role: str) -> MetricsServer | None:

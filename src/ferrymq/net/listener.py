@@ -41,6 +41,9 @@ class TLSServer:
         self._tasks = BackgroundTasks("TLS listener")
         self._accepting = self._tasks.spawn(self._accept_loop(), name="TLS accept")
 
+    def is_serving(self) -> bool:
+        return not self._accepting.done()
+
     def close(self) -> None:
         """Stop accepting (connections already made stay open, as with asyncio's servers); the
         listening socket closes as the accept loop ends (at the latest in ``wait_closed``), and

@@ -1,7 +1,5 @@
-"""AmqpGateway → a Deployment of AMQP 0-9-1 gateways sharing one metadata service, and its Service.
-
-The gateway serves no health endpoints of its own, so its probes are TCP connects to the AMQP port.
-"""
+"""AmqpGateway → a Deployment of AMQP 0-9-1 gateways sharing one metadata service, and its Service;
+probed on the gateway's health endpoints, beside its RabbitMQ-named metrics."""
 
 from __future__ import annotations
 
@@ -10,6 +8,7 @@ from ferrymq.operator.pods import Obj
 
 KIND = "AmqpGateway"
 PORT = 5672
+METRICS_PORT = 15692  # RabbitMQ's Prometheus port
 NAMESRV_ENV = "FERRYMQ_NAMESRV_ADDR"
 
 
@@ -19,16 +18,16 @@ def selector(name: str) -> dict[str, str]:
 
 def render(name: str, spec: Obj, namesrv_addr: str, default_image: str) -> list[Obj]:
     port = int(spec.get("port") or PORT)
-    args = ["amqp", "--namesrv", f"$({NAMESRV_ENV})", "--listen", f"0.0.0.0:{port}", "--meta", spec["meta"]]
+    args = ["amqp", "--namesrv", f"$({NAMESRV_ENV})", "--listen", f"0.0.0.0:{port}", "--meta", spec["meta"],
+            "--metrics-port", str(METRICS_PORT)]  # fmt: skip
     main = pods.container(
         "amqp",
         spec,
         pods.image(spec, "image", default_image),
         args,
         pods.env({NAMESRV_ENV: namesrv_addr}, spec),
-        ports=pods.ports(amqp=port),
-        readinessProbe={"tcpSocket": {"port": port}, "periodSeconds": 5},
-        livenessProbe={"tcpSocket": {"port": port}, "initialDelaySeconds": 10, "periodSeconds": 10},
+        ports=pods.ports(amqp=port, metrics=METRICS_PORT),
+        **pods.probes(METRICS_PORT),
     )
     sel = selector(name)
     return [
