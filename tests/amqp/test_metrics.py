@@ -37,7 +37,8 @@ async def test_rabbitmq_names_count_what_passed(make_local_gateway, serve):  # n
     assert (await scraper.ready())[0] == 200
     await asyncio.to_thread(pika_round_trip, local.port, 5)
     text = await scraper.metrics()
-    assert value(text, "rabbitmq_global_messages_received_total", cluster="c1", node_type="amqp") == 5
+    node = {"cluster": "c1", "node_type": "amqp", "node_id": f"127.0.0.1:{local.port}"}
+    assert value(text, "rabbitmq_global_messages_received_total", **node) == 5
     assert value(text, "rabbitmq_global_messages_confirmed_total") == 5
     assert value(text, "rabbitmq_global_messages_delivered_total") == 5
     assert value(text, "rabbitmq_global_messages_acknowledged_total") == 5

@@ -60,7 +60,8 @@ class AMQPServer:
             )
             self._servers.append(amqps)
             self.tls_port = amqps.sockets[0].getsockname()[1]
-        return server.sockets[0].getsockname()[1]
+        self.port = server.sockets[0].getsockname()[1]
+        return self.port
 
     @property
     def serving(self) -> bool:
