@@ -191,6 +191,22 @@ def test_registry_changes_and_snapshot():
     assert "alice" not in registry.acls
 
 
+
+def test_a_remembered_decision_goes_with_the_rule_that_made_it():
+    registry = AuthRegistry()
+    alice = User("alice", "a")
+    registry.create_user(alice)
+    registry.put_acl(Acl("alice", (entry("Topic:a", "Pub"),)), replace=False)
+    pub = frozenset({Action.PUB})
+    registry.authorize(alice, Resource.topic("a"), pub, LOCAL)
+    registry.authorize(alice, Resource.topic("a"), pub, LOCAL)  # remembered
+    registry.put_acl(Acl("alice", (entry("Topic:a", "Pub", "Deny"),)), replace=False)
+    with pytest.raises(AuthError, match="no permission"):
+        registry.authorize(alice, Resource.topic("a"), pub, LOCAL)
+    registry.delete_acl("alice", Resource.topic("a"))
+    with pytest.raises(AuthError, match="no permission"):  # no rule: denied, not the old allow
+        registry.authorize(alice, Resource.topic("a"), pub, LOCAL)
+
 def test_signature_is_rocketmqs():
     """Values of the sorted extFields but Signature, then the body, HMAC-SHA1 keyed by the secret, base64."""
     request = RemotingCommand(10, ext_fields={"topic": "T", "b": "2", "a": "1"}, body=b"xyz", version=479)

@@ -19,9 +19,13 @@ class AuthError(Exception):
 
 
 class AuthRegistry:
+    DECISIONS = 10_000  # remembered (user, resource, actions, source) decisions; past it, start again
+
     def __init__(self) -> None:
         self.users: dict[str, User] = {}
         self.acls: dict[str, Acl] = {}
+        # what authorize() decided, until the next change: a producer asks the same thing per send
+        self._decisions: dict[tuple[str, Resource, frozenset[Action], object], Decision] = {}
 
     # --- checks --------------------------------------------------------------------------------
 
@@ -55,21 +59,29 @@ class AuthRegistry:
         ip: ipaddress.IPv4Address | ipaddress.IPv6Address | None,
     ) -> None:
         """AuthError unless ``user`` may do one of ``actions`` on ``resource`` from ``ip``."""
-        acl = self.acls.get(user.username)
-        entries = acl.entries if acl is not None else ()
-        if decide(user, entries, resource, actions, ip) is not Decision.ALLOW:
+        key = (user.username, resource, actions, ip)
+        decision = self._decisions.get(key)
+        if decision is None:
+            acl = self.acls.get(user.username)
+            decision = decide(user, acl.entries if acl is not None else (), resource, actions, ip)
+            if len(self._decisions) >= self.DECISIONS:
+                self._decisions.clear()
+            self._decisions[key] = decision
+        if decision is not Decision.ALLOW:
             wanted = ",".join(sorted(a.value for a in actions))
             raise AuthError(f"User:{user.username} has no permission to access {resource} with {wanted}")
 
     # --- changes -------------------------------------------------------------------------------
 
     def create_user(self, user: User) -> None:
+        self._decisions.clear()
         if user.username in self.users:
             raise AuthModelError(f"user {user.username} already exists")
         self.users[user.username] = user
 
     def update_user(self, changes: dict[str, Any], username: str) -> User:
         """Change what ``changes`` (a UserInfo) names: password, type, status."""
+        self._decisions.clear()
         current = self.users.get(username)
         if current is None:
             raise LookupError(f"user {username} does not exist")
@@ -78,6 +90,7 @@ class AuthRegistry:
         return updated
 
     def delete_user(self, username: str) -> None:
+        self._decisions.clear()
         if self.users.pop(username, None) is None:
             raise LookupError(f"user {username} does not exist")
         self.acls.pop(username, None)
@@ -85,12 +98,14 @@ class AuthRegistry:
     def put_acl(self, acl: Acl, *, replace: bool) -> None:
         """Add ``acl``'s rules to the user's (an entry for the same resource is replaced), or replace
         the user's rules altogether."""
+        self._decisions.clear()
         if acl.username not in self.users:
             raise LookupError(f"user {acl.username} does not exist")
         current = self.acls.get(acl.username)
         self.acls[acl.username] = acl if replace or current is None else current.merged(acl)
 
     def delete_acl(self, username: str, resource: Resource | None) -> None:
+        self._decisions.clear()
         current = self.acls.get(username)
         if current is None:
             raise LookupError(f"user {username} has no ACL")
@@ -102,6 +117,7 @@ class AuthRegistry:
 
     def ensure_super_user(self, username: str, password: str) -> bool:
         """Create the first super user (``init_username``) if it does not exist yet."""
+        self._decisions.clear()
         if not username or username in self.users:
             return False
         self.users[username] = User(username, password, UserType.SUPER)
@@ -116,6 +132,7 @@ class AuthRegistry:
         }
 
     def restore(self, data: object) -> None:
+        self._decisions.clear()
         if not isinstance(data, dict):
             raise AuthModelError("the auth file holds an object with users and acls")
         users = [User.from_json(u) for u in data.get("users") or []]
