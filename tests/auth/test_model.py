@@ -191,7 +191,6 @@ def test_registry_changes_and_snapshot():
     assert "alice" not in registry.acls
 
 
-
 def test_a_remembered_decision_goes_with_the_rule_that_made_it():
     registry = AuthRegistry()
     alice = User("alice", "a")
@@ -206,6 +205,7 @@ def test_a_remembered_decision_goes_with_the_rule_that_made_it():
     registry.delete_acl("alice", Resource.topic("a"))
     with pytest.raises(AuthError, match="no permission"):  # no rule: denied, not the old allow
         registry.authorize(alice, Resource.topic("a"), pub, LOCAL)
+
 
 def test_signature_is_rocketmqs():
     """Values of the sorted extFields but Signature, then the body, HMAC-SHA1 keyed by the secret, base64."""

@@ -45,12 +45,12 @@ class Console:
 
 @pytest.fixture
 async def open_console():
-    """open_console(namesrv, metadata=None, **credentials) → a Console on a free port (closed at
-    the end); `credentials`: ClusterData's access_key and secret_key."""
+    """open_console(namesrv, metadata=None, **options) → a Console on a free port (closed at the
+    end); `options`: ClusterData's access_key, secret_key and proxies."""
     opened: list[Console] = []
 
-    async def start(namesrv: str, metadata: Metadata | None = None, **credentials: str) -> Console:
-        server = ConsoleServer(ClusterData(namesrv, metadata=metadata, **credentials), "127.0.0.1", 0)
+    async def start(namesrv: str, metadata: Metadata | None = None, **options: str) -> Console:
+        server = ConsoleServer(ClusterData(namesrv, metadata=metadata, **options), "127.0.0.1", 0)
         await server.start()
         console = Console(server, aiohttp.ClientSession())
         opened.append(console)

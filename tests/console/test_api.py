@@ -239,9 +239,23 @@ async def test_amqp_pages_read_the_metadata_service(make_cluster, open_console, 
     ]
 
 
-async def test_access_page_says_proxies_cannot_be_listed(cluster_console):
-    _, console = cluster_console
-    assert "none can be listed" in (await console.get("/api/access"))["proxies"]["reason"]
+async def test_the_proxies_given_are_listed_up_or_down(cluster_console, open_console):
+    cluster, console = cluster_console
+    assert "no proxies given" in (await console.get("/api/access"))["proxies"]["reason"]
+    from ferrymq.cli.proxying import start_local_proxy
+
+    proxy, port = await start_local_proxy(cluster.broker, "127.0.0.1", 0)
+    try:
+        gone = free_port()
+        told = await open_console(cluster.namesrv_addr, proxies=f"127.0.0.1:{port};127.0.0.1:{gone}")
+        nodes = (await told.get("/api/access"))["proxies"]["nodes"]
+        assert [(n["address"], n["up"]) for n in nodes] == [
+            (f"127.0.0.1:{port}", True),
+            (f"127.0.0.1:{gone}", False),
+        ]
+        assert nodes[0]["connect_ms"] >= 0 and nodes[1]["error"]
+    finally:
+        await proxy.close()
 
 
 async def test_an_unreachable_cluster_is_a_clear_502(open_console):

@@ -24,9 +24,10 @@ from ferrymq.cli.serving import serve
 )
 @click.option("--meta", help="host:port of the metadata service, for the AMQP pages.")
 @click.option("--controllers", help="Controller address(es), ';'-separated, for epochs and SyncStateSets.")
+@click.option("--proxies", help="gRPC proxy address(es), ';'-separated: they register with no NameServer.")
 @credential_options
 def console(
-    namesrv: str, port: int, host: str, meta: str | None, controllers: str | None,
+    namesrv: str, port: int, host: str, meta: str | None, controllers: str | None, proxies: str | None,
     access_key: str | None, secret_key: str | None,
 ) -> None:  # fmt: skip
     """Serve the web console for the cluster at NAMESRV on http://HOST:PORT/."""
@@ -39,8 +40,9 @@ def console(
 
         metadata = MetaClient(meta)
     cluster = ClusterData(
-        namesrv, controllers=controllers, metadata=metadata, access_key=access_key, secret_key=secret_key
-    )
+        namesrv, controllers=controllers, metadata=metadata, access_key=access_key, secret_key=secret_key,
+        proxies=proxies,
+    )  # fmt: skip
     server = ConsoleServer(cluster, host, port)
 
     async def start() -> str:

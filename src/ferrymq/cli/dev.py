@@ -162,7 +162,8 @@ def dev(
         if console_port != -1:
             try:
                 credentials = {"access_key": name, "secret_key": password} if auth_user else {}
-                cluster = ClusterData(namesrv_addr, metadata=metadata, **credentials)
+                proxies = f"127.0.0.1:{proxy.port}" if proxy is not None else None
+                cluster = ClusterData(namesrv_addr, metadata=metadata, proxies=proxies, **credentials)
                 console = ConsoleServer(cluster, "127.0.0.1", 0)
                 port = await start_console(console, console_port)
             except BaseException:

@@ -1,5 +1,5 @@
 """/api/amqp and /api/access: the AMQP side from the metadata service (vhosts, exchanges, queues,
-bindings, users), and what the cluster says of proxies (ACL users and rules: api_acl)."""
+bindings, users), and the gRPC proxies (ACL users and rules: api_acl)."""
 
 from __future__ import annotations
 
@@ -22,6 +22,9 @@ async def amqp(request: web.Request) -> web.Response:
 
 @routes.get("/api/access")
 async def access(request: web.Request) -> web.Response:
-    """Proxies register with no NameServer: the page says so rather than guess."""
-    reason = "proxies register with no NameServer; none can be listed yet"
-    return answer({"proxies": {"listed": False, "reason": reason}})
+    """The gRPC proxies the console was told of (they register with no NameServer), each probed."""
+    cluster = data(request)
+    if not cluster.proxies:
+        reason = "no proxies given (ferrymq console --proxies HOST:PORT;HOST:PORT): they register nowhere"
+        return answer({"proxies": {"listed": False, "reason": reason}})
+    return answer({"proxies": {"listed": True, "nodes": await cluster.proxy_states()}})

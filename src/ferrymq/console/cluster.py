@@ -38,6 +38,7 @@ T = TypeVar("T")
 PRODUCER_GROUP = "FERRYMQ_CONSOLE_PRODUCER"  # the console's test messages come from this group
 FRESH_S = 5.0  # how long a table read from the brokers serves later pages
 _PARALLEL = 64  # requests in flight at once when a page needs one per queue
+PROBE_TIMEOUT_S = 2.0  # a proxy that takes longer to accept a connection counts as down
 SECRET_WORDS = ("password", "secret")  # broker settings whose values the console never shows
 
 
@@ -105,10 +106,14 @@ class ClusterData:
         trace_topic: str = TRACE_TOPIC,
         access_key: str | None = None,
         secret_key: str | None = None,
+        proxies: str | None = None,
     ) -> None:
         """`access_key`/`secret_key`: the user every request of the console is signed as, on a cluster
-        with authentication on (the console has no login of its own: it acts as this user)."""
+        with authentication on (the console has no login of its own: it acts as this user).
+        `proxies`: the gRPC proxies' host:port, ';'-separated (they register with no NameServer, so
+        the console is told of them, as rocketmq-dashboard is)."""
         self.namesrv = namesrv
+        self.proxies = [a.strip() for a in (proxies or "").split(";") if a.strip()]
         self.access_key = access_key
         self.controllers = controllers
         self.metadata = metadata
@@ -117,6 +122,25 @@ class ClusterData:
         self._producer: Producer | None = None
         self._topics = _Fresh(self._read_topics)
         self._lags = _Fresh(self._read_lags)
+
+    async def proxy_states(self) -> list[dict[str, Any]]:
+        """Each proxy given: whether it takes connections now, and how long connecting took."""
+
+        async def probe(address: str) -> dict[str, Any]:
+            host, _, port = address.rpartition(":")
+            started = time.monotonic()
+            try:
+                _, writer = await asyncio.wait_for(asyncio.open_connection(host, int(port)), PROBE_TIMEOUT_S)
+            except (OSError, ValueError, TimeoutError) as e:
+                return {"address": address, "up": False, "error": str(e) or type(e).__name__}
+            writer.close()
+            return {
+                "address": address,
+                "up": True,
+                "connect_ms": round((time.monotonic() - started) * 1000, 1),
+            }
+
+        return list(await asyncio.gather(*(probe(a) for a in self.proxies)))
 
     async def close(self) -> None:
         if self._producer is not None:

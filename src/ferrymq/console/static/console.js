@@ -337,10 +337,16 @@ async function amqpPage(view) {
     h("h3", {}, "Users"), table(["name", "tags"], d.users.map((u) => [u.name, Array.isArray(u.tags) ? u.tags.join(", ") : u.tags]), "users"));
 }
 
+function proxyList(proxies) {
+  if (!proxies.listed) return h("p", { class: "note" }, proxies.reason);
+  return table(["proxy", "state", "connect"], proxies.nodes.map((p) =>
+    [p.address, p.up ? "up" : "down", p.up ? `${p.connect_ms} ms` : p.error]));
+}
+
 async function accessPage(view) {
   const [access, acl] = await Promise.all([api("/api/access"), api("/api/acl")]);
   view.replaceChildren(h("h2", {}, "Proxies & ACL"),
-    h("h3", {}, "Proxies"), h("p", { class: "note", id: "proxies" }, access.proxies.reason),
+    h("h3", {}, "Proxies"), h("div", { id: "proxies" }, proxyList(access.proxies)),
     h("h3", {}, "ACL"), h("div", { id: "acl" }, acl.enabled ? aclSection(acl, () => accessPage(view)) : h("p", { class: "note" }, acl.reason)));
 }
 
