@@ -34,6 +34,13 @@ STAMP = struct.Struct(">d")  # send time (time.time()) at the start of each body
 COLD, HOT = "fair-cold-{}", "fair-hot"
 
 
+async def ready_then_go() -> None:
+    """Say "ready", then wait for "go" on stdin: every role's clock starts when all are set up (the
+    hot consumer is ready in a moment, the cold one after declaring every queue)."""
+    print("ready", flush=True)
+    await asyncio.to_thread(sys.stdin.readline)
+
+
 async def consume_cold(url: str, queues: int, seconds: float) -> dict:
     """Consume every cold queue; latencies of what was sent after the first WARM_UP_S (each queue's
     first message sets up its consumer group on the way)."""
@@ -53,7 +60,7 @@ async def consume_cold(url: str, queues: int, seconds: float) -> dict:
     for i in range(queues):
         queue = await channels[i % len(channels)].declare_queue(COLD.format(i))
         await queue.consume(on_cold)
-    print("ready", flush=True)
+    await ready_then_go()
     measured_from = time.time() + WARM_UP_S
     await asyncio.sleep(seconds)
     await connection.close()
@@ -80,7 +87,7 @@ async def consume_hot(url: str, seconds: float) -> dict:
         await message.ack()
 
     await (await channel.declare_queue(HOT)).consume(on_hot)
-    print("ready", flush=True)
+    await ready_then_go()
     await asyncio.sleep(seconds)
     await connection.close()
     return {"hot_received_per_s": round(received / seconds)}
@@ -123,13 +130,22 @@ def scenario(url: str, queues: int, seconds: float, hot: bool = True) -> dict:
     with the publishers'."""
     me = [sys.executable, __file__]
     consumers = [
-        subprocess.Popen([*me, role, url, str(queues), str(seconds + 4)], stdout=subprocess.PIPE, text=True)
+        subprocess.Popen(
+            [*me, role, url, str(queues), str(seconds + 4)],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            text=True,
+        )
         for role in ("consume-cold", "consume-hot")[: 2 if hot else 1]
     ]
     for consumer in consumers:
         assert consumer.stdout is not None
         if consumer.stdout.readline().strip() != "ready":
             raise SystemExit("a consumer did not get ready")
+    for consumer in consumers:
+        assert consumer.stdin is not None
+        consumer.stdin.write("go\n")
+        consumer.stdin.flush()
     publishers = [
         subprocess.Popen([*me, role, url, str(queues), str(seconds)], stdout=subprocess.PIPE, text=True)
         for role in ("publish-cold", "publish-hot")[: 2 if hot else 1]
