@@ -218,3 +218,26 @@ def owned_pods(pods: list[Obj], sel: dict[str, str]) -> list[Obj]:
     """The pods whose labels carry all of `sel`, by StatefulSet ordinal then name."""
     mine = [p for p in pods if sel.items() <= ((p.get("metadata") or {}).get("labels") or {}).items()]
     return sorted(mine, key=lambda p: (ordinal(p["metadata"]["name"]), p["metadata"]["name"]))
+
+
+def front(
+    kind: str, name: str, spec: Obj, command: list[str], port_name: str, port: int, metrics_port: int,
+    namesrv_env: str, namesrv_addr: str, default_image: str,
+) -> list[Obj]:  # fmt: skip
+    """A stateless front of the cluster (the gRPC proxy, the AMQP gateway): a Deployment of `spec`'s
+    size running `command` with its NameServers in `namesrv_env`, probed on its metrics port, and
+    the Service of its `port`."""
+    main = container(
+        command[0],
+        spec,
+        image(spec, "image", default_image),
+        [*command, "--metrics-port", str(metrics_port)],
+        env({namesrv_env: namesrv_addr}, spec),
+        ports=ports(**{port_name: port, "metrics": metrics_port}),
+        **probes(metrics_port),
+    )
+    sel = labels(kind, name)
+    return [
+        deployment(name, sel, int(spec["size"]), pod_template(spec, sel, [main], [])),
+        service(service_name(name), sel, {port_name: port}),
+    ]

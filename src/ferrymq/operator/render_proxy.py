@@ -17,19 +17,7 @@ def selector(name: str) -> dict[str, str]:
 
 def render(name: str, spec: Obj, namesrv_addr: str, default_image: str) -> list[Obj]:
     port = int(spec.get("port") or PORT)
-    args = ["proxy", "--namesrv", f"$({NAMESRV_ENV})", "--listen", f"0.0.0.0:{port}",
-            "--metrics-port", str(METRICS_PORT)]  # fmt: skip
-    main = pods.container(
-        "proxy",
-        spec,
-        pods.image(spec, "image", default_image),
-        args,
-        pods.env({NAMESRV_ENV: namesrv_addr}, spec),
-        ports=pods.ports(grpc=port, metrics=METRICS_PORT),
-        **pods.probes(METRICS_PORT),
+    command = ["proxy", "--namesrv", f"$({NAMESRV_ENV})", "--listen", f"0.0.0.0:{port}"]
+    return pods.front(
+        KIND, name, spec, command, "grpc", port, METRICS_PORT, NAMESRV_ENV, namesrv_addr, default_image
     )
-    sel = selector(name)
-    return [
-        pods.deployment(name, sel, int(spec["size"]), pods.pod_template(spec, sel, [main], [])),
-        pods.service(pods.service_name(name), sel, {"grpc": port}),
-    ]
