@@ -112,6 +112,8 @@ async def test_mqadmin_commands_in_text_and_json(make_cluster):  # noqa: F811
         "consumerProgress", "-g", "Buyers", "-t", "Nope", *n, ok=False
     )
     assert "does not exist" in await run("topicStatus", "-t", "Nope", *n, ok=False)
+    assert "topic Nope does not exist" in await run("topicRoute", "-t", "Nope", *n, ok=False)
+    assert "topic Nope does not exist" in await run("topicClusterList", "-t", "Nope", *n, ok=False)
     assert "not online" in await run("consumerConnection", "-g", "Nobody", *n, ok=False)
     assert "not online" in await run("producerConnection", "-g", "Nobody", *n, ok=False)
     assert "not online" in await run("consumerStatus", "-g", "Nobody", *n, ok=False)

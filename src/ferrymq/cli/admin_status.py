@@ -13,6 +13,7 @@ import msgspec
 
 from ferrymq.cli.admin_common import BROKER, CLUSTER, OUTPUT, broker_addrs, print_table, show, with_admin
 from ferrymq.client import Admin, AdminRefused, ConsumeStats
+from ferrymq.client.instance import TopicRoute
 
 
 def _when(ms: int) -> str:
@@ -24,6 +25,14 @@ def _when(ms: int) -> str:
 def _plain(value: object) -> Any:
     """Structs as the JSON RocketMQ tools write (camelCase), for --output json."""
     return msgspec.to_builtins(value)
+
+
+async def _route(client: Admin, topic: str) -> TopicRoute:
+    """The topic's route, or a clear error when no NameServer knows the topic."""
+    route = await client.instance.existing_route(topic)
+    if route is None:
+        raise click.ClickException(f"topic {topic} does not exist")
+    return route
 
 
 @click.command("topicStatus")
@@ -53,9 +62,7 @@ def topic_cluster_list(ctx: click.Context, topic: str, output: str) -> None:
     """The clusters a topic has queues in."""
 
     async def action(client: Admin) -> None:
-        route = await client.instance.existing_route(topic)
-        if route is None:
-            raise click.ClickException(f"topic {topic} does not exist")
+        route = await _route(client, topic)
         info = await client.cluster_info()
         names = {b.broker_name for b in route.data.broker_datas}
         clusters = sorted(c for c, brokers in info.cluster_addr_table.items() if names & set(brokers))
@@ -72,9 +79,7 @@ def topic_route(ctx: click.Context, topic: str, output: str) -> None:
     """A topic's route as the NameServers give it: brokers and queues."""
 
     async def action(client: Admin) -> None:
-        route = await client.instance.existing_route(topic)
-        if route is None:
-            raise click.ClickException(f"topic {topic} does not exist")
+        route = await _route(client, topic)
         rows = [[q.broker_name, route.masters.get(q.broker_name, "-"), q.read_queue_nums, q.write_queue_nums,
                  q.perm] for q in route.data.queue_datas]  # fmt: skip
         show(
