@@ -151,8 +151,9 @@ def dev(
         if amqp_port >= 0:
             try:
                 limits = GatewayLimits(max_message_size, consumer_timeout)
+                acl = broker.auth if broker.config.auth_enabled else None
                 gateway, port = await start_gateway(
-                    local_message_service(broker), metadata, "127.0.0.1", amqp_port, limits=limits
+                    local_message_service(broker), metadata, "127.0.0.1", amqp_port, limits=limits, acl=acl
                 )
             except BaseException:
                 await stop()
