@@ -101,6 +101,12 @@ async def test_an_acl_user_logs_in_with_its_secret_key_and_a_wrong_one_is_refuse
         wrong = await asyncio.to_thread(refused_login, port, ("app", "not-it"))
         unknown = await asyncio.to_thread(refused_login, port, ("nobody", "x"))
     assert "403" in wrong and "ACCESS_REFUSED - Login was refused" in wrong
+    no_vhost = pika.ConnectionParameters(
+        "127.0.0.1", port, "nope", pika.PlainCredentials(*APP), connection_attempts=1
+    )
+    with pytest.raises(AMQPConnectionError) as missing:
+        await asyncio.to_thread(pika.BlockingConnection, no_vhost)
+    assert "530" in repr(missing.value) and "vhost nope not found" in repr(missing.value)
     assert "403" in unknown
     lines = [r.getMessage() for r in caplog.records if r.name == "ferrymq.audit"]
     assert any(

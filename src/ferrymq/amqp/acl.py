@@ -74,6 +74,7 @@ class AclAccess:
         self.vhost = vhost
         self.source = source
         self._ip = source_address(source)
+        self._may_publish: dict[str, int] = {}  # topic -> registry version it was allowed at
 
     def check(self, operation: Operation, kind: Kind, name: str, class_id: int, method_id: int) -> None:
         """ChannelException 403 unless the rules let the user do it."""
@@ -82,10 +83,14 @@ class AclAccess:
             self._authorize(wanted, f"{kind} '{name or 'amq.default'}'", class_id, method_id)
 
     def check_routed(self, queues: Iterable[Queue], class_id: int, method_id: int) -> None:
-        """A publish: Pub on the topic of every queue it reaches."""
+        """A publish: Pub on the topic of every queue it reaches (remembered per topic until users or
+        rules change: a publisher asks the same for every message)."""
+        version, allowed = self.registry.version, self._may_publish
         for queue in queues:
-            wanted = [(Resource.topic(queue.topic), _PUB)]
-            self._authorize(wanted, f"queue '{queue.name}'", class_id, method_id)
+            if allowed.get(queue.topic) != version:
+                wanted = [(Resource.topic(queue.topic), _PUB)]
+                self._authorize(wanted, f"queue '{queue.name}'", class_id, method_id)
+                allowed[queue.topic] = version
 
     def _authorize(self, wanted: list[Need], shown: str, class_id: int, method_id: int) -> None:
         registry = self.registry

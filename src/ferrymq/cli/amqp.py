@@ -64,7 +64,10 @@ def amqp(
     **tls_options,
 ) -> None:
     """Serve AMQP 0-9-1 (RabbitMQ) clients: exchanges, queues and bindings from the metadata service,
-    messages in the cluster's topics."""
+    messages in the cluster's topics.
+
+    With --access-key (a super user of a cluster with authentication on) it signs its calls to the
+    cluster as that user, and the cluster's users log in too, held to its rules."""
     from ferrymq.amqp.gateway import GatewayLimits
     from ferrymq.auth.mirror import AuthMirror
     from ferrymq.messaging.remote import RemoteMessageService

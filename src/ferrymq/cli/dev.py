@@ -159,7 +159,8 @@ def dev(
                 await stop()
                 raise
             add_amqp(registry, gateway, broker.config.broker_cluster_name)
-            lines.append(f"  AMQP        127.0.0.1:{port} (RabbitMQ clients, guest/guest, vhost /)")
+            users = "the cluster's users, or guest/guest" if acl is not None else "guest/guest"
+            lines.append(f"  AMQP        127.0.0.1:{port} (RabbitMQ clients, {users}, vhost /)")
         if console_port != -1:
             try:
                 credentials = {"access_key": name, "secret_key": password} if auth_user else {}
