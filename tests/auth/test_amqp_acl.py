@@ -14,8 +14,10 @@ import pika
 import pytest
 from pika.exceptions import AMQPConnectionError, ChannelClosedByBroker
 
+from ferrymq.amqp.acl import needs
 from ferrymq.amqp.gateway import Gateway
 from ferrymq.amqp.server import AMQPServer
+from ferrymq.auth.model import Action, Resource
 from ferrymq.broker.quota import Quota
 from ferrymq.cli.proxying import local_message_service
 from ferrymq.client import Admin
@@ -228,3 +230,18 @@ async def test_a_users_produce_quota_blocks_that_users_connection(acl_gateway):
     seen = await asyncio.to_thread(publish_blocked, port, APP, 30)
     assert seen and seen[0].startswith("flow control: quota exceeded: User:app may produce 20 messages/s")
     assert await asyncio.to_thread(publish_blocked, port, ("guest", "guest"), 30) == []  # not guest's
+
+
+def test_rabbitmq_permissions_map_onto_actions_on_the_queues_topic_and_group():
+    topic, group = Resource.topic(ORDERS_TOPIC), Resource.group(ORDERS_GROUP)
+    events = Resource.topic(exchange_resource("/", "events"))
+    pub, sub = frozenset({Action.PUB}), frozenset({Action.SUB})
+    create, delete = frozenset({Action.CREATE}), frozenset({Action.DELETE})
+    assert needs("configure", "queue", "/", "orders", (50, 10)) == [(topic, create), (group, create)]
+    assert needs("configure", "queue", "/", "orders", (50, 40)) == [(topic, delete), (group, delete)]
+    assert needs("write", "queue", "/", "orders", (50, 20)) == [(topic, pub)]  # queue.bind
+    assert needs("read", "queue", "/", "orders", (60, 20)) == [(group, sub), (topic, sub)]
+    assert needs("configure", "exchange", "/", "events", (40, 10)) == [(events, create)]
+    assert needs("configure", "exchange", "/", "events", (40, 20)) == [(events, delete)]
+    assert needs("write", "exchange", "/", "events", (60, 40)) == []  # checked at the queues it reaches
+    assert needs("read", "exchange", "/", "events", (50, 20)) == []
