@@ -5,6 +5,7 @@ users and rules; a wrong secret or a missing rule ends them."""
 from __future__ import annotations
 
 import asyncio
+from pathlib import Path
 
 import pytest
 
@@ -61,6 +62,11 @@ def test_signed_calls_are_checked(secured, client_python, tmp_path):
     finally:
         app.close()
 
+    refusals_are_audited(client_python, proxy, tmp_path, server.log)
+
+
+def refusals_are_audited(client_python, proxy: str, tmp_path, log: Path) -> None:
+    """A wrong secret and a user without Pub cannot send to Orders, and the proxy's log says so."""
     for label, credentials in (("wrong", ("app", "not-it")), ("reader", ("reader", "reader-secret"))):
         driver = python_driver(client_python, proxy, tmp_path / label, credentials)
         try:
@@ -69,7 +75,7 @@ def test_signed_calls_are_checked(secured, client_python, tmp_path):
             assert not answer["ok"], answer
         finally:
             driver.close()
-    log = server.log.read_text()
-    assert "refused user=app rpc=" in log and "check signature failed" in log
-    assert "refused user=reader rpc=SendMessage" in log and "Topic:Orders with Pub" in log
-    assert "app-secret" not in log and ROOT[1] not in log
+    text = log.read_text()
+    assert "refused user=app rpc=" in text and "check signature failed" in text
+    assert "refused user=reader rpc=SendMessage" in text and "Topic:Orders with Pub" in text
+    assert "app-secret" not in text and ROOT[1] not in text

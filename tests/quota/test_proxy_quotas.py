@@ -65,6 +65,11 @@ def test_a_user_quota_applies_to_the_5x_clients_of_that_user(secured, client_pyt
             await admin.set_quota("produce", "User:app", messages=5)
 
     asyncio.run(limit())
+    app_is_slowed_and_loses_nothing(client_python, proxy, tmp_path)
+
+
+def app_is_slowed_and_loses_nothing(client_python, proxy: str, tmp_path) -> None:
+    """User app, over a produce quota of 5 a second, sends COUNT to Orders: all arrive."""
     app = python_driver(client_python, proxy, tmp_path / "app", ("app", "app-secret"))
     try:
         app.ok("producer", topics=["Orders"])

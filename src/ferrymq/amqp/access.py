@@ -4,20 +4,43 @@ RabbitMQ's 403 text."""
 
 from __future__ import annotations
 
-from typing import Literal
+from collections.abc import Iterable
+from typing import TYPE_CHECKING, Literal, Protocol
 
 from ferrymq.meta.access import permits
 from ferrymq.meta.entities import Permission
 from ferrymq.protocol.amqp.errors import ChannelException, ReplyCode
 
+if TYPE_CHECKING:
+    from ferrymq.meta.entities import Queue
+
 Operation = Literal["configure", "write", "read"]
 Kind = Literal["exchange", "queue"]
+
+
+class Permits(Protocol):
+    """What a connection's user may do: the metadata service's permissions (`Access`) or the cluster's
+    ACL rules (acl.py)."""
+
+    user: str
+
+    def check(self, operation: Operation, kind: Kind, name: str, class_id: int, method_id: int) -> None:
+        """ChannelException 403 unless the user may `operation` the resource."""
+        ...
+
+    def check_routed(self, queues: Iterable[Queue], class_id: int, method_id: int) -> None:
+        """ChannelException 403 unless the user may publish into each of these queues."""
+        ...
 
 
 class Access:
     def __init__(self, permission: Permission) -> None:
         self.permission = permission
+        self.user = permission.user
         self._known: dict[tuple[Operation, Kind, str], bool] = {}
+
+    def check_routed(self, queues: Iterable[Queue], class_id: int, method_id: int) -> None:
+        """RabbitMQ's write on the exchange (checked before routing) is all a publish needs."""
 
     def check(self, operation: Operation, kind: Kind, name: str, class_id: int, method_id: int) -> None:
         """ChannelException 403 unless the user may `operation` the resource."""

@@ -11,6 +11,7 @@ import logging
 from typing import TYPE_CHECKING
 
 from ferrymq.messaging.api import MessagingError, SendOutcome
+from ferrymq.protocol.caller import CALLER
 from ferrymq.protocol.codes import ResponseCode
 
 if TYPE_CHECKING:
@@ -47,6 +48,8 @@ class ResourceAlarm:
         await self._cleared.wait()
 
     async def _probe(self) -> None:
+        CALLER.set(None)  # shared by every connection: no one user's quotas apply (the task copied
+        # the context of the connection that started it)
         while True:
             await asyncio.sleep(PROBE_S)
             try:

@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any
 
 from pamqp import base, commands
 
-from ferrymq.amqp.access import Access, Kind, Operation
+from ferrymq.amqp.access import Kind, Operation, Permits
 from ferrymq.amqp.direct_reply import REPLY_TO
 from ferrymq.amqp.feeds import UNLIMITED, Consumer
 from ferrymq.amqp.publisher import Publisher
@@ -100,7 +100,7 @@ class Channel:
         return self.session.connection.frame_max
 
     @property
-    def access(self) -> Access:
+    def access(self) -> Permits:
         return self.session.access
 
     def send(self, data: bytes) -> None:

@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Protocol
 from ferrymq.messaging.api import MessagingError
 from ferrymq.protocol.amqp.basic_properties import BasicProperties, encode_basic_properties
 from ferrymq.protocol.amqp.mapping import from_rocketmq, to_rocketmq
+from ferrymq.protocol.caller import CALLER
 from ferrymq.protocol.codes import ResponseCode
 from ferrymq.protocol.message_ext import decode_records
 from ferrymq.protocol.pop import INIT_MODE_MIN, POP_CK
@@ -89,6 +90,8 @@ class DirectReplies:
 
     async def _relayed(self) -> None:
         """Replies other gateways relayed to this one's reply topic."""
+        CALLER.set(None)  # shared by every connection: no one user's quotas apply (the task copied
+        # the context of the connection that started it)
         service, topic = self.gateway.service, reply_topic(self.gateway.id)
         while True:
             try:

@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Protocol
 from ferrymq.amqp.queue_settings import topic_queues
 from ferrymq.messaging.api import MessageQueue, MessagingError
 from ferrymq.meta.entities import Queue
+from ferrymq.protocol.caller import CALLER
 from ferrymq.protocol.codes import ResponseCode
 from ferrymq.protocol.message_ext import MessageExt, decode_records
 from ferrymq.protocol.pop import INIT_MODE_MIN, POP_CK, pop_retry_topic
@@ -100,6 +101,8 @@ class QueueFeed:
         self._woken.set()
 
     async def _run(self) -> None:
+        CALLER.set(None)  # shared by every connection: no one user's quotas apply (the task copied
+        # the context of the connection that started it)
         try:
             while self.consumers:
                 self._woken.clear()  # a wake from here on ends the next wait at once

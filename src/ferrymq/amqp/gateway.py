@@ -25,6 +25,7 @@ from ferrymq.amqp.limits import QueueLimits
 from ferrymq.amqp.queue_settings import EXPIRES, SettingsCache, topic_queues
 from ferrymq.amqp.retries import GradedRetries
 from ferrymq.amqp.tracing import Tracer
+from ferrymq.auth.registry import AuthRegistry
 from ferrymq.messaging.api import MessageQueue, MessageService, MessagingError
 from ferrymq.meta.entities import Queue
 from ferrymq.net.tasks import BackgroundTasks
@@ -52,10 +53,17 @@ class GatewayLimits:
 
 class Gateway:
     def __init__(
-        self, service: MessageService, metadata: Metadata, limits: GatewayLimits | None = None
+        self,
+        service: MessageService,
+        metadata: Metadata,
+        limits: GatewayLimits | None = None,
+        *,
+        acl: AuthRegistry | None = None,
     ) -> None:
+        """``acl``: the cluster's users and rules, when its users may log in (acl.py)."""
         self.service = service
         self.metadata = metadata
+        self.acl = acl
         self.limits = limits or GatewayLimits()
         self.max_message_size = min(self.limits.max_message_size, service.max_body_size)
         self.tasks = BackgroundTasks("AMQP gateway")
@@ -102,7 +110,7 @@ class Gateway:
             return None
         if limit is None:
             return None
-        opened = sum(1 for s in self._sessions if s.access.permission.user == username)
+        opened = sum(1 for s in self._sessions if s.access.user == username)
         if opened < limit:
             return None
         return f"Connection refused for user '{username}': user connection limit ({limit}) is reached"

@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Protocol
 
 from pamqp import commands
 
-from ferrymq.amqp.access import Access
+from ferrymq.amqp.access import Permits
 from ferrymq.amqp.direct_reply import REPLY_PREFIX, REPLY_TO, DirectReplies
 from ferrymq.amqp.flow import PublisherThrottle, flow_controlled
 from ferrymq.amqp.queue_settings import placed
@@ -45,7 +45,7 @@ class PublishOutput(Protocol):
     reply_token: str | None  # of the channel's direct reply-to consumer
 
     @property
-    def access(self) -> Access: ...
+    def access(self) -> Permits: ...
 
     @property
     def frame_max(self) -> int: ...
@@ -180,6 +180,7 @@ class Publisher:
         if routed.error is not None:
             raise routed.error
         queues = routed.queues
+        self.out.access.check_routed(queues, *_PUBLISH)
         if not queues:
             if publish.mandatory:
                 frames.append(self._returned(event))

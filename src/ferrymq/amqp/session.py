@@ -13,17 +13,20 @@ from typing import TYPE_CHECKING
 
 from pamqp import commands
 
-from ferrymq.amqp.access import Access
+from ferrymq.amqp.access import Access, Permits
+from ferrymq.amqp.acl import AclAccess, login_refusal
 from ferrymq.amqp.auth import Authenticator
 from ferrymq.amqp.channel import Channel
 from ferrymq.amqp.flow import PublisherThrottle
+from ferrymq.auth import audit
 from ferrymq.messaging.api import MessagingError
 from ferrymq.meta.entities import Permission
-from ferrymq.meta.errors import MetaError
+from ferrymq.meta.errors import MetaError, NotFound
 from ferrymq.protocol.amqp import events as ev
 from ferrymq.protocol.amqp import fast
 from ferrymq.protocol.amqp.connection import CLOSE_OK_TIMEOUT, ServerConnection
 from ferrymq.protocol.amqp.errors import AMQPError, ChannelException, ConnectionException, ReplyCode
+from ferrymq.protocol.caller import CALLER
 
 if TYPE_CHECKING:
     from ferrymq.amqp.gateway import Gateway
@@ -52,7 +55,10 @@ class Session:
         self.channels: dict[int, Channel] = {}
         self.owner = gateway.connection_owner()  # of this connection's exclusive queues
         self.owned: set[str] = set()  # their names
-        self.access = Access(Permission(user="", vhost="", configure="", write="", read=""))  # until open
+        self.access: Permits = Access(Permission(user="", vhost="", configure="", write="", read=""))
+        self._acl_user = False  # logged in as a user of the cluster's ACL
+        peer = writer.get_extra_info("peername")
+        self.peer = f"{peer[0]}:{peer[1]}" if isinstance(peer, tuple) and len(peer) >= 2 else "-"
         self._write_scheduled = False
         self._timer: asyncio.TimerHandle | None = None
         self._closed_by_peer = False
@@ -176,16 +182,20 @@ class Session:
             if event.reply:  # after the answers to its earlier methods
                 connection.send_frames(event.reply, now())
         elif isinstance(event, ev.LoginRequested):
-            if await self._auth.login(event.username, event.password):
+            refusal = await self._login(event.username, event.password)
+            if refusal is None:
+                CALLER.set(event.username)  # its puts count for the user's quotas
                 return connection.accept_login(event.username, now())
+            audit.refused(event.username, "amqp=connection.start-ok", self.peer, refusal)
             return connection.refuse_login(event.mechanism, now())
         elif isinstance(event, ev.VhostRequested):
             over = await self.gateway.over_connection_limit(connection.username)
             if over is not None:
+                audit.refused(connection.username, "amqp=connection.open", self.peer, over)
                 return connection.refuse_vhost(over, now())
-            permission = await self._auth.permission(connection.username, event.vhost)
-            if permission is not None:
-                self.access = Access(permission)
+            access = await self._access(connection.username, event.vhost)
+            if access is not None:
+                self.access = access
                 return connection.open_vhost(now())
             return connection.refuse_vhost(f"vhost {event.vhost} not found", now())
         elif isinstance(event, ev.SecretUpdated):
@@ -197,6 +207,27 @@ class Session:
                 log.info("AMQP connection closed: %s %s", event.code, event.text)
             await self._release()
         return []
+
+    async def _login(self, username: str, password: str) -> str | None:
+        """None when the credentials are good; else why not. A user of the cluster's ACL logs in with
+        its secret key, whatever the metadata service holds under the same name."""
+        acl = self.gateway.acl
+        if acl is not None and username in acl.users:
+            self._acl_user = True
+            return login_refusal(acl, username, password)
+        self._acl_user = False
+        return None if await self._auth.login(username, password) else "wrong username or password"
+
+    async def _access(self, username: str, vhost: str) -> Permits | None:
+        acl = self.gateway.acl
+        if acl is not None and self._acl_user:
+            try:
+                await self.gateway.catalog.get(vhost)
+            except NotFound:
+                return None
+            return AclAccess(acl, username, vhost, self.peer)
+        permission = await self._auth.permission(username, vhost)
+        return Access(permission) if permission is not None else None
 
     async def _release(self) -> None:
         """The connection is over: its channels give back what they hold, its exclusive queues go."""

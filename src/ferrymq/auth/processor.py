@@ -14,7 +14,7 @@ from typing import Any
 
 from ferrymq.auth import audit
 from ferrymq.auth.model import Acl, AuthModelError, Resource, User, UserType, subject_user
-from ferrymq.auth.registry import AuthRegistry
+from ferrymq.auth.registry import AuthError, AuthRegistry
 from ferrymq.protocol.acl_signing import ACCESS_KEY
 from ferrymq.protocol.codes import RequestCode as codes
 from ferrymq.protocol.codes import ResponseCode
@@ -39,6 +39,7 @@ class AuthAdminProcessor:
             codes.AUTH_DELETE_ACL: self.delete_acl,
             codes.AUTH_GET_ACL: self.get_acl,
             codes.AUTH_LIST_ACL: self.list_acls,
+            codes.AUTH_SNAPSHOT: self.snapshot,
         }
         for code, handler in handlers.items():
             server.register(code, _answering(handler))
@@ -125,6 +126,31 @@ class AuthAdminProcessor:
             and (not resource or any(resource in str(e.resource) for e in acl.entries))
         ]
         return _json(request, out)
+
+    # --- for fronts ------------------------------------------------------------------------------
+
+    def snapshot(self, source: str, request: RemotingCommand) -> RemotingCommand:
+        """Every user and rule, secrets included, to a super user who signed the request (checked here
+        whether or not this server checks requests); nothing but the version when the caller holds
+        this ``epoch`` and ``version`` already."""
+        try:
+            caller = self.registry.authenticate(request.ext_fields, request.body, request.version)
+        except AuthError as e:
+            caller, reason = None, str(e)
+        else:
+            reason = "only a super user may read the users' secret keys"
+        if caller is None or caller.user_type is not UserType.SUPER:
+            who = request.ext_fields.get(ACCESS_KEY)
+            audit.refused(who if isinstance(who, str) else None, f"code={request.code}", source, reason)
+            return request.make_response(ResponseCode.NO_PERMISSION, reason)
+        registry, fields = self.registry, request.ext_fields
+        current = {"epoch": registry.epoch, "version": str(registry.version)}
+        if fields.get("epoch") == current["epoch"] and fields.get("version") == current["version"]:
+            answer = request.make_response(ResponseCode.SUCCESS)
+        else:
+            answer = _json(request, registry.snapshot())
+        answer.ext_fields.update(current)
+        return answer
 
     def _may_make(self, request: RemotingCommand, user: User) -> None:
         """Only a super user makes super users (a caller the registry does not know is one only

@@ -7,6 +7,7 @@ loads it back with ``restore``.
 from __future__ import annotations
 
 import ipaddress
+import secrets
 from typing import Any
 
 from ferrymq.auth.decision import decide
@@ -26,6 +27,8 @@ class AuthRegistry:
         self.acls: dict[str, Acl] = {}
         # what authorize() decided, until the next change: a producer asks the same thing per send
         self._decisions: dict[tuple[str, Resource, frozenset[Action], object], Decision] = {}
+        self.version = 0  # counts changes: a front that mirrors these users asks for news by it
+        self.epoch = secrets.token_hex(8)  # this registry's versions, apart from another's or a restart's
 
     # --- checks --------------------------------------------------------------------------------
 
@@ -73,15 +76,19 @@ class AuthRegistry:
 
     # --- changes -------------------------------------------------------------------------------
 
-    def create_user(self, user: User) -> None:
+    def _changed(self) -> None:
         self._decisions.clear()
+        self.version += 1
+
+    def create_user(self, user: User) -> None:
+        self._changed()
         if user.username in self.users:
             raise AuthModelError(f"user {user.username} already exists")
         self.users[user.username] = user
 
     def update_user(self, changes: dict[str, Any], username: str) -> User:
         """Change what ``changes`` (a UserInfo) names: password, type, status."""
-        self._decisions.clear()
+        self._changed()
         current = self.users.get(username)
         if current is None:
             raise LookupError(f"user {username} does not exist")
@@ -90,7 +97,7 @@ class AuthRegistry:
         return updated
 
     def delete_user(self, username: str) -> None:
-        self._decisions.clear()
+        self._changed()
         if self.users.pop(username, None) is None:
             raise LookupError(f"user {username} does not exist")
         self.acls.pop(username, None)
@@ -98,14 +105,14 @@ class AuthRegistry:
     def put_acl(self, acl: Acl, *, replace: bool) -> None:
         """Add ``acl``'s rules to the user's (an entry for the same resource is replaced), or replace
         the user's rules altogether."""
-        self._decisions.clear()
+        self._changed()
         if acl.username not in self.users:
             raise LookupError(f"user {acl.username} does not exist")
         current = self.acls.get(acl.username)
         self.acls[acl.username] = acl if replace or current is None else current.merged(acl)
 
     def delete_acl(self, username: str, resource: Resource | None) -> None:
-        self._decisions.clear()
+        self._changed()
         current = self.acls.get(username)
         if current is None:
             raise LookupError(f"user {username} has no ACL")
@@ -117,7 +124,7 @@ class AuthRegistry:
 
     def ensure_super_user(self, username: str, password: str) -> bool:
         """Create the first super user (``init_username``) if it does not exist yet."""
-        self._decisions.clear()
+        self._changed()
         if not username or username in self.users:
             return False
         self.users[username] = User(username, password, UserType.SUPER)
@@ -132,7 +139,7 @@ class AuthRegistry:
         }
 
     def restore(self, data: object) -> None:
-        self._decisions.clear()
+        self._changed()
         if not isinstance(data, dict):
             raise AuthModelError("the auth file holds an object with users and acls")
         users = [User.from_json(u) for u in data.get("users") or []]

@@ -64,8 +64,12 @@ def amqp(
     **tls_options,
 ) -> None:
     """Serve AMQP 0-9-1 (RabbitMQ) clients: exchanges, queues and bindings from the metadata service,
-    messages in the cluster's topics."""
+    messages in the cluster's topics.
+
+    With --access-key (a super user of a cluster with authentication on) it signs its calls to the
+    cluster as that user, and the cluster's users log in too, held to its rules."""
     from ferrymq.amqp.gateway import GatewayLimits
+    from ferrymq.auth.mirror import AuthMirror
     from ferrymq.messaging.remote import RemoteMessageService
 
     host, port = listen
@@ -80,6 +84,7 @@ def amqp(
     service = RemoteMessageService(
         namesrv, tls=tls.client_tls() or False, access_key=access_key, secret_key=secret_key
     )
+    users = AuthMirror(service.instance.invoke, service.instance.namesrvs) if access_key else None
     metadata, close_metadata = open_metadata(meta, data_dir)
     started = []
     registry = Registry()
@@ -88,12 +93,16 @@ def amqp(
     async def start() -> str:
         await service.start()
         try:
+            if users is not None:
+                await users.start()
             limits = GatewayLimits(max_message_size, consumer_timeout)
             server, bound = await start_gateway(
                 service, metadata, host, port, heartbeat=heartbeat, limits=limits, tls=server_tls,
-                tls_port=tls_port,
+                tls_port=tls_port, acl=users.registry if users is not None else None,
             )  # fmt: skip
         except BaseException:
+            if users is not None:
+                await users.close()
             await service.close()
             await close_metadata()
             raise
@@ -118,6 +127,8 @@ def amqp(
             await stop_metrics(metrics)
         for server in started:
             await server.close()
+        if users is not None:
+            await users.close()
         await service.close()
         await close_metadata()
 

@@ -151,14 +151,16 @@ def dev(
         if amqp_port >= 0:
             try:
                 limits = GatewayLimits(max_message_size, consumer_timeout)
+                acl = broker.auth if broker.config.auth_enabled else None
                 gateway, port = await start_gateway(
-                    local_message_service(broker), metadata, "127.0.0.1", amqp_port, limits=limits
+                    local_message_service(broker), metadata, "127.0.0.1", amqp_port, limits=limits, acl=acl
                 )
             except BaseException:
                 await stop()
                 raise
             add_amqp(registry, gateway, broker.config.broker_cluster_name)
-            lines.append(f"  AMQP        127.0.0.1:{port} (RabbitMQ clients, guest/guest, vhost /)")
+            users = "the cluster's users, or guest/guest" if acl is not None else "guest/guest"
+            lines.append(f"  AMQP        127.0.0.1:{port} (RabbitMQ clients, {users}, vhost /)")
         if console_port != -1:
             try:
                 credentials = {"access_key": name, "secret_key": password} if auth_user else {}

@@ -12,6 +12,7 @@ if TYPE_CHECKING:
     from ferrymq.amqp.catalog import Metadata
     from ferrymq.amqp.gateway import GatewayLimits
     from ferrymq.amqp.server import AMQPServer
+    from ferrymq.auth.registry import AuthRegistry
     from ferrymq.messaging.api import MessageService
     from ferrymq.net.tls import ServerTLS
 
@@ -52,13 +53,15 @@ async def start_gateway(
     limits: GatewayLimits | None = None,
     tls: ServerTLS | None = None,
     tls_port: int | None = None,
+    acl: AuthRegistry | None = None,
 ) -> tuple[AMQPServer, int]:
     """An AMQP gateway serving on host:port (0: any free port), and AMQPS on ``tls_port`` if given;
-    the server and the port it bound."""
+    the server and the port it bound. ``acl``: the cluster's users and rules, whose users may then
+    log in too."""
     from ferrymq.amqp.gateway import Gateway
     from ferrymq.amqp.server import AMQPServer
 
-    gateway = Gateway(service, metadata, limits)
+    gateway = Gateway(service, metadata, limits, acl=acl)
     server = AMQPServer(host, port, gateway, heartbeat=heartbeat, tls=tls, tls_port=tls_port)
     return server, await server.start()
 

@@ -36,12 +36,15 @@ plaintext_port_option = click.option(
 )  # fmt: skip
 
 
-def proxy_server(make: Callable[..., T], *args: Any, tls: ServerTLS | None, plaintext_port: int | None) -> T:
-    """``make(*args, tls=..., plaintext_port=...)`` (a gRPC proxy), its TLS mistakes as CLI errors."""
+def proxy_server(
+    make: Callable[..., T], *args: Any, tls: ServerTLS | None, plaintext_port: int | None, **more: Any
+) -> T:
+    """``make(*args, tls=..., plaintext_port=..., **more)`` (a gRPC proxy), its TLS mistakes as CLI
+    errors."""
     if plaintext_port is not None and (tls is None or not tls.permissive):
         raise click.UsageError("--plaintext-port goes with --tls-server-mode permissive")
     try:
-        return make(*args, tls=tls, plaintext_port=plaintext_port)
+        return make(*args, tls=tls, plaintext_port=plaintext_port, **more)
     except ValueError as exc:
         raise click.UsageError(str(exc)) from None
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import itertools
+import logging
 import random
 import time
 
@@ -30,9 +31,11 @@ from ferrymq.messaging.api import (
     SubscriptionGroupConfig,
     TopicConfig,
 )
+from ferrymq.messaging.user_quotas import UserQuotas
 from ferrymq.net import RemotingError
 from ferrymq.net.client import ADDRESS
 from ferrymq.net.connection import Connection
+from ferrymq.protocol.batch import scan_batch
 from ferrymq.protocol.bodies import (
     HeartbeatData,
     ProducerData,
@@ -40,6 +43,7 @@ from ferrymq.protocol.bodies import (
     decode_body,
     encode_body,
 )
+from ferrymq.protocol.caller import CALLER
 from ferrymq.protocol.codes import RequestCode, ResponseCode
 from ferrymq.protocol.errors import MessageDecodeError
 from ferrymq.protocol.headers import (
@@ -58,9 +62,11 @@ from ferrymq.protocol.recall import RecallHandle
 from ferrymq.protocol.remoting import RemotingCommand
 from ferrymq.protocol.sys_flag import TRANSACTION_COMMIT_TYPE, TRANSACTION_ROLLBACK_TYPE
 
+log = logging.getLogger(__name__)
+
 AUTO_CREATE_TOPIC, AUTO_CREATE_QUEUE_NUMS = "TBW102", 4
 TOPIC_CONFIG_TTL_S = 20.0  # RocketMQ proxy's topicConfigCacheExpiredSeconds
-QUOTA_TTL_S = 10.0  # how long the brokers' connection limits are taken as read
+QUOTA_TTL_S = 10.0  # how long the brokers' per-user quotas are taken as read
 TOPIC_VISIBLE_TIMEOUT_S = 5.0  # a topic just created is in the NameServers' routes by then
 ROUTE_TTL_S = 20.0  # RocketMQ proxy's topicRouteCacheExpiredSeconds; dropped at once when a send fails
 DEAD_LETTER_HOLD_MS = 60_000  # a message being moved to the DLQ stays invisible this long at most
@@ -92,7 +98,7 @@ class RemoteMessageService:
         self.max_body_size = max_body_size  # the brokers' max_message_size
         self._turn = itertools.count()  # pops of any queue take the topic's masters in turn
         self._topic_configs: dict[str, tuple[float, TopicConfig]] = {}  # by topic: (good until, config)
-        self._connection_limits: tuple[float, dict[str, int]] = (0.0, {})  # (good until, by user)
+        self.user_quotas = UserQuotas(self._list_quotas, QUOTA_TTL_S)  # its clients' (CALLER's)
         self._routes: dict[str, tuple[float, TopicRoute]] = {}  # by topic: (good until, its own route)
 
     async def start(self) -> RemoteMessageService:
@@ -130,6 +136,14 @@ class RemoteMessageService:
         self, code: int, topic: str, body: bytes | memoryview, properties: str, queue: MessageQueue | None,
         flag: int, sys_flag: int, born_timestamp: int, reconsume_times: int, producer_group: str, batch: bool,
     ) -> SendOutcome:  # fmt: skip
+        user = CALLER.get()
+        try:
+            refusal = await self.user_quotas.admit_put(user)
+        except MessagingError as e:  # the brokers apply the rest; a user quota unknown is not applied
+            log.warning("user quotas unknown, not applied: %s", e)
+            refusal = None
+        if refusal is not None:
+            return SendOutcome(ResponseCode.SYSTEM_BUSY, refusal)
         try:
             addr, queue = await self._target(topic, queue)
         except ClientError as e:  # no master now (one is being elected): the next send asks again
@@ -158,6 +172,8 @@ class RemoteMessageService:
         if "msgId" not in ext:
             self._routes.pop(topic, None)  # a master demoted, a broker shutting down ...
             return SendOutcome(response.code, response.remark)
+        if user is not None:
+            self.user_quotas.charge_put(user, scan_batch(body)[0] if batch else 1, len(body))
         return SendOutcome(
             response.code, response.remark, queue.broker_name, int(ext["queueId"]), int(ext["queueOffset"]),
             ext["msgId"], ext.get("transactionId"), ext.get("recallHandle"),
@@ -361,19 +377,13 @@ class RemoteMessageService:
 
     async def user_connection_limit(self, user: str) -> int | None:
         """From the quotas of the first broker that answers, asked again after QUOTA_TTL_S."""
-        until, limits = self._connection_limits
-        if time.monotonic() >= until:
-            try:
-                quotas = await Admin(self.instance.namesrvs[0], instance=self.instance).list_quotas()
-            except (ClientError, RemotingError) as e:
-                raise MessagingError(f"cannot read the brokers' quotas: {e}") from e
-            limits = {
-                q["resource"].partition(":")[2]: int(q["connections"])
-                for q in quotas
-                if q.get("kind") == "connections" and q.get("connections")
-            }
-            self._connection_limits = (time.monotonic() + QUOTA_TTL_S, limits)
-        return limits.get(user)
+        return (await self.user_quotas.current()).max_connections(user)
+
+    async def _list_quotas(self) -> list[dict]:
+        try:
+            return await Admin(self.instance.namesrvs[0], instance=self.instance).list_quotas()
+        except (ClientError, RemotingError) as e:
+            raise MessagingError(f"cannot read the brokers' quotas: {e}") from e
 
     async def create_topic(self, topic: str, queue_nums: int = 1) -> None:
         admin = Admin(self.instance.namesrvs[0], instance=self.instance)
@@ -415,6 +425,11 @@ class RemoteMessageService:
         fifo: bool = False,
         init_mode: int = INIT_MODE_MAX,
     ) -> PopOutcome:
+        user = CALLER.get()
+        if user is not None:
+            max_count = await self._user_may_take(user, max_count, poll_ms)
+            if not max_count:
+                return PopOutcome(ResponseCode.POLLING_TIMEOUT, f"User:{user} is over its consume quota")
         try:
             if queue is None:
                 masters = sorted((await self.instance.route(topic)).masters.values())
@@ -430,7 +445,26 @@ class RemoteMessageService:
             )  # fmt: skip
         except ClientError as e:
             return PopOutcome(ResponseCode.TOPIC_NOT_EXIST, str(e))
+        if user is not None and response.code == ResponseCode.SUCCESS and response.body:
+            self.user_quotas.charge_consume(user, len(decode_records(response.body)), len(response.body))
         return PopOutcome(response.code, response.remark, response.body or b"")
+
+    async def _user_may_take(self, user: str, wanted: int, poll_ms: int) -> int:
+        """How many messages a pop for ``user`` may take (0: none), waiting up to its poll time for
+        the user's consume quota to allow one."""
+        deadline = time.monotonic() + poll_ms / 1000
+        while True:
+            try:
+                allowed, wait = await self.user_quotas.consume_allowance(user)
+            except MessagingError as e:
+                log.warning("user quotas unknown, not applied: %s", e)
+                return wanted
+            if allowed >= 1:
+                return int(min(wanted, allowed))
+            left = deadline - time.monotonic()
+            if left <= 0:
+                return 0
+            await asyncio.sleep(min(max(wait, 0.001), left))
 
     async def ack(self, group: str, topic: str, receipt_handle: str) -> None:
         try:

@@ -37,3 +37,9 @@ def queue_topic(vhost: str, queue: str) -> str:
 def queue_group(vhost: str, queue: str) -> str:
     """The consumer group that consumes `queue` in `vhost` (pop-style, shared by every gateway)."""
     return _fit(f"AMQP_GID-{_escape(vhost)}-{_escape(queue)}", MAX_GROUP_LENGTH)
+
+
+def exchange_resource(vhost: str, exchange: str) -> str:
+    """The name ACL rules give `exchange` in `vhost` (a topic name no queue's topic can take, e.g.
+    "AMQP_EX-_2f-logs"; no such topic exists: exchanges hold no messages)."""
+    return _fit(f"AMQP_EX-{_escape(vhost)}-{_escape(exchange)}", MAX_TOPIC_LENGTH)

@@ -199,6 +199,9 @@ class RequestCode(IntEnum):
     AUTH_DELETE_ACL = 3008
     AUTH_GET_ACL = 3009
     AUTH_LIST_ACL = 3010
+    # Every user (with its secret key) and rule at once, for a front that checks clients itself
+    # (ferrymq's own: RocketMQ's proxy asks user by user)
+    AUTH_SNAPSHOT = 3911
     # Quotas (ferrymq's own: RocketMQ has no quota requests)
     QUOTA_SET = 3901
     QUOTA_DELETE = 3902

@@ -1,0 +1,247 @@
+"""AMQP clients (pika) logging in as users of the cluster's ACL, through a gateway in the broker's
+process over a broker with authentication on: the secret key is the password (PLAIN and AMQPLAIN),
+what they do is decided by the cluster's rules as they are at each method, refusals are RabbitMQ's
+403 ACCESS_REFUSED and go to the audit trail; the metadata service's own users still log in; a user's
+produce quota blocks that user's publishing connection."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+
+import pika
+import pytest
+from pika.exceptions import AMQPConnectionError, ChannelClosedByBroker
+
+from ferrymq.amqp.acl import needs
+from ferrymq.amqp.gateway import Gateway
+from ferrymq.amqp.server import AMQPServer
+from ferrymq.auth.model import Action, Resource
+from ferrymq.broker.quota import Quota
+from ferrymq.cli.proxying import local_message_service
+from ferrymq.client import Admin
+from ferrymq.meta.database import database_url, make_engine
+from ferrymq.meta.naming import exchange_resource, queue_group, queue_topic
+from ferrymq.meta.service import MetaService
+from ferrymq.meta.store import MetaStore
+from tests.auth.conftest import ROOT
+
+APP = ("app", "app-secret")
+ORDERS_TOPIC, ORDERS_GROUP = queue_topic("/", "orders"), queue_group("/", "orders")
+
+
+@pytest.fixture
+async def acl_gateway(make_secure, tmp_path):
+    """A secured broker, the rules of user `app` (declare, publish and consume queue "orders"), and
+    a gateway in its process that takes the cluster's users; its AMQP port."""
+    secure = await make_secure()
+    async with Admin(secure.namesrv_addr, access_key=ROOT[0], secret_key=ROOT[1]) as admin:
+        await admin.create_user(*APP)
+        rules = [f"Topic:{ORDERS_TOPIC}", f"Group:{ORDERS_GROUP}"]
+        await admin.create_acl("app", rules, ["Pub", "Sub", "Create"])
+    store = MetaStore(make_engine(database_url(tmp_path / "meta")))
+    store.ensure_defaults()
+    gateway = Gateway(local_message_service(secure.broker), MetaService(store), acl=secure.broker.auth)
+    server = AMQPServer("127.0.0.1", 0, gateway)
+    port = await server.start()
+    yield secure, port
+    await server.close()
+    store.engine.dispose()
+
+
+def connect(port: int, user: tuple[str, str], *, amqplain: bool = False) -> pika.BlockingConnection:
+    credentials = pika.PlainCredentials(*user)
+    if amqplain:
+        credentials.TYPE = "AMQPLAIN"  # pika sends the same fields as an AMQP table
+    return pika.BlockingConnection(
+        pika.ConnectionParameters("127.0.0.1", port, credentials=credentials, connection_attempts=1)
+    )
+
+
+def refused_login(port: int, user: tuple[str, str]) -> str:
+    with pytest.raises(AMQPConnectionError) as refused:
+        connect(port, user)
+    return repr(refused.value)
+
+
+def publish_and_get(port: int, user: tuple[str, str], *, amqplain: bool = False) -> bytes | None:
+    connection = connect(port, user, amqplain=amqplain)
+    try:
+        channel = connection.channel()
+        channel.confirm_delivery()
+        channel.queue_declare("orders")
+        channel.basic_publish("", "orders", b"paid")
+        deadline = time.monotonic() + 10
+        while time.monotonic() < deadline:
+            method, _, body = channel.basic_get("orders", auto_ack=True)
+            if method is not None:
+                return body
+        return None
+    finally:
+        connection.close()
+
+
+def refusal(port: int, user: tuple[str, str], act) -> tuple[int, str]:
+    """The channel error `act(channel)` ends with."""
+    connection = connect(port, user)
+    try:
+        channel = connection.channel()
+        channel.confirm_delivery()
+        with pytest.raises(ChannelClosedByBroker) as closed:
+            act(channel)
+        return closed.value.reply_code, closed.value.reply_text
+    finally:
+        connection.close()
+
+
+async def test_an_acl_user_logs_in_with_its_secret_key_and_a_wrong_one_is_refused(acl_gateway, caplog):
+    _, port = acl_gateway
+    assert await asyncio.to_thread(publish_and_get, port, APP) == b"paid"
+    assert await asyncio.to_thread(publish_and_get, port, APP, amqplain=True) == b"paid"
+    with caplog.at_level(logging.WARNING, logger="ferrymq.audit"):
+        wrong = await asyncio.to_thread(refused_login, port, ("app", "not-it"))
+        unknown = await asyncio.to_thread(refused_login, port, ("nobody", "x"))
+    assert "403" in wrong and "ACCESS_REFUSED - Login was refused" in wrong
+    no_vhost = pika.ConnectionParameters(
+        "127.0.0.1", port, "nope", pika.PlainCredentials(*APP), connection_attempts=1
+    )
+    with pytest.raises(AMQPConnectionError) as missing:
+        await asyncio.to_thread(pika.BlockingConnection, no_vhost)
+    assert "530" in repr(missing.value) and "vhost nope not found" in repr(missing.value)
+    assert "403" in unknown
+    lines = [r.getMessage() for r in caplog.records if r.name == "ferrymq.audit"]
+    assert any(
+        "refused user=app amqp=connection.start-ok" in x and "check password failed" in x for x in lines
+    )
+    assert any("refused user=nobody amqp=connection.start-ok" in x for x in lines), lines
+    assert not any("not-it" in x or APP[1] in x for x in lines)
+
+
+async def test_what_the_rules_do_not_allow_is_refused_with_403(acl_gateway, caplog):
+    secure, port = acl_gateway
+    async with Admin(secure.namesrv_addr, access_key=ROOT[0], secret_key=ROOT[1]) as admin:
+        await admin.create_user("writer", "writer-secret")
+        await admin.create_acl("writer", [f"Topic:{ORDERS_TOPIC}"], ["Pub"])
+    writer = ("writer", "writer-secret")
+    await asyncio.to_thread(publish_and_get, port, APP)  # app declares the queue
+
+    def consume(channel) -> None:
+        channel.basic_consume("orders", lambda *_: None)
+
+    def declare_other(channel) -> None:
+        channel.queue_declare("audit")
+
+    def declare_exchange(channel) -> None:
+        channel.exchange_declare("events", "fanout")
+
+    def publish(channel) -> None:
+        channel.basic_publish("", "orders", b"x")
+
+    with caplog.at_level(logging.WARNING, logger="ferrymq.audit"):
+        consumed = await asyncio.to_thread(refusal, port, writer, consume)
+        declared = await asyncio.to_thread(refusal, port, APP, declare_other)
+        exchanged = await asyncio.to_thread(refusal, port, APP, declare_exchange)
+    assert consumed == (
+        403,
+        f"ACCESS_REFUSED - access to queue 'orders' in vhost '/' refused for user 'writer': User:writer "
+        f"has no permission to access Group:{ORDERS_GROUP} with Sub",
+    )
+    assert declared[0] == 403 and f"Topic:{queue_topic('/', 'audit')} with Create" in declared[1]
+    assert exchanged[0] == 403 and f"Topic:{exchange_resource('/', 'events')} with Create" in exchanged[1]
+    lines = [r.getMessage() for r in caplog.records if r.name == "ferrymq.audit"]
+    assert any(x.startswith("refused user=writer amqp=basic.consume") for x in lines), lines
+    assert any(x.startswith("refused user=app amqp=exchange.declare") for x in lines), lines
+
+    # the writer may publish into "orders" (Pub on its topic), not into a queue it has no Pub on
+    connection = await asyncio.to_thread(connect, port, APP)
+    channel = await asyncio.to_thread(connection.channel)
+    async with Admin(secure.namesrv_addr, access_key=ROOT[0], secret_key=ROOT[1]) as admin:
+        audit_rules = [f"Topic:{queue_topic('/', 'audit')}", f"Group:{queue_group('/', 'audit')}"]
+        await admin.create_acl("app", audit_rules, ["Create", "Sub"])
+    await asyncio.to_thread(channel.queue_declare, "audit")
+    await asyncio.to_thread(connection.close)
+
+    def publish_audit(channel) -> None:
+        channel.basic_publish("", "audit", b"x")
+
+    await asyncio.to_thread(publish_and_get, port, APP)  # still allowed
+    code, text = await asyncio.to_thread(refusal, port, writer, publish_audit)
+    assert code == 403
+    assert text == (
+        "ACCESS_REFUSED - access to queue 'audit' in vhost '/' refused for user 'writer': User:writer has "
+        f"no permission to access Topic:{queue_topic('/', 'audit')} with Pub"
+    )
+
+
+async def test_a_rule_changed_at_run_time_applies_to_the_next_publish(acl_gateway):
+    secure, port = acl_gateway
+    connection = await asyncio.to_thread(connect, port, APP)
+    try:
+        channel = await asyncio.to_thread(connection.channel)
+        await asyncio.to_thread(channel.confirm_delivery)
+        await asyncio.to_thread(channel.queue_declare, "orders")
+        await asyncio.to_thread(channel.basic_publish, "", "orders", b"before")
+        async with Admin(secure.namesrv_addr, access_key=ROOT[0], secret_key=ROOT[1]) as admin:
+            await admin.create_acl("app", [f"Topic:{ORDERS_TOPIC}"], ["Pub"], decision="Deny")
+        with pytest.raises(ChannelClosedByBroker) as closed:
+            await asyncio.to_thread(channel.basic_publish, "", "orders", b"after")
+        assert closed.value.reply_code == 403 and f"Topic:{ORDERS_TOPIC} with Pub" in closed.value.reply_text
+    finally:
+        await asyncio.to_thread(connection.close)
+    async with Admin(secure.namesrv_addr, access_key=ROOT[0], secret_key=ROOT[1]) as admin:
+        await admin.update_user("app", status="disable")
+    assert "403" in await asyncio.to_thread(refused_login, port, APP)
+
+
+async def test_the_metadata_services_users_still_log_in_and_an_acl_user_wins_a_name_clash(acl_gateway):
+    secure, port = acl_gateway
+    assert await asyncio.to_thread(publish_and_get, port, ("guest", "guest")) == b"paid"
+    async with Admin(secure.namesrv_addr, access_key=ROOT[0], secret_key=ROOT[1]) as admin:
+        await admin.create_user("guest", "cluster-secret")
+    assert "403" in await asyncio.to_thread(refused_login, port, ("guest", "guest"))
+
+    def declare(channel) -> None:
+        channel.queue_declare("orders")
+
+    code, text = await asyncio.to_thread(refusal, port, ("guest", "cluster-secret"), declare)
+    assert code == 403 and "User:guest has no permission" in text  # in, by the cluster's (no) rules
+
+
+def publish_blocked(port: int, user: tuple[str, str], count: int) -> list[str]:
+    seen: list[str] = []
+    connection = connect(port, user)
+    try:
+        connection.add_on_connection_blocked_callback(lambda _c, m: seen.append(m.method.reason))
+        channel = connection.channel()
+        channel.confirm_delivery()
+        channel.queue_declare("orders")
+        for i in range(count):
+            channel.basic_publish("", "orders", b"%d" % i)
+        connection.process_data_events(time_limit=0.2)  # pika hands blocked/unblocked over here
+        return seen
+    finally:
+        connection.close()
+
+
+async def test_a_users_produce_quota_blocks_that_users_connection(acl_gateway):
+    secure, port = acl_gateway
+    secure.broker.quotas.set(Quota("produce", "User:app", messages=20))
+    seen = await asyncio.to_thread(publish_blocked, port, APP, 30)
+    assert seen and seen[0].startswith("flow control: quota exceeded: User:app may produce 20 messages/s")
+    assert await asyncio.to_thread(publish_blocked, port, ("guest", "guest"), 30) == []  # not guest's
+
+
+def test_rabbitmq_permissions_map_onto_actions_on_the_queues_topic_and_group():
+    topic, group = Resource.topic(ORDERS_TOPIC), Resource.group(ORDERS_GROUP)
+    events = Resource.topic(exchange_resource("/", "events"))
+    pub, sub = frozenset({Action.PUB}), frozenset({Action.SUB})
+    create, delete = frozenset({Action.CREATE}), frozenset({Action.DELETE})
+    assert needs("configure", "queue", "/", "orders", (50, 10)) == [(topic, create), (group, create)]
+    assert needs("configure", "queue", "/", "orders", (50, 40)) == [(topic, delete), (group, delete)]
+    assert needs("write", "queue", "/", "orders", (50, 20)) == [(topic, pub)]  # queue.bind
+    assert needs("read", "queue", "/", "orders", (60, 20)) == [(group, sub), (topic, sub)]
+    assert needs("configure", "exchange", "/", "events", (40, 10)) == [(events, create)]
+    assert needs("configure", "exchange", "/", "events", (40, 20)) == [(events, delete)]
+    assert needs("write", "exchange", "/", "events", (60, 40)) == []  # checked at the queues it reaches
+    assert needs("read", "exchange", "/", "events", (50, 20)) == []
