@@ -10,7 +10,7 @@ import time
 import pytest
 
 from ferrymq.bench.processes import free_port
-from ferrymq.client import ClientError, Message, Producer, PullConsumer
+from ferrymq.client import ClientError, ClientInstance, Message, Producer, PullConsumer
 from ferrymq.client.standby import ORIGIN_TOPIC, RELAYED_FROM, standby_topic
 from ferrymq.relay import Relay
 from tests.broker.conftest import make_cluster
@@ -111,3 +111,23 @@ async def test_relay_puts_messages_back_once_with_their_key_tags_properties_and_
         for m in await read(primary.namesrv_addr, topic, 5, "ids")
     }
     assert ids == {r.msg_id for r in sent}
+
+
+async def test_a_primary_that_does_not_answer_is_given_up_after_standby_after(make_cluster):
+    standby = await make_cluster()
+
+    async def silent(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        await reader.read()  # takes every request, answers none (a paused or cut-off NameServer)
+        writer.close()
+
+    server = await asyncio.start_server(silent, "127.0.0.1", 0)
+    primary = ClientInstance(f"127.0.0.1:{server.sockets[0].getsockname()[1]}", request_timeout=600)
+    await primary.start()
+    try:
+        producer = degraded_producer(standby.namesrv_addr, "unused", instance=primary, standby_after=0.2)
+        async with asyncio.timeout(60), producer:  # without standby_after: 600 s for the route
+            result = await producer.send(Message("Orders", b"late"))
+        assert result.to_standby
+    finally:
+        await primary.close()
+        server.close()
