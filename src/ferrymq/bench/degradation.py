@@ -18,11 +18,11 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from ferrymq.bench.failover import AckLog, SteadyProducer, read_back
 from ferrymq.bench.processes import Proc, free_port
-from ferrymq.client import ClientError, Message, Producer, PullConsumer
+from ferrymq.client import ClientError, Message, Producer
 from ferrymq.client.standby import standby_topic
 from ferrymq.net import RemotingClient, RemotingError
-from ferrymq.net.tasks import BackgroundTasks
 from ferrymq.protocol.bodies import TopicRouteData, decode_body
 from ferrymq.protocol.codes import RequestCode, ResponseCode
 from ferrymq.protocol.remoting import RemotingCommand
@@ -121,9 +121,8 @@ class PlainCluster:
 
 
 @dataclass
-class SendLog:
-    acked: dict[str, float] = field(default_factory=dict)  # key -> when acknowledged (monotonic)
-    to_standby: set[str] = field(default_factory=set)
+class SendLog(AckLog):
+    to_standby: set[str] = field(default_factory=set)  # keys the standby acknowledged
     failed: list[tuple[float, str]] = field(default_factory=list)  # (when, error) of sends that raised
     sent: int = 0
 
@@ -135,42 +134,23 @@ class SendLog:
         return max((b - a for a, b in itertools.pairwise(points)), default=0.0)
 
 
-class RatedProducer:
-    """`rate` sends a second (spread over `concurrency` senders), unique keys, no retries by the
-    application: whatever the SDK does with a failure is what is measured."""
+class RatedProducer(SteadyProducer):
+    """`rate` sends a second over `concurrency` senders, to a primary with a standby behind it, and no
+    retries by the application: whatever the SDK does with a failure is what is measured."""
 
     def __init__(self, primary: str, standby: str, *, rate: float = 200.0, concurrency: int = 4) -> None:
+        super().__init__(primary, "s", concurrency=concurrency, interval=concurrency / rate)
         self.producer = Producer(
             "degrading-producer", primary, standby_namesrv_addr=standby, standby_topic=standby_topic(PRIMARY),
             send_timeout=2.0,
         )  # fmt: skip
-        self.interval = concurrency / rate
-        self.concurrency = concurrency
-        self.log = SendLog()
-        self._tasks = BackgroundTasks("rated producer")
-        self._stop = asyncio.Event()
-        self._senders: list[asyncio.Task] = []
+        self.log: SendLog = SendLog()
 
-    async def start(self) -> None:
-        await self.producer.start()
-        self._senders = [
-            self._tasks.spawn(self._sender(i), name=f"sender {i}") for i in range(self.concurrency)
-        ]
-
-    async def stop(self) -> SendLog:
-        self._stop.set()
-        if self._senders:
-            await asyncio.wait(self._senders)
-        await self._tasks.close()
-        await self.producer.shutdown()
-        return self.log
-
-    async def _sender(self, i: int) -> None:
-        n = 0
+    async def _sender(self) -> None:
         next_at = time.monotonic()
         while not self._stop.is_set():
-            n += 1
-            key = f"s{i}-{n}"
+            self._counter += 1
+            key = f"{self.prefix}-{self._counter}"
             self.log.sent += 1
             try:
                 result = await self.producer.send(Message(TOPIC, key.encode(), keys=key, tags="degrade"))
@@ -182,37 +162,6 @@ class RatedProducer:
                     self.log.to_standby.add(key)
             next_at += self.interval
             await asyncio.sleep(max(0.0, next_at - time.monotonic()))
-
-    async def wait_acks(self, count: int, timeout: float) -> None:
-        target = len(self.log.acked) + count
-        deadline = time.monotonic() + timeout
-        while len(self.log.acked) < target:
-            if time.monotonic() > deadline:
-                raise TimeoutError(
-                    f"only {len(self.log.acked)} of {target} sends acknowledged in {timeout:g} s"
-                )
-            await asyncio.sleep(0.05)
-
-
-async def receive_all(namesrv: str, expected: set[str], timeout: float) -> tuple[set[str], int]:
-    """Consume TOPIC on the primary from its start until every expected key came (or `timeout`):
-    (keys received, messages received including second copies)."""
-    found: set[str] = set()
-    total = 0
-    deadline = time.monotonic() + timeout
-    async with PullConsumer("degrade-app", namesrv, consume_from="first", pull_batch_size=256) as consumer:
-        await consumer.subscribe(TOPIC)
-        idle = 0
-        while time.monotonic() < deadline and (not expected <= found or idle < 3):
-            try:
-                messages = await consumer.poll(timeout=1.0)
-            except (ClientError, RemotingError):
-                await asyncio.sleep(0.5)
-                continue
-            idle = 0 if messages else idle + 1
-            total += len(messages)
-            found.update(m.body.decode() for m in messages)
-    return found, total
 
 
 async def degradation_trial(
@@ -244,10 +193,10 @@ async def degradation_trial(
         await primary.wait_routed(TOPIC, 2, settle)
         back_at = time.monotonic()
         await asyncio.sleep(after)  # the producer returns to the primary; the relay drains the standby
-        log = await producer.stop()
-        producer = None
+        await producer.stop()
+        log, producer = producer.log, None
         producer_cpu, elapsed = time.process_time() - cpu0, time.monotonic() - t0
-        found, total = await receive_all(primary.namesrv_addr, set(log.acked), settle)
+        found, total = await read_back(primary.namesrv_addr, set(log.acked), settle, TOPIC)
         relay_cpu, standby_cpu = (
             cpu_seconds(relay.pid),
             sum(cpu_seconds(p.pid) for p in standby.procs.values()),
