@@ -131,3 +131,37 @@ async def test_a_primary_that_does_not_answer_is_given_up_after_standby_after(ma
     finally:
         await primary.close()
         server.close()
+
+
+async def test_with_the_standby_down_too_a_primary_in_back_off_is_tried_again(make_cluster):
+    primary = await make_cluster()
+    nowhere = f"127.0.0.1:{free_port()}"
+    async with degraded_producer(nowhere, primary.namesrv_addr) as producer:
+        primary.broker.config.broker_permission = 4  # read only: sends refused with NO_PERMISSION
+        for _ in range(4):  # each failure doubles the primary's back-off, to 8 s by now
+            with pytest.raises(ClientError, match="standby"):
+                await producer.send(Message("Orders", b"refused by both"))
+        primary.broker.config.broker_permission = 6
+        result = await producer.send(Message("Orders", b"taken"))  # within the back-off
+    assert not result.to_standby and result.message_queue.topic == "Orders"
+
+
+async def test_a_relay_stopped_while_the_primary_is_down_commits_nothing_it_did_not_put_back(
+    make_cluster, tmp_path
+):
+    primary = await make_cluster(store_path_root_dir=tmp_path / "primary")
+    standby = await make_cluster(store_path_root_dir=tmp_path / "standby")
+    nowhere = f"127.0.0.1:{free_port()}"
+    async with degraded_producer(standby.namesrv_addr, nowhere) as producer:
+        sent = [await producer.send(Message("Orders", f"m{i}".encode())) for i in range(20)]
+    async with Relay(standby.namesrv_addr, nowhere, STANDBY_TOPIC) as down:
+        deadline = time.monotonic() + 20
+        while down.stats.failed_sends < 2 and time.monotonic() < deadline:
+            await asyncio.sleep(0.05)
+        assert down.stats.failed_sends >= 2 and down.stats.relayed == 0
+    async with Relay(standby.namesrv_addr, primary.namesrv_addr, STANDBY_TOPIC) as up:
+        deadline = time.monotonic() + 20
+        while up.stats.relayed < 20 and time.monotonic() < deadline:
+            await asyncio.sleep(0.05)
+    got = await read(primary.namesrv_addr, "Orders", 20, "app")
+    assert sorted(m.msg_id for m in got) == sorted(r.msg_id for r in sent)

@@ -79,27 +79,35 @@ class Degradation:
         messages = [self._with_id(m) for m in messages]  # the same id on whichever cluster stores it
         failure: Exception | None = None
         if self._primary.available(_PRIMARY):
-            try:
-                async with asyncio.timeout(self.standby_after):
-                    result = await to_primary(messages)
-            except (ClientError, RemotingError, TimeoutError) as e:
-                if not self._cannot_take(e):
-                    raise
-                failure = e
-                if self._primary.available(_PRIMARY):
-                    log.warning(
-                        "primary cluster cannot take messages (%s): sending to the standby", e or "timeout"
-                    )
-                self._primary.failed(_PRIMARY)
-            else:
-                self._primary.succeeded(_PRIMARY, 0.0)
+            result, failure = await self._to_primary(messages, to_primary)
+            if result is not None:
                 return result
         try:
             result = await self._to_standby(messages, batch)
         except (ClientError, RemotingError) as e:
-            raise type(e)(f"primary: {failure or 'in back-off'}; standby: {e}") from e
+            if failure is None:  # the primary was in back-off: it may be back before the back-off ends
+                result, failure = await self._to_primary(messages, to_primary)
+                if result is not None:
+                    return result
+            raise type(e)(f"primary: {failure}; standby: {e}") from e
         self.diverted += len(messages)
         return result
+
+    async def _to_primary(
+        self, messages: Sequence[Message], to_primary: Callable[[Sequence[Message]], Awaitable[SendResult]]
+    ) -> tuple[SendResult | None, Exception | None]:
+        """(its answer, None), or (None, why it cannot take the messages now: it is then avoided)."""
+        try:
+            async with asyncio.timeout(self.standby_after):
+                return await to_primary(messages), None
+        except (ClientError, RemotingError, TimeoutError) as e:
+            if not self._cannot_take(e):
+                raise
+            why = str(e) or f"no answer within standby_after, {self.standby_after:g} s"
+            if self._primary.available(_PRIMARY):
+                log.warning("primary cluster cannot take messages (%s): sending to the standby", why)
+            self._primary.failed(_PRIMARY)
+            return None, e if str(e) else TimeoutError(why)
 
     def _with_id(self, message: Message) -> Message:
         if Prop.UNIQ_KEY in message.properties:
