@@ -10,7 +10,7 @@ import time
 import pytest
 
 from ferrymq.bench.processes import free_port
-from ferrymq.client import ClientError, ClientInstance, Message, Producer, PullConsumer
+from ferrymq.client import Admin, ClientError, ClientInstance, Message, Producer, PullConsumer
 from ferrymq.client.standby import ORIGIN_TOPIC, RELAYED_FROM, standby_topic
 from ferrymq.relay import Relay
 from tests.broker.conftest import make_cluster
@@ -159,6 +159,9 @@ async def test_a_relay_stopped_while_the_primary_is_down_commits_nothing_it_did_
         while down.stats.failed_sends < 2 and time.monotonic() < deadline:
             await asyncio.sleep(0.05)
         assert down.stats.failed_sends >= 2 and down.stats.relayed == 0
+        async with Admin(standby.namesrv_addr) as admin:  # the backlog is the relay group's lag
+            assert (await admin.consume_stats(down.group, STANDBY_TOPIC)).diff == 20
+            assert STANDBY_TOPIC in (await admin.consumer_connections(down.group)).subscription_table
     async with Relay(standby.namesrv_addr, primary.namesrv_addr, STANDBY_TOPIC) as up:
         deadline = time.monotonic() + 20
         while up.stats.relayed < 20 and time.monotonic() < deadline:

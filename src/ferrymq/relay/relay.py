@@ -20,6 +20,7 @@ from ferrymq.client.instance import ClientError, ClientInstance
 from ferrymq.client.message import Message, MessageExt, MessageQueue
 from ferrymq.client.producer import Producer
 from ferrymq.client.pull import (
+    EVERY_TAG,
     PullStatus,
     initial_offset,
     master_addr,
@@ -27,9 +28,11 @@ from ferrymq.client.pull import (
     pull_addr,
     query_offset,
 )
+from ferrymq.client.push_consumer import CONSUME_FROM_WHERE
 from ferrymq.client.standby import ORIGIN_TOPIC, RELAYED_FROM
 from ferrymq.net import RemotingError
 from ferrymq.net.tasks import BackgroundTasks
+from ferrymq.protocol.bodies import ConsumerData
 from ferrymq.protocol.codes import RequestCode, ResponseCode
 from ferrymq.protocol.properties import Prop
 from ferrymq.protocol.remoting import RemotingCommand
@@ -83,6 +86,7 @@ class Relay:
 
     async def start(self) -> None:
         await self.standby.start()
+        self.standby.consumers[self.group] = self._consumer_data  # admin tools see it, and its lag
         await self.primary.start()
         self._tasks.spawn(self._watch_queues(), name=f"queues of {self.topic}")
 
@@ -99,6 +103,13 @@ class Relay:
     async def __aexit__(self, *exc) -> None:
         await self.stop()
 
+    def _consumer_data(self) -> ConsumerData:
+        return ConsumerData(
+            group_name=self.group, consume_type="CONSUME_ACTIVELY", message_model="CLUSTERING",
+            consume_from_where=CONSUME_FROM_WHERE["first"],
+            subscription_data_set=[EVERY_TAG.subscription(self.topic, 0)],
+        )  # fmt: skip
+
     async def _watch_queues(self) -> None:
         """A task per queue of the standby topic, as queues appear (the topic may not exist yet)."""
         while True:
@@ -107,10 +118,12 @@ class Relay:
             except _FAILURES as e:
                 log.warning("relay: no route of %s on the standby: %s", self.topic, e)
                 route = None
-            for mq in route.read_queues if route else ():
-                if mq not in self._queues:
-                    self._queues.add(mq)
-                    self._tasks.spawn(self._drain(mq), name=f"relay {mq}")
+            new = [mq for mq in (route.read_queues if route else ()) if mq not in self._queues]
+            for mq in new:
+                self._queues.add(mq)
+                self._tasks.spawn(self._drain(mq), name=f"relay {mq}")
+            if new:  # the brokers know the relay now, not at the next 30 s heartbeat
+                await self.standby.heartbeat_all()
             await asyncio.sleep(self.queue_refresh if self._queues else self.retry_pause)
 
     async def _drain(self, mq: MessageQueue) -> None:
