@@ -200,7 +200,9 @@ class Producer:
             return await self.degradation.send([message], False, lambda m: self._send_here(m[0]))
         return await self._send_here(message, selector, arg)
 
-    async def _send_here(self, message: Message, selector: QueueSelector | None = None, arg: object = None):
+    async def _send_here(
+        self, message: Message, selector: QueueSelector | None = None, arg: object = None
+    ) -> SendResult:
         body, props, sys_flag, uniq = self._prepare(message)
         result = await self._send(
             message.topic, body, props, message.flag, sys_flag, False, selector, message, arg
