@@ -108,7 +108,9 @@ async def under_load(
     return master, group, producer
 
 
-async def read_back(namesrv: str, expected: set[str], timeout: float = 60.0) -> tuple[set[str], int]:
+async def read_back(
+    namesrv: str, expected: set[str], timeout: float = 60.0, topic: str = TOPIC
+) -> tuple[set[str], int]:
     """Read the topic from the start off the current master: (keys found, messages read incl. duplicates)."""
     found: set[str] = set()
     total = 0
@@ -117,7 +119,7 @@ async def read_back(namesrv: str, expected: set[str], timeout: float = 60.0) -> 
         f"readback-{time.monotonic_ns()}", namesrv, consume_from="first", pull_batch_size=256
     )
     async with consumer:
-        await consumer.subscribe(TOPIC)
+        await consumer.subscribe(topic)
         idle_polls = 0
         while time.monotonic() < deadline and (not expected <= found or idle_polls < 3):
             try:

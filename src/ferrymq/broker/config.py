@@ -24,6 +24,11 @@ class BrokerConfig(TLSSettings):
     broker_name: str = "broker-a"
     broker_id: int = 0
     namesrv_addr: str = ""  # "host:port;host2:port2"
+    # Without namesrv_addr: the NameServer list from the address service (RocketMQ's), polled and followed.
+    fetch_namesrv_addr_by_address_server: bool = False
+    rmq_address_server_domain: str = "jmenv.tbsite.net"  # http://<domain>[:8080]/rocketmq/<sub group>
+    rmq_address_server_sub_group: str = "nsaddr"
+    namesrv_addr_poll_interval: int = 120_000  # ms between fetches of the list (RocketMQ: 2 minutes)
     listen_host: str = "0.0.0.0"
     listen_port: int = 10911
     broker_ip1: str = ""  # the address published to NameServers; default: the listen host, or 127.0.0.1

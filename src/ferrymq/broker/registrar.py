@@ -1,5 +1,7 @@
 """Registration with every NameServer: at start, every `register_name_server_period`, on topic
-changes, and an unregistration at stop. A NameServer that is down is retried next period."""
+changes, and an unregistration at stop. A NameServer that is down is retried next period. Without a
+configured list, the list comes from the address service (`fetch_namesrv_addr_by_address_server`),
+and a new list is registered with at once."""
 
 from __future__ import annotations
 
@@ -13,6 +15,7 @@ import msgspec
 from ferrymq.broker.config import BrokerConfig
 from ferrymq.broker.topics import PERM_READ, PERM_WRITE, TopicConfigManager
 from ferrymq.net import RemotingClient, RemotingError
+from ferrymq.net.nsaddr import NameServerAddressWatcher, ws_addr
 from ferrymq.protocol.bodies import RegisterBrokerBody, TopicConfigSerializeWrapper, encode_body
 from ferrymq.protocol.codes import RequestCode, ResponseCode
 from ferrymq.protocol.headers import (
@@ -50,6 +53,24 @@ class NameServerRegistrar:
         self.master_addr: str | None = None
         self._failing: set[str] = set()
         self.registered: set[str] = set()  # NameServers whose last registration succeeded (readiness)
+        self.address_service = (
+            NameServerAddressWatcher(
+                ws_addr(config.rmq_address_server_domain, config.rmq_address_server_sub_group),
+                self._namesrvs_changed,
+            )
+            if config.fetch_namesrv_addr_by_address_server and not config.namesrv_addrs
+            else None
+        )
+
+    async def follow_address_service(self) -> None:
+        """Fetch the NameServer list (if it comes from the address service); register with a new one."""
+        if self.address_service is not None and await self.address_service.refresh():
+            await self.register_all()
+
+    def _namesrvs_changed(self, addrs: list[str]) -> None:
+        self.config.namesrv_addr = ";".join(addrs)
+        self.registered &= set(addrs)
+        self._failing &= set(addrs)
 
     async def register_all(self) -> None:
         config = self.config

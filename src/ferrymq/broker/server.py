@@ -187,6 +187,9 @@ class Broker:
                 config, self.store, self.ha, self.client, self, every=self._every, spawn=self._spawn
             )
             await self.replicas.start(self.server)
+        if self.registrar.address_service is not None:  # the NameServer list comes from there
+            await self.registrar.address_service.refresh()
+            self._every(config.namesrv_addr_poll_interval / 1000, self.registrar.follow_address_service)
         await self.registrar.register_all()
         self._every(config.register_name_server_period / 1000, self.registrar.register_all)
         self._every(config.flush_consumer_offset_interval / 1000, self._persist_offsets)

@@ -28,6 +28,7 @@ COMMANDS = {  # name: "module:attribute" under ferrymq.cli
     "operator": "operator:operator",
     "produce": "clients:produce",
     "proxy": "proxy:proxy",
+    "relay": "relay:relay",
     "spark": "spark:spark",
 }
 

@@ -3,6 +3,12 @@
 One remoting client (one connection per broker), the topic routes from the NameServers refreshed
 every 30 s (and at once when a send fails), and heartbeats that tell every broker which producer
 and consumer groups live here.
+
+Where the NameServers are, in RocketMQ's order of precedence: `namesrv_addr` ("host:port;host:port"),
+else the address service at `ws_addr`, else the NAMESRV_ADDR environment variable, else the address
+service of the ROCKETMQ_NAMESRV_DOMAIN (and ROCKETMQ_NAMESRV_DOMAIN_SUBGROUP) environment variables,
+RocketMQ's rocketmq.namesrv.domain. An http(s):// URL given as `namesrv_addr` is taken as `ws_addr`.
+A list from the address service is polled every `namesrv_poll_interval` s and followed when it changes.
 """
 
 from __future__ import annotations
@@ -14,12 +20,12 @@ import os
 import random
 import socket
 import ssl
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import TypeAlias
 
 from ferrymq.client.aio import outcome
-from ferrymq.net import RemotingClient, RemotingError
+from ferrymq.net import RemotingClient, RemotingError, nsaddr
 from ferrymq.net.tasks import BackgroundTasks
 from ferrymq.net.tls import ClientTLS, client_context
 from ferrymq.protocol.acl_signing import Credentials
@@ -81,15 +87,35 @@ class TopicRoute:
         return cls(data, tuple(write), tuple(read), masters)
 
 
+def namesrv_source(
+    namesrv_addr: str | None, given_ws_addr: str | None, environ: Mapping[str, str] = os.environ
+) -> tuple[list[str], str | None]:
+    """(fixed NameServer list, address service URL): one of them, by RocketMQ's precedence."""
+    if namesrv_addr and namesrv_addr.strip().startswith(("http://", "https://")):
+        return [], namesrv_addr.strip()
+    if addrs := nsaddr.split_addrs(namesrv_addr):
+        return addrs, None
+    if given_ws_addr:
+        return [], given_ws_addr
+    if addrs := nsaddr.split_addrs(environ.get("NAMESRV_ADDR")):
+        return addrs, None
+    if domain := environ.get("ROCKETMQ_NAMESRV_DOMAIN"):
+        subgroup = environ.get("ROCKETMQ_NAMESRV_DOMAIN_SUBGROUP") or nsaddr.DEFAULT_SUBGROUP
+        return [], nsaddr.ws_addr(domain, subgroup)
+    raise ValueError(
+        "no NameServer: give namesrv_addr as host:port[;host:port], or an address service as ws_addr"
+    )
+
+
 class ClientInstance:
-    def __init__(self, namesrv_addr: str, *, request_timeout: float = 3.0, route_refresh: float = 30.0,
+    def __init__(self, namesrv_addr: str | None, *, request_timeout: float = 3.0, route_refresh: float = 30.0,
                  heartbeat_interval: float = 30.0, tls: TLSOption = False, access_key: str | None = None,
-                 secret_key: str | None = None) -> None:  # fmt: skip
+                 secret_key: str | None = None, ws_addr: str | None = None,
+                 namesrv_poll_interval: float = nsaddr.DEFAULT_POLL_INTERVAL) -> None:  # fmt: skip
         """``access_key``/``secret_key``: sign every request with them (RocketMQ's ACL session
         credentials), for servers with authentication on."""
-        self.namesrvs = [a.strip() for a in namesrv_addr.split(";") if a.strip()]
-        if not self.namesrvs:
-            raise ValueError("namesrv_addr is empty: give at least one NameServer as host:port")
+        self.namesrvs, self.ws_addr = namesrv_source(namesrv_addr, ws_addr)
+        self._namesrv_poll_interval = namesrv_poll_interval
         self.client_id = f"{_local_ip()}@{os.getpid()}#{next(_instance_ids)}"
         self.request_timeout = request_timeout
         credentials = Credentials(access_key or "", secret_key or "") if access_key or secret_key else None
@@ -107,6 +133,14 @@ class ClientInstance:
         self._refreshing: dict[str, asyncio.Task[TopicRoute | Exception]] = {}
 
     async def start(self) -> None:
+        if self.ws_addr is not None:
+            watcher = nsaddr.NameServerAddressWatcher(
+                self.ws_addr, self._namesrvs_changed, self.request_timeout
+            )
+            await watcher.refresh()  # RocketMQ fetches once at start, then polls
+            self._tasks.spawn(
+                self._every(self._namesrv_poll_interval, watcher.refresh), name="NameServer list"
+            )
         self._tasks.spawn(self._every(self._route_refresh, self.refresh_all_routes), name="route refresh")
         self._tasks.spawn(self._every(self._heartbeat_interval, self.heartbeat_all), name="heartbeats")
 
@@ -116,6 +150,9 @@ class ClientInstance:
         await self._tasks.close()
         self._tasks = BackgroundTasks(f"client instance {self.client_id}")
         await self.remoting.close()
+
+    def _namesrvs_changed(self, addrs: list[str]) -> None:
+        self.namesrvs = addrs
 
     async def _every(self, period: float, job) -> None:
         while True:
@@ -167,6 +204,10 @@ class ClientInstance:
         return route
 
     async def _query_route(self, topic: str) -> TopicRouteData | None:
+        if not self.namesrvs:
+            raise ClientError(
+                f"cannot get the route of {topic}: no NameServer known yet (from {self.ws_addr})"
+            )
         errors = []
         for addr in random.sample(self.namesrvs, len(self.namesrvs)):
             request = RemotingCommand(RequestCode.GET_ROUTEINFO_BY_TOPIC, ext_fields={"topic": topic})

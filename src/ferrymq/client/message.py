@@ -68,3 +68,4 @@ class SendResult:
     queue_offset: int
     region_id: str = "DefaultRegion"  # the broker's MSG_REGION
     trace_on: bool = True  # the broker's TRACE_ON: message trace skips sends to brokers that say false
+    to_standby: bool = False  # the primary cluster could not take it: stored on the standby cluster

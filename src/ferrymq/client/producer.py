@@ -8,7 +8,8 @@ goes again to the same broker, for up to `flow_control_timeout` seconds. Bodies 
 or more are compressed, with zlib unless `compression` says lz4 or zstd (RocketMQ 5's compressType;
 consumers older than RocketMQ 5 read zlib only). With `auto_batch`, concurrent sends are gathered into
 SEND_BATCH_MESSAGE requests (up to `max_batch_bytes`, waiting at most `linger_ms`), as Kafka
-producers do.
+producers do. With `standby_namesrv_addr`, a message the primary cluster cannot take goes to a standby
+cluster instead (see `ferrymq.client.standby`).
 """
 
 from __future__ import annotations
@@ -25,6 +26,7 @@ from ferrymq.client.faults import BrokerAvoidance
 from ferrymq.client.hooks import Hooks, SendHook, hooked_send
 from ferrymq.client.instance import ClientError, ClientInstance, TLSOption, TopicRoute
 from ferrymq.client.message import RETRY_PREFIX, Message, MessageQueue, SendResult, SendStatus
+from ferrymq.client.standby import Degradation, standby_topic
 from ferrymq.client.trace import TraceDispatcher
 from ferrymq.client.uniq_key import UniqKeyGenerator
 from ferrymq.net import RemotingError
@@ -55,11 +57,18 @@ _RETRY_CODES = {
 
 
 class SendError(ClientError):
-    """A send that failed for good; `code` is the broker's response code when it answered."""
+    """A send that failed for good; `code` is the broker's response code when it answered;
+    `unavailable`: no broker of the cluster could take it (none writable, or every attempt failed)."""
 
-    def __init__(self, message: str, code: int | None = None) -> None:
+    def __init__(self, message: str, code: int | None = None, *, unavailable: bool = False) -> None:
         super().__init__(message)
         self.code = code
+        self.unavailable = unavailable
+
+
+def _cluster_cannot_take(error: Exception) -> bool:
+    """The cluster failed, not the message: no route, no broker reachable or willing (see SendError)."""
+    return not isinstance(error, SendError) or error.unavailable
 
 
 def _find(props: str, key: str) -> str | None:
@@ -97,7 +106,12 @@ class Producer:
         enable_trace: bool = False,
         trace_topic: str | None = None,
         flow_control_timeout: float = 30.0,
+        standby_namesrv_addr: str | None = None,
+        standby_topic: str = standby_topic("DefaultCluster"),
+        standby_after: float = 0.5,
     ) -> None:
+        """`standby_namesrv_addr`: the NameServers of a standby cluster, where messages go (to
+        `standby_topic`) while the primary cannot take them, or does not answer within `standby_after` s."""
         self.group = group
         self.flow_control_timeout = flow_control_timeout
         self.flow_controlled = 0  # answers of flow control, each waited for and sent again
@@ -123,6 +137,15 @@ class Producer:
         self.trace = (
             self.hooks.add(TraceDispatcher(self.instance, group, trace_topic)) if enable_trace else None
         )
+        self.degradation = None
+        if standby_namesrv_addr:
+            on_standby = Producer(
+                group, standby_namesrv_addr, send_timeout=send_timeout, tls=tls, access_key=access_key,
+                secret_key=secret_key, compression=compression, max_message_size=max_message_size,
+            )  # fmt: skip
+            self.degradation = Degradation(
+                on_standby, standby_topic, standby_after, self._uniq, _cluster_cannot_take
+            )
 
     @property
     def send_hooks(self) -> list[SendHook]:
@@ -133,6 +156,8 @@ class Producer:
         if self._own_instance:
             await self.instance.start()
         self._started = True
+        if self.degradation is not None:
+            await self.degradation.start()
         await self.hooks.start()
 
     async def shutdown(self) -> None:
@@ -144,6 +169,8 @@ class Producer:
         await finish(self._async_sends, self.send_timeout * (1 + self.retries))
         await self._tasks.close()
         await self.hooks.stop()
+        if self.degradation is not None:
+            await self.degradation.shutdown()
         self.instance.producer_groups.discard(self.group)
         if self._own_instance:
             await self.instance.close()
@@ -169,6 +196,13 @@ class Producer:
         return await self._send_one(message, selector, arg)
 
     async def _send_one(self, message: Message, selector: QueueSelector | None, arg: object) -> SendResult:
+        if self.degradation is not None and selector is None:  # an ordered send never leaves its queue
+            return await self.degradation.send([message], False, lambda m: self._send_here(m[0]))
+        return await self._send_here(message, selector, arg)
+
+    async def _send_here(
+        self, message: Message, selector: QueueSelector | None = None, arg: object = None
+    ) -> SendResult:
         body, props, sys_flag, uniq = self._prepare(message)
         result = await self._send(
             message.topic, body, props, message.flag, sys_flag, False, selector, message, arg
@@ -219,6 +253,11 @@ class Producer:
         return await self._send_batch(messages)
 
     async def _send_batch(self, messages: Sequence[Message]) -> SendResult:
+        if self.degradation is not None:
+            return await self.degradation.send(messages, True, self._send_batch_here)
+        return await self._send_batch_here(messages)
+
+    async def _send_batch_here(self, messages: Sequence[Message]) -> SendResult:
         if not messages:
             raise SendError("the batch is empty")
         topic = messages[0].topic
@@ -278,7 +317,7 @@ class Producer:
         if not route.write_queues:  # e.g. its master is gone: a successor may have registered since
             route = await self.instance.refresh_route(topic)
         if not route.write_queues:
-            raise SendError(f"topic {topic} has no writable queue")
+            raise SendError(f"topic {topic} has no writable queue", unavailable=True)
         return route
 
     def _pick(self, queues: Sequence[MessageQueue], avoid: str | None) -> MessageQueue:
@@ -345,7 +384,7 @@ class Producer:
             log.warning("send to %s (%s) failed: %s; %s", mq.broker_name, addr, last_error,
                         "retrying" if attempt < self.retries else "giving up")  # fmt: skip
         raise SendError(
-            f"send to topic {topic} failed after {1 + self.retries} attempts: {last_error}"
+            f"send to topic {topic} failed after {1 + self.retries} attempts: {last_error}", unavailable=True
         ) from last_error
 
     async def _invoke_slowed(self, addr, mq, body, props, flag, sys_flag, batch) -> RemotingCommand:
