@@ -98,3 +98,24 @@ async def test_reset_reaches_a_running_pull_consumer_and_without_force_keeps_slo
         while len(again) < 5:
             again += [m.body for m in await consumer.poll(1.0)]
         assert again == got
+
+
+async def test_pull_consumer_commits_only_what_poll_returned(cluster, make_topic, producer):
+    """A pull that answers after poll() returned is not committed until a poll hands it over."""
+    await make_topic("Held", 2)
+    first = lambda queues, _msg, _arg: queues[0]  # noqa: E731
+    second = lambda queues, _msg, _arg: queues[1]  # noqa: E731
+    await producer.send(Message("Held", b"early"), selector=first)
+    await cluster.settled()
+    async with PullConsumer("holders", cluster.namesrv_addr, consume_from="first") as consumer:
+        await consumer.subscribe("Held")
+        assert [m.body for m in await consumer.poll(5.0)] == [b"early"]  # the other queue's pull waits
+        late = await producer.send(Message("Held", b"late"), selector=second)
+        pending = list(consumer._inflight.values())  # the long-polled pull of the second queue
+        await asyncio.wait_for(asyncio.wait(pending), 10)  # it has answered, but nobody took it yet
+        await consumer.commit()
+        held = late.message_queue
+        assert await consumer.committed(held) in (None, 0)
+        assert [m.body for m in await consumer.poll(5.0)] == [b"late"]
+        await consumer.commit()
+        assert await consumer.committed(held) == 1

@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
+from typing import NamedTuple
 
 from ferrymq.client import notices
 from ferrymq.client.aio import outcome
@@ -35,6 +36,14 @@ CONSUME_FROM = ("last", "first", "timestamp")
 _LONG_POLL_MS = 15_000  # how long the broker holds a pull while its queue is empty (RocketMQ's push default)
 
 log = logging.getLogger(__name__)
+
+
+class _Pulled(NamedTuple):
+    """One pull's answer: the offset it read from, where the next read starts, what it found."""
+
+    start: int
+    next: int
+    messages: list[MessageExt]
 
 
 class PullConsumer:
@@ -65,7 +74,9 @@ class PullConsumer:
         self.positions: dict[MessageQueue, int] = {}
         self._committed: dict[MessageQueue, int] = {}
         # One pull in flight per queue; a failed one's error is poll()'s to raise, not the group's to log.
-        self._inflight: dict[MessageQueue, asyncio.Task[list[MessageExt] | Exception]] = {}
+        # A queue's position moves only when poll() hands its answer over, so commit() never covers
+        # messages that were pulled but not yet returned (nor those dropped at shutdown).
+        self._inflight: dict[MessageQueue, asyncio.Task[_Pulled | Exception]] = {}
         self._tasks = BackgroundTasks(f"pull consumer {group}")
 
     async def start(self) -> None:
@@ -170,25 +181,24 @@ class PullConsumer:
                     pulled = task.result()
                     if isinstance(pulled, Exception):  # other queues' messages first; pulled again next poll
                         failure = failure or pulled
-                    else:
-                        messages += pulled
+                    elif self.positions.get(mq) == pulled.start:  # else seek() moved the queue: drop it
+                        self.positions[mq] = pulled.next
+                        messages += pulled.messages
             if failure is not None and not messages:
                 raise failure  # a failed pull, with its reason
             if messages or time.monotonic() >= deadline:
                 return messages
 
-    async def _pull(self, mq: MessageQueue) -> list[MessageExt]:
+    async def _pull(self, mq: MessageQueue) -> _Pulled:
         offset = self.positions[mq]
         result = await pull(
             self.instance, await pull_addr(self.instance, mq), mq, self.group, offset,
             selector=self.selectors.get(mq.topic, EVERY_TAG), max_messages=self.pull_batch_size,
             suspend_ms=_LONG_POLL_MS,
         )  # fmt: skip
-        if self.positions.get(mq) != offset:  # seek() moved the queue meanwhile: drop this answer
-            return []
-        if result.status is not PullStatus.NO_NEW_MSG:  # found, filtered out, or moved: go on from there
-            self.positions[mq] = result.next_begin_offset
-        return result.messages
+        # found, filtered out, or moved: go on from there
+        nxt = offset if result.status is PullStatus.NO_NEW_MSG else result.next_begin_offset
+        return _Pulled(offset, nxt, result.messages)
 
     async def commit(self) -> None:
         """Commit the current positions of every queue that moved since the last commit."""
