@@ -10,6 +10,7 @@ dead-letter it).
 from __future__ import annotations
 
 import random
+import time
 from collections.abc import Awaitable, Callable
 from typing import Protocol
 
@@ -26,6 +27,7 @@ from ferrymq.broker.topics import (
     TopicConfigManager,
 )
 from ferrymq.broker.transactions import HALF_TOPIC
+from ferrymq.ha.dledger.command import PutCommand
 from ferrymq.metrics.tally import Tally
 from ferrymq.protocol.codes import ResponseCode
 from ferrymq.protocol.errors import MessageDecodeError
@@ -36,7 +38,7 @@ from ferrymq.protocol.recall import RecallHandle
 from ferrymq.protocol.record import pack_host
 from ferrymq.protocol.sys_flag import TRANSACTION_TYPE_MASK
 from ferrymq.protocol.topic_names import topic_problem
-from ferrymq.store import MessageStore, PutStatus
+from ferrymq.store import MessageStore, PutResult, PutStatus
 
 DLQ_NUMS_PER_GROUP = 1
 HELD_BACK_TOPICS = (SCHEDULE_TOPIC, TIMER_TOPIC)  # only the broker itself writes these
@@ -79,6 +81,12 @@ class WriterRole(Protocol):
     def fenced(self) -> str | None: ...
 
 
+class ReplicatedLog(Protocol):
+    """DLedger mode's log: a put is stored by every member once a majority holds it."""
+
+    async def put(self, c: PutCommand, timeout: float) -> PutResult: ...
+
+
 class PutService:
     def __init__(
         self,
@@ -94,12 +102,14 @@ class PutService:
         written: Callable[[], None],
         topics_changed: Callable[[], None],
         quotas: QuotaLimiter | None = None,
+        replicated_log: ReplicatedLog | None = None,
     ) -> None:
         """`divert`: the scheduler's (where a delayed or timed message waits; raises ScheduleError);
         `half`: the transaction service's properties of a half message; `replicated(offset, timeout)`:
         waits until replicas hold the log up to offset; `written`: after every put (dispatch soon);
         `topics_changed`: after an auto-creation (tell the NameServers); `quotas`: the producers'
-        rate limits (over them a put is refused with flow control, SYSTEM_BUSY)."""
+        rate limits (over them a put is refused with flow control, SYSTEM_BUSY); `replicated_log`:
+        DLedger mode's, through which producers' messages are stored instead of into `store`."""
         self.config = config
         self.store = store
         self.topics = topics
@@ -111,6 +121,7 @@ class PutService:
         self._written = written
         self._topics_changed = topics_changed
         self.quotas = quotas if quotas is not None else QuotaLimiter()
+        self.replicated_log = replicated_log
         self.stored: Tally[str] = Tally()  # topic → messages and bytes stored, for the metrics collector
 
     async def put(
@@ -171,10 +182,21 @@ class PutService:
         store = self.store
         if born_host is None:
             born_host = store.store_host
+        logged = self.replicated_log
+        if logged is not None and not born_timestamp:  # every member stores the leader's
+            born_timestamp = time.time_ns() // 1_000_000
         if batch:
             store_topic, store_props = topic, b""
-            result = store.put_batch(topic, queue_id, body, sys_flag=sys_flag, born_timestamp=born_timestamp,
-                                     born_host=born_host)  # fmt: skip
+            if logged is not None:
+                result = await logged.put(
+                    PutCommand(
+                        topic, queue_id, body, b"", 0, sys_flag, born_timestamp, born_host, batch=True
+                    ),
+                    config.store.sync_flush_timeout / 1000,
+                )
+            else:
+                result = store.put_batch(topic, queue_id, body, sys_flag=sys_flag,
+                                         born_timestamp=born_timestamp, born_host=born_host)  # fmt: skip
         else:
             if (
                 _TRAN_MSG in properties
@@ -191,10 +213,17 @@ class PutService:
                 if isinstance(destination, SendOutcome):
                     return destination
                 store_topic, store_queue, store_props = destination
-            result = store.put_message(
-                store_topic, store_queue, body, store_props, flag=flag, sys_flag=sys_flag,
-                born_timestamp=born_timestamp, born_host=born_host, reconsume_times=reconsume_times,
-            )  # fmt: skip
+            if logged is not None:
+                result = await logged.put(
+                    PutCommand(store_topic, store_queue, body, store_props, flag, sys_flag, born_timestamp,
+                               born_host, reconsume_times),
+                    config.store.sync_flush_timeout / 1000,
+                )  # fmt: skip
+            else:
+                result = store.put_message(
+                    store_topic, store_queue, body, store_props, flag=flag, sys_flag=sys_flag,
+                    born_timestamp=born_timestamp, born_host=born_host, reconsume_times=reconsume_times,
+                )  # fmt: skip
         status = result.status
         if status is _PUT_OK:
             self._written()

@@ -1,0 +1,126 @@
+"""A DLedger group of real broker processes, for the fault tests and the DLedger benchmarks.
+
+One NameServer and `members` brokers of one group (`broker-a`), each a `ferrymq` process started,
+stopped and SIGKILLed by PID, their Raft traffic on loopback ports. The master is whichever broker
+the NameServer lists with id 0: the Raft leader registers so as soon as it is elected.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from pathlib import Path
+
+from ferrymq.bench.processes import BROKER_NAME, Proc, free_port
+from ferrymq.net import RemotingClient, RemotingError
+from ferrymq.protocol.bodies import ClusterInfo, KVTable, decode_body
+from ferrymq.protocol.codes import RequestCode, ResponseCode
+from ferrymq.protocol.remoting import RemotingCommand
+
+CLUSTER = "DLedgerCluster"
+SMALL_STORE = {  # trials and tests must not fill the disk
+    "FERRYMQ_MAPPED_FILE_SIZE_COMMIT_LOG": str(64 << 20),
+    "FERRYMQ_MAPPED_FILE_SIZE_CONSUME_QUEUE": str(20_000 * 20),
+    "FERRYMQ_MAX_HASH_SLOT_NUM": "10000",
+    "FERRYMQ_MAX_INDEX_NUM": "100000",
+}
+
+
+class DLedgerCluster:
+    def __init__(
+        self, root: Path, *, members: int = 3, broker_settings: dict[str, object] | None = None
+    ) -> None:
+        """`members=1` without DLedger (`dledger=False` in `broker_settings`) is a lone broker."""
+        self.root = root
+        self.logs = root / "logs"
+        self.logs.mkdir(parents=True, exist_ok=True)
+        self.namesrv_addr = f"127.0.0.1:{free_port()}"
+        self.procs: dict[str, Proc] = {
+            "namesrv": Proc("namesrv", ["namesrv", "--listen", self.namesrv_addr], self.logs, {}, [])
+        }
+        settings = dict(broker_settings or {})
+        dledger = settings.pop("dledger", True)
+        peers = ";".join(f"n{i}-127.0.0.1:{free_port()}" for i in range(members))
+        self.broker_addrs: dict[str, str] = {}
+        for i in range(members):
+            name = f"broker{i}"
+            self.broker_addrs[name] = f"127.0.0.1:{free_port()}"
+            env = {f"FERRYMQ_{k.upper()}": str(v) for k, v in settings.items()}
+            env.update(SMALL_STORE, FERRYMQ_HA_LISTEN_PORT=str(free_port()))
+            if dledger:
+                env.update(FERRYMQ_ENABLE_DLEDGER_COMMIT_LOG="true", FERRYMQ_DLEDGER_PEERS=peers,
+                           FERRYMQ_DLEDGER_SELF_ID=f"n{i}", FERRYMQ_DLEDGER_GROUP=BROKER_NAME)  # fmt: skip
+            args = ["broker", "--namesrv", self.namesrv_addr, "--listen", self.broker_addrs[name],
+                    "--cluster", CLUSTER, "--name", BROKER_NAME, "--store-dir", str(root / name)]  # fmt: skip
+            self.procs[name] = Proc(name, args, self.logs, env, [])
+        self._remoting: RemotingClient | None = None
+
+    @property
+    def brokers(self) -> list[str]:
+        return list(self.broker_addrs)
+
+    async def start(self) -> None:
+        self._remoting = RemotingClient()
+        self.procs["namesrv"].start()
+        await self.procs["namesrv"].wait_for_line("listening", 60)
+        for name in self.brokers:
+            self.procs[name].start()
+        for name in self.brokers:
+            await self.procs[name].wait_for_line("listening on", 90)
+
+    async def start_broker(self, name: str, timeout: float = 90) -> None:
+        proc = self.procs[name]
+        since = len(proc.log_text())
+        proc.start()
+        await proc.wait_for_line("listening on", timeout, since)
+
+    async def stop(self) -> None:
+        for proc in reversed(list(self.procs.values())):
+            proc.stop()
+        if self._remoting is not None:
+            await self._remoting.close()
+
+    async def __aenter__(self) -> DLedgerCluster:
+        try:
+            await self.start()
+        except BaseException:
+            await self.stop()
+            raise
+        return self
+
+    async def __aexit__(self, *exc) -> None:
+        await self.stop()
+
+    async def call(self, address: str, code: int, ext: dict[str, str] | None = None) -> RemotingCommand:
+        assert self._remoting is not None
+        return await self._remoting.invoke(address, RemotingCommand(code, ext_fields=ext or {}), 5.0)
+
+    async def registered_master(self) -> str | None:
+        """The process the NameServer lists as the group's master (id 0), if any."""
+        try:
+            reply = await self.call(self.namesrv_addr, RequestCode.GET_BROKER_CLUSTER_INFO)
+        except RemotingError:
+            return None
+        if reply.code != ResponseCode.SUCCESS:
+            return None
+        data = decode_body(ClusterInfo, reply.body).broker_addr_table.get(BROKER_NAME)
+        addr = data.broker_addrs.get(0) if data else None
+        return next((n for n, a in self.broker_addrs.items() if a == addr), None)
+
+    async def wait_master(self, timeout: float, other_than: str | None = None) -> str:
+        """The master's process name, once the NameServer lists a running one other than `other_than`."""
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            name = await self.registered_master()
+            if name is not None and name != other_than and self.procs[name].running:
+                return name
+            await asyncio.sleep(0.05)
+        raise TimeoutError(f"no master other than {other_than} registered in {timeout:g} s")
+
+    async def max_offset(self, name: str) -> int:
+        """The broker's CommitLog end, as its runtime info says (-1 while it does not answer)."""
+        try:
+            reply = await self.call(self.broker_addrs[name], RequestCode.GET_BROKER_RUNTIME_INFO)
+        except RemotingError:
+            return -1
+        return int(decode_body(KVTable, reply.body).table.get("commitLogMaxOffset", "-1"))
