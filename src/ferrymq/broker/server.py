@@ -114,8 +114,11 @@ class Broker:
 
     @property
     def waits_for_replicas(self) -> bool:
-        """Sends are acknowledged only once replicated (SYNC_MASTER; controller masters are SYNC_MASTER)."""
+        """Sends are acknowledged only once replicated (SYNC_MASTER; controller masters are SYNC_MASTER).
+        A DLedger master's sends wait for their Raft commit instead."""
         config = self.config
+        if config.enable_dledger_commit_log:
+            return False
         return self.is_master and (config.enable_controller_mode or config.broker_role == "SYNC_MASTER")
 
     async def start(self) -> None:

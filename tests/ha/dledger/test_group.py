@@ -18,7 +18,7 @@ def peers() -> str:
     return ";".join(f"{n}-127.0.0.1:{p}" for n, p in zip(MEMBERS, free_ports(3), strict=True))
 
 
-async def start_group(group, peer_list: str, members=MEMBERS) -> list[Broker]:
+async def start_group(group, peer_list: str, members=MEMBERS, **settings) -> list[Broker]:
     return [
         await group.start(
             n,
@@ -27,6 +27,7 @@ async def start_group(group, peer_list: str, members=MEMBERS) -> list[Broker]:
             dledger_self_id=n,
             dledger_heartbeat_ms=50,
             dledger_election_timeout_ms=300,
+            **settings,
         )
         for n in members
     ]
@@ -78,6 +79,15 @@ async def test_a_stopped_leader_is_replaced_and_nothing_acknowledged_is_lost(gro
     for b in brokers:
         if b is not old:
             await eventually(lambda b=b: b.store.wait_dispatched(0) and bodies(b) == expected, 30, "members")
+
+
+async def test_the_preferred_leader_takes_over_and_sends_follow_it(group):
+    brokers = await start_group(group, peers(), preferred_leader_id="n2")
+    await eventually(lambda: leader(brokers) is brokers[2], 30, "n2 to lead")
+    answer = await group.send(brokers[2], b"p")
+    assert answer.code == ResponseCode.SUCCESS, answer.remark
+    for b in brokers:
+        await eventually(lambda b=b: b.store.wait_dispatched(0) and bodies(b) == [b"p"], 30, "every member")
 
 
 @pytest.mark.parametrize("spelling", ["enableDLegerCommitLog", "enable_dledger_commit_log"])
