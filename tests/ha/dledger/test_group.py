@@ -3,6 +3,8 @@ every member once committed, followers refuse sends, and a stopped leader is rep
 
 from __future__ import annotations
 
+import shutil
+
 import pytest
 
 from ferrymq.bench.processes import free_ports
@@ -99,3 +101,22 @@ def test_rocketmq_names_select_dledger_mode(spelling):
          "dLegerSelfId": "n2", "dLegerGroup": "g"}
     )  # fmt: skip
     assert config.enable_dledger_commit_log and config.broker_id == 3 and config.dledger_group == "g"
+
+
+async def test_a_classic_master_and_its_copies_upgrade_in_place(group, tmp_path):
+    classic = await group.start("n0")
+    for i in range(5):
+        assert (await group.send(classic, f"old{i}".encode())).code == ResponseCode.SUCCESS
+    await classic.stop()
+    group.brokers.remove(classic)
+    for n in MEMBERS[1:]:  # in-sync slaves hold the master's CommitLog byte for byte
+        shutil.copytree(tmp_path / "n0", tmp_path / n)
+    brokers = await start_group(group, peers())
+    await eventually(lambda: leader(brokers) is not None, 30, "a leader")
+    master = leader(brokers)
+    assert master is not None
+    for i in range(5):
+        assert (await group.send(master, f"new{i}".encode())).code == ResponseCode.SUCCESS
+    expected = [f"old{i}".encode() for i in range(5)] + [f"new{i}".encode() for i in range(5)]
+    for b in brokers:
+        await eventually(lambda b=b: b.store.wait_dispatched(0) and bodies(b) == expected, 30, "every member")
