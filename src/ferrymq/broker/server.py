@@ -131,8 +131,7 @@ class Broker:
         self.store = MessageStore(
             config.store, store_host=(host, int(port)), background_dispatch=False
         ).open()
-        # A DLedger member's store takes the committed puts whatever its role; sends check the role.
-        self.store.replica = not self.is_master and not config.enable_dledger_commit_log
+        self.store.replica = not self.is_master
         if config.enable_dledger_commit_log:
             self.dledger = self._dledger_node()
         config_dir = config.store.config_dir
@@ -406,6 +405,7 @@ class Broker:
         """Raft's leader is the group's master (id 0), the others slaves: NameServers learn it now, so
         clients follow the new master without waiting for a registration period."""
         self.role = "master" if is_leader else "slave"
+        self.store.replica = not is_leader  # a slave's store takes committed puts only (apply.py)
         log.info("broker %s is %s (DLedger)", self.config.broker_name, self.role)
         self.schedule_registration()
         if not is_leader:

@@ -9,7 +9,8 @@ import pytest
 
 from ferrymq.bench.processes import free_ports
 from ferrymq.broker.server import Broker
-from ferrymq.protocol.codes import ResponseCode
+from ferrymq.protocol.codes import RequestCode, ResponseCode
+from ferrymq.protocol.remoting import RemotingCommand
 from tests.ha.conftest import eventually
 from tests.store.conftest import read_queue
 
@@ -120,3 +121,29 @@ async def test_a_classic_master_and_its_copies_upgrade_in_place(group, tmp_path)
     expected = [f"old{i}".encode() for i in range(5)] + [f"new{i}".encode() for i in range(5)]
     for b in brokers:
         await eventually(lambda b=b: b.store.wait_dispatched(0) and bodies(b) == expected, 30, "every member")
+
+
+async def test_a_message_sent_back_is_dead_lettered_on_every_member(group):
+    brokers = await start_group(group, peers())
+    await eventually(lambda: leader(brokers) is not None, 30, "a leader")
+    master = leader(brokers)
+    assert master is not None
+    assert (await group.send(master, b"failed")).code == ResponseCode.SUCCESS
+    [stored] = read_queue(master.store, "T", 0)
+    ext = {"offset": str(stored.commitlog_offset), "group": "G", "delayLevel": "-1"}
+    request = RemotingCommand(RequestCode.CONSUMER_SEND_MSG_BACK, ext_fields=ext)
+    refused = await group.client.invoke(
+        next(b for b in brokers if b is not master).config.broker_addr, request
+    )
+    assert refused.code == ResponseCode.SERVICE_NOT_AVAILABLE  # a follower takes no writes
+    answer = await group.client.invoke(master.config.broker_addr, request)
+    assert answer.code == ResponseCode.SUCCESS, answer.remark
+    for b in brokers:
+        await eventually(
+            lambda b=b: (
+                b.store.wait_dispatched(0)
+                and [bytes(m.body) for m in read_queue(b.store, "%DLQ%G", 0)] == [b"failed"]
+            ),
+            30,
+            "the dead letter on every member",
+        )

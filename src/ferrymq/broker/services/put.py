@@ -27,6 +27,7 @@ from ferrymq.broker.topics import (
     TopicConfigManager,
 )
 from ferrymq.broker.transactions import HALF_TOPIC
+from ferrymq.ha.dledger.apply import put as put_command
 from ferrymq.ha.dledger.command import PutCommand
 from ferrymq.metrics.tally import Tally
 from ferrymq.protocol.codes import ResponseCode
@@ -67,6 +68,13 @@ _SUCCESS = int(ResponseCode.SUCCESS)
 _MESSAGE_ILLEGAL = int(ResponseCode.MESSAGE_ILLEGAL)
 
 Divert = Callable[[bytes, str, int, int], "tuple[str, int, bytes] | None"]
+
+
+def _slave(config: BrokerConfig) -> SendOutcome:
+    """RocketMQ's answer from a slave: producers and consumers retry on the master."""
+    return SendOutcome(
+        ResponseCode.SERVICE_NOT_AVAILABLE, f"broker {config.broker_name} is a slave: it takes no writes"
+    )
 
 
 class WriterRole(Protocol):
@@ -150,8 +158,7 @@ class PutService:
         config = self.config
         role = self.role
         if not role.is_master:
-            return SendOutcome(ResponseCode.SERVICE_NOT_AVAILABLE,
-                               f"broker {config.broker_name} is a slave: it takes no writes")  # fmt: skip
+            return _slave(config)
         if (fenced := role.fenced()) is not None:
             return SendOutcome(ResponseCode.SERVICE_NOT_AVAILABLE, fenced)
         if not config.broker_permission & PERM_WRITE:
@@ -296,7 +303,7 @@ class PutService:
             return SendOutcome(_MESSAGE_ILLEGAL, str(e))
         return diverted or (topic, queue_id, props)
 
-    def send_back(
+    async def send_back(
         self, group: str, commit_log_offset: int, delay_level: int, max_reconsume_times: int | None = None
     ) -> SendOutcome:
         """A consumer of `group` failed the message stored at `commit_log_offset`: store it again in
@@ -304,6 +311,8 @@ class PutService:
         it reached the group's (or the given) maximum or when asked so with a negative delay level.
         A group that wants no retries drops it (SUCCESS)."""
         config = self.config
+        if not self.role.is_master:
+            return _slave(config)
         group_config = self.groups.get(group)
         if group_config is None:
             return SendOutcome(ResponseCode.SUBSCRIPTION_GROUP_NOT_EXIST,
@@ -341,11 +350,14 @@ class PutService:
         except ScheduleError as e:
             return SendOutcome(_MESSAGE_ILLEGAL, str(e))
         store_topic, store_queue, raw = diverted or (topic, queue_id, raw)
-        result = self.store.put_message(
-            store_topic, store_queue, msg.body, raw, flag=msg.flag, sys_flag=msg.sys_flag,
-            born_timestamp=msg.born_timestamp, born_host=pack_host(*msg.born_host),
-            reconsume_times=msg.reconsume_times + 1,
-        )  # fmt: skip
+        born_host = pack_host(*msg.born_host)
+        again = PutCommand(store_topic, store_queue, msg.body, raw, msg.flag, msg.sys_flag,
+                           msg.born_timestamp, born_host, msg.reconsume_times + 1)  # fmt: skip
+        logged = self.replicated_log
+        if logged is not None:
+            result = await logged.put(again, config.store.sync_flush_timeout / 1000)
+        else:
+            result = put_command(self.store, again)
         if result.status is not _PUT_OK:
             return SendOutcome(PUT_STATUS_CODES.get(result.status, ResponseCode.SYSTEM_ERROR),
                                result.remark or result.status.name)  # fmt: skip

@@ -42,6 +42,19 @@ class AppliedMark:
         os.close(self._fd)
 
 
+def put(store: MessageStore, c: PutCommand) -> PutResult:
+    """`c` stored as the store's own put of one message or of a batch."""
+    if c.batch:
+        return store.put_batch(
+            c.topic, c.queue_id, c.body, sys_flag=c.sys_flag, born_timestamp=c.born_timestamp,
+            born_host=c.born_host or None,
+        )  # fmt: skip
+    return store.put_message(
+        c.topic, c.queue_id, c.body, bytes(c.properties), flag=c.flag, sys_flag=c.sys_flag,
+        born_timestamp=c.born_timestamp, born_host=c.born_host or None, reconsume_times=c.reconsume_times,
+    )  # fmt: skip
+
+
 class StoreApplier:
     def __init__(self, store: MessageStore, written: Callable[[], None]) -> None:
         """`written`: after a put (the broker dispatches soon and wakes long polls)."""
@@ -53,22 +66,18 @@ class StoreApplier:
         return self.store.commitlog.max_offset
 
     def apply(self, c: PutCommand) -> PutResult:
-        result = self._put(c)
+        """Store a committed put. A follower's store refuses writes as any slave's does, so that
+        nothing but committed puts reaches it; this put lifts the refusal for itself alone (it runs
+        synchronously on the loop, and the broker's own writers stand still on a slave)."""
+        store = self.store
+        replica, store.replica = store.replica, False
+        try:
+            result = put(store, c)
+        finally:
+            store.replica = replica
         if result.ok:
             self._written()
         return result
-
-    def _put(self, c: PutCommand) -> PutResult:
-        store = self.store
-        if c.batch:
-            return store.put_batch(
-                c.topic, c.queue_id, c.body, sys_flag=c.sys_flag, born_timestamp=c.born_timestamp,
-                born_host=c.born_host or None,
-            )  # fmt: skip
-        return store.put_message(
-            c.topic, c.queue_id, c.body, bytes(c.properties), flag=c.flag, sys_flag=c.sys_flag,
-            born_timestamp=c.born_timestamp, born_host=c.born_host or None, reconsume_times=c.reconsume_times,
-        )  # fmt: skip
 
     def holds(self, c: PutCommand, offset: int) -> bool:
         """Whether the record of `c`'s (first) message begins at `offset` (or, if a segment's blank
