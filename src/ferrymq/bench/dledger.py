@@ -11,11 +11,10 @@ import asyncio
 import time
 from pathlib import Path
 
-from ferrymq.bench.processes import BROKER_NAME, Proc, free_port
+from ferrymq.bench.processes import BROKER_NAME, Proc, ProcessGroup, free_port
 from ferrymq.net import RemotingClient, RemotingError
 from ferrymq.protocol.bodies import ClusterInfo, KVTable, decode_body
 from ferrymq.protocol.codes import RequestCode, ResponseCode
-from ferrymq.protocol.remoting import RemotingCommand
 
 CLUSTER = "DLedgerCluster"
 SMALL_STORE = {  # trials and tests must not fill the disk
@@ -26,7 +25,7 @@ SMALL_STORE = {  # trials and tests must not fill the disk
 }
 
 
-class DLedgerCluster:
+class DLedgerCluster(ProcessGroup):
     def __init__(
         self, root: Path, *, members: int = 3, broker_settings: dict[str, object] | None = None
     ) -> None:
@@ -68,32 +67,11 @@ class DLedgerCluster:
         for name in self.brokers:
             await self.procs[name].wait_for_line("listening on", 90)
 
-    async def start_broker(self, name: str, timeout: float = 90) -> None:
-        proc = self.procs[name]
-        since = len(proc.log_text())
-        proc.start()
-        await proc.wait_for_line("listening on", timeout, since)
-
     async def stop(self) -> None:
         for proc in reversed(list(self.procs.values())):
             proc.stop()
         if self._remoting is not None:
             await self._remoting.close()
-
-    async def __aenter__(self) -> DLedgerCluster:
-        try:
-            await self.start()
-        except BaseException:
-            await self.stop()
-            raise
-        return self
-
-    async def __aexit__(self, *exc) -> None:
-        await self.stop()
-
-    async def call(self, address: str, code: int, ext: dict[str, str] | None = None) -> RemotingCommand:
-        assert self._remoting is not None
-        return await self._remoting.invoke(address, RemotingCommand(code, ext_fields=ext or {}), 5.0)
 
     async def registered_master(self) -> str | None:
         """The process the NameServer lists as the group's master (id 0), if any."""

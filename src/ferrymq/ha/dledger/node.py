@@ -46,6 +46,12 @@ class NodeSettings:
     sync_log: bool = False  # fsync the log before answering (the store's SYNC_FLUSH)
 
 
+def _expire(fut: asyncio.Future) -> None:
+    """A put not settled in time: its outcome is unknown (it may still commit), the producer retries."""
+    if not fut.done():
+        fut.set_result(PutResult(PutStatus.FLUSH_SLAVE_TIMEOUT, "not committed by a majority in time"))
+
+
 class DLedgerNode:
     def __init__(
         self, settings: NodeSettings, applier: StoreApplier, leader_changed: Callable[[bool], None]
@@ -103,13 +109,15 @@ class DLedgerNode:
         """Propose `c`; its store result once committed and applied here, or why not."""
         if not self.is_leader:
             return PutResult(PutStatus.SERVICE_NOT_AVAILABLE, f"not the DLedger leader ({self.leader_id})")
-        fut = asyncio.get_running_loop().create_future()
+        loop = asyncio.get_running_loop()
+        fut = loop.create_future()
         self._proposals.append((b"".join(command.encode(c)), fut))
         self._schedule()
+        expiry = loop.call_later(timeout, _expire, fut)  # cheaper than wait_for, which makes a task
         try:
-            return await asyncio.wait_for(asyncio.shield(fut), timeout)
-        except TimeoutError:
-            return PutResult(PutStatus.FLUSH_SLAVE_TIMEOUT, "not committed by a majority in time")
+            return await fut
+        finally:
+            expiry.cancel()
 
     def transfer_leadership(self, target: str) -> None:
         self.raft.transfer_leadership(target)
