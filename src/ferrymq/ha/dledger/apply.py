@@ -35,9 +35,6 @@ class AppliedMark:
         os.pwrite(self._fd, MARK.pack(index, offset), 0)
         self.index, self.offset = index, offset
 
-    def sync(self) -> None:
-        os.fsync(self._fd)
-
     def close(self) -> None:
         os.close(self._fd)
 

@@ -119,10 +119,6 @@ class DLedgerNode:
         finally:
             expiry.cancel()
 
-    def transfer_leadership(self, target: str) -> None:
-        self.raft.transfer_leadership(target)
-        self._schedule()
-
     # -- driving the core ---------------------------------------------------------------------
 
     def _received(self, m: Message) -> None:
