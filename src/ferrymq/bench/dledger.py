@@ -8,13 +8,18 @@ the NameServer lists with id 0: the Raft leader registers so as soon as it is el
 from __future__ import annotations
 
 import asyncio
+import random
 import time
 from pathlib import Path
+from typing import Any
 
+from ferrymq.bench.failover import SteadyProducer
 from ferrymq.bench.processes import BROKER_NAME, Proc, ProcessGroup, free_port
 from ferrymq.net import RemotingClient, RemotingError
 from ferrymq.protocol.bodies import ClusterInfo, KVTable, decode_body
 from ferrymq.protocol.codes import RequestCode, ResponseCode
+from ferrymq.protocol.message_ext import decode_records
+from ferrymq.store import MessageStore, StoreConfig, StoreError
 
 CLUSTER = "DLedgerCluster"
 SMALL_STORE = {  # trials and tests must not fill the disk
@@ -102,3 +107,64 @@ class DLedgerCluster(ProcessGroup):
         except RemotingError:
             return -1
         return int(decode_body(KVTable, reply.body).table.get("commitLogMaxOffset", "-1"))
+
+
+async def kill_in_turn(
+    cluster: DLedgerCluster, producer: SteadyProducer, rng: random.Random, rounds: int, *, acks: int = 100
+) -> list[dict]:
+    """`rounds` faults under load: SIGKILL the master or a follower (even odds), wait for `acks`
+    more acknowledged sends, restart it, wait for half as many. One record per round."""
+    master = await cluster.wait_master(30)
+    done = []
+    for _ in range(rounds):
+        was_master = rng.random() < 0.5
+        victim = master if was_master else rng.choice([n for n in cluster.brokers if n != master])
+        cluster.procs[victim].kill()
+        killed_at = time.monotonic()
+        if was_master:
+            master = await cluster.wait_master(30, other_than=victim)
+        await producer.wait_acks(acks, 60)
+        resumed = producer.log.first_ack_after(killed_at)
+        await cluster.start_broker(victim)
+        await producer.wait_acks(acks // 2, 60)
+        again = round(resumed - killed_at, 3) if resumed else None
+        done.append({"killed": victim, "was_master": was_master, "acked_again_s": again})
+    return done
+
+
+async def wait_caught_up(cluster: DLedgerCluster, timeout: float) -> None:
+    """Until every broker's CommitLog reaches the master's end as it is now."""
+    target = await cluster.max_offset(await cluster.wait_master(timeout))
+    deadline = time.monotonic() + timeout
+    for name in cluster.brokers:
+        while await cluster.max_offset(name) < target:
+            if time.monotonic() > deadline:
+                raise TimeoutError(f"{name} did not catch up in {timeout:g} s")
+            await asyncio.sleep(0.1)
+
+
+def stored_bodies(root: Path, topic: str, queues: int = 16) -> set[str]:
+    """Every message body of `topic` in the stopped broker's store under `root`, read offline once
+    the broker's indexer child, which exits after its parent, has let the store go."""
+    sizes: dict[str, Any] = {k.removeprefix("FERRYMQ_").lower(): int(v) for k, v in SMALL_STORE.items()}
+    config = StoreConfig(store_path_root_dir=root, **sizes)
+    deadline = time.monotonic() + 15
+    while True:
+        try:
+            store = MessageStore(config).open()
+            break
+        except StoreError:
+            if time.monotonic() > deadline:
+                raise
+            time.sleep(0.1)
+    try:
+        store.wait_dispatched()
+        found: set[str] = set()
+        for q in range(queues):
+            offset = 0
+            while (got := store.get_messages(topic, q, offset, 1000, 1 << 30)).message_count:
+                found.update(bytes(m.body).decode() for m in decode_records(b"".join(got.buffers)))
+                offset = got.next_begin_offset
+        return found
+    finally:
+        store.close()
