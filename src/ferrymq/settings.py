@@ -20,6 +20,8 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 ENV_PREFIX = "FERRYMQ_"
+# RocketMQ's broker config spells DLedger "DLeger" (enableDLegerCommitLog, dLegerPeers): both are ours.
+_DLEDGER = re.compile(r"(?<![a-z])d_?led?ger(?![a-z])")
 T = TypeVar("T")
 
 
@@ -158,7 +160,7 @@ def read_toml(path: Path) -> dict[str, Any]:
 
 
 def _known_name(key: str, known: Mapping[str, Any], where: str) -> str:
-    name = key if key in known else snake(key)
+    name = key if key in known else _DLEDGER.sub("dledger", snake(key))
     if name in known:
         return name
     raise SettingsError(unknown(key, known, where))

@@ -22,6 +22,7 @@ EXAMPLES = Path(__file__).resolve().parents[2] / "docs" / "examples"
 
 
 @pytest.mark.parametrize(("role", "example"), [("broker", "broker.toml"), ("broker", "broker-secure.toml"),
+                                               ("broker", "broker-dledger.toml"),
                                                ("namesrv", "namesrv.toml")])  # fmt: skip
 def test_every_example_file_is_fine(role, example):
     done = CliRunner().invoke(main, ["config", "check", role, str(EXAMPLES / example)])

@@ -21,6 +21,7 @@ import time
 from contextlib import closing
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Self
 
 import msgspec
 
@@ -232,7 +233,43 @@ class GroupState:
     addresses: dict[int, str] = field(default_factory=dict)
 
 
-class ProcessCluster:
+class ProcessGroup:
+    """Processes of one test cluster, by name: started, stopped and asked things by their owner."""
+
+    procs: dict[str, Proc]
+    _remoting: RemotingClient | None
+
+    async def start(self) -> None:
+        raise NotImplementedError
+
+    async def stop(self) -> None:
+        raise NotImplementedError
+
+    async def start_broker(self, name: str, timeout: float = 90) -> None:
+        """(Re)start a broker process and wait until it listens."""
+        proc = self.procs[name]
+        since = len(proc.log_text())
+        proc.start()
+        await proc.wait_for_line("listening on", timeout, since)
+
+    async def call(self, address: str, code: int, ext: dict[str, str] | None = None) -> RemotingCommand:
+        """One request to any process of the cluster."""
+        assert self._remoting is not None
+        return await self._remoting.invoke(address, RemotingCommand(code, ext_fields=ext or {}), 5.0)
+
+    async def __aenter__(self) -> Self:
+        try:
+            await self.start()
+        except BaseException:
+            await self.stop()
+            raise
+        return self
+
+    async def __aexit__(self, *exc) -> None:
+        await self.stop()
+
+
+class ProcessCluster(ProcessGroup):
     def __init__(
         self,
         root: Path,
@@ -315,12 +352,6 @@ class ProcessCluster:
             self.procs["proxy"].start()
             await self.procs["proxy"].wait_for_line("listening", 60)
 
-    async def start_broker(self, name: str, timeout: float = 90) -> None:
-        proc = self.procs[name]
-        since = len(proc.log_text())
-        proc.start()
-        await proc.wait_for_line("listening on", timeout, since)
-
     async def stop(self) -> None:
         for proc in reversed(list(self.procs.values())):
             proc.stop()
@@ -328,17 +359,6 @@ class ProcessCluster:
             await self._remoting.close()
         if self.network:
             self.network.teardown()
-
-    async def __aenter__(self) -> ProcessCluster:
-        try:
-            await self.start()
-        except BaseException:
-            await self.stop()
-            raise
-        return self
-
-    async def __aexit__(self, *exc) -> None:
-        await self.stop()
 
     async def create_topic(self, topic: str, queues: int = 4, timeout: float = 60.0) -> None:
         """`topic` on every running broker of the group, once the NameServer routes it."""
@@ -356,11 +376,6 @@ class ProcessCluster:
             await asyncio.sleep(0.2)
 
     # --- Looking at it ------------------------------------------------------------------------
-
-    async def call(self, address: str, code: int, ext: dict[str, str]) -> RemotingCommand:
-        """One request to any process of the cluster."""
-        assert self._remoting is not None
-        return await self._remoting.invoke(address, RemotingCommand(code, ext_fields=ext), 5.0)
 
     def controllers(self) -> ControllerClient:
         assert self._remoting is not None

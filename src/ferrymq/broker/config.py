@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from ferrymq import settings
+from ferrymq.ha.dledger.peers import parse_peers, slave_broker_id
 from ferrymq.net.tls import TLSSettings
 from ferrymq.store import StoreConfig
 
@@ -76,6 +77,15 @@ class BrokerConfig(TLSSettings):
     broker_heartbeat_interval: int = 1000  # ms between heartbeats (and master look-ups) to the controllers
     controller_heart_beat_timeout_mills: int = 10_000  # ms without heartbeats before a new election
     broker_election_priority: int = 2**31 - 1  # lower is preferred when epoch and offset tie
+    # DLedger mode: the CommitLog replicated by Raft in a group of 3 or 5 (RocketMQ's enableDLegerCommitLog,
+    # dLegerGroup, dLegerPeers "n0-host:port;n1-host:port;...", dLegerSelfId, preferredLeaderId).
+    enable_dledger_commit_log: bool = False
+    dledger_group: str = ""
+    dledger_peers: str = ""
+    dledger_self_id: str = ""
+    preferred_leader_id: str = ""
+    dledger_heartbeat_ms: int = 200  # the leader's heartbeats; the election timeout is random in [1x, 2x)
+    dledger_election_timeout_ms: int = 1000
     slave_read_enable: bool = False
     access_message_in_memory_max_ratio: int = 40  # % of RAM: pulls further behind go to a slave
     # Authentication and access control (RocketMQ 5's ACL 2.0). Users and rules live in the store's
@@ -97,12 +107,31 @@ class BrokerConfig(TLSSettings):
             raise ValueError(
                 f"broker_role must be one of {', '.join(BROKER_ROLES)}, not {self.broker_role!r}"
             )
+        if self.enable_dledger_commit_log:
+            self._check_dledger()
+            return  # Raft elects the master; a follower is a slave with an id from its DLedger id
         if self.enable_controller_mode:
             return  # the controller assigns roles and ids
         if self.broker_role == "SLAVE" and self.broker_id <= 0:
             raise ValueError("a SLAVE needs broker_id > 0")
         if self.broker_role != "SLAVE":
             self.broker_id = 0  # a master is id 0, as in RocketMQ
+
+    def _check_dledger(self) -> None:
+        if self.enable_controller_mode:
+            raise ValueError("enable_dledger_commit_log and enable_controller_mode exclude each other")
+        peers = self.dledger_peer_map  # raises on a malformed list
+        if self.dledger_self_id not in peers:
+            raise ValueError(f"dledger_self_id {self.dledger_self_id!r} is not one of dledger_peers")
+        if self.preferred_leader_id and self.preferred_leader_id not in peers:
+            raise ValueError(f"preferred_leader_id {self.preferred_leader_id!r} is not one of dledger_peers")
+        if not 0 < self.dledger_heartbeat_ms < self.dledger_election_timeout_ms:
+            raise ValueError("need 0 < dledger_heartbeat_ms < dledger_election_timeout_ms")
+        self.broker_id = slave_broker_id(self.dledger_self_id, peers)
+
+    @property
+    def dledger_peer_map(self) -> dict[str, tuple[str, int]]:
+        return parse_peers(self.dledger_peers)
 
     @property
     def inner_credentials(self) -> tuple[str, str]:

@@ -47,6 +47,9 @@ from ferrymq.broker.stats_windows import Counts, StatsWindows
 from ferrymq.broker.topics import TopicConfigManager
 from ferrymq.broker.transactions import TransactionService
 from ferrymq.ha.client import HAClient
+from ferrymq.ha.dledger.apply import StoreApplier
+from ferrymq.ha.dledger.node import DLedgerNode, NodeSettings
+from ferrymq.ha.dledger.raft import RaftConfig
 from ferrymq.ha.master import HAService
 from ferrymq.net import Connection, RemotingClient, RemotingServer
 from ferrymq.net.tasks import BackgroundTasks
@@ -79,7 +82,10 @@ class Broker:
         self.replicas: ReplicasManager | None = None  # controller mode
         # "master" takes writes and serves replicas; "slave" copies its master and refuses writes.
         # In controller mode a broker waits as a slave until the controller gives it a role.
-        self.role = "slave" if config.broker_role == "SLAVE" or config.enable_controller_mode else "master"
+        # In DLedger mode every member starts as a slave; Raft's leader becomes the master.
+        starts_as_slave = config.broker_role == "SLAVE" or config.enable_controller_mode
+        self.role = "slave" if starts_as_slave or config.enable_dledger_commit_log else "master"
+        self.dledger: DLedgerNode | None = None
         self.epoch = 0  # the master epoch this broker last heard of
         self.ha_client: HAClient | None = None
         self._role_lock = asyncio.Lock()
@@ -108,8 +114,11 @@ class Broker:
 
     @property
     def waits_for_replicas(self) -> bool:
-        """Sends are acknowledged only once replicated (SYNC_MASTER; controller masters are SYNC_MASTER)."""
+        """Sends are acknowledged only once replicated (SYNC_MASTER; controller masters are SYNC_MASTER).
+        A DLedger master's sends wait for their Raft commit instead."""
         config = self.config
+        if config.enable_dledger_commit_log:
+            return False
         return self.is_master and (config.enable_controller_mode or config.broker_role == "SYNC_MASTER")
 
     async def start(self) -> None:
@@ -123,6 +132,8 @@ class Broker:
             config.store, store_host=(host, int(port)), background_dispatch=False
         ).open()
         self.store.replica = not self.is_master
+        if config.enable_dledger_commit_log:
+            self.dledger = self._dledger_node()
         config_dir = config.store.config_dir
         self.topics = TopicConfigManager(
             config_dir, config.broker_name, config.broker_cluster_name, config.default_topic_queue_nums,
@@ -169,7 +180,8 @@ class Broker:
         self.store.dispatcher.listener = self._arrived
         self.scheduler.start()
         config.ha_listen_port = await self._start_ha(ephemeral)
-        if not config.enable_controller_mode:
+        # Roles come from the controller in controller mode, from Raft's election in DLedger mode.
+        if not config.enable_controller_mode and not config.enable_dledger_commit_log:
             if self.is_master:  # a static master keeps its epoch across restarts
                 await self.change_role(
                     "master",
@@ -182,6 +194,8 @@ class Broker:
                 self.master_ha_addr_learned(config.ha_master_address)
         await self.pops.start()
         await self.server.start()
+        if self.dledger is not None:
+            await self.dledger.start()
         if config.enable_controller_mode and config.controller_addr:  # without: roles come by change_role
             self.replicas = ReplicasManager(
                 config, self.store, self.ha, self.client, self, every=self._every, spawn=self._spawn
@@ -212,7 +226,7 @@ class Broker:
         self.puts = PutService(
             config, store, topics, groups, self, divert=self.scheduler.divert, half=self.transactions.half,
             replicated=self.ha.wait_replicated, written=self.written, topics_changed=changed,
-            quotas=self.quotas,
+            quotas=self.quotas, replicated_log=self.dledger,
         )  # fmt: skip
         self.recalls = RecallService(self.puts)
         self.topic_admin = TopicAdmin(topics, store, self.offsets, changed)
@@ -320,6 +334,8 @@ class Broker:
         self.stopped = True
         await self.scheduler.stop()
         await self.tasks.close()
+        if self.dledger is not None:
+            await self.dledger.close()
         if self.ha_client is not None:
             await self.ha_client.stop()
         await self.ha.stop()
@@ -369,6 +385,34 @@ class Broker:
         self.ha.written()
 
     # ---------------------------------------------------------------- roles
+
+    def _dledger_node(self) -> DLedgerNode:
+        config = self.config
+        tick = max(1, config.dledger_heartbeat_ms // 2)
+        raft = RaftConfig(
+            election_ticks=max(3, config.dledger_election_timeout_ms // tick),
+            heartbeat_ticks=2,
+            preferred_leader=config.preferred_leader_id or None,
+        )
+        settings = NodeSettings(
+            config.dledger_self_id,
+            config.dledger_peer_map,
+            config.store.store_path_root_dir / "dledger",
+            tick_ms=tick,
+            raft=raft,
+            sync_log=config.store.flush_disk_type == "SYNC_FLUSH",
+        )
+        return DLedgerNode(settings, StoreApplier(self.store, self.written), self._dledger_leader_changed)
+
+    def _dledger_leader_changed(self, is_leader: bool) -> None:
+        """Raft's leader is the group's master (id 0), the others slaves: NameServers learn it now, so
+        clients follow the new master without waiting for a registration period."""
+        self.role = "master" if is_leader else "slave"
+        self.store.replica = not is_leader  # a slave's store takes committed puts only (apply.py)
+        log.info("broker %s is %s (DLedger)", self.config.broker_name, self.role)
+        self.schedule_registration()
+        if not is_leader:
+            self._spawn(self.slave_sync.sync(), "copy the master's metadata")
 
     async def change_role(
         self, role: str, *, broker_id: int, epoch: int, master_addr: str | None, master_ha_addr: str | None
@@ -435,7 +479,7 @@ class Broker:
 
     def master_ha_addr_learned(self, addr: str) -> None:
         """A static slave learns (or re-learns) its master's HA address from a NameServer."""
-        if self.config.enable_controller_mode or self.is_master:
+        if self.config.enable_controller_mode or self.config.enable_dledger_commit_log or self.is_master:
             return
         client = self.ha_client
         if client is None or client.master_ha_addr != addr:

@@ -24,7 +24,7 @@ class SendBackProcessor:
 
     async def send_back(self, conn: Connection, request: RemotingCommand) -> RemotingCommand:
         h = ConsumerSendMsgBackRequestHeader.from_ext_fields(request.ext_fields)
-        outcome = self.puts.send_back(h.group, h.offset, h.delay_level, h.max_reconsume_times)
+        outcome = await self.puts.send_back(h.group, h.offset, h.delay_level, h.max_reconsume_times)
         return request.make_response(outcome.code, outcome.remark)
 
     async def delay_offsets(self, conn: Connection, request: RemotingCommand) -> RemotingCommand:

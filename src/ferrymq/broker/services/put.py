@@ -10,6 +10,7 @@ dead-letter it).
 from __future__ import annotations
 
 import random
+import time
 from collections.abc import Awaitable, Callable
 from typing import Protocol
 
@@ -26,6 +27,8 @@ from ferrymq.broker.topics import (
     TopicConfigManager,
 )
 from ferrymq.broker.transactions import HALF_TOPIC
+from ferrymq.ha.dledger.apply import put as put_command
+from ferrymq.ha.dledger.command import PutCommand
 from ferrymq.metrics.tally import Tally
 from ferrymq.protocol.codes import ResponseCode
 from ferrymq.protocol.errors import MessageDecodeError
@@ -36,7 +39,7 @@ from ferrymq.protocol.recall import RecallHandle
 from ferrymq.protocol.record import pack_host
 from ferrymq.protocol.sys_flag import TRANSACTION_TYPE_MASK
 from ferrymq.protocol.topic_names import topic_problem
-from ferrymq.store import MessageStore, PutStatus
+from ferrymq.store import MessageStore, PutResult, PutStatus
 
 DLQ_NUMS_PER_GROUP = 1
 HELD_BACK_TOPICS = (SCHEDULE_TOPIC, TIMER_TOPIC)  # only the broker itself writes these
@@ -67,6 +70,13 @@ _MESSAGE_ILLEGAL = int(ResponseCode.MESSAGE_ILLEGAL)
 Divert = Callable[[bytes, str, int, int], "tuple[str, int, bytes] | None"]
 
 
+def _slave(config: BrokerConfig) -> SendOutcome:
+    """RocketMQ's answer from a slave: producers and consumers retry on the master."""
+    return SendOutcome(
+        ResponseCode.SERVICE_NOT_AVAILABLE, f"broker {config.broker_name} is a slave: it takes no writes"
+    )
+
+
 class WriterRole(Protocol):
     """What the put rules ask of the broker's current role (it changes while the broker runs)."""
 
@@ -77,6 +87,12 @@ class WriterRole(Protocol):
     def waits_for_replicas(self) -> bool: ...
 
     def fenced(self) -> str | None: ...
+
+
+class ReplicatedLog(Protocol):
+    """DLedger mode's log: a put is stored by every member once a majority holds it."""
+
+    async def put(self, c: PutCommand, timeout: float) -> PutResult: ...
 
 
 class PutService:
@@ -94,12 +110,14 @@ class PutService:
         written: Callable[[], None],
         topics_changed: Callable[[], None],
         quotas: QuotaLimiter | None = None,
+        replicated_log: ReplicatedLog | None = None,
     ) -> None:
         """`divert`: the scheduler's (where a delayed or timed message waits; raises ScheduleError);
         `half`: the transaction service's properties of a half message; `replicated(offset, timeout)`:
         waits until replicas hold the log up to offset; `written`: after every put (dispatch soon);
         `topics_changed`: after an auto-creation (tell the NameServers); `quotas`: the producers'
-        rate limits (over them a put is refused with flow control, SYSTEM_BUSY)."""
+        rate limits (over them a put is refused with flow control, SYSTEM_BUSY); `replicated_log`:
+        DLedger mode's, through which producers' messages are stored instead of into `store`."""
         self.config = config
         self.store = store
         self.topics = topics
@@ -111,6 +129,7 @@ class PutService:
         self._written = written
         self._topics_changed = topics_changed
         self.quotas = quotas if quotas is not None else QuotaLimiter()
+        self.replicated_log = replicated_log
         self.stored: Tally[str] = Tally()  # topic → messages and bytes stored, for the metrics collector
 
     async def put(
@@ -139,8 +158,7 @@ class PutService:
         config = self.config
         role = self.role
         if not role.is_master:
-            return SendOutcome(ResponseCode.SERVICE_NOT_AVAILABLE,
-                               f"broker {config.broker_name} is a slave: it takes no writes")  # fmt: skip
+            return _slave(config)
         if (fenced := role.fenced()) is not None:
             return SendOutcome(ResponseCode.SERVICE_NOT_AVAILABLE, fenced)
         if not config.broker_permission & PERM_WRITE:
@@ -171,10 +189,21 @@ class PutService:
         store = self.store
         if born_host is None:
             born_host = store.store_host
+        logged = self.replicated_log
+        if logged is not None and not born_timestamp:  # every member stores the leader's
+            born_timestamp = time.time_ns() // 1_000_000
         if batch:
             store_topic, store_props = topic, b""
-            result = store.put_batch(topic, queue_id, body, sys_flag=sys_flag, born_timestamp=born_timestamp,
-                                     born_host=born_host)  # fmt: skip
+            if logged is not None:
+                result = await logged.put(
+                    PutCommand(
+                        topic, queue_id, body, b"", 0, sys_flag, born_timestamp, born_host, batch=True
+                    ),
+                    config.store.sync_flush_timeout / 1000,
+                )
+            else:
+                result = store.put_batch(topic, queue_id, body, sys_flag=sys_flag,
+                                         born_timestamp=born_timestamp, born_host=born_host)  # fmt: skip
         else:
             if (
                 _TRAN_MSG in properties
@@ -191,10 +220,17 @@ class PutService:
                 if isinstance(destination, SendOutcome):
                     return destination
                 store_topic, store_queue, store_props = destination
-            result = store.put_message(
-                store_topic, store_queue, body, store_props, flag=flag, sys_flag=sys_flag,
-                born_timestamp=born_timestamp, born_host=born_host, reconsume_times=reconsume_times,
-            )  # fmt: skip
+            if logged is not None:
+                result = await logged.put(
+                    PutCommand(store_topic, store_queue, body, store_props, flag, sys_flag, born_timestamp,
+                               born_host, reconsume_times),
+                    config.store.sync_flush_timeout / 1000,
+                )  # fmt: skip
+            else:
+                result = store.put_message(
+                    store_topic, store_queue, body, store_props, flag=flag, sys_flag=sys_flag,
+                    born_timestamp=born_timestamp, born_host=born_host, reconsume_times=reconsume_times,
+                )  # fmt: skip
         status = result.status
         if status is _PUT_OK:
             self._written()
@@ -267,7 +303,7 @@ class PutService:
             return SendOutcome(_MESSAGE_ILLEGAL, str(e))
         return diverted or (topic, queue_id, props)
 
-    def send_back(
+    async def send_back(
         self, group: str, commit_log_offset: int, delay_level: int, max_reconsume_times: int | None = None
     ) -> SendOutcome:
         """A consumer of `group` failed the message stored at `commit_log_offset`: store it again in
@@ -275,6 +311,8 @@ class PutService:
         it reached the group's (or the given) maximum or when asked so with a negative delay level.
         A group that wants no retries drops it (SUCCESS)."""
         config = self.config
+        if not self.role.is_master:
+            return _slave(config)
         group_config = self.groups.get(group)
         if group_config is None:
             return SendOutcome(ResponseCode.SUBSCRIPTION_GROUP_NOT_EXIST,
@@ -312,11 +350,14 @@ class PutService:
         except ScheduleError as e:
             return SendOutcome(_MESSAGE_ILLEGAL, str(e))
         store_topic, store_queue, raw = diverted or (topic, queue_id, raw)
-        result = self.store.put_message(
-            store_topic, store_queue, msg.body, raw, flag=msg.flag, sys_flag=msg.sys_flag,
-            born_timestamp=msg.born_timestamp, born_host=pack_host(*msg.born_host),
-            reconsume_times=msg.reconsume_times + 1,
-        )  # fmt: skip
+        born_host = pack_host(*msg.born_host)
+        again = PutCommand(store_topic, store_queue, msg.body, raw, msg.flag, msg.sys_flag,
+                           msg.born_timestamp, born_host, msg.reconsume_times + 1)  # fmt: skip
+        logged = self.replicated_log
+        if logged is not None:
+            result = await logged.put(again, config.store.sync_flush_timeout / 1000)
+        else:
+            result = put_command(self.store, again)
         if result.status is not _PUT_OK:
             return SendOutcome(PUT_STATUS_CODES.get(result.status, ResponseCode.SYSTEM_ERROR),
                                result.remark or result.status.name)  # fmt: skip

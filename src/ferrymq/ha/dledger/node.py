@@ -1,0 +1,207 @@
+"""One member of a DLedger group on the broker's event loop: the Raft core with its I/O.
+
+`DLedgerNode` drives `RaftNode` as raft.py asks: inbound frames, clock ticks and proposals go in;
+each `Ready` is carried out in order (term and vote saved, the log made durable when the store
+flushes synchronously, messages sent, committed entries applied). Proposals made in one loop turn
+go to the core together, so concurrent sends share one append to each follower. A put is answered
+once its entry is committed with the term it was proposed in and applied to this member's store.
+
+The log is DLedger's layout in `<store>/dledger/` (FileLog); the term and vote in its `currterm`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import random
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from ferrymq.ha.dledger import command, hardstate
+from ferrymq.ha.dledger.apply import AppliedMark, StoreApplier
+from ferrymq.ha.dledger.entry import MAGIC_NORMAL
+from ferrymq.ha.dledger.filelog import FileLog
+from ferrymq.ha.dledger.messages import Message
+from ferrymq.ha.dledger.pending import PendingAppends
+from ferrymq.ha.dledger.raft import NotLeader, RaftConfig, RaftNode, Role
+from ferrymq.ha.dledger.transport import PeerTransport
+from ferrymq.net.tasks import BackgroundTasks
+from ferrymq.store import PutResult, PutStatus
+
+log = logging.getLogger(__name__)
+
+APPLY_BATCH = 1024  # entries read from the log at a time while applying
+APPLY_BYTES = 8 << 20
+BACKGROUND_SYNC = 1.0  # s between fsyncs of the log when sends do not wait for them
+
+
+@dataclass(frozen=True)
+class NodeSettings:
+    self_id: str
+    peers: dict[str, tuple[str, int]]
+    root: Path
+    tick_ms: int = 100
+    raft: RaftConfig = field(default_factory=RaftConfig)
+    sync_log: bool = False  # fsync the log before answering (the store's SYNC_FLUSH)
+
+
+def _expire(fut: asyncio.Future) -> None:
+    """A put not settled in time: its outcome is unknown (it may still commit), the producer retries."""
+    if not fut.done():
+        fut.set_result(PutResult(PutStatus.FLUSH_SLAVE_TIMEOUT, "not committed by a majority in time"))
+
+
+class DLedgerNode:
+    def __init__(
+        self, settings: NodeSettings, applier: StoreApplier, leader_changed: Callable[[bool], None]
+    ) -> None:
+        """`leader_changed(is_leader)`: this member became the leader, or stopped being it."""
+        self.settings = settings
+        self.applier = applier
+        self._leader_changed = leader_changed
+        settings.root.mkdir(parents=True, exist_ok=True)
+        self.log = FileLog(settings.root)
+        self.mark = AppliedMark(settings.root / "applied")
+        self.raft = RaftNode(
+            settings.self_id, list(settings.peers), self.log, hardstate.load(settings.root),
+            random.Random(), settings.raft,
+        )  # fmt: skip
+        self.applied = self._recover_applied()
+        self.transport = PeerTransport(settings.self_id, settings.peers, self._received)
+        self.pending: PendingAppends[tuple[int, asyncio.Future]] = PendingAppends()
+        self._proposals: list[tuple[bytes, asyncio.Future]] = []
+        self._scheduled = False
+        self._tasks = BackgroundTasks(f"DLedger {settings.self_id}")
+        self.is_leader = False
+
+    def _recover_applied(self) -> int:
+        """The last entry whose put is in the store (see apply.py)."""
+        index, offset = self.mark.index, self.mark.offset
+        if index < 0 or index > self.log.last_index:
+            return min(index, self.log.last_index)
+        entry = self.log.read(index, 1, 0)[0]
+        if entry.magic != MAGIC_NORMAL or self.applier.holds(command.decode(entry.body), offset):
+            return index
+        return index - 1
+
+    async def start(self) -> None:
+        await self.transport.start()
+        self._tasks.spawn(self._tick(), "DLedger clock")
+        if not self.settings.sync_log:
+            self._tasks.spawn(self._sync_in_background(), "DLedger log sync")
+
+    async def close(self) -> None:
+        await self._tasks.close()
+        await self.transport.close()
+        for _, fut in self.pending.drop_all():
+            if not fut.done():
+                fut.set_result(PutResult(PutStatus.SERVICE_NOT_AVAILABLE, "broker stopping"))
+        self.log.sync()
+        self.log.close()
+        self.mark.close()
+
+    @property
+    def leader_id(self) -> str | None:
+        return self.raft.leader_id
+
+    async def put(self, c: command.PutCommand, timeout: float) -> PutResult:
+        """Propose `c`; its store result once committed and applied here, or why not."""
+        if not self.is_leader:
+            return PutResult(PutStatus.SERVICE_NOT_AVAILABLE, f"not the DLedger leader ({self.leader_id})")
+        loop = asyncio.get_running_loop()
+        fut = loop.create_future()
+        self._proposals.append((b"".join(command.encode(c)), fut))
+        self._schedule()
+        expiry = loop.call_later(timeout, _expire, fut)  # cheaper than wait_for, which makes a task
+        try:
+            return await fut
+        finally:
+            expiry.cancel()
+
+    # -- driving the core ---------------------------------------------------------------------
+
+    def _received(self, m: Message) -> None:
+        self.raft.step(m)
+        self._schedule()
+
+    async def _tick(self) -> None:
+        period = self.settings.tick_ms / 1000
+        while True:
+            await asyncio.sleep(period)
+            self.raft.tick()
+            self._schedule()
+
+    async def _sync_in_background(self) -> None:
+        while True:
+            await asyncio.sleep(BACKGROUND_SYNC)
+            await asyncio.to_thread(self.log.sync)
+
+    def _schedule(self) -> None:
+        if not self._scheduled:
+            self._scheduled = True
+            asyncio.get_running_loop().call_soon(self._run)
+
+    def _run(self) -> None:
+        self._scheduled = False
+        if self._proposals:
+            self._propose()
+        raft = self.raft
+        while raft.has_ready():
+            rd = raft.ready()
+            if rd.hard_state is not None:
+                hardstate.save(self.settings.root, rd.hard_state)
+            if rd.unsynced_from is not None and self.settings.sync_log:
+                self.log.sync()
+            for m in rd.messages:
+                self.transport.send(m)
+            if rd.commit is not None:
+                self._apply(rd.commit)
+            if rd.soft_state is not None and (rd.soft_state.role is Role.LEADER) != self.is_leader:
+                self.is_leader = not self.is_leader
+                log.info(
+                    "DLedger %s: %s in term %d", self.settings.self_id,
+                    "leader" if self.is_leader else "no longer leader", rd.soft_state.term,
+                )  # fmt: skip
+                self._leader_changed(self.is_leader)
+
+    def _propose(self) -> None:
+        proposals, self._proposals = self._proposals, []
+        try:
+            first = self.raft.propose([body for body, _ in proposals])
+        except NotLeader as e:
+            for _, fut in proposals:
+                fut.set_result(PutResult(PutStatus.SERVICE_NOT_AVAILABLE, str(e)))
+            return
+        term = self.raft.term
+        for k, (_, fut) in enumerate(proposals):
+            self.pending.add(first + k, term, (first + k, fut))
+
+    def _apply(self, commit: int) -> None:
+        """Store the committed entries not yet stored; answer the puts they settle."""
+        results: dict[int, PutResult] = {}
+        applier, mark = self.applier, self.mark
+        while self.applied < commit:
+            for entry in self.log.read(
+                self.applied + 1, min(APPLY_BATCH, commit - self.applied), APPLY_BYTES
+            ):
+                if entry.magic == MAGIC_NORMAL:
+                    try:
+                        c = command.decode(entry.body)
+                    except command.CommandError as e:
+                        log.error(
+                            "DLedger %s: entry %d is not a put: %s", self.settings.self_id, entry.index, e
+                        )
+                    else:
+                        mark.save(entry.index, applier.end)
+                        results[entry.index] = applier.apply(c)
+                self.applied = entry.index
+        acked, replaced = self.pending.settle(commit, self.log.term_at)
+        for index, fut in acked:
+            if not fut.done():
+                fut.set_result(
+                    results.get(index) or PutResult(PutStatus.SERVICE_NOT_AVAILABLE, "not applied")
+                )
+        for _, fut in replaced:
+            if not fut.done():
+                fut.set_result(PutResult(PutStatus.SERVICE_NOT_AVAILABLE, "replaced by a new DLedger leader"))

@@ -1,0 +1,98 @@
+"""Raft messages between the members of a DLedger group, over TCP on the broker's event loop.
+
+Each member listens on its `dLegerPeers` address and keeps one outbound connection to every other
+member; a message goes out on the sender's connection, so each direction of a link is one ordered
+stream. Frames are a u32 length and one `wire` frame. A message for a peer that is unreachable is
+dropped: Raft resends what matters on the next heartbeat, so a queue would only add stale traffic.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import struct
+from collections.abc import Callable
+
+from ferrymq.ha.dledger import wire
+from ferrymq.ha.dledger.messages import Message
+from ferrymq.net.tasks import BackgroundTasks
+
+log = logging.getLogger(__name__)
+
+LENGTH = struct.Struct(">I")
+MAX_FRAME = 64 << 20
+RECONNECT_DELAY = 0.1  # s between attempts to reach a peer that is down
+HIGH_WATER = 32 << 20  # bytes buffered for a peer beyond which messages are dropped, not queued
+
+
+class PeerTransport:
+    def __init__(
+        self, self_id: str, peers: dict[str, tuple[str, int]], on_message: Callable[[Message], None]
+    ) -> None:
+        self.self_id = self_id
+        self.peers = peers
+        self._on_message = on_message
+        self._tasks = BackgroundTasks(f"DLedger transport {self_id}")
+        self._writers: dict[str, asyncio.StreamWriter] = {}
+        self._server: asyncio.Server | None = None
+        self._inbound: set[asyncio.StreamWriter] = set()
+
+    async def start(self) -> None:
+        host, port = self.peers[self.self_id]
+        self._server = await asyncio.start_server(self._serve, host, port)
+        for peer in self.peers:
+            if peer != self.self_id:
+                self._tasks.spawn(self._link(peer), f"DLedger link to {peer}")
+
+    def send(self, m: Message) -> None:
+        writer = self._writers.get(m.dst)
+        if writer is None or writer.is_closing():
+            return
+        if writer.transport.get_write_buffer_size() > HIGH_WATER:
+            return
+        parts = wire.encode(m)
+        writer.writelines([LENGTH.pack(sum(len(p) for p in parts)), *parts])
+
+    async def close(self) -> None:
+        await self._tasks.close()
+        if self._server is not None:
+            self._server.close()
+        for writer in [*self._writers.values(), *self._inbound]:
+            writer.close()
+        self._writers.clear()
+
+    async def _link(self, peer: str) -> None:
+        """Keep a connection to `peer`: connect, wait until it breaks, connect again."""
+        host, port = self.peers[peer]
+        while True:
+            try:
+                reader, writer = await asyncio.open_connection(host, port)
+            except OSError:
+                await asyncio.sleep(RECONNECT_DELAY)
+                continue
+            self._writers[peer] = writer
+            log.info("DLedger %s: connected to %s", self.self_id, peer)
+            try:
+                await reader.read()  # the peer never writes here: this returns when the link breaks
+            except OSError:
+                pass
+            finally:
+                self._writers.pop(peer, None)
+                writer.close()
+            await asyncio.sleep(RECONNECT_DELAY)
+
+    async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        self._inbound.add(writer)
+        try:
+            while True:
+                (size,) = LENGTH.unpack(await reader.readexactly(LENGTH.size))
+                if size > MAX_FRAME:
+                    raise wire.WireError(f"frame of {size} bytes")
+                self._on_message(wire.decode(await reader.readexactly(size)))
+        except (asyncio.IncompleteReadError, OSError):
+            pass
+        except wire.WireError as e:
+            log.warning("DLedger %s: dropping a peer connection: %s", self.self_id, e)
+        finally:
+            self._inbound.discard(writer)
+            writer.close()

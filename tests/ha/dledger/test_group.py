@@ -1,0 +1,152 @@
+"""A DLedger group of three brokers in this process: the leader is the master, sends are stored on
+every member once committed, followers refuse sends, and a stopped leader is replaced."""
+
+from __future__ import annotations
+
+import shutil
+
+import pytest
+
+from ferrymq.bench.processes import free_ports
+from ferrymq.broker.config import BrokerConfig
+from ferrymq.broker.server import Broker
+from ferrymq.protocol.codes import RequestCode, ResponseCode
+from ferrymq.protocol.remoting import RemotingCommand
+from tests.ha.conftest import eventually
+from tests.store.conftest import read_queue
+
+MEMBERS = ("n0", "n1", "n2")
+
+
+async def start_group(group, **settings) -> list[Broker]:
+    """Three members on free loopback Raft ports, with fast elections."""
+    peers = ";".join(f"{n}-127.0.0.1:{p}" for n, p in zip(MEMBERS, free_ports(3), strict=True))
+    return [
+        await group.start(
+            n,
+            enable_dledger_commit_log=True,
+            dledger_peers=peers,
+            dledger_self_id=n,
+            dledger_heartbeat_ms=50,
+            dledger_election_timeout_ms=300,
+            **settings,
+        )
+        for n in MEMBERS
+    ]
+
+
+def leader(brokers: list[Broker]) -> Broker | None:
+    masters = [b for b in brokers if not b.stopped and b.is_master]
+    return masters[0] if len(masters) == 1 else None
+
+
+async def elect(brokers: list[Broker], other_than: Broker | None = None) -> Broker:
+    """The one master among the running members, once there is one (other than `other_than`)."""
+    await eventually(lambda: leader(brokers) not in (None, other_than), 30, "a leader")
+    master = leader(brokers)
+    assert master is not None
+    return master
+
+
+async def send_all(group, broker: Broker, keys: list[bytes]) -> None:
+    for key in keys:
+        answer = await group.send(broker, key)
+        assert answer.code == ResponseCode.SUCCESS, answer.remark
+
+
+def bodies(broker: Broker, topic: str) -> list[bytes]:
+    return [bytes(m.body) for m in read_queue(broker.store, topic, 0)]
+
+
+async def stored_everywhere(brokers: list[Broker], expected: list[bytes], topic: str = "T") -> None:
+    """Every running member's queue 0 of `topic` holds exactly `expected`, in order (bounded wait)."""
+    for b in brokers:
+        if not b.stopped:
+            await eventually(
+                lambda b=b: b.store.wait_dispatched(0) and bodies(b, topic) == expected,
+                30,
+                f"{topic} on {b.config.dledger_self_id}",
+            )
+
+
+async def test_a_group_elects_a_master_and_stores_sends_on_every_member(group):
+    brokers = await start_group(group)
+    master = await elect(brokers)
+    assert master.registered_id == 0
+    followers = [b for b in brokers if b is not master]
+    assert sorted(b.registered_id for b in followers) == sorted(
+        int(b.config.dledger_self_id[1:]) + 1 for b in followers
+    )
+    expected = [f"m{i}".encode() for i in range(20)]
+    await send_all(group, master, expected)
+    refused = await group.send(followers[0], b"x")
+    assert refused.code == ResponseCode.SERVICE_NOT_AVAILABLE
+    await stored_everywhere(brokers, expected)
+
+
+async def test_a_stopped_leader_is_replaced_and_nothing_acknowledged_is_lost(group):
+    brokers = await start_group(group)
+    old = await elect(brokers)
+    before = [f"a{i}".encode() for i in range(10)]
+    await send_all(group, old, before)
+    await old.stop()
+    new = await elect(brokers, other_than=old)
+    after = [f"b{i}".encode() for i in range(10)]
+    await send_all(group, new, after)
+    await stored_everywhere(brokers, before + after)
+
+
+async def test_the_preferred_leader_takes_over_and_sends_follow_it(group):
+    brokers = await start_group(group, preferred_leader_id="n2")
+    await eventually(lambda: leader(brokers) is brokers[2], 30, "n2 to lead")
+    await send_all(group, brokers[2], [b"p"])
+    await stored_everywhere(brokers, [b"p"])
+
+
+@pytest.mark.parametrize("spelling", ["enableDLegerCommitLog", "enable_dledger_commit_log"])
+def test_rocketmq_names_select_dledger_mode(spelling):
+    config = BrokerConfig.from_settings(
+        {spelling: True, "dLegerPeers": "n0-127.0.0.1:40911;n1-127.0.0.1:40912;n2-127.0.0.1:40913",
+         "dLegerSelfId": "n2", "dLegerGroup": "g"}
+    )  # fmt: skip
+    assert config.enable_dledger_commit_log and config.broker_id == 3 and config.dledger_group == "g"
+
+
+async def test_a_classic_master_and_its_copies_upgrade_in_place(group, tmp_path):
+    classic = await group.start("n0")
+    old = [f"old{i}".encode() for i in range(5)]
+    await send_all(group, classic, old)
+    await classic.stop()
+    group.brokers.remove(classic)
+    for n in MEMBERS[1:]:  # in-sync slaves hold the master's CommitLog byte for byte
+        shutil.copytree(tmp_path / "n0", tmp_path / n)
+    brokers = await start_group(group)
+    new = [f"new{i}".encode() for i in range(5)]
+    await send_all(group, await elect(brokers), new)
+    await stored_everywhere(brokers, old + new)
+
+
+async def test_a_message_sent_back_is_dead_lettered_on_every_member(group):
+    brokers = await start_group(group)
+    master = await elect(brokers)
+    await send_all(group, master, [b"failed"])
+    [stored] = read_queue(master.store, "T", 0)
+    ext = {"offset": str(stored.commitlog_offset), "group": "G", "delayLevel": "-1"}
+    request = RemotingCommand(RequestCode.CONSUMER_SEND_MSG_BACK, ext_fields=ext)
+    follower = next(b for b in brokers if b is not master)
+    refused = await group.client.invoke(follower.config.broker_addr, request)
+    assert refused.code == ResponseCode.SERVICE_NOT_AVAILABLE  # a follower takes no writes
+    answer = await group.client.invoke(master.config.broker_addr, request)
+    assert answer.code == ResponseCode.SUCCESS, answer.remark
+    await stored_everywhere(brokers, [b"failed"], "%DLQ%G")
+
+
+async def test_without_a_majority_a_send_is_not_acknowledged(group):
+    brokers = await start_group(group, sync_flush_timeout=300)
+    master = await elect(brokers)
+    for b in brokers:
+        if b is not master:
+            await b.stop()
+    answer = await group.send(master, b"alone")
+    assert answer.code in (ResponseCode.FLUSH_SLAVE_TIMEOUT, ResponseCode.SERVICE_NOT_AVAILABLE), answer
+    assert bodies(master, "T") == []  # not committed: not stored, not visible to consumers
