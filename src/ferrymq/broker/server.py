@@ -108,8 +108,11 @@ class Broker:
 
     @property
     def waits_for_replicas(self) -> bool:
-        """Sends are acknowledged only once replicated (SYNC_MASTER; controller masters are SYNC_MASTER)."""
+        """Sends are acknowledged only once replicated (SYNC_MASTER; controller masters are SYNC_MASTER;
+        with a replication QoS level, level 2 while its state says so)."""
         config = self.config
+        if config.replication_qos_level >= 0:
+            return self.is_master and config.replication_qos_level == 2
         return self.is_master and (config.enable_controller_mode or config.broker_role == "SYNC_MASTER")
 
     async def start(self) -> None:
@@ -510,6 +513,7 @@ class Broker:
             "pullHoldingCount": str(self.hold.waiting()),
             "diskFull": str(store.disk_full).lower(),
             "haServerAddr": self.config.ha_addr,
+            **self.ha.qos_info(),
             # Since the broker started (RocketMQ counts from midnight), as the metrics' exporter names say.
             "msgPutTotalTodayNow": str(sum(n for _, n, _ in self.puts.stored.items())),
             "msgGetTotalTodayNow": str(
