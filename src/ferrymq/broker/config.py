@@ -77,6 +77,9 @@ class BrokerConfig(TLSSettings):
     controller_heart_beat_timeout_mills: int = 10_000  # ms without heartbeats before a new election
     broker_election_priority: int = 2**31 - 1  # lower is preferred when epoch and offset tie
     slave_read_enable: bool = False
+    # Classic mode: while the master is down, the slave with the lowest id delivers due scheduled
+    # messages and checks back transactions, putting through other masters (broker/acting_master.py).
+    enable_slave_acting_master: bool = False
     access_message_in_memory_max_ratio: int = 40  # % of RAM: pulls further behind go to a slave
     # Authentication and access control (RocketMQ 5's ACL 2.0). Users and rules live in the store's
     # config dir (auth.json) and change at run time by the AUTH_* requests (`ferrymq admin acl`).
