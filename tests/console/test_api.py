@@ -136,6 +136,15 @@ async def test_cluster_page_shows_the_master_and_its_runtime(cluster_console):
     assert status == 404 and "127.0.0.1:1" in value["error"]
 
 
+async def test_cluster_page_shows_a_masters_replication_qos_state(make_cluster, open_console):
+    cluster = await make_cluster(replication_qos_level=2)
+    console = await open_console(cluster.namesrv_addr)
+    (group,) = (await console.get("/api/cluster"))["groups"]
+    (master,) = group["replicas"]
+    assert master["runtime"]["replicationQosState"] == "single_master"  # no slave yet
+    assert master["runtime"]["replicationQosLevel"] == "2"
+
+
 async def test_broker_settings_never_show_a_password(secure_console):
     cluster, console = secure_console
     settings = await console.get("/api/cluster/settings", broker=cluster.broker_addr)

@@ -69,6 +69,7 @@ async def test_topics_messages_groups_and_dashboard_in_a_browser(cluster_console
         await page.goto(console.url + "/#/cluster")
         await expect(page.locator("#brokers")).to_contain_text("master")
         await expect(page.locator("#brokers")).to_contain_text(cluster.broker_addr)
+        await expect(page.locator("#brokers thead")).to_contain_text("replication")
         await page.goto(console.url + "/#/access")
         await expect(page.locator("#acl")).to_contain_text("ACL not enabled")
         await page.goto(console.url + "/#/amqp")

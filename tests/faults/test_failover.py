@@ -22,6 +22,7 @@ from ferrymq.bench.failover import TOPIC, SteadyProducer, read_back, under_load
 from ferrymq.bench.processes import ProcessCluster
 from ferrymq.client import MessageQueue, PullConsumer
 from ferrymq.protocol.codes import RequestCode, ResponseCode
+from tests.faults.classic import ferrymq_cli as ferrymq
 
 pytestmark = [pytest.mark.faults, pytest.mark.timeout(600)]
 
@@ -34,17 +35,6 @@ async def full_group(cluster: ProcessCluster):
 
 
 GROUP = "carry-on"
-
-
-async def ferrymq(*args: str) -> str:
-    """Run a ferrymq command; its output (wide, so that tables do not wrap)."""
-    env = {**os.environ, "COLUMNS": "200"}
-    done = await asyncio.to_thread(
-        subprocess.run, [sys.executable, "-m", "ferrymq", *args], capture_output=True, text=True, env=env,
-        timeout=60,
-    )  # fmt: skip
-    assert done.returncode == 0, done.stderr
-    return done.stdout
 
 
 async def consume_and_commit(cluster: ProcessCluster) -> dict[MessageQueue, int]:

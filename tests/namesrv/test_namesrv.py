@@ -561,3 +561,35 @@ async def test_stopping_leaves_none_of_its_tasks_running(brokers):
     assert {task for task in asyncio.all_tasks() if task not in before}, "its scanner runs until it stops"
     await namesrv.stop(grace=1)
     assert {task for task in asyncio.all_tasks() if task not in before and not task.done()} == set()
+
+
+def test_an_acting_master_stands_in_read_only_while_its_master_is_gone():
+    table = RouteTable(broker_timeout=120.0)
+    wrapper = TopicConfigSerializeWrapper(topic_config_table={"T": TopicConfig(topic_name="T", perm=6)})
+    for broker_id, addr in ((0, "a:0"), (1, "a:1"), (2, "a:2")):
+        header = RegisterBrokerRequestHeader(
+            broker_name="broker-a", broker_addr=addr, cluster_name="C", broker_id=broker_id,
+            ha_server_addr="h", enable_acting_master=True,
+        )  # fmt: skip
+        table.register_broker(header, wrapper, channel=addr)
+    route = table.topic_route("T")
+    assert route.broker_datas[0].broker_addrs == {0: "a:0", 1: "a:1", 2: "a:2"}
+    assert route.queue_datas[0].perm == 6
+
+    table.remove_channel("a:0")  # the master is gone: the lowest slave stands in, read-only
+    route = table.topic_route("T")
+    assert route.broker_datas[0].broker_addrs == {0: "a:1", 1: "a:1", 2: "a:2"}
+    assert route.queue_datas[0].perm == 4
+    assert table.cluster_info().broker_addr_table["broker-a"].broker_addrs == {1: "a:1", 2: "a:2"}
+    assert table.topic_route("T").queue_datas[0].perm == 4  # the table itself is unchanged
+
+
+def test_without_acting_master_a_group_without_master_has_none_in_its_routes():
+    table = RouteTable(broker_timeout=120.0)
+    wrapper = TopicConfigSerializeWrapper(topic_config_table={"T": TopicConfig(topic_name="T", perm=6)})
+    for broker_id, addr in ((0, "a:0"), (1, "a:1")):
+        header = RegisterBrokerRequestHeader(broker_name="broker-a", broker_addr=addr, cluster_name="C",
+                                             broker_id=broker_id, ha_server_addr="h")  # fmt: skip
+        table.register_broker(header, wrapper, channel=addr)
+    table.remove_channel("a:0")
+    assert table.topic_route("T").broker_datas[0].broker_addrs == {1: "a:1"}

@@ -1,5 +1,6 @@
-"""`ferrymq bench replication`: produce throughput of a lone broker, an ASYNC_MASTER with a slave and
-a SYNC_MASTER with a slave, each in processes of its own, and how long the slave trails at the end.
+"""`ferrymq bench replication`: produce throughput of a lone broker, an ASYNC_MASTER with a slave, a
+SYNC_MASTER with a slave and a group at replication QoS level 2 (in its sync state once the slave
+caught up), each in processes of its own, and how long the slave trails at the end.
 
 Every scenario gets a fresh NameServer and fresh stores in a temporary directory. With several
 rounds the three scenarios alternate (lone, async, sync, lone, ...), so a machine whose speed drifts
@@ -10,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import os
 import re
 import shutil
 import statistics
@@ -26,17 +28,20 @@ from ferrymq.protocol.bodies import KVTable, decode_body
 from ferrymq.protocol.codes import RequestCode
 from ferrymq.protocol.remoting import RemotingCommand
 
+QOS2 = "QOS_LEVEL_2"  # an ASYNC_MASTER and slave with replication_qos_level = 2
 SCENARIOS = (
     ("lone broker", None),
     ("ASYNC_MASTER + slave", "ASYNC_MASTER"),
     ("SYNC_MASTER + slave", "SYNC_MASTER"),
+    ("QoS level 2 (sync) + slave", QOS2),
 )
 
 
-def _start(args: list[str], pattern: str) -> tuple[subprocess.Popen, str]:
+def _start(args: list[str], pattern: str, env: dict[str, str] | None = None) -> tuple[subprocess.Popen, str]:
     proc = subprocess.Popen(
-        [sys.executable, "-m", "ferrymq", *args], stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True
-    )
+        [sys.executable, "-m", "ferrymq", *args], stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
+        text=True, env={**os.environ, **(env or {})},
+    )  # fmt: skip
     assert proc.stdout is not None  # a pipe, as asked
     line = proc.stdout.readline()
     match = re.search(pattern, line)
@@ -55,10 +60,10 @@ class _Group:
         ns, self.namesrv = _start(["namesrv", "--listen", "127.0.0.1:0"], r"listening on (\S+)")
         self.procs.append(ns)
 
-    def broker(self, name: str, *args: str) -> str:
+    def broker(self, name: str, *args: str, env: dict[str, str] | None = None) -> str:
         common = ["--namesrv", self.namesrv, "--listen", "127.0.0.1:0", "--ha-port", "0"]
         proc, addr = _start(
-            ["broker", *common, "--store-dir", str(self.data / name), *args], r"listening on (\S+),"
+            ["broker", *common, "--store-dir", str(self.data / name), *args], r"listening on (\S+),", env
         )
         self.procs.append(proc)
         return addr
@@ -72,9 +77,11 @@ def _group(role: str | None) -> Iterator[tuple[_Group, str, str | None, int, int
     group = _Group(data)
     procs = group.procs
     try:
-        master_addr = group.broker("m", "--role", role or "ASYNC_MASTER")
+        env = {"FERRYMQ_REPLICATION_QOS_LEVEL": "2"} if role == QOS2 else None
+        master_role = "ASYNC_MASTER" if role in (None, QOS2) else role
+        master_addr = group.broker("m", "--role", master_role, env=env)
         master_pid = procs[-1].pid
-        slave_addr = group.broker("s", "--role", "SLAVE", "--broker-id", "1") if role is not None else None
+        slave_addr = group.broker("s", "--role", "SLAVE", "--broker-id", "1", env=env) if role else None
         slave_pid = procs[-1].pid if role is not None else None
         yield group, master_addr, slave_addr, master_pid, slave_pid
     finally:
@@ -114,6 +121,8 @@ async def _scenario(name: str, role: str | None, count: int, body_size: int, bat
             if slave is not None:  # one message first, so the slave is attached before the clock starts
                 await produce(group.namesrv, topic, 1, body_size, 1, 1, lambda *_: None, CpuMeter(None))
                 await _slave_attached(client, master, slave)
+                if role == QOS2:
+                    await _qos_sync(client, master)
             slave_cpu = CpuMeter(slave_pid)
             result = await produce(
                 group.namesrv, topic, count, body_size, batch, inflight, progress, CpuMeter(master_pid)
@@ -134,6 +143,18 @@ async def _scenario(name: str, role: str | None, count: int, body_size: int, bat
         finally:
             await client.close()
     return {**result, "scenario": name, **extra}
+
+
+async def _qos_sync(client: RemotingClient, master: str) -> None:
+    """Wait (bounded) until the level-2 group is in its sync state."""
+    deadline = time.monotonic() + 60
+    while True:
+        response = await client.invoke(master, RemotingCommand(RequestCode.GET_BROKER_RUNTIME_INFO), 5.0)
+        if decode_body(KVTable, response.body).table.get("replicationQosState") == "sync":
+            return
+        if time.monotonic() > deadline:
+            raise RuntimeError("the QoS level 2 group did not reach sync")
+        await asyncio.sleep(0.05)
 
 
 async def _caught_up(client: RemotingClient, addr: str, target: int) -> None:

@@ -72,6 +72,11 @@ class BrokerConfig(TLSSettings):
     all_ack_in_sync_state_set: bool = False
     in_sync_replicas: int = 1
     min_in_sync_replicas: int = 1
+    # Replication QoS of the group (ferrymq.ha.qos): -1 off (broker_role and the settings above
+    # decide, as RocketMQ); 0 or 1 asynchronous, availability first; 2 single master -> async ->
+    # semi-sync -> sync and back as replicas come and go.
+    replication_qos_level: int = -1
+    replication_qos_semi_sync_gap: int = 50  # sends a replica may lack to enter semi-sync
     enable_controller_mode: bool = False
     controller_addr: str = ""  # "host:port;host2:port2", every controller of the group
     broker_heartbeat_interval: int = 1000  # ms between heartbeats (and master look-ups) to the controllers
@@ -87,6 +92,9 @@ class BrokerConfig(TLSSettings):
     dledger_heartbeat_ms: int = 200  # the leader's heartbeats; the election timeout is random in [1x, 2x)
     dledger_election_timeout_ms: int = 1000
     slave_read_enable: bool = False
+    # Classic mode: while the master is down, the slave with the lowest id delivers due scheduled
+    # messages and checks back transactions, putting through other masters (broker/acting_master.py).
+    enable_slave_acting_master: bool = False
     access_message_in_memory_max_ratio: int = 40  # % of RAM: pulls further behind go to a slave
     # Authentication and access control (RocketMQ 5's ACL 2.0). Users and rules live in the store's
     # config dir (auth.json) and change at run time by the AUTH_* requests (`ferrymq admin acl`).
@@ -107,6 +115,10 @@ class BrokerConfig(TLSSettings):
             raise ValueError(
                 f"broker_role must be one of {', '.join(BROKER_ROLES)}, not {self.broker_role!r}"
             )
+        if self.replication_qos_level not in (-1, 0, 1, 2):
+            raise ValueError(f"replication_qos_level must be -1, 0, 1 or 2, not {self.replication_qos_level}")
+        if self.replication_qos_semi_sync_gap < 0:
+            raise ValueError("replication_qos_semi_sync_gap must be >= 0")
         if self.enable_dledger_commit_log:
             self._check_dledger()
             return  # Raft elects the master; a follower is a slave with an id from its DLedger id

@@ -83,6 +83,7 @@ class NameServerRegistrar:
             cluster_name=config.broker_cluster_name,
             broker_id=self.role.registered_id,
             ha_server_addr=config.ha_addr,
+            enable_acting_master=config.enable_slave_acting_master or None,
             body_crc32=body_crc(body),
         )
         ext = header.to_ext_fields()

@@ -9,9 +9,12 @@ import time
 from ferrymq import __version__
 from ferrymq.auth.persist import FILE_NAME as AUTH_FILE
 from ferrymq.auth.serving import inner_credentials, serve_auth
+from ferrymq.broker.acting_master import CHECK_INTERVAL as ACTING_CHECK_INTERVAL
+from ferrymq.broker.acting_master import ActingMaster
 from ferrymq.broker.clients import ClientRegistry
 from ferrymq.broker.config import BrokerConfig
 from ferrymq.broker.consumption import ConsumptionControl
+from ferrymq.broker.escape import EscapeBridge
 from ferrymq.broker.filters import FilterCache
 from ferrymq.broker.groups import SubscriptionGroupManager
 from ferrymq.broker.locks import RebalanceLockManager
@@ -114,11 +117,14 @@ class Broker:
 
     @property
     def waits_for_replicas(self) -> bool:
-        """Sends are acknowledged only once replicated (SYNC_MASTER; controller masters are SYNC_MASTER).
-        A DLedger master's sends wait for their Raft commit instead."""
+        """Sends are acknowledged only once replicated (SYNC_MASTER; controller masters are SYNC_MASTER;
+        with a replication QoS level, level 2 while its state says so). A DLedger master's sends wait
+        for their Raft commit instead."""
         config = self.config
         if config.enable_dledger_commit_log:
             return False
+        if config.replication_qos_level >= 0:
+            return self.is_master and config.replication_qos_level == 2
         return self.is_master and (config.enable_controller_mode or config.broker_role == "SYNC_MASTER")
 
     async def start(self) -> None:
@@ -149,8 +155,9 @@ class Broker:
         if config.trace_topic_enable:
             self.topics.ensure(config.msg_trace_topic_name, 1)
         self.scheduler = Scheduler(
-            config.store, self.store, self.topics, written=self.written, active=lambda: self.is_master
-        )
+            config.store, self.store, self.topics, written=self.written,
+            active=lambda: self.acting_master.delivers(),
+        )  # fmt: skip
         self.transactions = TransactionService(
             config, self.store, self.topics, self.offsets, self.clients, divert=self.scheduler.divert,
             written=self.written, topics_changed=self.schedule_registration,
@@ -172,6 +179,11 @@ class Broker:
         self.registrar = NameServerRegistrar(
             config, self.topics, self, self.client, self.master_ha_addr_learned
         )
+        self.acting_master = ActingMaster(
+            config, self, self.client, self.scheduler, self.transactions, wake=self.scheduler.wake
+        )
+        self.acting_master.register(self.server)
+        self.scheduler.escape_by(self.acting_master.escape)
         self.slave_sync = SlaveSynchronizer(
             self.store, self.topics, self.offsets, self.groups, self.consumption, self.scheduler, self.client,
             is_master=lambda: self.is_master, learned_master=lambda: self.registrar.master_addr,
@@ -212,6 +224,8 @@ class Broker:
         self._every(10.0, self._sample_group_rates)
         self._every(10.0, self.slave_sync.sync)
         self._every(config.transaction_check_interval / 1000, self._check_transactions)
+        if self.acting_master.enabled:
+            self._every(ACTING_CHECK_INTERVAL, self.acting_master.tick)
         log.info(
             "broker %s listening on %s, store %s",
             config.broker_name,
@@ -259,7 +273,7 @@ class Broker:
             ClientCallProcessor(self.clients, store),
             SendBackProcessor(self.puts, self.scheduler),
             RecallProcessor(self.recalls),
-            EndTransactionProcessor(self.transactions, self),
+            EndTransactionProcessor(self.transactions, self, self._acting_bridge),
         )  # fmt: skip
         for processor in processors:
             processor.register(self.server)
@@ -511,8 +525,23 @@ class Broker:
             await self.registrar.register_all()
 
     async def _check_transactions(self) -> None:
-        if self.is_master:  # check-backs are the master's job; a promoted slave takes it over
+        """Check-backs are the master's job (a promoted slave takes it over; a slave acting for its
+        missing master checks without writing)."""
+        if not self.acting_master.delivers():
+            return
+        if self.is_master:
             await self.transactions.check()
+        else:
+            await self.transactions.check_as_acting_master()
+
+    def _acting_bridge(self) -> EscapeBridge | None:
+        acting = self.acting_master
+        return acting.bridge if acting.acting and not self.is_master else None
+
+    @property
+    def replicating(self) -> bool:
+        """Whether this slave has a live replication connection to a master."""
+        return self.ha_client is not None and self.ha_client.connected
 
     async def _persist_offsets(self) -> None:
         self.offsets.persist()
@@ -557,6 +586,8 @@ class Broker:
             "pullHoldingCount": str(self.hold.waiting()),
             "diskFull": str(store.disk_full).lower(),
             "haServerAddr": self.config.ha_addr,
+            **self.ha.qos_info(),
+            **self.acting_master.info(),
             # Since the broker started (RocketMQ counts from midnight), as the metrics' exporter names say.
             "msgPutTotalTodayNow": str(sum(n for _, n, _ in self.puts.stored.items())),
             "msgGetTotalTodayNow": str(

@@ -13,6 +13,11 @@ Unlike RocketMQ, every copy remembers the queue offset of the first half message
 TRAN_PREPARED_QUEUE_OFFSET (its "origin"), and op records name origins: so an END_TRANSACTION for an
 older copy of a transaction that is already ended is ignored, and nothing is committed twice.
 What must be remembered is small: the origins ended whose copies the cursor has not yet passed.
+
+A slave acting for its missing master (enable_slave_acting_master) checks back from its copy of the
+log without writing to it: it asks producers about the half messages due a check, escapes the
+commits they answer to another master, and remembers the origins it ended; the returning master
+takes them over and writes their op records (`reclaim`).
 """
 
 from __future__ import annotations
@@ -20,7 +25,7 @@ from __future__ import annotations
 import functools
 import logging
 import time
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 
 from ferrymq.broker.clients import ClientRegistry
 from ferrymq.broker.config import BrokerConfig
@@ -36,7 +41,7 @@ from ferrymq.protocol.properties import Prop, encode_properties, find_property
 from ferrymq.protocol.record import pack_host
 from ferrymq.protocol.remoting import RemotingCommand
 from ferrymq.protocol.sys_flag import TRANSACTION_COMMIT_TYPE, TRANSACTION_TYPE_MASK
-from ferrymq.store import MessageStore, PutStatus
+from ferrymq.store import MessageStore, PutResult, PutStatus
 
 log = logging.getLogger(__name__)
 
@@ -77,12 +82,15 @@ class TransactionService:
         self.ended: dict[int, int] = {}  # origin -> op queue offset of its op record
         self.copies_ahead: dict[int, int] = {}  # origin -> copies at or past the cursor
         self.counts = {"committed": 0, "rolledBack": 0, "checked": 0}
+        self.acting_ended: set[int] = set()  # origins a slave acting for its master ended
+        self._acting_checks: dict[int, int] = {}  # origin -> check-backs asked while acting
 
     # --- start-up ---------------------------------------------------------------------------------
 
     def load(self) -> None:
         """Rebuild the in-memory state from the cursors, the op queue and the pending half messages."""
         offsets, store = self.offsets, self.store
+        self.ended, self.copies_ahead = {}, {}
         self.half_cursor = max(
             offsets.query(CHECK_GROUP, HALF_TOPIC, 0) or 0, store.get_min_offset(HALF_TOPIC, 0)
         )
@@ -132,6 +140,17 @@ class TransactionService:
 
     def end(self, group: str, commit_log_offset: int, queue_offset: int, state: int) -> str:
         """Commit (8) or roll back (12) the half message; the answer says what happened."""
+        msg, origin = self._to_end(group, commit_log_offset, queue_offset)
+        if origin is None:
+            return "already ended"
+        if state == TRANSACTION_COMMIT_TYPE:
+            self._commit(msg)
+        self._count(state)
+        self._mark_ended(origin)
+        return "committed" if state == TRANSACTION_COMMIT_TYPE else "rolled back"
+
+    def _to_end(self, group: str, commit_log_offset: int, queue_offset: int) -> tuple[MessageExt, int | None]:
+        """The half message an END_TRANSACTION names, and its origin (None: already ended)."""
         record = self.store.look_message_by_offset(commit_log_offset) if commit_log_offset >= 0 else None
         msg = decode_record(record) if record is not None else None
         if msg is None or msg.topic != HALF_TOPIC or msg.queue_offset != queue_offset:
@@ -141,24 +160,44 @@ class TransactionService:
         if msg.properties.get(Prop.PGROUP) != group:
             raise EndError(f"the half message belongs to producer group {msg.properties.get(Prop.PGROUP)!r}")
         origin = _origin(msg)
-        if origin in self.ended or (origin < self.half_cursor and not self.copies_ahead.get(origin)):
+        if (
+            origin in self.ended
+            or origin in self.acting_ended
+            or (origin < self.half_cursor and not self.copies_ahead.get(origin))
+        ):
+            return msg, None
+        return msg, origin
+
+    def _count(self, state: int) -> None:
+        self.counts["committed" if state == TRANSACTION_COMMIT_TYPE else "rolledBack"] += 1
+
+    async def end_escaped(
+        self, put: Callable[..., Awaitable[PutResult]], group: str, commit_log_offset: int, queue_offset: int,
+        state: int,
+    ) -> str:  # fmt: skip
+        """`end` on a slave acting for its master: a commit goes to another master by `put` (the escape
+        bridge's, which applies any delay there); the origin is remembered for the master."""
+        msg, origin = self._to_end(group, commit_log_offset, queue_offset)
+        if origin is None:
             return "already ended"
         if state == TRANSACTION_COMMIT_TYPE:
-            self._commit(msg)
-            self.counts["committed"] += 1
-        else:
-            self.counts["rolledBack"] += 1
-        self._mark_ended(origin)
+            topic, queue_id, props, sys_flag = _committed(msg)
+            result = await put(topic, queue_id, msg.body, props, msg.flag, sys_flag, msg.born_timestamp,
+                               msg.reconsume_times)  # fmt: skip
+            if result.status is not PutStatus.PUT_OK:
+                raise EndError(f"cannot escape the commit: {result.remark or result.status.name}")
+        self._count(state)
+        self.acting_ended.add(origin)
         return "committed" if state == TRANSACTION_COMMIT_TYPE else "rolled back"
 
+    def reclaim(self, ended: list[int]) -> None:
+        """The master back: write op records for the transactions its acting slave ended."""
+        for origin in ended:
+            if origin not in self.ended:
+                self._mark_ended(origin)
+
     def _commit(self, half: MessageExt) -> None:
-        props = dict(half.properties)
-        topic = props.pop(Prop.REAL_TOPIC, None)
-        queue_id = int(props.pop(Prop.REAL_QID, "0") or 0)
-        props.pop(Prop.TRAN_MSG, None)
-        if not topic:
-            raise EndError("the half message has no REAL_TOPIC")
-        sys_flag = (half.sys_flag & ~TRANSACTION_TYPE_MASK) | TRANSACTION_COMMIT_TYPE
+        topic, queue_id, props, sys_flag = _committed(half)
         encoded = encode_properties(props).encode()
         try:  # a committed message with a delay or delivery time is held back like any other
             diverted = self._divert(encoded, topic, queue_id, sys_flag)
@@ -257,6 +296,26 @@ class TransactionService:
         cursor, ahead = self.half_cursor, self.copies_ahead
         self.ended = {o: op for o, op in self.ended.items() if o >= cursor or o in ahead}
 
+    async def check_as_acting_master(self) -> None:
+        """One pass on a slave acting for its master: ask producers about the half messages due a
+        check, writing nothing (the log is the master's copy; the answers are escaped)."""
+        now = time.time_ns() // 1_000_000
+        asked: set[int] = set()
+        for msg in self._read(HALF_TOPIC, self.half_cursor, self.store.get_max_offset(HALF_TOPIC, 0)):
+            origin = _origin(msg)
+            if origin in self.ended or origin in self.acting_ended or origin in asked:
+                continue
+            props = msg.properties
+            immunity = _int(props.get(CHECK_IMMUNITY), 0) * 1000 or self.timeout_ms
+            if now - min(msg.born_timestamp, msg.store_timestamp) < immunity:
+                break
+            times = _int(props.get(Prop.TRANSACTION_CHECK_TIMES), 0) + self._acting_checks.get(origin, 0)
+            if times >= self.check_max:
+                continue  # the master discards it once back
+            asked.add(origin)
+            self._acting_checks[origin] = self._acting_checks.get(origin, 0) + 1
+            await self._ask_producer(msg)
+
     async def _ask_producer(self, msg: MessageExt) -> None:
         group = msg.properties.get(Prop.PGROUP, "")
         members = list(self.clients.producers.get(group, {}).values())
@@ -301,6 +360,17 @@ class TransactionService:
 def _packed_host(host: tuple[str, int]) -> bytes:
     """The record form of a producer's address (few producers, many transactions: cached)."""
     return pack_host(*host)
+
+
+def _committed(half: MessageExt) -> tuple[str, int, dict[str, str], int]:
+    """(topic, queue id, properties, sys flag) of the message a commit of `half` stores."""
+    props = dict(half.properties)
+    topic = props.pop(Prop.REAL_TOPIC, None)
+    queue_id = int(props.pop(Prop.REAL_QID, "0") or 0)
+    props.pop(Prop.TRAN_MSG, None)
+    if not topic:
+        raise EndError("the half message has no REAL_TOPIC")
+    return topic, queue_id, props, (half.sys_flag & ~TRANSACTION_TYPE_MASK) | TRANSACTION_COMMIT_TYPE
 
 
 def _origin(msg: MessageExt) -> int:

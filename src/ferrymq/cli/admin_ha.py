@@ -7,7 +7,8 @@ import dataclasses
 import click
 
 from ferrymq.cli.admin_common import OUTPUT, print_table, show, with_admin
-from ferrymq.client import Admin
+from ferrymq.client import Admin, ClientError
+from ferrymq.client.admin import BrokerGroupView
 
 _CONTROLLER = click.option(
     "--controller",
@@ -26,8 +27,9 @@ def cluster(ctx: click.Context, controllers: str | None, output: str) -> None:
 
     async def action(client: Admin) -> None:
         groups = await client.broker_groups(controllers)
+        qos = {g.broker_name: await _replication_qos(client, g) for g in groups}
         if output == "json":
-            show(output, [dataclasses.asdict(g) for g in groups], "", [], [])
+            show(output, [{**dataclasses.asdict(g), **qos[g.broker_name]} for g in groups], "", [], [])
             return
         if not groups:
             click.echo("no broker is registered")
@@ -38,6 +40,9 @@ def cluster(ctx: click.Context, controllers: str | None, output: str) -> None:
                 in_sync = sorted(r.broker_id for r in g.replicas if r.in_sync)
                 summary += f": master {g.master_id} epoch {g.master_epoch}, "
                 summary += f"SyncStateSet {in_sync} epoch {g.sync_state_set_epoch}"
+            if q := qos[g.broker_name]:
+                level, state = q["replication_qos_level"], q["replication_qos_state"]
+                summary += f"; replication {state} (QoS level {level})"
             click.echo(summary)  # not a table title: those wrap at the table's width
             rows = [
                 [
@@ -75,6 +80,21 @@ def elect_master(
         )
 
     with_admin(ctx, action)
+
+
+async def _replication_qos(client: Admin, group: BrokerGroupView) -> dict[str, str]:
+    """The master's replication QoS level and state, as its runtime info says; {} when it has none."""
+    master = next((r for r in group.replicas if r.role == "master"), None)
+    if master is None or master.max_offset is None:
+        return {}
+    try:
+        table = await client.broker_runtime(master.address)
+    except ClientError:  # gone meanwhile: the table shows it without a state
+        return {}
+    if "replicationQosState" not in table:
+        return {}
+    return {"replication_qos_level": table["replicationQosLevel"],
+            "replication_qos_state": table["replicationQosState"]}  # fmt: skip
 
 
 def _yes_no(value: bool | None) -> str:

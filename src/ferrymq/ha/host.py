@@ -19,3 +19,5 @@ class HAConfig(Protocol):
     ha_send_heartbeat_interval: int  # ms
     ha_transfer_batch_size: int
     ha_async_coalesce_ms: float
+    replication_qos_level: int  # -1: off (the role decides); 0, 1: async; 2: walk up to sync
+    replication_qos_semi_sync_gap: int  # sends

@@ -16,6 +16,7 @@ from collections import deque
 from collections.abc import Callable
 
 from ferrymq.ha.host import HAConfig
+from ferrymq.ha.qos import QosState, ReplicaProgress, ReplicationQos
 from ferrymq.ha.sync_state import SyncStateTracker
 from ferrymq.ha.wire import (
     Ack,
@@ -35,6 +36,8 @@ log = logging.getLogger(__name__)
 
 HANDSHAKE_TIMEOUT = 10.0
 _PROPOSAL_REPEAT = 5.0  # seconds before an unanswered proposal is made again
+QOS_STEP = 0.1  # seconds between two looks of the replication QoS at the replicas
+QOS_NARROW_EVERY = 0.2  # seconds in semi_sync before the window a send may run ahead halves
 
 
 class HAService:
@@ -51,9 +54,10 @@ class HAService:
         self.waits_for_replicas = waits_for_replicas
         self.max_not_catchup = config.ha_max_time_slave_not_catchup / 1000
         self.tracker = SyncStateTracker(config.broker_id, self.max_not_catchup, time.monotonic())
+        self.qos = self._new_qos()
         self.serving = False  # True while this broker is the master
         self.connections: dict[int, ReplicaConnection] = {}
-        self._waiters: deque[tuple[int, asyncio.Future]] = deque()
+        self._waiters: deque[tuple[int, int, asyncio.Future]] = deque()  # (offset needed, end, future)
         self._callbacks: list[Callable[[set[int]], object]] = []
         self._last_proposal: tuple[frozenset[int], float] | None = None
         self._server: asyncio.Server | TLSServer | None = None
@@ -67,6 +71,8 @@ class HAService:
         self._server = await start_stream_server(self._accept, host, port, tls=self.tls)
         self.port = self._server.sockets[0].getsockname()[1]
         self._tasks.spawn(self._check_loop(), "SyncStateSet check")
+        if self.qos is not None:
+            self._tasks.spawn(self._qos_loop(), "replication QoS")
         return self.port
 
     async def stop(self) -> None:
@@ -81,6 +87,7 @@ class HAService:
         """Start serving replicas as the master with id `broker_id` (the SyncStateSet restarts as {it})."""
         self.step_down()
         self.tracker = SyncStateTracker(broker_id, self.max_not_catchup, time.monotonic())
+        self.qos = self._new_qos()
         self.serving = True
 
     def step_down(self) -> None:
@@ -89,10 +96,27 @@ class HAService:
         for conn in list(self.connections.values()):
             conn.close()
         self.connections.clear()
+        self._fail_waiters()
+
+    def _fail_waiters(self) -> None:
+        """Answer every waiting send: not replicated (FLUSH_SLAVE_TIMEOUT)."""
         while self._waiters:
-            _, future = self._waiters.popleft()
+            _, _, future = self._waiters.popleft()
             if not future.done():
                 future.set_result(False)
+
+    def _new_qos(self) -> ReplicationQos | None:
+        config = self.config
+        if config.replication_qos_level < 0:
+            return None  # broker_role and the controller-mode settings decide, as in RocketMQ
+        return ReplicationQos(
+            config.replication_qos_level, config.replication_qos_semi_sync_gap, self.max_not_catchup,
+            QOS_NARROW_EVERY, time.monotonic(),
+        )  # fmt: skip
+
+    def holds_sends(self) -> bool:
+        """Whether sends wait for replicas now (then streams never linger to coalesce)."""
+        return self.waits_for_replicas() and (self.qos is None or self.qos.holds_sends)
 
     # ------------------------------------------------------------------ SyncStateSet
 
@@ -129,7 +153,8 @@ class HAService:
 
     def check_sync_state_set(self) -> None:
         now = time.monotonic()
-        proposal = self.tracker.proposal(self.store.commitlog.max_offset, now)
+        join_at = None if self.qos is None else self.qos.join_at()
+        proposal = self.tracker.proposal(self.store.commitlog.max_offset, now, join_at)
         if proposal is None:
             return
         key = frozenset(proposal)
@@ -147,6 +172,42 @@ class HAService:
                 self._tasks.spawn(result, "SyncStateSet proposal")
         if not self.config.enable_controller_mode:
             self.set_sync_state_set(proposal, self.tracker.epoch + 1)
+
+    # ------------------------------------------------------------------ replication QoS
+
+    async def _qos_loop(self) -> None:
+        while True:
+            await asyncio.sleep(QOS_STEP)
+            if self.serving:
+                self.step_qos()
+
+    def step_qos(self) -> None:
+        """Move the QoS state on from the replicas' progress; answer the sends it no longer holds."""
+        qos, tracker = self.qos, self.tracker
+        if qos is None:
+            return
+        before = qos.state
+        replicas = [
+            ReplicaProgress(i, r.acked, r.last_ack)
+            for i, r in tracker.replicas.items()
+            if r.connected and i in self.connections
+        ]
+        state = qos.step(replicas, time.monotonic(), synced=len(tracker.sync_state_set) > 1)
+        if state is not before:
+            log.info("replication QoS (level %d): %s -> %s", qos.level, before, state)
+            if not qos.holds_sends:
+                self._fail_waiters()
+            if state is QosState.SEMI_SYNC and before is not QosState.SYNC:
+                self.check_sync_state_set()  # idle groups join at once, not at the next check
+        self._release()
+
+    def qos_info(self) -> dict[str, str]:
+        """The replication QoS for the broker's runtime info (a master's; nothing when it is off)."""
+        qos = self.qos
+        if qos is None or not self.serving:
+            return {}
+        return {"replicationQosLevel": str(qos.level), "replicationQosState": str(qos.state),
+                "replicationQosWindow": str(qos.window)}  # fmt: skip
 
     # ------------------------------------------------------------------ acknowledgements
 
@@ -174,6 +235,10 @@ class HAService:
         """How far the log is on enough replicas for a send to be acknowledged."""
         config = self.config
         master_max = self.store.commitlog.max_offset
+        if self.qos is not None:  # sync: every SyncStateSet member; semi_sync: the best replica
+            if self.qos.state is QosState.SYNC:
+                return self.tracker.confirm_offset(master_max)
+            return max((self.tracker.acked_offset(i) for i in self.connections), default=-1)
         if not config.enable_controller_mode:  # classic SYNC_MASTER: one replica has it
             return max((self.tracker.acked_offset(i) for i in self.connections), default=-1)
         if config.all_ack_in_sync_state_set:
@@ -203,13 +268,26 @@ class HAService:
 
     async def wait_replicated(self, end_offset: int, timeout: float) -> PutStatus:
         """Wait until the bytes before `end_offset` are on the replicas the rules require."""
-        refused = self._refusal()
-        if refused is not None:
-            return refused
-        if self.replicated_offset() >= end_offset:
+        qos = self.qos
+        if qos is not None:
+            if not self.serving:
+                return PutStatus.FLUSH_SLAVE_TIMEOUT
+            qos.sends.sent(end_offset)
+            if not qos.holds_sends:  # availability first
+                qos.sends.acknowledge(end_offset)
+                return PutStatus.PUT_OK
+            needed = end_offset if qos.state is QosState.SYNC else qos.sends.target(qos.window)
+        else:
+            refused = self._refusal()
+            if refused is not None:
+                return refused
+            needed = end_offset
+        if self.replicated_offset() >= needed:
+            if qos is not None:
+                qos.sends.acknowledge(end_offset)
             return PutStatus.PUT_OK
         future = asyncio.get_running_loop().create_future()
-        self._waiters.append((end_offset, future))
+        self._waiters.append((needed, end_offset, future))
         try:
             ok = await asyncio.wait_for(future, timeout)
         except TimeoutError:
@@ -221,10 +299,13 @@ class HAService:
         if not waiters:
             return
         done = self.replicated_offset()
-        while waiters and (waiters[0][0] <= done or waiters[0][1].done()):
-            _, future = waiters.popleft()
+        qos = self.qos
+        while waiters and (waiters[0][0] <= done or waiters[0][2].done()):
+            _, end, future = waiters.popleft()
             if not future.done():
                 future.set_result(True)
+                if qos is not None:
+                    qos.sends.acknowledge(end)
 
     # ------------------------------------------------------------------ connections
 
@@ -337,7 +418,7 @@ class ReplicaConnection:
             offset += len(chunk)
             tracker.transferred(broker_id, master_max, time.monotonic())
             await self.writer.drain()
-            if 0 < len(chunk) < batch and coalesce and not service.waits_for_replicas():
+            if 0 < len(chunk) < batch and coalesce and not service.holds_sends():
                 await asyncio.sleep(coalesce)
             if offset >= store.commitlog.max_offset:
                 self.wake.clear()

@@ -21,6 +21,7 @@ class Replica:
     last_caught_up: float = 0.0
     target: int = 0  # the master's max offset when data was last sent: reaching it means caught up
     target_time: float = 0.0
+    last_ack: float = 0.0
 
 
 class SyncStateTracker:
@@ -34,7 +35,7 @@ class SyncStateTracker:
 
     def connected(self, broker_id: int, now: float) -> None:
         r = self.replicas.setdefault(broker_id, Replica(last_caught_up=now))
-        r.connected = True
+        r.connected, r.last_ack = True, now
 
     def disconnected(self, broker_id: int) -> None:
         r = self.replicas.get(broker_id)
@@ -51,7 +52,7 @@ class SyncStateTracker:
         r = self.replicas.get(broker_id)
         if r is None:
             return
-        r.acked = offset
+        r.acked, r.last_ack = offset, now
         if offset >= r.target:
             r.last_caught_up = max(r.last_caught_up, r.target_time or now)
 
@@ -69,15 +70,16 @@ class SyncStateTracker:
         members = self.sync_state_set if members is None else members
         return max(0, min(master_max if i == self.master_id else self.acked_offset(i) for i in members))
 
-    def proposal(self, master_max: int, now: float) -> set[int] | None:
-        """The SyncStateSet the rules want now, or None if it is the current one."""
+    def proposal(self, master_max: int, now: float, join_at: int | None = None) -> set[int] | None:
+        """The SyncStateSet the rules want now, or None if it is the current one. `join_at`: the offset
+        a replica must have acked to join (the replication QoS's); default: the confirm offset."""
         members = set(self.sync_state_set)
         for broker_id in list(members - {self.master_id}):
             r = self.replicas.get(broker_id)
             last = r.last_caught_up if r is not None else self._started
             if (r is None or not r.connected or r.acked < master_max) and now - last > self.max_not_catchup:
                 members.discard(broker_id)
-        confirm = self.confirm_offset(master_max, members)
+        confirm = self.confirm_offset(master_max, members) if join_at is None else join_at
         for broker_id, r in self.replicas.items():
             if broker_id not in self.sync_state_set and r.connected and r.acked >= confirm:
                 members.add(broker_id)

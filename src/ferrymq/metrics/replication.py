@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING
 
 from prometheus_client.core import Metric
 
+from ferrymq.ha.qos import STATE_RANK
 from ferrymq.metrics.node import Node
 from ferrymq.metrics.spec import NODE, Spec, sample
 
@@ -46,7 +47,14 @@ SLAVE_BEHIND = Spec(
     NODE,
     "Bytes a slave lacks of what its master says the in-sync replicas hold (slaves only).",
 )
-SPECS = (IS_MASTER, EPOCH, SYNC_STATE_SET, REPLICA_LAG, SLAVE_CONNECTED, SLAVE_BEHIND)
+QOS_STATE = Spec(
+    "ferrymq_ha_replication_qos_state",
+    "gauge",
+    NODE,
+    "The group's replication QoS state: 0 single master, 1 async, 2 semi-sync, 3 sync (masters with "
+    "replication_qos_level set only).",
+)
+SPECS = (IS_MASTER, EPOCH, SYNC_STATE_SET, REPLICA_LAG, SLAVE_CONNECTED, SLAVE_BEHIND, QOS_STATE)
 
 
 class ReplicationCollector:
@@ -69,6 +77,10 @@ class ReplicationCollector:
                 acked = ha.tracker.acked_offset(replica_id)
                 sample(lag, (*node, replica_id), max(0, end - acked) if acked >= 0 else end)
             yield from (size, lag)
+            if ha.qos is not None:
+                state = QOS_STATE.family()
+                sample(state, node, STATE_RANK[ha.qos.state])
+                yield state
             return
         client = broker.ha_client
         connected, behind = SLAVE_CONNECTED.family(), SLAVE_BEHIND.family()

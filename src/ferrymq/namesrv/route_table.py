@@ -160,9 +160,13 @@ class RouteTable:
         brokers = [_copy_broker(self._brokers[name]) for name in sorted(queues) if name in self._brokers]
         if not brokers:
             return None
-        return TopicRouteData(
-            queue_datas=[structs.replace(queues[name]) for name in sorted(queues)], broker_datas=brokers
-        )
+        queue_datas = {name: structs.replace(queues[name]) for name in sorted(queues)}
+        for broker in brokers:  # RocketMQ 5's acting master: the lowest slave stands in, read-only
+            addrs = broker.broker_addrs
+            if broker.enable_acting_master and addrs and MASTER_ID not in addrs:
+                broker.broker_addrs = {MASTER_ID: addrs[min(addrs)], **addrs}
+                queue_datas[broker.broker_name].perm &= ~PERM_WRITE
+        return TopicRouteData(queue_datas=list(queue_datas.values()), broker_datas=brokers)
 
     def cluster_info(self) -> ClusterInfo:
         return ClusterInfo(

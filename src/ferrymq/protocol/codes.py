@@ -206,6 +206,9 @@ class RequestCode(IntEnum):
     QUOTA_SET = 3901
     QUOTA_DELETE = 3902
     QUOTA_LIST = 3903
+    # A slave acting for its missing master hands the duties back (ferrymq's own; RocketMQ's master
+    # reads the slave's progress with GET_ALL_DELAY_OFFSET and GET_TIMER_CHECK_POINT instead).
+    ACTING_MASTER_HANDBACK = 3912
 
     # Pop consumption (5.x). These do not fit the binary header's int16 code: JSON headers only.
     POP_MESSAGE = 200050

@@ -30,6 +30,7 @@ FIXED_AT_START = frozenset({
     "brokerClusterName", "brokerName", "brokerId", "listenHost", "listenPort", "brokerIP1", "brokerIp1",
     "brokerRole", "haListenPort", "enableControllerMode", "controllerAddr", "namesrvAddr",
     "storePathRootDir", "mappedFileSizeCommitLog", "mappedFileSizeConsumeQueue",
+    "replicationQosLevel", "replicationQosSemiSyncGap", "enableSlaveActingMaster",
 })  # fmt: skip
 
 

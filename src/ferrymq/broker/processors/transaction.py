@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import asyncio
 import logging
+from collections.abc import Callable
 from typing import Protocol
 
+from ferrymq.broker.escape import EscapeBridge
 from ferrymq.broker.processors.common import error, ok
 from ferrymq.broker.transactions import EndError, TransactionService
 from ferrymq.net.connection import Connection
@@ -22,9 +25,14 @@ class MasterRole(Protocol):
 
 
 class EndTransactionProcessor:
-    def __init__(self, transactions: TransactionService, role: MasterRole) -> None:
+    def __init__(
+        self, transactions: TransactionService, role: MasterRole,
+        acting_bridge: Callable[[], EscapeBridge | None] = lambda: None,
+    ) -> None:  # fmt: skip
+        """`acting_bridge()`: the escape bridge while this slave acts for its missing master, else None."""
         self.transactions = transactions
         self.role = role
+        self.acting_bridge = acting_bridge
 
     def register(self, server) -> None:
         # Never waits, and producers send it oneway: no task, and after the answers read with it.
@@ -32,7 +40,8 @@ class EndTransactionProcessor:
 
     async def end_transaction(self, conn: Connection, request: RemotingCommand) -> RemotingCommand | None:
         header = EndTransactionRequestHeader.from_ext_fields(request.ext_fields)
-        if not self.role.is_master:
+        bridge = None if self.role.is_master else self.acting_bridge()
+        if not self.role.is_master and bridge is None:
             return error(request, ResponseCode.SLAVE_NOT_AVAILABLE, "a slave cannot end transactions")
         state = header.commit_or_rollback
         if state == TRANSACTION_NOT_TYPE:  # the producer does not know yet: the check-back will ask
@@ -40,9 +49,15 @@ class EndTransactionProcessor:
         if state not in (TRANSACTION_COMMIT_TYPE, TRANSACTION_ROLLBACK_TYPE):
             return error(request, ResponseCode.SYSTEM_ERROR, f"commitOrRollback {state} is not 0, 8 or 12")
         try:
-            outcome = self.transactions.end(
-                header.producer_group, header.commit_log_offset, header.tran_state_table_offset, state
-            )
+            if bridge is None:
+                outcome = self.transactions.end(
+                    header.producer_group, header.commit_log_offset, header.tran_state_table_offset, state
+                )
+            else:  # in a task: the escape waits on another broker (this handler starts outside one)
+                outcome = await asyncio.ensure_future(self.transactions.end_escaped(
+                    bridge.put, header.producer_group, header.commit_log_offset,
+                    header.tran_state_table_offset, state,
+                ))  # fmt: skip
         except EndError as e:
             log.warning("END_TRANSACTION of %s from %s refused: %s", header.msg_id, conn.remote_address, e)
             return error(request, ResponseCode.SYSTEM_ERROR, str(e))

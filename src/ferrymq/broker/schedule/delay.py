@@ -68,6 +68,7 @@ class DelayLevelService(DueService):
         if self._retry_at.get(level, 0) > now:
             return self._retry_at[level]
         delay = self.levels_ms[level - 1]
+        escape = self.escape()
         offset = max(self.offsets.get(level, 0), cq.min_offset)
         done = 0
         while offset < cq.max_offset:
@@ -81,9 +82,13 @@ class DelayLevelService(DueService):
                     if due > now:
                         self.offsets[level] = offset
                         return due
-                    result = redeliver(self.store, record, _DROP)
+                    if escape is None:
+                        result = redeliver(self.store, record, _DROP)
+                    else:
+                        result = await escape(record, _DROP, b"")
                     if result.status is PutStatus.PUT_OK:
-                        self._written()
+                        if escape is None:
+                            self._written()
                     elif result.status is not PutStatus.MESSAGE_ILLEGAL:
                         log.error(
                             "delay level %d: redelivery failed (%s); retrying in %d s",

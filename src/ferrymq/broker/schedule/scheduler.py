@@ -8,7 +8,7 @@ from collections.abc import Callable
 
 from ferrymq.broker.schedule.delay import DelayLevelService
 from ferrymq.broker.schedule.divert import SCHEDULE_TOPIC, TIMER_TOPIC, ScheduleError, divert
-from ferrymq.broker.schedule.service import now_ms
+from ferrymq.broker.schedule.service import Escape, now_ms
 from ferrymq.broker.schedule.timer import TimerService
 from ferrymq.broker.topics import PERM_READ, PERM_WRITE, TopicConfigManager
 from ferrymq.net.tasks import BackgroundTasks
@@ -50,6 +50,15 @@ class Scheduler:
         if diverted is not None and diverted[0] == TIMER_TOPIC and not self._timer_enabled:
             raise ScheduleError("delivery-time messages are refused: timer_wheel_enable is false")
         return diverted
+
+    def escape_by(self, escape: Callable[[], Escape | None]) -> None:
+        """Where both services put due messages: `escape()` when it names a bridge, else this log."""
+        self.delays.escape = self.timer.escape = escape
+
+    def wake(self) -> None:
+        """Look again at once (whether this broker delivers has changed)."""
+        self.delays.arrived()
+        self.timer.arrived()
 
     def runtime_info(self) -> dict[str, str]:
         """RocketMQ's scheduleMessageOffset_<level> ("delivered,stored") and the timer's backlog."""

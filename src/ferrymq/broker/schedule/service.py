@@ -5,9 +5,12 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 
-from ferrymq.store import MessageStore
+from ferrymq.store import MessageStore, PutResult
+
+Escape = Callable[[memoryview | None, tuple[bytes, ...], bytes], Awaitable[PutResult]]
+"""`redeliver` elsewhere: (record, properties to drop, properties to add) → the put's result."""
 
 _INACTIVE_RECHECK_MS = 1000
 
@@ -23,6 +26,10 @@ class DueService:
         self._wake = asyncio.Event()
         # Whether redeliveries may be written now: the owner sets its own test (a slave writes none).
         self.active: Callable[[], bool] = lambda: True
+        # Where redeliveries go instead of this broker's log: a slave acting for its missing master
+        # sends them to another master (the escape bridge); None: here.
+        self.escape: Callable[[], Escape | None] = lambda: None
+        self.stepping = False  # inside a step: a handback waits for it to end
 
     async def step(self) -> int | None:
         raise NotImplementedError
@@ -37,7 +44,14 @@ class DueService:
     async def run(self) -> None:
         while not self.stopping:
             self._wake.clear()
-            next_due = await self.step() if self.active() else now_ms() + _INACTIVE_RECHECK_MS
+            if self.active():
+                self.stepping = True
+                try:
+                    next_due = await self.step()
+                finally:
+                    self.stepping = False
+            else:
+                next_due = now_ms() + _INACTIVE_RECHECK_MS
             delay = None if next_due is None else (next_due - now_ms()) / 1000
             if delay is not None and delay <= 0:
                 continue

@@ -164,15 +164,20 @@ class TimerService(DueService):
         entries = self._slots[slot]
         recalled = self._recalled.get(slot)
         read = self.store.commitlog.read
+        escape = self.escape()
         while entries:
             for i in range(0, min(len(entries), 3 * BATCH), 3):
                 record = read(entries[i + 1], entries[i + 2])
                 if recalled is not None and self._dropped(record, recalled):
                     continue
                 dequeued = f"{TIMER_DEQUEUE_MS}\x01{now_ms()}\x02".encode()
-                result = redeliver(self.store, record, _DROP, dequeued)
+                if escape is None:
+                    result = redeliver(self.store, record, _DROP, dequeued)
+                else:
+                    result = await escape(record, _DROP, dequeued)
                 if result.status is PutStatus.PUT_OK:
-                    self._written()
+                    if escape is None:
+                        self._written()
                 elif result.status is PutStatus.MESSAGE_ILLEGAL:
                     log.error("timer: dropping the message at %d: %s", entries[i + 1], result.remark)
                 else:

@@ -111,7 +111,7 @@ async function clusterPage(view) {
     g.cluster, g.broker_name, r.broker_id, r.address,
     h("span", { class: r.role === "master" ? "ok" : r.role === "gone" ? "bad" : null }, r.role),
     r.in_sync === null ? "" : r.in_sync ? "yes" : "no", r.max_offset ?? "",
-    g.master_epoch ?? "", g.sync_state_set_epoch ?? "",
+    g.master_epoch ?? "", g.sync_state_set_epoch ?? "", replication(r.runtime),
     r.runtime ? r.runtime.brokerVersionDesc : "not answering",
     r.runtime ? r.runtime.msgPutTotalTodayNow : "", r.runtime ? r.runtime.runtime : "",
     r.role === "gone" ? "" : h("button", { class: "secondary", onclick: () => showSettings(r.address) }, "Settings")]));
@@ -125,7 +125,15 @@ async function clusterPage(view) {
     h("p", {}, `NameServer ${d.namesrv}` + (d.controllers ? `, controllers ${d.controllers}` :
       " (no controllers given: epochs and SyncStateSets are not shown)")),
     table(["cluster", "broker", "id", "address", "role", "in SyncStateSet", "CommitLog max offset",
-      "master epoch", "SyncStateSet epoch", "version", "messages stored", "up", ""], rows, "brokers"), settings);
+      "master epoch", "SyncStateSet epoch", "replication", "version", "messages stored", "up", ""], rows,
+      "brokers"), settings);
+}
+
+// A master's replication QoS state (docs/ha.md), and whether a slave acts for its missing master.
+function replication(runtime) {
+  if (!runtime) return "";
+  if (runtime.replicationQosState) return `${runtime.replicationQosState} (QoS level ${runtime.replicationQosLevel})`;
+  return runtime.slaveActingMaster === "true" ? "acting master" : "";
 }
 
 function permSelect(current) {
