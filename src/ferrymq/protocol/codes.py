@@ -5,7 +5,7 @@ Java broker. A command keeps its code as a plain ``int`` because peers may send 
 heard of; these enums name the ones we know.
 """
 
-from enum import IntEnum
+from enum import IntEnum, unique
 
 RESPONSE_FLAG = 1 << 0
 """Flag bit set on every response."""
@@ -48,6 +48,7 @@ class Version(IntEnum):
     V5_3_3 = 479
 
 
+@unique  # a code taken twice would silently alias one request to another
 class RequestCode(IntEnum):
     """Request codes (``org.apache.rocketmq.remoting.protocol.RequestCode``)."""
 
@@ -221,6 +222,7 @@ class RequestCode(IntEnum):
     BATCH_ACK_MESSAGE = 200151
 
 
+@unique
 class ResponseCode(IntEnum):
     """Response codes (``RemotingSysResponseCode`` + ``ResponseCode``)."""
 
