@@ -99,6 +99,7 @@ def proxied(request, tmp_path) -> Iterator[Proxied]:
             args = [
                 "--data-dir", str(tmp_path / "data"), "--namesrv-port", str(namesrv_port),
                 "--broker-port", str(broker_port), "--proxy-port", str(proxy_port), "--console-port", "-1",
+                "--amqp-port", "-1",  # a fixed default port: another dev on this machine may hold it
             ]  # fmt: skip
             servers.append(ServerProcess("dev", args, log_dir))
         else:
