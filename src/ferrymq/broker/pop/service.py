@@ -35,6 +35,7 @@ from ferrymq.broker.offsets import ConsumerOffsetManager
 from ferrymq.broker.pop.records import CheckpointRecord, revive_topic, settled
 from ferrymq.broker.pop.revive import (
     ReviveService,
+    aligned_retry,
     now_ms,
     read_message,
     reconsume_times_of,
@@ -279,6 +280,13 @@ class PopService:
                 if result.count >= wanted:
                     break
                 self._pop_fifo_queue(result, group, config, topic, queue_id, wanted, flt, init_mode)
+            return result
+        if len(queues) == 1 and (retry := aligned_retry(self.topics, group, topic)) is not None:
+            for source in (retry, topic):  # its own handed-back messages first, then the queue
+                if result.count < wanted:
+                    self._pop_queue(
+                        result, group, source, queues[0], wanted, flt, init_mode, topic, order=False
+                    )
             return result
         retry = pop_retry_topic(group, topic)
         retry_queues = self._rotation(tc.read_queue_nums) if (tc := self.topics.get(retry)) else []
