@@ -29,6 +29,9 @@ HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 from amqp_gateway import start_gateway  # noqa: E402
 
+sys.path.insert(0, str(HERE / "peers"))
+import common  # noqa: E402
+
 WARM_UP_S = 2.0
 STAMP = struct.Struct(">d")  # send time (time.time()) at the start of each body
 COLD, HOT = "fair-cold-{}", "fair-hot"
@@ -125,10 +128,12 @@ async def publish_hot(url: str, seconds: float) -> dict:
     return {"hot_sent_per_s": round(sent / seconds)}
 
 
-def scenario(url: str, queues: int, seconds: float, hot: bool = True) -> dict:
+def scenario(url: str, queues: int, seconds: float, server_pids: list[int], hot: bool = True) -> dict:
     """The roles against one server (without the hot queue's unless `hot`); the consumer's figures
-    with the publishers'."""
+    with the publishers', the machine's load and the server's CPU per message sent (over the time
+    every role runs)."""
     me = [sys.executable, __file__]
+    load_before = os.getloadavg()[0]
     consumers = [
         subprocess.Popen(
             [*me, role, url, str(queues), str(seconds + 4)],
@@ -142,6 +147,7 @@ def scenario(url: str, queues: int, seconds: float, hot: bool = True) -> dict:
         assert consumer.stdout is not None
         if consumer.stdout.readline().strip() != "ready":
             raise SystemExit("a consumer did not get ready")
+    cpu_before = sum(common.cpu_seconds(p) or 0.0 for p in server_pids)
     for consumer in consumers:
         assert consumer.stdin is not None
         consumer.stdin.write("go\n")
@@ -154,6 +160,10 @@ def scenario(url: str, queues: int, seconds: float, hot: bool = True) -> dict:
     for proc in [*publishers, *consumers]:
         out, _ = proc.communicate(timeout=seconds + 120)
         result.update(json.loads(out.strip().splitlines()[-1]))
+    cpu = sum(common.cpu_seconds(p) or 0.0 for p in server_pids) - cpu_before
+    sent = result["cold_sent"] + result.get("hot_sent_per_s", 0) * seconds
+    result |= {"server_cpu_s": round(cpu, 1), "server_us_per_msg_sent": round(cpu / sent * 1e6, 1),
+               "load_before": round(load_before, 2), "load_after": round(os.getloadavg()[0], 2)}  # fmt: skip
     return result
 
 
@@ -183,19 +193,21 @@ def main() -> None:
     args = p.parse_args()
     result: dict = {"date": time.strftime("%Y-%m-%d %H:%M"), "queues": args.queues, "seconds": args.seconds,
                     "hot": not args.cold_only}  # fmt: skip
-    with tempfile.TemporaryDirectory() as tmp:
+    with tempfile.TemporaryDirectory(ignore_cleanup_errors=True) as tmp:  # (a stopping gateway writes)
         gateway = start_gateway(Path(tmp) / "data", args.port)
         try:
             result["ferrymq"] = scenario(
-                f"amqp://guest:guest@127.0.0.1:{args.port}/", args.queues, args.seconds, not args.cold_only
-            )
+                f"amqp://guest:guest@127.0.0.1:{args.port}/", args.queues, args.seconds, [gateway.pid],
+                not args.cold_only,
+            )  # fmt: skip
         finally:
             gateway.terminate()
             gateway.wait(30)
     if not args.skip_rabbitmq:
         result["rabbitmq"] = scenario(
-            "amqp://guest:guest@127.0.0.1:5672/", args.queues, args.seconds, not args.cold_only
-        )
+            "amqp://guest:guest@127.0.0.1:5672/", args.queues, args.seconds,
+            common.find_pids("beam.smp", "rabbit"), not args.cold_only,
+        )  # fmt: skip
         cleanup_rabbitmq(args.queues)
     result["load_avg"] = os.getloadavg()
     print(json.dumps(result, indent=1))

@@ -11,6 +11,7 @@ pytestmark = pytest.mark.compat
 SCRIPT = "pika_messaging.py"
 
 PREFIX = "<prefix>"
+ORDER = ["d9", "g7", "b5", "e5", "h5", "f3", "a1", "c1", "i0"]  # RabbitMQ's order in priority_requeue
 EXPECTED = {
     "routing": {
         "q1": ["m0", "m3", "m4"],
@@ -34,6 +35,10 @@ EXPECTED = {
         },
     },
     "transactions": {"before_commit": 0, "got": ["committed"]},
+    "priority_requeue": {  # each requeued message back in its level, ahead of that level's others
+        way: {"taken": ["d9", "b5", "e5"], "after": [[body, body in ("d9", "b5", "e5")] for body in ORDER]}
+        for way in ("nack", "close")
+    },
     "handed_back_at_once": {"rounds": [["m2", True]] * 8},
     "acks_and_redelivery": {  # what was handed back comes first, marked redelivered
         "count": 6,

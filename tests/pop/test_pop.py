@@ -338,3 +338,26 @@ async def test_a_slave_refuses_pop_and_ack_clearly_and_writes_nothing(cluster):
     finally:
         store.replica = False
     assert (await ack(cluster, "G", "T", message)).code == Res.SUCCESS
+
+
+async def test_a_retry_topic_with_a_queue_per_queue_keeps_handed_back_messages_apart(cluster):
+    """A retry topic made with as many queues as its topic: what is handed back goes to the retry
+    queue of its own queue, and a pop of one queue takes its retry queue first and no other (every
+    time: not RocketMQ's 20 % chance of the retry topic first)."""
+    await create_topic(cluster, "T", 3)
+    await create_topic(cluster, "%RETRY%G_T", 3)
+    for body, queue_id in ((b"low", 0), (b"high1", 2), (b"high2", 2), (b"high3", 2)):
+        await send(cluster, "T", body, queue_id=queue_id)
+    await cluster.settled()
+    service = cluster.broker.pops
+    low = await service.pop("G", "T", 0, 1, 60_000)
+    high = await service.pop("G", "T", 2, 1, 60_000)
+    for popped in (low, high):
+        await service.change_invisible("G", "T", popped.handles[0], 0)
+    for _ in range(5):  # queue 1 has nothing of its own, and the others' handed-back messages stay out
+        assert not (await service.pop("G", "T", 1, 4, 60_000)).found
+    again = await service.pop("G", "T", 2, 2, 60_000)
+    got = [(m.body, m.reconsume_times, m.queue_id) for m in decode_records(again.body)]
+    assert got == [(b"high1", 1, 2), (b"high2", 0, 2)]
+    [back] = decode_records((await service.pop("G", "T", 0, 4, 60_000)).body)
+    assert (back.body, back.reconsume_times, back.queue_id) == (b"low", 1, 0)

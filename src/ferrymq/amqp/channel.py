@@ -198,10 +198,7 @@ class Channel:
             raise ChannelException(
                 ReplyCode.NOT_IMPLEMENTED, f"{method.name.lower()} is not implemented", *ids_of(method)
             )
-        await self.publisher.settled()  # a method sees every publish and requeue before it
-        handing_back, self._handing_back = self._handing_back, []
-        if handing_back:
-            await asyncio.gather(*handing_back, return_exceptions=True)
+        await self._settled()
         try:
             answer = await handler(method)
         except MetaError as e:
@@ -213,13 +210,20 @@ class Channel:
             self.send(b"".join(self._after_answer))
             self._after_answer.clear()
 
+    async def _settled(self) -> None:
+        """Every publish, requeue and dead-lettering the client sent so far is done (as in RabbitMQ,
+        which handles a channel's frames in order): a method sees them."""
+        await self.publisher.settled()
+        handing_back, self._handing_back = self._handing_back, []
+        if handing_back:
+            await asyncio.gather(*handing_back, return_exceptions=True)
+
     async def close(self) -> None:
-        """The channel ended: what it published before its close is stored (as in RabbitMQ, which
-        handles a channel's frames in order), its consumers stop and every unacknowledged delivery
-        goes back."""
+        """The channel ended: what it published or handed back before its close is done, its
+        consumers stop and every unacknowledged delivery goes back."""
         if self.closed:
             return
-        await self.publisher.settled()
+        await self._settled()
         self.closed = True
         self.gateway.channels.discard(self)
         self._stop_replies()

@@ -174,19 +174,20 @@ class FeedRegistry:
 
     async def pop(self, queue: Queue, count: int, poll_ms: int) -> list[MessageExt]:
         """Up to `count` messages of `queue` to deliver, the highest priority level first (waiting up to
-        `poll_ms` for one when there is none); expired ones and the like are screened out."""
+        `poll_ms` for one when there is none); expired ones and the like are screened out. What was
+        handed back goes first (within its priority level), as in RabbitMQ."""
         await self.ensure_topic(queue, known=True)
-        if queue.topic in self._requeued:  # what was handed back goes first, as in RabbitMQ
-            found = await self._pop(queue, count, None, 0, pop_retry_topic(queue.group, queue.topic))
-            if found:
-                return await self.screen(queue, found)
-            self._requeued.discard(queue.topic)
         levels = topic_queues(queue)
-        if levels > 1:
+        if levels > 1:  # (a pop of one level takes that level's retry queue first: see ensure_topic)
             for level in range(levels - 1, -1, -1):
                 found = await self.pop_place(queue, count, await self.broker_queue(queue.topic, level))
                 if found:
                     return found
+        elif queue.topic in self._requeued:
+            found = await self._pop(queue, count, None, 0, pop_retry_topic(queue.group, queue.topic))
+            if found:
+                return await self.screen(queue, found)
+            self._requeued.discard(queue.topic)
         found = await self._pop(queue, count, None, poll_ms)
         return await self.screen(queue, found) if found else found
 
@@ -308,7 +309,8 @@ class FeedRegistry:
         other so that they come back in the order given."""
         if not handles:
             return
-        self._requeued.add(queue.topic)
+        if topic_queues(queue) == 1:
+            self._requeued.add(queue.topic)
         failed: list[MessagingError] = []
         for handle in handles:
             try:

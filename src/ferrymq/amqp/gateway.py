@@ -123,11 +123,19 @@ class Gateway:
         """The queue's topic on the brokers, created unless `known` to exist or found: one queue, so a
         queue keeps RabbitMQ's order (one per priority level for a priority queue). A queue can come
         through the metadata alone (an import of definitions): its first publish or consumer
-        creates it here, never the broker's auto-creation with its default queue count."""
+        creates it here, never the broker's auto-creation with its default queue count. A priority
+        queue's retry topic gets a queue per level too, so that a requeued message goes back to its
+        level, ahead of those waiting there (as in RabbitMQ), not ahead of higher levels."""
         if queue.topic in self._topics:
             return
+        levels = topic_queues(queue)
         if not known or await self.service.topic_config(queue.topic) is None:
-            await self.service.create_topic(queue.topic, topic_queues(queue))
+            await self.service.create_topic(queue.topic, levels)
+        if levels > 1:
+            retry = pop_retry_topic(queue.group, queue.topic)
+            config = await self.service.topic_config(retry)
+            if config is None or config.read_queue_nums != levels:
+                await self.service.create_topic(retry, levels)
         self._topics.add(queue.topic)
 
     async def broker_queue(self, topic: str, queue_id: int) -> MessageQueue:

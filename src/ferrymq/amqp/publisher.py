@@ -6,7 +6,7 @@ channel are stored one after the other, so a queue sees a channel's messages in 
 from __future__ import annotations
 
 import asyncio
-import contextlib
+import logging
 import time
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Protocol
@@ -31,6 +31,7 @@ from ferrymq.protocol.batch import encode_batch
 if TYPE_CHECKING:
     from ferrymq.amqp.gateway import Gateway
 
+log = logging.getLogger(__name__)
 _PUBLISH = (fast.BASIC, fast.PUBLISH)
 FLOW_CONTROL_WAIT_S = 30.0  # how long a put over a quota is tried again before its publish is nacked
 
@@ -59,37 +60,51 @@ class PublishOutput(Protocol):
 
 
 class Publisher:
+    """One task per channel stores, each round taking every publish flushed meanwhile (up to ROUND):
+    a channel whose reads come faster than their puts has them merged, never a chain of tasks each
+    waiting for the one before, which falls further behind with every read on a busy loop."""
+
+    ROUND = 512  # publishes stored in one round; then the others' turn
+
     def __init__(self, gateway: Gateway, vhost: str, out: PublishOutput) -> None:
         self.gateway = gateway
         self.vhost = vhost
         self.out = out
-        self._batch: list[ContentReceived] = []
-        self._last: asyncio.Future | None = None
+        self._batch: list[ContentReceived] = []  # added since the last flush
+        self._waiting: list[ContentReceived] = []  # flushed, to store in the next round
+        self._storing: asyncio.Task | None = None
 
     def add(self, event: ContentReceived) -> None:
         self._batch.append(event)
 
     def flush(self) -> None:
-        """Start storing what came since the last flush, after what is being stored already."""
+        """Have what came since the last flush stored, after what is being stored already."""
         if self._batch:
-            batch, self._batch = self._batch, []
-            self._last = self.gateway.tasks.spawn(self._after(self._last, batch), "store publishes")
+            self._waiting += self._batch
+            self._batch = []
+            if self._storing is None or self._storing.done():
+                self._storing = self.gateway.tasks.spawn(self._store_waiting(), "store publishes")
 
     async def settled(self) -> None:
         """Wait until every publish added so far is stored (or refused)."""
         self.flush()
-        if self._last is not None:
-            await asyncio.shield(self._last)
+        if self._storing is not None and not self._storing.done():
+            await asyncio.shield(self._storing)
 
     async def store(self, batch: Sequence[ContentReceived]) -> None:
-        """Store `batch` now (a transaction's commit) and confirm it."""
-        await self._after(self._last, batch)
-
-    async def _after(self, previous: asyncio.Future | None, batch: Sequence[ContentReceived]) -> None:
-        if previous is not None and not previous.done():
-            with contextlib.suppress(Exception):  # its failure was its own batch's (and reported)
-                await previous
+        """Store `batch` now (a transaction's commit), after what is being stored, and confirm it."""
+        await self.settled()
         await self._store(batch)
+
+    async def _store_waiting(self) -> None:
+        while self._waiting:
+            batch, self._waiting = self._waiting[: self.ROUND], self._waiting[self.ROUND :]
+            try:
+                await self._store(batch)
+            except Exception:  # (its channel heard of it, if it was the client's doing)
+                log.exception("storing %d publishes", len(batch))
+            if self._waiting:
+                await asyncio.sleep(0)
 
     async def _store(self, batch: Sequence[ContentReceived]) -> None:
         """Route and store the publishes up to the first that fails the channel (or connection), confirm
@@ -126,7 +141,10 @@ class Publisher:
         for place, (queue, entries) in limited.items():
             by_place[place] = (queue, await self.gateway.queue_limits.admit(topology, queue, entries, stored))
         puts = [self._put(place, queue, entries, topology) for place, (queue, entries) in by_place.items()]
-        results = [await puts[0]] if len(puts) == 1 else await asyncio.gather(*puts)  # most go to one queue
+        if len(puts) == 1 or self.gateway.service.in_process:  # (most go to one queue)
+            results = [await put for put in puts]
+        else:
+            results = await asyncio.gather(*puts)
         for (_, entries), ok in zip(by_place.values(), results, strict=True):
             if not ok:
                 for index, _, _ in entries:

@@ -32,7 +32,7 @@ if TYPE_CHECKING:
     from ferrymq.amqp.gateway import Gateway
 
 log = logging.getLogger(__name__)
-READ_SIZE = 16384  # bytes taken from a socket per turn: a busy connection holds the event loop briefly
+READ_SIZE = 4096  # bytes handled per loop turn: a busy connection holds the event loop briefly
 
 
 class Session:
@@ -113,6 +113,8 @@ class Session:
                     return
                 await self._handle(connection.receive_data(data, self._clock()))
                 self._arm()
+                if len(data) == READ_SIZE:  # more is likely read already: the others' turn first
+                    await asyncio.sleep(0)
             await self._flush()
         finally:
             if self._timer is not None:

@@ -7,15 +7,19 @@ wakes exactly the waiters of those queues, so an idle poll costs nothing until t
 from __future__ import annotations
 
 import asyncio
+import threading
 
 
 class PullHoldService:
     def __init__(self) -> None:
         self._waiters: dict[tuple[str, int], list[asyncio.Future[None]]] = {}
         self._loop: asyncio.AbstractEventLoop | None = None
+        self._loop_thread = 0
 
     def attach(self, loop: asyncio.AbstractEventLoop) -> None:
+        """Called on `loop`'s thread."""
         self._loop = loop
+        self._loop_thread = threading.get_ident()
 
     async def wait(self, topic: str, queue_id: int, timeout: float, still_empty) -> None:
         """Wait up to `timeout` s for new entries in the queue; `still_empty()` closes the race
@@ -25,15 +29,18 @@ class PullHoldService:
     async def wait_any(self, queues: list[tuple[str, int]], timeout: float, still_empty) -> None:
         """Wait up to `timeout` s for new entries in any of `queues` (one future for all of them:
         no task per queue); `still_empty()` closes the race as in `wait`."""
-        future = asyncio.get_running_loop().create_future()
+        loop = asyncio.get_running_loop()
+        future = loop.create_future()
         for key in queues:
             self._waiters.setdefault(key, []).append(future)
+        timer = None
         try:
-            if still_empty():
-                await asyncio.wait_for(future, timeout)
-        except TimeoutError:
-            pass
+            if still_empty():  # (wait_for would take a loop turn more to wake)
+                timer = loop.call_later(timeout, _settle, future)
+                await future
         finally:
+            if timer is not None:
+                timer.cancel()
             for key in queues:
                 waiters = self._waiters.get(key)
                 if waiters and future in waiters:
@@ -42,10 +49,14 @@ class PullHoldService:
                         del self._waiters[key]
 
     def arrived(self, queues: list[tuple[str, int]]) -> None:
-        """Thread-safe: called by the dispatcher with the queues that got new entries."""
+        """Thread-safe: called by the dispatcher with the queues that got new entries. On the event
+        loop (a broker dispatching there) the waiters wake at once, not a loop turn later."""
         loop = self._loop
         if loop is not None and self._waiters and any(q in self._waiters for q in queues):
-            loop.call_soon_threadsafe(self._notify, queues)
+            if threading.get_ident() == self._loop_thread:
+                self._notify(queues)
+            else:
+                loop.call_soon_threadsafe(self._notify, queues)
 
     def _notify(self, queues: list[tuple[str, int]]) -> None:
         for key in queues:
@@ -59,3 +70,8 @@ class PullHoldService:
     def wake_all(self) -> None:
         """At shutdown: answer every held pull now."""
         self._notify(list(self._waiters))
+
+
+def _settle(future: asyncio.Future[None]) -> None:
+    if not future.done():
+        future.set_result(None)

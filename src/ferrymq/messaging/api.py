@@ -77,6 +77,12 @@ class MessageService(Protocol):
         assumes RocketMQ's default unless told), so fronts refuse a larger one with their own code."""
         ...
 
+    @property
+    def in_process(self) -> bool:
+        """Whether the brokers run in this process: a call then waits on no network, so a front makes
+        several in turn (within its loop turn) rather than as tasks at once (a turn later)."""
+        ...
+
     async def user_connection_limit(self, user: str) -> int | None:
         """How many connections the brokers' quotas let `user` have at once (None: no limit), for
         fronts that count their own clients' connections (the AMQP gateway)."""

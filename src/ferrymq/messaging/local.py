@@ -84,6 +84,10 @@ class LocalMessageService:
     def max_body_size(self) -> int:
         return self.puts.store.config.max_message_size
 
+    @property
+    def in_process(self) -> bool:
+        return True
+
     async def user_connection_limit(self, user: str) -> int | None:
         return self.puts.quotas.max_connections(user)
 

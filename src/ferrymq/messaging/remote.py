@@ -375,6 +375,10 @@ class RemoteMessageService:
         self._topic_configs[topic] = (time.monotonic() + TOPIC_CONFIG_TTL_S, config)
         return config
 
+    @property
+    def in_process(self) -> bool:
+        return False
+
     async def user_connection_limit(self, user: str) -> int | None:
         """From the quotas of the first broker that answers, asked again after QUOTA_TTL_S."""
         return (await self.user_quotas.current()).max_connections(user)

@@ -381,7 +381,43 @@ def queue_arguments() -> dict:
     return result
 
 
+def priority_requeue() -> dict:
+    """Messages of several priorities; a consumer takes the three highest without acking, more are
+    published, and the three go back (nacked with requeue, or by their channel closing): every message
+    then comes in priority order, the requeued ones first within their level and marked redelivered."""
+    connection = connect()
+    publisher = connection.channel()
+    publisher.confirm_delivery()
+    result = {}
+    for way in ("nack", "close"):
+        queue = name(f"prio-requeue-{way}")
+        publisher.queue_declare(queue, arguments={"x-max-priority": 9})
+        for body, priority in (("a1", 1), ("b5", 5), ("c1", 1), ("d9", 9), ("e5", 5), ("f3", 3)):
+            publisher.basic_publish("", queue, body.encode(), pika.BasicProperties(priority=priority))
+        channel = connection.channel()
+        channel.basic_qos(prefetch_count=3)
+        taken = []
+        for method, _, body in channel.consume(queue, inactivity_timeout=WAIT):
+            if method is None:
+                break
+            taken.append(body.decode())
+            if len(taken) == 3:
+                break
+        for body, priority in (("g7", 7), ("h5", 5), ("i0", 0)):
+            publisher.basic_publish("", queue, body.encode(), pika.BasicProperties(priority=priority))
+        if way == "nack":  # (after the cancel: else they would go to this consumer again)
+            channel.cancel()
+            channel.basic_nack(method.delivery_tag, multiple=True, requeue=True)
+        channel.close()
+        got = drain(publisher, queue)
+        result[way] = {"taken": taken, "after": [[m["body"], m["redelivered"]] for m in got]}
+        publisher.queue_delete(queue)
+    connection.close()
+    return result
+
+
 SCENARIOS = {
+    "priority_requeue": priority_requeue,
     "queue_arguments": queue_arguments,
     "properties_round_trip": properties_round_trip,
     "routing": routing,

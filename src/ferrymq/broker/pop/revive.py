@@ -60,6 +60,18 @@ def read_message(store: MessageStore, topic: str, queue_id: int, offset: int) ->
     return found.buffers[0]
 
 
+def aligned_retry(topics: TopicConfigManager, group: str, topic: str) -> str | None:
+    """The pop retry topic of `topic` for `group` if it has one queue per queue of `topic` (several):
+    whoever made it so (the AMQP gateway, for a priority queue's levels) wants what is handed back
+    kept apart by queue. A message handed back then goes to the retry queue of its own queue id, and
+    a pop of one queue takes that retry queue first and no other."""
+    retry = pop_retry_topic(group, topic)
+    own, theirs = topics.get(topic), topics.get(retry)
+    if own is None or theirs is None or own.read_queue_nums < 2:
+        return None
+    return retry if theirs.read_queue_nums == own.read_queue_nums else None
+
+
 def reconsume_times_of(record: memoryview) -> int:
     layout = record_layout(record)
     return int.from_bytes(record[layout.reconsume_at : layout.reconsume_at + 4], "big", signed=True)
@@ -212,6 +224,9 @@ class ReviveService:
             else pop_retry_topic(record.group, record.topic)
         )
         add = b"" if record.topic == retry_topic else f"RETRY_TOPIC\x01{record.topic}\x02".encode()
+        # (a message of a retry topic goes back to its own queue)
+        aligned = record.topic == retry_topic or aligned_retry(self.topics, record.group, record.topic)
+        retry_queue = record.queue_id if aligned else 0
         puts: list[tuple[int, PutResult]] = []
         for offset in ck.offsets(bits):
             message = read_message(self.store, record.topic, record.queue_id, offset)
@@ -227,7 +242,7 @@ class ReviveService:
             if times > max_times:
                 target, queue_id = self._ensure(DLQ_GROUP_PREFIX + record.group), 0
             else:
-                target, queue_id = self._ensure(retry_topic), 0
+                target, queue_id = self._ensure(retry_topic), retry_queue
             puts.append((offset, repost(self.store, message, target, queue_id, add, times)))
         failed = 0
         for offset, result in puts:

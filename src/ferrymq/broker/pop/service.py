@@ -35,6 +35,7 @@ from ferrymq.broker.offsets import ConsumerOffsetManager
 from ferrymq.broker.pop.records import CheckpointRecord, revive_topic, settled
 from ferrymq.broker.pop.revive import (
     ReviveService,
+    aligned_retry,
     now_ms,
     read_message,
     reconsume_times_of,
@@ -237,12 +238,15 @@ class PopService:
         poll = 0 if self._closing else min(max(poll_ms, 0), MAX_POLL_MS) / 1000
         deadline = time.monotonic() + poll
         queues = [queue_id] if queue_id >= 0 else self._rotation(read_queues)
+        aligned = aligned_retry(self.topics, group, topic) if queue_id >= 0 and read_queues > 1 else None
         control = self.consumption
         watched = control.watches(group)
         wanted = await control.admit(group, client, max_messages, poll, topic) if watched else max_messages
         topic_config = self.topics.get(topic)
         while True:
-            result = self._pop_now(group, config, topic, queues, wanted, invisible_ms, flt, fifo, init_mode)
+            result = self._pop_now(
+                group, config, topic, queues, wanted, invisible_ms, flt, fifo, init_mode, aligned
+            )
             remaining = deadline - time.monotonic()
             if result.count or not wanted or remaining <= 0 or self._closing:
                 break
@@ -270,7 +274,9 @@ class PopService:
         flt: SubscriptionFilter,
         fifo: bool,
         init_mode: int,
+        aligned: str | None = None,
     ) -> PopResult:
+        """`aligned`: the topic's retry topic if it has a queue per queue (see `aligned_retry`)."""
         pop_time = now_ms()
         result = PopResult(pop_time, invisible_ms, ORDER_REVIVE_QUEUE if fifo else self._pick_revive_queue())
         if fifo:
@@ -279,6 +285,13 @@ class PopService:
                 if result.count >= wanted:
                     break
                 self._pop_fifo_queue(result, group, config, topic, queue_id, wanted, flt, init_mode)
+            return result
+        if aligned is not None:
+            for source in (aligned, topic):  # its own handed-back messages first, then the queue
+                if result.count < wanted:
+                    self._pop_queue(
+                        result, group, source, queues[0], wanted, flt, init_mode, topic, order=False
+                    )
             return result
         retry = pop_retry_topic(group, topic)
         retry_queues = self._rotation(tc.read_queue_nums) if (tc := self.topics.get(retry)) else []
