@@ -37,11 +37,16 @@ class RemotingGate:
             how = NEEDS.get(request.code)
             if how is None or user.user_type is UserType.SUPER:
                 return None
-            names = how.fields
-            if names is None:  # read from the body as well: decided anew
+            picked = how.picked
+            try:
+                key = (
+                    None if picked is None else (remote_address, user.username, request.code, picked(fields))
+                )
+            except KeyError:
+                key = None
+            if key is None:  # the needs are read from the body too, or a field is missing: decided anew
                 self._authorize(user, remote_address, how.of(request))
                 return None
-            key = (remote_address, user.username, request.code, *map(fields.get, names))
             refusal = registry.decided.get(key, _UNKNOWN)
             if refusal is _UNKNOWN:
                 try:

@@ -61,7 +61,9 @@ class AuthRegistry:
             raise AuthError("No accessKey is configured")
         if not given or not isinstance(given, str):
             raise AuthError("No signature is configured")
-        user = self.user_for(access_key)
+        user = self.users.get(access_key)
+        if user is None or user.status is UserStatus.DISABLE:
+            user = self.user_for(access_key)  # raises: the reason to answer
         if not signature_matches(given, ext_fields, body, version, user.password):
             raise AuthError("check signature failed")
         return user

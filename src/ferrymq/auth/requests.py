@@ -10,6 +10,7 @@ authenticated, not authorised). Most codes' needs follow from one or two extFiel
 from __future__ import annotations
 
 import functools
+import operator
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -56,20 +57,26 @@ class Needs:
     """How one request code's needs are found: ``of(request)``."""
 
     of: Callable[[RemotingCommand], list[Need]]
-    fields: tuple[str, ...] | None
-    """The extFields whose values alone decide them; None when the body does too."""
+    picked: Callable[[dict[str, str]], object] | None
+    """The values of the extFields that alone decide them (KeyError when one is missing); None when
+    the body does too."""
+
+
+def _picking(*names: str) -> Callable[[dict[str, str]], object]:
+    """One C call per request (operator.itemgetter) where there are fields to pick."""
+    return operator.itemgetter(*names) if names else (lambda fields: ())
 
 
 def _topic(name: str, actions: frozenset[Action]) -> Needs:
-    return Needs(lambda r: [_topic_or_retry_group(_field(r.ext_fields, name), actions)], (name,))
+    return Needs(lambda r: [_topic_or_retry_group(_field(r.ext_fields, name), actions)], _picking(name))
 
 
 def _group(name: str, actions: frozenset[Action]) -> Needs:
-    return Needs(lambda r: [(Resource.group(_field(r.ext_fields, name)), actions)], (name,))
+    return Needs(lambda r: [(Resource.group(_field(r.ext_fields, name)), actions)], _picking(name))
 
 
 def _cluster(actions: frozenset[Action]) -> Needs:
-    return Needs(lambda r: [(Resource.cluster(), actions)], ())
+    return Needs(lambda r: [(Resource.cluster(), actions)], _picking())
 
 
 def _topic_and_group(topic: str, group: str, actions: frozenset[Action]) -> Needs:
@@ -81,7 +88,7 @@ def _topic_and_group(topic: str, group: str, actions: frozenset[Action]) -> Need
             out.append((Resource.topic(name), actions))
         return out
 
-    return Needs(needs, (topic, group))
+    return Needs(needs, _picking(topic, group))
 
 
 def _optional_topic(request: RemotingCommand) -> list[Need]:
@@ -122,7 +129,7 @@ NEEDS: dict[int, Needs] = {
     C.SEND_BATCH_MESSAGE: _topic("b", _PUB),
     C.SEND_REPLY_MESSAGE: _topic("topic", _PUB),
     C.SEND_REPLY_MESSAGE_V2: _topic("b", _PUB),
-    C.END_TRANSACTION: Needs(_optional_topic, ("topic",)),
+    C.END_TRANSACTION: Needs(_optional_topic, _picking("topic")),
     C.RECALL_MESSAGE: _topic("topic", _PUB),
     C.CONSUMER_SEND_MSG_BACK: _group("group", _SUB),
     C.PULL_MESSAGE: _topic_and_group("topic", "consumerGroup", _SUB),
