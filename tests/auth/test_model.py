@@ -27,6 +27,7 @@ from ferrymq.protocol.acl_signing import (
     Credentials,
     grpc_authorization,
     grpc_signature_matches,
+    py_mac,
     request_content,
     signature,
 )
@@ -322,4 +323,5 @@ def test_signature_is_hmac_sha1_whatever_the_key(secret, content, body):
     import hmac
 
     expected = base64.b64encode(hmac.new(secret.encode(), content + body, hashlib.sha1).digest()).decode()
-    assert signature(content, secret, body) == expected
+    assert signature(content, secret, body) == expected  # the C version where it is built
+    assert py_mac(content, secret, memoryview(body)).decode() == expected  # its Python reference
