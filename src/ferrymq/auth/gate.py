@@ -3,18 +3,25 @@
 ``RemotingGate`` is the dispatcher's guard (``RemotingServer.set_guard``): it authenticates the
 signature, then authorises what the request's code needs (requests.py). A refusal is answered with
 NO_PERMISSION (16) and RocketMQ's remark, and logged on the audit trail.
+
+Every request's signature is checked. What the rules decide is remembered in the registry (which
+forgets it whenever users or rules change) by peer, user, code and the values of the extFields the
+code's needs are read from, so that a producer's sends after the first cost a lookup, not a
+resolution of resources and rules.
 """
 
 from __future__ import annotations
 
 from ferrymq.auth import audit
 from ferrymq.auth.decision import source_address
-from ferrymq.auth.model import UserType
+from ferrymq.auth.model import User, UserType
 from ferrymq.auth.registry import AuthError, AuthRegistry
-from ferrymq.auth.requests import RequestNotUnderstood, needs
+from ferrymq.auth.requests import NEEDS, Need, RequestNotUnderstood
 from ferrymq.protocol.acl_signing import ACCESS_KEY
 from ferrymq.protocol.codes import ResponseCode
 from ferrymq.protocol.remoting import RemotingCommand
+
+_UNKNOWN = object()
 
 
 class RemotingGate:
@@ -23,20 +30,45 @@ class RemotingGate:
 
     def __call__(self, remote_address: str, request: RemotingCommand) -> RemotingCommand | None:
         """None to let ``request`` through; else the refusal to answer it with."""
+        fields = request.ext_fields
+        registry = self.registry
         try:
-            user = self.registry.authenticate(request.ext_fields, request.body, request.version)
-            if user.user_type is UserType.SUPER:
+            user = registry.authenticate(fields, request.body, request.version)
+            how = NEEDS.get(request.code)
+            if how is None or user.user_type is UserType.SUPER:
                 return None
-            wanted = needs(request)
-            if wanted:
-                ip = source_address(remote_address)
-                for resource, actions in wanted:
-                    self.registry.authorize(user, resource, actions, ip)
-            return None
+            picked = how.picked
+            try:
+                key = (
+                    None if picked is None else (remote_address, user.username, request.code, picked(fields))
+                )
+            except KeyError:
+                key = None
+            if key is None:  # the needs are read from the body too, or a field is missing: decided anew
+                self._authorize(user, remote_address, how.of(request))
+                return None
+            refusal = registry.decided.get(key, _UNKNOWN)
+            if refusal is _UNKNOWN:
+                try:
+                    self._authorize(user, remote_address, how.of(request))
+                    refusal = None
+                except AuthError as e:
+                    refusal = str(e)
+                registry.remember(key, refusal)
+            if refusal is None:
+                return None
+            reason = str(refusal)
         except (AuthError, RequestNotUnderstood) as e:
             reason = str(e)
         except Exception as e:  # whatever a peer sends, the answer is a refusal, never a crash
             reason = f"cannot check the request: {type(e).__name__}"
-        who = request.ext_fields.get(ACCESS_KEY)
+        who = fields.get(ACCESS_KEY)
         audit.refused(who if isinstance(who, str) else None, f"code={request.code}", remote_address, reason)
         return request.make_response(ResponseCode.NO_PERMISSION, reason)
+
+    def _authorize(self, user: User, remote_address: str, wanted: list[Need]) -> None:
+        """AuthError unless ``user`` may have everything in ``wanted`` from this peer."""
+        if wanted:
+            ip = source_address(remote_address)
+            for resource, actions in wanted:
+                self.registry.authorize(user, resource, actions, ip)

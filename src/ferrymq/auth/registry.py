@@ -6,9 +6,11 @@ loads it back with ``restore``.
 
 from __future__ import annotations
 
+import functools
 import ipaddress
 import secrets
-from typing import Any
+from collections.abc import Callable, Hashable
+from typing import Any, Concatenate, ParamSpec, TypeVar
 
 from ferrymq.auth.decision import decide
 from ferrymq.auth.model import Acl, Action, AuthModelError, Decision, Resource, User, UserStatus, UserType
@@ -19,16 +21,39 @@ class AuthError(Exception):
     """A request refused: not authenticated, or not allowed. The message is safe to send back."""
 
 
+_P = ParamSpec("_P")
+_R = TypeVar("_R")
+
+
+def _changes(
+    method: Callable[Concatenate[AuthRegistry, _P], _R],
+) -> Callable[Concatenate[AuthRegistry, _P], _R]:
+    """Marks a method that changes users or rules: whatever was decided before is forgotten when it
+    returns (or fails half-way), here and nowhere else."""
+
+    @functools.wraps(method)
+    def changing(self: AuthRegistry, /, *args: _P.args, **kwargs: _P.kwargs) -> _R:
+        try:
+            return method(self, *args, **kwargs)
+        finally:
+            self.decided.clear()
+            self.version += 1
+
+    return changing
+
+
 class AuthRegistry:
-    DECISIONS = 10_000  # remembered (user, resource, actions, source) decisions; past it, start again
+    DECISIONS = 10_000  # remembered decisions; past it, start again
 
     def __init__(self) -> None:
         self.users: dict[str, User] = {}
         self.acls: dict[str, Acl] = {}
-        # what authorize() decided, until the next change: a producer asks the same thing per send
-        self._decisions: dict[tuple[str, Resource, frozenset[Action], object], Decision] = {}
         self.version = 0  # counts changes: a front that mirrors these users asks for news by it
         self.epoch = secrets.token_hex(8)  # this registry's versions, apart from another's or a restart's
+        self.decided: dict[Hashable, object] = {}
+        """What checks decided, until users or rules next change: a producer asks the same thing
+        per send. Keys are the checker's own (``authorize``'s, the remoting gate's); ``remember``
+        adds to it."""
 
     # --- checks --------------------------------------------------------------------------------
 
@@ -40,7 +65,9 @@ class AuthRegistry:
             raise AuthError("No accessKey is configured")
         if not given or not isinstance(given, str):
             raise AuthError("No signature is configured")
-        user = self.user_for(access_key)
+        user = self.users.get(access_key)
+        if user is None or user.status is UserStatus.DISABLE:
+            user = self.user_for(access_key)  # raises: the reason to answer
         if not signature_matches(given, ext_fields, body, version, user.password):
             raise AuthError("check signature failed")
         return user
@@ -63,32 +90,32 @@ class AuthRegistry:
     ) -> None:
         """AuthError unless ``user`` may do one of ``actions`` on ``resource`` from ``ip``."""
         key = (user.username, resource, actions, ip)
-        decision = self._decisions.get(key)
+        decision = self.decided.get(key)
         if decision is None:
             acl = self.acls.get(user.username)
             decision = decide(user, acl.entries if acl is not None else (), resource, actions, ip)
-            if len(self._decisions) >= self.DECISIONS:
-                self._decisions.clear()
-            self._decisions[key] = decision
+            self.remember(key, decision)
         if decision is not Decision.ALLOW:
             wanted = ",".join(sorted(a.value for a in actions))
             raise AuthError(f"User:{user.username} has no permission to access {resource} with {wanted}")
 
-    # --- changes -------------------------------------------------------------------------------
+    def remember(self, key: Hashable, outcome: object) -> None:
+        """Keep ``outcome`` under ``key`` in ``decided`` (a bounded memory: full, it starts again)."""
+        if len(self.decided) >= self.DECISIONS:
+            self.decided.clear()
+        self.decided[key] = outcome
 
-    def _changed(self) -> None:
-        self._decisions.clear()
-        self.version += 1
+    # --- changes (each marked @_changes) --------------------------------------------------------
 
+    @_changes
     def create_user(self, user: User) -> None:
-        self._changed()
         if user.username in self.users:
             raise AuthModelError(f"user {user.username} already exists")
         self.users[user.username] = user
 
+    @_changes
     def update_user(self, changes: dict[str, Any], username: str) -> User:
         """Change what ``changes`` (a UserInfo) names: password, type, status."""
-        self._changed()
         current = self.users.get(username)
         if current is None:
             raise LookupError(f"user {username} does not exist")
@@ -96,23 +123,23 @@ class AuthRegistry:
         self.users[username] = updated = User.from_json(merged, username=username)
         return updated
 
+    @_changes
     def delete_user(self, username: str) -> None:
-        self._changed()
         if self.users.pop(username, None) is None:
             raise LookupError(f"user {username} does not exist")
         self.acls.pop(username, None)
 
+    @_changes
     def put_acl(self, acl: Acl, *, replace: bool) -> None:
         """Add ``acl``'s rules to the user's (an entry for the same resource is replaced), or replace
         the user's rules altogether."""
-        self._changed()
         if acl.username not in self.users:
             raise LookupError(f"user {acl.username} does not exist")
         current = self.acls.get(acl.username)
         self.acls[acl.username] = acl if replace or current is None else current.merged(acl)
 
+    @_changes
     def delete_acl(self, username: str, resource: Resource | None) -> None:
-        self._changed()
         current = self.acls.get(username)
         if current is None:
             raise LookupError(f"user {username} has no ACL")
@@ -122,9 +149,9 @@ class AuthRegistry:
         else:
             del self.acls[username]
 
+    @_changes
     def ensure_super_user(self, username: str, password: str) -> bool:
         """Create the first super user (``init_username``) if it does not exist yet."""
-        self._changed()
         if not username or username in self.users:
             return False
         self.users[username] = User(username, password, UserType.SUPER)
@@ -138,8 +165,8 @@ class AuthRegistry:
             "acls": [a.to_json() for a in self.acls.values()],
         }
 
+    @_changes
     def restore(self, data: object) -> None:
-        self._changed()
         if not isinstance(data, dict):
             raise AuthModelError("the auth file holds an object with users and acls")
         users = [User.from_json(u) for u in data.get("users") or []]

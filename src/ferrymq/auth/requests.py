@@ -3,13 +3,16 @@ and the ``@RocketMQAction`` marks of its request headers).
 
 A request on a retry topic (``%RETRY%<group>``) is a consumer's: it needs Sub on the group rather than
 the topic. Requests not listed need only a signed request (as RocketMQ: a code without a mark is
-authenticated, not authorised).
+authenticated, not authorised). Most codes' needs follow from one or two extFields alone, which
+``NEEDS`` names, so that a checker can remember its decision by their values.
 """
 
 from __future__ import annotations
 
 import functools
+import operator
 from collections.abc import Callable
+from dataclasses import dataclass
 
 from ferrymq.auth.model import Action, Resource
 from ferrymq.protocol.bodies import HeartbeatData, SubscriptionGroupConfig, decode_body
@@ -49,21 +52,34 @@ def _topic_or_retry_group(topic: str, actions: frozenset[Action]) -> Need:
     return Resource.topic(topic), actions
 
 
-def _topic(name: str, actions: frozenset[Action]) -> Callable[[RemotingCommand], list[Need]]:
-    return lambda r: [_topic_or_retry_group(_field(r.ext_fields, name), actions)]
+@dataclass(frozen=True, slots=True)
+class Needs:
+    """How one request code's needs are found: ``of(request)``."""
+
+    of: Callable[[RemotingCommand], list[Need]]
+    picked: Callable[[dict[str, str]], object] | None
+    """The values of the extFields that alone decide them (KeyError when one is missing); None when
+    the body does too."""
 
 
-def _group(name: str, actions: frozenset[Action]) -> Callable[[RemotingCommand], list[Need]]:
-    return lambda r: [(Resource.group(_field(r.ext_fields, name)), actions)]
+def _picking(*names: str) -> Callable[[dict[str, str]], object]:
+    """One C call per request (operator.itemgetter) where there are fields to pick."""
+    return operator.itemgetter(*names) if names else (lambda fields: ())
 
 
-def _cluster(actions: frozenset[Action]) -> Callable[[RemotingCommand], list[Need]]:
-    return lambda r: [(Resource.cluster(), actions)]
+def _topic(name: str, actions: frozenset[Action]) -> Needs:
+    return Needs(lambda r: [_topic_or_retry_group(_field(r.ext_fields, name), actions)], _picking(name))
 
 
-def _topic_and_group(
-    topic: str, group: str, actions: frozenset[Action]
-) -> Callable[[RemotingCommand], list[Need]]:
+def _group(name: str, actions: frozenset[Action]) -> Needs:
+    return Needs(lambda r: [(Resource.group(_field(r.ext_fields, name)), actions)], _picking(name))
+
+
+def _cluster(actions: frozenset[Action]) -> Needs:
+    return Needs(lambda r: [(Resource.cluster(), actions)], _picking())
+
+
+def _topic_and_group(topic: str, group: str, actions: frozenset[Action]) -> Needs:
     def needs(request: RemotingCommand) -> list[Need]:
         fields = request.ext_fields
         out = [(Resource.group(_field(fields, group)), actions)]
@@ -72,7 +88,7 @@ def _topic_and_group(
             out.append((Resource.topic(name), actions))
         return out
 
-    return needs
+    return Needs(needs, _picking(topic, group))
 
 
 def _optional_topic(request: RemotingCommand) -> list[Need]:
@@ -106,14 +122,14 @@ def _subscription_group(request: RemotingCommand) -> list[Need]:
     return [(Resource.group(group), _CREATE)]
 
 
-_NEEDS: dict[int, Callable[[RemotingCommand], list[Need]]] = {
+NEEDS: dict[int, Needs] = {
     C.GET_ROUTEINFO_BY_TOPIC: _topic("topic", _ROUTE),
     C.SEND_MESSAGE: _topic("topic", _PUB),
     C.SEND_MESSAGE_V2: _topic("b", _PUB),
     C.SEND_BATCH_MESSAGE: _topic("b", _PUB),
     C.SEND_REPLY_MESSAGE: _topic("topic", _PUB),
     C.SEND_REPLY_MESSAGE_V2: _topic("b", _PUB),
-    C.END_TRANSACTION: _optional_topic,
+    C.END_TRANSACTION: Needs(_optional_topic, _picking("topic")),
     C.RECALL_MESSAGE: _topic("topic", _PUB),
     C.CONSUMER_SEND_MSG_BACK: _group("group", _SUB),
     C.PULL_MESSAGE: _topic_and_group("topic", "consumerGroup", _SUB),
@@ -122,7 +138,7 @@ _NEEDS: dict[int, Callable[[RemotingCommand], list[Need]]] = {
     C.ACK_MESSAGE: _topic_and_group("topic", "consumerGroup", _SUB),
     C.CHANGE_MESSAGE_INVISIBLETIME: _topic_and_group("topic", "consumerGroup", _SUB),
     C.QUERY_MESSAGE: _topic("topic", _SUB_GET),
-    C.HEART_BEAT: _heartbeat,
+    C.HEART_BEAT: Needs(_heartbeat, None),
     C.GET_CONSUMER_LIST_BY_GROUP: _group("consumerGroup", _SUB_GET),
     C.QUERY_CONSUMER_OFFSET: _topic_and_group("topic", "consumerGroup", _SUB_GET),
     C.UPDATE_CONSUMER_OFFSET: _topic_and_group("topic", "consumerGroup", _SUB_UPDATE),
@@ -135,7 +151,7 @@ _NEEDS: dict[int, Callable[[RemotingCommand], list[Need]]] = {
     C.GET_ALL_TOPIC_CONFIG: _cluster(_LIST),
     C.GET_ALL_TOPIC_LIST_FROM_NAMESERVER: _cluster(_LIST),
     C.GET_TOPICS_BY_CLUSTER: _cluster(_LIST),
-    C.UPDATE_AND_CREATE_SUBSCRIPTIONGROUP: _subscription_group,
+    C.UPDATE_AND_CREATE_SUBSCRIPTIONGROUP: Needs(_subscription_group, None),
     C.UPDATE_AND_CREATE_SUBSCRIPTIONGROUP_LIST: _cluster(_CREATE),
     C.DELETE_SUBSCRIPTIONGROUP: _group("groupName", _DELETE),
     C.GET_SUBSCRIPTIONGROUP_CONFIG: _group("group", _GET),
@@ -178,5 +194,5 @@ def needs(request: RemotingCommand) -> list[Need]:
     """What ``request`` needs; empty when its code needs only a valid signature.
 
     Raises RequestNotUnderstood when the fields it is judged by are missing or do not parse."""
-    build = _NEEDS.get(request.code)
-    return [] if build is None else build(request)
+    how = NEEDS.get(request.code)
+    return [] if how is None else how.of(request)

@@ -35,7 +35,8 @@ class RequestDispatcher:
         self._eager: set[int] = set()
         self._late: set[int] = set()
         self.latency = RequestLatency()
-        self.guard: Guard | None = None
+        self.guards: tuple[Guard, ...] = ()
+        """Checked in order before every handler; the first refusal answers the request."""
 
     def register(self, code: int, handler: Handler, *, eager: bool = False, late: bool = False) -> None:
         """Route requests with ``code`` to ``handler`` (replacing any earlier one).
@@ -68,8 +69,11 @@ class RequestDispatcher:
         started = _now()
         handler = self._handlers.get(request.code, self._default)
         response: RemotingCommand | None
-        guard = self.guard
-        if guard is not None and (refusal := guard(connection.remote_address, request)) is not None:
+        refusal = None
+        for guard in self.guards:  # a loop, not a chain of closures: one call per guard per request
+            if (refusal := guard(connection.remote_address, request)) is not None:
+                break
+        if refusal is not None:
             response = refusal
         elif handler is None:
             log.warning("request code %d from %s is not supported", request.code, connection.remote_address)

@@ -19,7 +19,7 @@ from ferrymq.net.latency import RequestLatency
 from ferrymq.net.listener import TLSServer, bound_socket, start_server
 from ferrymq.net.tasks import BackgroundTasks
 from ferrymq.net.tls import ServerTLS
-from ferrymq.protocol.remoting import MAX_FRAME_SIZE, RemotingCommand
+from ferrymq.protocol.remoting import MAX_FRAME_SIZE
 
 log = logging.getLogger(__name__)
 
@@ -64,20 +64,11 @@ class RemotingServer:
 
     def set_guard(self, guard: Guard | None) -> None:
         """Check every request with ``guard`` before its handler (see dispatch.Guard); None: no check."""
-        self._dispatcher.guard = guard
+        self._dispatcher.guards = () if guard is None else (guard,)
 
     def add_guard(self, guard: Guard) -> None:
-        """Check every request with ``guard`` too, after the guard already set (if any)."""
-        first = self._dispatcher.guard
-        if first is None:
-            self._dispatcher.guard = guard
-            return
-
-        def both(peer: str, request: RemotingCommand) -> RemotingCommand | None:
-            refusal = first(peer, request)
-            return refusal if refusal is not None else guard(peer, request)
-
-        self._dispatcher.guard = both
+        """Check every request with ``guard`` too, after the guards already set (if any)."""
+        self._dispatcher.guards += (guard,)
 
     def on_connection_closed(self, callback: Callable[[Connection], None]) -> None:
         """Call ``callback(connection)`` whenever a connection ends, however it ends."""
