@@ -23,13 +23,18 @@ class SpecError(ValueError):
     """A custom resource's spec the operator cannot render; its message goes into the Degraded condition."""
 
 
+COMPONENT_LABEL = "app.kubernetes.io/component"  # the owning resource's kind, lower case
+INSTANCE_LABEL = "app.kubernetes.io/instance"  # the owning resource's name
+MANAGED_BY = {"app.kubernetes.io/managed-by": "ferrymq-operator"}
+
+
 def labels(kind: str, name: str, **extra: str) -> dict[str, str]:
     """The labels of everything made for the resource `name` of `kind`; they select its pods."""
     return {
         "app.kubernetes.io/name": "ferrymq",
-        "app.kubernetes.io/component": kind.lower(),
-        "app.kubernetes.io/instance": name,
-        "app.kubernetes.io/managed-by": "ferrymq-operator",
+        COMPONENT_LABEL: kind.lower(),
+        INSTANCE_LABEL: name,
+        **MANAGED_BY,
         **extra,
     }
 
