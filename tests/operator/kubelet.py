@@ -7,6 +7,8 @@ so its IP is its own and it listens on the ports the operator rendered (9876, 55
 touching the host's. The container's env is resolved as the kubelet does (downward API for the pod
 IP and name, `$(VAR)` in args and values), its /data volume is a directory of its own, and the pod
 is Ready while its readiness probe (HTTP GET of the probe's path and port at the pod IP) answers 200.
+Pods start and are probed side by side, as a kubelet's per-pod workers do (one slow pod delays no
+other), but the probes run every 0.2 s rather than every periodSeconds.
 Cluster DNS for pods is a hosts file per namespace (`ip netns exec` mounts /etc/netns/<ns>/hosts
 over /etc/hosts) naming every pod `<pod>.<service>.<namespace>.svc`, as a headless Service does.
 """
@@ -19,6 +21,7 @@ import shutil
 import threading
 import urllib.error
 import urllib.request
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
@@ -74,6 +77,7 @@ class Kubelet:
         self.free = list(range(slots))
         self.pods: dict[str, Pod] = {}
         self._stop = threading.Event()
+        self._probes = ThreadPoolExecutor(slots, thread_name_prefix="probe")
         self._thread = threading.Thread(target=self._run, daemon=True)
         self.errors: list[str] = []
         self._thread.start()
@@ -88,6 +92,7 @@ class Kubelet:
     def close(self) -> None:
         self._stop.set()
         self._thread.join(20)
+        self._probes.shutdown()
         for pod in self.pods.values():
             pod.proc.stop()
         self.network.teardown()
@@ -118,13 +123,19 @@ class Kubelet:
                     wanted[f"{sts['metadata']['name']}-{i}"] = (sts, i)
         for name in [n for n in self.pods if n not in wanted]:
             self._remove(name)
+        started = []
         for name, (sts, _) in wanted.items():
             if name in self.pods and self.pods[name].template != _template_key(sts):
                 self._restart(name, sts)  # the StatefulSet's template changed: a rolling update
+                started.append((name, sts))
             if name not in self.pods:
                 self._start(name, sts)
-        for pod in self.pods.values():
-            self._report(pod)
+                started.append((name, sts))
+        for name, sts in started:  # every container first, then the API objects: pods start side by side
+            self._publish(name, sts)
+        pods = list(self.pods.values())  # probed side by side, as a kubelet's per-pod workers do
+        for pod, ready in zip(pods, self._probes.map(Pod.ready, pods), strict=True):
+            self._report(pod, ready)
         for sts in {id(s): s for s, _ in wanted.values()}.values():
             self._report_statefulset(sts)
 
@@ -172,6 +183,10 @@ class Kubelet:
         proc = Proc(name, args, self.workdir, env, self.network.prefix(slot))
         proc.start()
         self.pods[name] = Pod(name, slot, ip, proc, container.get("readinessProbe"), _template_key(sts))
+
+    def _publish(self, name: str, sts: Obj) -> None:
+        """The Pod object of a pod just started, unless one is there from before a restart."""
+        template = sts["spec"]["template"]
         body = {"apiVersion": "v1", "kind": "Pod", "spec": template["spec"],
                 "metadata": {"name": name, "labels": template["metadata"]["labels"]}}  # fmt: skip
         if self.api.get(f"{self._core()}/pods/{name}") is None:
@@ -183,8 +198,7 @@ class Kubelet:
         self.free.append(pod.slot)
         self.api.request("DELETE", f"{self._core()}/pods/{name}")
 
-    def _report(self, pod: Pod) -> None:
-        ready = pod.ready()
+    def _report(self, pod: Pod, ready: bool) -> None:
         phase = "Running" if pod.proc.running else "Failed"
         if pod.reported == (phase, ready):
             return
