@@ -8,7 +8,8 @@ touching the host's. The container's env is resolved as the kubelet does (downwa
 IP and name, `$(VAR)` in args and values), its /data volume is a directory of its own, and the pod
 is Ready while its readiness probe (HTTP GET of the probe's path and port at the pod IP) answers 200.
 Pods start and are probed side by side, as a kubelet's per-pod workers do (one slow pod delays no
-other), but the probes run every 0.2 s rather than every periodSeconds.
+other), each at its probe's initialDelaySeconds and then every periodSeconds; one failed probe
+makes a pod unready (failureThreshold is not counted).
 Cluster DNS for pods is a hosts file per namespace (`ip netns exec` mounts /etc/netns/<ns>/hosts
 over /etc/hosts) naming every pod `<pod>.<service>.<namespace>.svc`, as a headless Service does.
 """
@@ -19,6 +20,7 @@ import json
 import re
 import shutil
 import threading
+import time
 import urllib.error
 import urllib.request
 from concurrent.futures import ThreadPoolExecutor
@@ -49,6 +51,13 @@ class Pod:
         self.name, self.slot, self.ip, self.proc, self.probe = name, slot, ip, proc, probe
         self.template = template  # the pod template it was started from, to see a rolling update
         self.reported: tuple[str, bool] | None = None
+        self.next_probe = time.monotonic() + float((probe or {}).get("initialDelaySeconds", 0))
+        self.last_probe = False  # what the readiness probe said last time
+
+    def probe_now(self) -> None:
+        """Run the readiness probe, and set when it runs next (periodSeconds, 10 by default)."""
+        self.next_probe = time.monotonic() + float((self.probe or {}).get("periodSeconds", 10))
+        self.last_probe = self.ready()
 
     def ready(self) -> bool:
         if not self.proc.running:
@@ -133,9 +142,10 @@ class Kubelet:
                 started.append((name, sts))
         for name, sts in started:  # every container first, then the API objects: pods start side by side
             self._publish(name, sts)
-        pods = list(self.pods.values())  # probed side by side, as a kubelet's per-pod workers do
-        for pod, ready in zip(pods, self._probes.map(Pod.ready, pods), strict=True):
-            self._report(pod, ready)
+        now = time.monotonic()  # pods whose probe is due, probed side by side (a kubelet's per-pod workers)
+        list(self._probes.map(Pod.probe_now, [p for p in self.pods.values() if p.next_probe <= now]))
+        for pod in self.pods.values():
+            self._report(pod, pod.last_probe and pod.proc.running)
         for sts in {id(s): s for s, _ in wanted.values()}.values():
             self._report_statefulset(sts)
 
