@@ -108,6 +108,25 @@ async def test_only_the_leader_decides_and_followers_name_it(controller_group, c
     ).code == ResponseCode.SYSTEM_ERROR  # names the field
 
 
+async def test_a_leader_found_by_a_hint_is_among_those_that_took_the_heartbeat(controller_group):
+    """Brokers in Kubernetes name the controllers by DNS; a follower names the leader by the address
+    it listens on. The heartbeat must still reach the leader under that address, or a master could
+    never see its lease renewed by the leader it knows."""
+    group = await controller_group()
+    leader = await group.leader()
+    followers = [n for n in group.nodes.values() if n is not leader]
+    await wait_for(lambda: all(f.leader_address() == leader.config.address for f in followers), what="hints")
+    by_name = {a: a.replace("127.0.0.1", "localhost") for a in group.addresses}
+    followers_first = sorted(group.addresses, key=lambda a: a == leader.config.address)
+    broker = FakeBroker([by_name[a] for a in followers_first])
+    try:
+        await broker.join()  # a follower answers first, and names the leader by its own address
+        assert broker.controllers.leader == leader.config.address
+        assert broker.controllers.leader in await broker.heartbeat()
+    finally:
+        await broker.close()
+
+
 async def test_registration_election_sync_state_set_and_failover_across_a_leader_change(controller_group):
     group = await controller_group()
     await group.leader()

@@ -22,14 +22,24 @@ def api(tmp_path, monkeypatch) -> Iterator[FakeApi]:
     server.close()
 
 
-@pytest.fixture
-def operator(api) -> Iterator[KopfRunner]:
+def _run_operator(resync: float) -> Iterator[KopfRunner]:
     settings = kopf.OperatorSettings()
     settings.posting.enabled = False
     settings.watching.reconnect_backoff = 0.2
-    registry = build_registry(Settings(image="ferrymq/ferrymq:test", resync=0.5))
+    registry = build_registry(Settings(image="ferrymq/ferrymq:test", resync=resync))
     with KopfRunner(
         ["run", "--standalone", "-n", NS], registry=registry, settings=settings, timeout=30
     ) as runner:
         yield runner
     assert runner.exception is None, runner.output
+
+
+@pytest.fixture
+def operator(api) -> Iterator[KopfRunner]:
+    yield from _run_operator(resync=0.5)
+
+
+@pytest.fixture
+def operator_without_resync(api) -> Iterator[KopfRunner]:
+    """An operator whose resync never comes within a test: only events move it."""
+    yield from _run_operator(resync=3600)

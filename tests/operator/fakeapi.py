@@ -1,11 +1,12 @@
 """An in-memory Kubernetes API server for the operator's tests: kmock's emulator on loopback, in a
-thread of its own, so that the operator (kopf in KopfRunner's thread) and the test talk to it over
+process of its own, so that the operator (kopf in KopfRunner's thread) and the test talk to it over
 HTTP as they would to a real API server.
 
-kmock 0.8 needs three fixes for kopf: it cannot parse the cluster-scoped /api/v1/namespaces path,
-it fills none of the metadata an API server adds on create (uid, resourceVersion, generation,
-creationTimestamp: ownerReferences need the uid), and it does not bump generation when the spec
-changes. Nothing here runs pods, fills their status or collects garbage: tests play the kubelet.
+kmock 0.8 needs three fixes for kopf, and one for speed (it keeps every request it served): it
+cannot parse the cluster-scoped /api/v1/namespaces path, it fills none of the metadata an API
+server adds on create (uid, resourceVersion, generation, creationTimestamp: ownerReferences need
+the uid), and it does not bump generation when the spec changes. Nothing here runs pods, fills
+their status or collects garbage: tests play the kubelet.
 """
 
 from __future__ import annotations
@@ -14,7 +15,10 @@ import asyncio
 import datetime
 import itertools
 import json
-import threading
+import os
+import select
+import subprocess
+import sys
 import urllib.error
 import urllib.request
 import uuid
@@ -27,6 +31,7 @@ from kmock._internal import parsing
 from ferrymq.operator.crds import GROUP, KINDS, VERSION
 
 _parse_path = parsing.parse_path
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def _parse_namespaces(path: str) -> parsing.ParsedPath:
@@ -38,6 +43,7 @@ def _parse_namespaces(path: str) -> parsing.ParsedPath:
 
 parsing.parse_path = _parse_namespaces  # kmock's parser is looked up at call time
 
+REQUESTS_KEPT = 64
 BUILTINS = {
     "v1/namespaces": ("Namespace", False),
     "v1/pods": ("Pod", True),
@@ -52,6 +58,10 @@ class _Emulator(kmock.KubernetesEmulator):
     _versions = itertools.count(1)
 
     async def _handle(self, request):  # type: ignore[no-untyped-def]
+        # kmock keeps every request served, and matches each new one by scanning them all: a
+        # request cost grew with the number before it (130 ms after 1,200). Only the last ones are
+        # kept (enough for every request in flight to find itself).
+        del self._requests[:-REQUESTS_KEPT]
         data = request.data if isinstance(request.data, dict) else None
         if data is not None and request.action == kmock.action.CREATE:
             meta = data.setdefault("metadata", {})
@@ -73,52 +83,62 @@ class _Emulator(kmock.KubernetesEmulator):
         return await super()._handle(request)
 
 
+async def _serve() -> None:
+    emulator = _Emulator()
+    for key, (kind, namespaced) in BUILTINS.items():
+        emulator.resources[key] = kmock.ResourceInfo(
+            kind=kind,
+            namespaced=namespaced,
+            verbs={"list", "watch", "get", "create", "patch", "delete"},
+            subresources={"status"} if kind != "Event" else set(),
+        )
+    for kind, info in KINDS.items():
+        emulator.resources[f"{GROUP}/{VERSION}/{info['plural']}"] = kmock.ResourceInfo(
+            kind=kind,
+            namespaced=True,
+            singular=kind.lower(),
+            subresources={"status"},
+            verbs={"list", "watch", "get", "create", "patch", "delete"},
+        )
+    async with emulator, kmock.Server(emulator) as server:
+        print(server.port, flush=True)
+        await asyncio.get_running_loop().run_in_executor(None, sys.stdin.read)  # until stdin closes
+
+
 class FakeApi:
-    """The emulator serving on 127.0.0.1:<free port> until close()."""
+    """The emulator serving on 127.0.0.1:<free port> until close(), in a process of its own: as a
+    real API server, it then takes no CPU from the operator's or the test's threads (in a thread of
+    the test, it shared their interpreter lock and answered slowly while pods started)."""
 
     def __init__(self, namespace: str):
         self.namespace = namespace
-        self._loop = asyncio.new_event_loop()
-        self._started = threading.Event()
-        self._stop: asyncio.Event | None = None
-        self._thread = threading.Thread(
-            target=self._loop.run_until_complete, args=(self._serve(),), daemon=True
+        path = os.pathsep.join([str(ROOT), *filter(None, [os.environ.get("PYTHONPATH")])])
+        self._process = subprocess.Popen(
+            [sys.executable, "-m", "tests.operator.fakeapi"],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            env={**os.environ, "PYTHONPATH": path},
         )
-        self._thread.start()
-        if not self._started.wait(10):
+        assert self._process.stdout is not None
+        ready, _, _ = select.select([self._process.stdout], [], [], 30)
+        line = self._process.stdout.readline() if ready else b""
+        if not line.strip().isdigit():
+            self._process.kill()
             raise RuntimeError("the fake API server did not start")
+        self.port = int(line)
         self.url = f"http://127.0.0.1:{self.port}"
         self.create(
             {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": namespace}}, "/api/v1/namespaces"
         )
 
-    async def _serve(self) -> None:
-        self._stop = asyncio.Event()
-        emulator = _Emulator()
-        for key, (kind, namespaced) in BUILTINS.items():
-            emulator.resources[key] = kmock.ResourceInfo(
-                kind=kind,
-                namespaced=namespaced,
-                verbs={"list", "watch", "get", "create", "patch", "delete"},
-                subresources={"status"} if kind != "Event" else set(),
-            )
-        for kind, info in KINDS.items():
-            emulator.resources[f"{GROUP}/{VERSION}/{info['plural']}"] = kmock.ResourceInfo(
-                kind=kind,
-                namespaced=True,
-                singular=kind.lower(),
-                subresources={"status"},
-                verbs={"list", "watch", "get", "create", "patch", "delete"},
-            )
-        async with emulator, kmock.Server(emulator) as server:
-            self.port = server.port
-            self._started.set()
-            await self._stop.wait()
-
     def close(self) -> None:
-        assert self._stop is not None
-        self._loop.call_soon_threadsafe(self._stop.set)
-        self._thread.join(10)
+        assert self._process.stdin is not None
+        self._process.stdin.close()
+        try:
+            self._process.wait(10)
+        except subprocess.TimeoutExpired:
+            self._process.kill()
+            self._process.wait()
 
     def kubeconfig(self, path: Path) -> Path:
         """A kubeconfig that points kopf and kubernetes_asyncio at this server."""
@@ -161,3 +181,7 @@ class FakeApi:
 
     def items(self, collection: str) -> list[dict[str, Any]]:
         return list((self.request("GET", collection) or {}).get("items") or [])
+
+
+if __name__ == "__main__":
+    asyncio.run(_serve())

@@ -7,6 +7,9 @@ so its IP is its own and it listens on the ports the operator rendered (9876, 55
 touching the host's. The container's env is resolved as the kubelet does (downward API for the pod
 IP and name, `$(VAR)` in args and values), its /data volume is a directory of its own, and the pod
 is Ready while its readiness probe (HTTP GET of the probe's path and port at the pod IP) answers 200.
+Pods start and are probed side by side, as a kubelet's per-pod workers do (one slow pod delays no
+other), each at its probe's initialDelaySeconds and then every periodSeconds; one failed probe
+makes a pod unready (failureThreshold is not counted).
 Cluster DNS for pods is a hosts file per namespace (`ip netns exec` mounts /etc/netns/<ns>/hosts
 over /etc/hosts) naming every pod `<pod>.<service>.<namespace>.svc`, as a headless Service does.
 """
@@ -17,8 +20,10 @@ import json
 import re
 import shutil
 import threading
+import time
 import urllib.error
 import urllib.request
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
@@ -46,6 +51,13 @@ class Pod:
         self.name, self.slot, self.ip, self.proc, self.probe = name, slot, ip, proc, probe
         self.template = template  # the pod template it was started from, to see a rolling update
         self.reported: tuple[str, bool] | None = None
+        self.next_probe = time.monotonic() + float((probe or {}).get("initialDelaySeconds", 0))
+        self.last_probe = False  # what the readiness probe said last time
+
+    def probe_now(self) -> None:
+        """Run the readiness probe, and set when it runs next (periodSeconds, 10 by default)."""
+        self.next_probe = time.monotonic() + float((self.probe or {}).get("periodSeconds", 10))
+        self.last_probe = self.ready()
 
     def ready(self) -> bool:
         if not self.proc.running:
@@ -74,6 +86,7 @@ class Kubelet:
         self.free = list(range(slots))
         self.pods: dict[str, Pod] = {}
         self._stop = threading.Event()
+        self._probes = ThreadPoolExecutor(slots, thread_name_prefix="probe")
         self._thread = threading.Thread(target=self._run, daemon=True)
         self.errors: list[str] = []
         self._thread.start()
@@ -88,6 +101,7 @@ class Kubelet:
     def close(self) -> None:
         self._stop.set()
         self._thread.join(20)
+        self._probes.shutdown()
         for pod in self.pods.values():
             pod.proc.stop()
         self.network.teardown()
@@ -118,13 +132,20 @@ class Kubelet:
                     wanted[f"{sts['metadata']['name']}-{i}"] = (sts, i)
         for name in [n for n in self.pods if n not in wanted]:
             self._remove(name)
+        started = []
         for name, (sts, _) in wanted.items():
             if name in self.pods and self.pods[name].template != _template_key(sts):
                 self._restart(name, sts)  # the StatefulSet's template changed: a rolling update
+                started.append((name, sts))
             if name not in self.pods:
                 self._start(name, sts)
+                started.append((name, sts))
+        for name, sts in started:  # every container first, then the API objects: pods start side by side
+            self._publish(name, sts)
+        now = time.monotonic()  # pods whose probe is due, probed side by side (a kubelet's per-pod workers)
+        list(self._probes.map(Pod.probe_now, [p for p in self.pods.values() if p.next_probe <= now]))
         for pod in self.pods.values():
-            self._report(pod)
+            self._report(pod, pod.last_probe and pod.proc.running)
         for sts in {id(s): s for s, _ in wanted.values()}.values():
             self._report_statefulset(sts)
 
@@ -172,6 +193,10 @@ class Kubelet:
         proc = Proc(name, args, self.workdir, env, self.network.prefix(slot))
         proc.start()
         self.pods[name] = Pod(name, slot, ip, proc, container.get("readinessProbe"), _template_key(sts))
+
+    def _publish(self, name: str, sts: Obj) -> None:
+        """The Pod object of a pod just started, unless one is there from before a restart."""
+        template = sts["spec"]["template"]
         body = {"apiVersion": "v1", "kind": "Pod", "spec": template["spec"],
                 "metadata": {"name": name, "labels": template["metadata"]["labels"]}}  # fmt: skip
         if self.api.get(f"{self._core()}/pods/{name}") is None:
@@ -183,8 +208,7 @@ class Kubelet:
         self.free.append(pod.slot)
         self.api.request("DELETE", f"{self._core()}/pods/{name}")
 
-    def _report(self, pod: Pod) -> None:
-        ready = pod.ready()
+    def _report(self, pod: Pod, ready: bool) -> None:
         phase = "Running" if pod.proc.running else "Failed"
         if pod.reported == (phase, ready):
             return

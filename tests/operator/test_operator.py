@@ -112,6 +112,38 @@ def test_controller_mode_cluster_from_the_sample(api, operator):
     assert {"name": "FERRYMQ_ENABLE_CONTROLLER_MODE", "value": "true"} in env
 
 
+def test_pods_turning_ready_move_their_owner_and_its_dependants_without_a_resync(
+    api, operator_without_resync
+):
+    """A pod becoming ready reconciles the resource that made it at once, and a new NameServer
+    address or controller access point reconciles the brokers waiting on it: no resync period
+    passes between one tier of a cluster being up and the next one being made."""
+    create(api, "NameService", "ns", {"size": 1})
+    create(api, "Controller", "ctl", {"size": 1})
+    create(api, "Broker", "broker", {"size": 1, "clusterMode": "CONTROLLER"})
+    wait_for("controllers", lambda: api.get(f"{APPS}/statefulsets/ctl"))
+    run_pods(api, "ns", first_ip=1)
+    wait_for("NameService Ready", lambda: (condition(api, "NameService", "ns") or {}).get("status") == "True")
+    waiting = wait_for(
+        "the broker told of the NameServers, now waiting for controllers",
+        lambda: _progressing(api, "broker", "WaitingForControllers"),
+    )
+    assert waiting["status"] == "True" and api.get(f"{APPS}/statefulsets/broker-0-0") is None
+    run_pods(api, "ctl", first_ip=10)
+    wait_for("the broker StatefulSet", lambda: api.get(f"{APPS}/statefulsets/broker-0-0"))
+    run_pods(api, "broker-0-0", first_ip=20)
+    wait_for("Broker Ready", lambda: (condition(api, "Broker", "broker") or {}).get("status") == "True")
+
+    api.request("DELETE", f"{CORE}/pods/ns-0")  # gone: the NameService has no address left
+    wait_for("NameService not Ready", lambda: not (api.get(f"{API}/nameservices/ns") or {})["status"].get(
+        "nameServers"))  # fmt: skip
+
+
+def _progressing(api: FakeApi, broker: str, reason: str) -> dict | None:
+    found = condition(api, "Broker", broker, "Progressing") or {}
+    return found if found.get("reason") == reason else None
+
+
 def test_bad_spec_is_degraded(api, operator):
     create(api, "Controller", "ctl", {"size": 2})
     degraded = wait_for("Degraded", lambda: condition(api, "Controller", "ctl", "Degraded"))

@@ -62,7 +62,12 @@ class ControllerClient:
         raise NoControllerLeader("no controller leader answered: " + "; ".join(errors))
 
     async def invoke_all(self, code: int, ext: dict[str, str], body: bytes = b"") -> set[str]:
-        """Send to every controller at once (heartbeats); the addresses that answered SUCCESS."""
+        """Send to every controller at once (heartbeats); the addresses that answered SUCCESS.
+
+        The leader last seen is one of them under the address it was found by: a leader named by a
+        follower's hint comes by the address it listens on (an IP in Kubernetes) while the
+        configured ones may be DNS names, and whoever asks whether the leader took the heartbeat
+        (a master renewing its lease) asks by `self.leader`."""
 
         async def one(address: str) -> bool:
             request = RemotingCommand(code, ext_fields=dict(ext), body=body)
@@ -72,8 +77,10 @@ class ControllerClient:
                 return False
             return response.code == ResponseCode.SUCCESS
 
-        answered = await asyncio.gather(*(one(a) for a in self.addresses))
-        return {address for address, ok in zip(self.addresses, answered, strict=True) if ok}
+        hinted = self.leader is not None and self.leader not in self.addresses
+        targets = [*self.addresses, *([self.leader] if hinted and self.leader else [])]
+        answered = await asyncio.gather(*(one(a) for a in targets))
+        return {address for address, ok in zip(targets, answered, strict=True) if ok}
 
     async def metadata(self, address: str) -> GetMetaDataResponseHeader:
         response = await self.remoting.invoke(

@@ -10,6 +10,7 @@ from collections.abc import Awaitable, Callable
 from typing import Any
 
 from ferrymq.operator import (
+    pods,
     render_amqp,
     render_console,
     render_controller,
@@ -24,6 +25,9 @@ from ferrymq.operator.reconcile_broker import reconcile_broker
 from ferrymq.operator.reconcile_topictransfer import reconcile_topictransfer
 
 FOLLOWERS = ("Broker", "Proxy", "AmqpGateway", "Console")  # kinds that are given NameServer addresses
+# A status field other kinds are rendered from: when it changes, they are reconciled at once rather
+# than at their next resync (NameServer addresses; the controllers' access point, given to brokers).
+DEPENDANTS = {"NameService": ("nameServers", FOLLOWERS), "Controller": ("accessPoint", ("Broker",))}
 
 
 async def reconcile_nameservice(kube: Kube, settings: Settings, body: Obj) -> dict[str, Any]:
@@ -85,6 +89,7 @@ RECONCILERS: dict[str, Reconcile] = {
     "Console": reconcile_console,
     "TopicTransfer": reconcile_topictransfer,
 }
+KIND_OF_COMPONENT = {kind.lower(): kind for kind in RECONCILERS}
 
 
 async def run(kube: Kube, settings: Settings, kind: str, body: Obj) -> dict[str, Any]:
@@ -106,8 +111,9 @@ async def run(kube: Kube, settings: Settings, kind: str, body: Obj) -> dict[str,
     }
     if any(previous.get(k) != v for k, v in new.items() if k != "conditions") or _changed(previous, new):
         await kube.patch(cr_path(kind, namespace, name) + "/status", {"status": new})
-    if kind == "NameService" and previous.get("nameServers") != new.get("nameServers"):
-        await push_name_servers(kube, settings, namespace)
+    field, dependants = DEPENDANTS.get(kind, ("", ()))
+    if dependants and previous.get(field) != new.get(field):
+        await reconcile_dependants(kube, settings, namespace, kind, dependants)
     return new
 
 
@@ -118,10 +124,31 @@ def _changed(previous: Obj, new: Obj) -> bool:
     return key(previous.get("conditions")) != key(new.get("conditions"))
 
 
-async def push_name_servers(kube: Kube, settings: Settings, namespace: str) -> None:
-    """Reconcile every follower in the namespace at once, so new NameServer addresses reach them."""
-    for kind in FOLLOWERS:
+async def reconcile_dependants(
+    kube: Kube, settings: Settings, namespace: str, changed: str, kinds: tuple[str, ...]
+) -> None:
+    """Reconcile every resource of `kinds` in the namespace that depends on a `changed` resource
+    (not given its NameServers or, for a controller, not in STATIC mode), so a new address reaches
+    them now."""
+    for kind in kinds:
         for body in await kube.items(cr_path(kind, namespace)):
-            if not (body.get("spec") or {}).get("nameServers"):
-                body.setdefault("metadata", {}).setdefault("namespace", namespace)
-                await run(kube, settings, kind, body)
+            spec = body.get("spec") or {}
+            if changed == "NameService" and spec.get("nameServers"):
+                continue
+            if changed == "Controller" and str(spec.get("clusterMode", "")).upper() != "CONTROLLER":
+                continue
+            body.setdefault("metadata", {}).setdefault("namespace", namespace)
+            await run(kube, settings, kind, body)
+
+
+async def reconcile_owner(kube: Kube, settings: Settings, pod: Obj) -> None:
+    """Reconcile the resource that made `pod` (from its labels), read afresh: a pod becoming ready,
+    unready or gone changes its owner's status and what waits on it, without waiting for a resync."""
+    labels = (pod.get("metadata") or {}).get("labels") or {}
+    kind = KIND_OF_COMPONENT.get(labels.get(pods.COMPONENT_LABEL, ""))
+    name, namespace = labels.get(pods.INSTANCE_LABEL), pod["metadata"].get("namespace")
+    if kind is None or not name or not namespace:
+        return
+    body = await kube.get(cr_path(kind, namespace, name))
+    if body is not None:
+        await run(kube, settings, kind, body)

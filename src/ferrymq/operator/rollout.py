@@ -9,6 +9,7 @@ controllers by pod IP, so it needs no cluster DNS of its own.
 
 from __future__ import annotations
 
+import asyncio
 from collections import defaultdict
 
 from ferrymq.client.admin import Admin
@@ -48,10 +49,10 @@ async def roll(
     groups: dict[int, list[str]] = defaultdict(list)
     for member in render_broker.members(name, spec):
         groups[member.group].append(member.statefulset)
+    # Members not made yet are made all at once: a new group's pods start side by side.
+    await asyncio.gather(*(kube.apply(want[m], namespace) for m in want if m not in observed))
     waiting = []
     for group, members in sorted(groups.items()):
-        for missing in (m for m in members if m not in observed):
-            await kube.apply(want[missing], namespace)
         changed = {m for m in members if m in observed and needs_patch(observed[m], want[m])}
         if not changed:
             continue
