@@ -89,6 +89,8 @@ class Kubelet:
         self._probes = ThreadPoolExecutor(slots, thread_name_prefix="probe")
         self._thread = threading.Thread(target=self._run, daemon=True)
         self.errors: list[str] = []
+        self._deleted: list[str] = []  # pods "deleted" by a test, killed at the next pass
+        self._lock = threading.Lock()
         self._thread.start()
 
     def _run(self) -> None:
@@ -110,6 +112,12 @@ class Kubelet:
         if self._made_etc and not any(NETNS_ETC.iterdir()):
             NETNS_ETC.rmdir()
 
+    def delete_pod(self, name: str) -> None:
+        """`kubectl delete pod --grace-period=0`: the container is SIGKILLed and the StatefulSet
+        controller starts it again under the same name, address and storage."""
+        with self._lock:
+            self._deleted.append(name)
+
     def _write_hosts(self) -> None:
         """Every namespace's /etc/hosts, rewritten in place (the mounted inode must stay the same)."""
         text = "127.0.0.1 localhost\n" + "".join(f"{ip} {name}\n" for name, ip in sorted(self.dns.items()))
@@ -130,6 +138,14 @@ class Kubelet:
             if labels.get("app.kubernetes.io/component") in self.components:
                 for i in range(int(sts["spec"]["replicas"])):
                     wanted[f"{sts['metadata']['name']}-{i}"] = (sts, i)
+        with self._lock:
+            deleted, self._deleted = self._deleted, []
+        for name in deleted:
+            pod = self.pods.pop(name)
+            pod.proc.kill()
+            self.api.request("DELETE", f"{self._core()}/pods/{name}")
+            self._start(name, wanted[name][0], pod.slot)
+            self._publish(name, wanted[name][0])
         for name in [n for n in self.pods if n not in wanted]:
             self._remove(name)
         started = []

@@ -14,6 +14,7 @@ from ferrymq.bench.processes import netns_available
 from ferrymq.client.admin import Admin
 from ferrymq.client.message import Message
 from ferrymq.client.producer import Producer
+from ferrymq.client.pull_consumer import PullConsumer
 from ferrymq.client.push_consumer import PushConsumer
 from ferrymq.net import RemotingClient
 from ferrymq.protocol.bodies import (
@@ -291,18 +292,47 @@ def test_controller_mode_cluster_elects_a_master_and_rolls_it_last(api, operator
         )
         wait_for("Broker Ready", lambda: ready("Broker", "broker"), E2E_DEADLINE)
         assert _master_pod(api, node) != first_master
+
+        # the master's pod deleted: the controllers elect the other member, nothing acknowledged is lost
+        second_master = _master_pod(api, node)
+        node.delete_pod(second_master)
+        moved = lambda: _master_pod_or_none(api, node) not in (None, second_master)  # noqa: E731
+        wait_for("a new master", moved, E2E_DEADLINE)
+        asyncio.run(_send_some(f"{namesrv}:9876", first=10))
+        assert asyncio.run(_read_all(f"{namesrv}:9876", "Orders")) == {b"order %d" % i for i in range(20)}
         assert node.errors == []
     finally:
         node.close()
 
 
-async def _send_some(namesrv: str) -> None:
-    async with Admin(namesrv) as admin:
-        await admin.create_topic("Orders", 2, cluster="broker")
+def _master_pod_or_none(api, node) -> str | None:
+    try:
+        return _master_pod(api, node)
+    except (KeyError, StopIteration, OSError):  # no master registered yet, or the NameServer is busy
+        return None
+
+
+async def _read_all(namesrv: str, topic: str) -> set[bytes]:
+    """Every body stored in `topic`, read from its first offsets on the current masters."""
+    async with PullConsumer("e2e-reader", namesrv, consume_from="first") as consumer:
+        await consumer.subscribe(topic)
+        bodies: set[bytes] = set()
+        deadline = time.monotonic() + E2E_DEADLINE
+        while batch := await consumer.poll(2.0):
+            bodies |= {m.body for m in batch}
+            assert time.monotonic() < deadline, f"still reading {topic} after {E2E_DEADLINE} s"
+        return bodies
+
+
+async def _send_some(namesrv: str, first: int = 0) -> None:
+    """Orders `first` to `first + 9`, each acknowledged (the topic is made on the first call)."""
+    if first == 0:
+        async with Admin(namesrv) as admin:
+            await admin.create_topic("Orders", 2, cluster="broker")
     producer = Producer("rollout-test", namesrv)
     await producer.start()
     try:
-        for i in range(10):
+        for i in range(first, first + 10):
             await producer.send(Message("Orders", b"order %d" % i))
     finally:
         await producer.shutdown()
