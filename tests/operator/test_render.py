@@ -185,9 +185,14 @@ def test_proxy_and_amqp_gateway():
     assert _env(c)["FERRYMQ_NAMESRV_ADDR"] == "10.0.0.1:9876" and "$(FERRYMQ_NAMESRV_ADDR)" in c["args"]
     assert c["readinessProbe"]["httpGet"]["port"] == 5558 and svc["spec"]["ports"][0]["port"] == 8082
     _command_parses(c["args"])
-    dep, svc = render_amqp.render("gw", {"size": 1, "meta": "meta:9890"}, "10.0.0.1:9876", IMAGE)
+    keys = [
+        {"name": f"FERRYMQ_{k.upper()}_KEY", "valueFrom": {"secretKeyRef": {"name": "front-user", "key": k}}}
+        for k in ("access", "secret")
+    ]  # a super user's keys, from a Secret: the front checks clients against the cluster's users
+    dep, svc = render_amqp.render("gw", {"size": 1, "meta": "meta:9890", "env": keys}, "10.0.0.1:9876", IMAGE)
     c = _main(dep)
     assert c["readinessProbe"]["httpGet"] == {"path": "/health/ready", "port": 15692}
+    assert [e for e in c["env"] if e["name"].endswith("_KEY")] == keys
     _command_parses(c["args"])
 
 
