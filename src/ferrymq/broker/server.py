@@ -42,6 +42,7 @@ from ferrymq.broker.schedule.scheduler import Scheduler
 from ferrymq.broker.services.put import PutService
 from ferrymq.broker.services.read import ReadService
 from ferrymq.broker.services.topic_admin import TopicAdmin
+from ferrymq.broker.services.writer import MessageWriter
 from ferrymq.broker.slave_sync import SlaveSynchronizer
 from ferrymq.broker.stats_windows import Counts, StatsWindows
 from ferrymq.broker.topics import TopicConfigManager
@@ -134,6 +135,7 @@ class Broker:
         self.store.replica = not self.is_master
         if config.enable_dledger_commit_log:
             self.dledger = self._dledger_node()
+        self.writer = MessageWriter(self.store, self.dledger, config.store.sync_flush_timeout / 1000)
         config_dir = config.store.config_dir
         self.topics = TopicConfigManager(
             config_dir, config.broker_name, config.broker_cluster_name, config.default_topic_queue_nums,
@@ -149,11 +151,16 @@ class Broker:
         if config.trace_topic_enable:
             self.topics.ensure(config.msg_trace_topic_name, 1)
         self.scheduler = Scheduler(
-            config.store, self.store, self.topics, written=self.written, active=lambda: self.is_master
+            config.store,
+            self.store,
+            self.topics,
+            put=self.writer.put,
+            written=self.written,
+            active=lambda: self.is_master,
         )
         self.transactions = TransactionService(
             config, self.store, self.topics, self.offsets, self.clients, divert=self.scheduler.divert,
-            written=self.written, topics_changed=self.schedule_registration,
+            put=self.writer.put, written=self.written, topics_changed=self.schedule_registration,
         )  # fmt: skip
         self.transactions.load()
         self.ha = HAService(
@@ -226,7 +233,7 @@ class Broker:
         self.puts = PutService(
             config, store, topics, groups, self, divert=self.scheduler.divert, half=self.transactions.half,
             replicated=self.ha.wait_replicated, written=self.written, topics_changed=changed,
-            quotas=self.quotas, replicated_log=self.dledger,
+            writer=self.writer, quotas=self.quotas,
         )  # fmt: skip
         self.recalls = RecallService(self.puts)
         self.topic_admin = TopicAdmin(topics, store, self.offsets, changed)

@@ -17,16 +17,18 @@ What must be remembered is small: the origins ended whose copies the cursor has 
 
 from __future__ import annotations
 
+import asyncio
 import functools
 import logging
 import time
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 
 from ferrymq.broker.clients import ClientRegistry
 from ferrymq.broker.config import BrokerConfig
 from ferrymq.broker.offsets import ConsumerOffsetManager
 from ferrymq.broker.schedule.divert import ScheduleError
 from ferrymq.broker.topics import TopicConfigManager
+from ferrymq.ha.dledger.command import PutCommand
 from ferrymq.net.errors import RemotingError
 from ferrymq.protocol.codes import RequestCode
 from ferrymq.protocol.headers import CheckTransactionStateRequestHeader
@@ -36,7 +38,7 @@ from ferrymq.protocol.properties import Prop, encode_properties, find_property
 from ferrymq.protocol.record import pack_host
 from ferrymq.protocol.remoting import RemotingCommand
 from ferrymq.protocol.sys_flag import TRANSACTION_COMMIT_TYPE, TRANSACTION_TYPE_MASK
-from ferrymq.store import MessageStore, PutStatus
+from ferrymq.store import MessageStore, PutResult, PutStatus
 
 log = logging.getLogger(__name__)
 
@@ -59,12 +61,17 @@ class TransactionService:
     def __init__(
         self, config: BrokerConfig, store: MessageStore, topics: TopicConfigManager,
         offsets: ConsumerOffsetManager, clients: ClientRegistry, *,
-        divert: Callable[[bytes, str, int, int], tuple[str, int, bytes] | None], written: Callable[[], None],
+        divert: Callable[[bytes, str, int, int], tuple[str, int, bytes] | None],
+        put: Callable[[PutCommand], Awaitable[PutResult]], written: Callable[[], None],
         topics_changed: Callable[[], None],
     ) -> None:  # fmt: skip
-        """`divert`: the scheduler's (a committed message with a delay waits); `written`: after every
-        put; `topics_changed`: after the system topics were created (tell the NameServers)."""
+        """`divert`: the scheduler's (a committed message with a delay waits); `put`: the broker's
+        writer (in DLedger mode every record goes through Raft); `written`: after every put;
+        `topics_changed`: after the system topics were created (tell the NameServers)."""
         self.store = store
+        self._store_put = put
+        # END_TRANSACTION and the check wait for their puts: one at a time decides what is ended
+        self._deciding = asyncio.Lock()
         self.topics = topics
         self.offsets = offsets
         self.clients = clients
@@ -130,8 +137,12 @@ class TransactionService:
 
     # --- END_TRANSACTION --------------------------------------------------------------------------
 
-    def end(self, group: str, commit_log_offset: int, queue_offset: int, state: int) -> str:
+    async def end(self, group: str, commit_log_offset: int, queue_offset: int, state: int) -> str:
         """Commit (8) or roll back (12) the half message; the answer says what happened."""
+        async with self._deciding:
+            return await self._end(group, commit_log_offset, queue_offset, state)
+
+    async def _end(self, group: str, commit_log_offset: int, queue_offset: int, state: int) -> str:
         record = self.store.look_message_by_offset(commit_log_offset) if commit_log_offset >= 0 else None
         msg = decode_record(record) if record is not None else None
         if msg is None or msg.topic != HALF_TOPIC or msg.queue_offset != queue_offset:
@@ -144,14 +155,14 @@ class TransactionService:
         if origin in self.ended or (origin < self.half_cursor and not self.copies_ahead.get(origin)):
             return "already ended"
         if state == TRANSACTION_COMMIT_TYPE:
-            self._commit(msg)
+            await self._commit(msg)
             self.counts["committed"] += 1
         else:
             self.counts["rolledBack"] += 1
-        self._mark_ended(origin)
+        await self._mark_ended(origin)
         return "committed" if state == TRANSACTION_COMMIT_TYPE else "rolled back"
 
-    def _commit(self, half: MessageExt) -> None:
+    async def _commit(self, half: MessageExt) -> None:
         props = dict(half.properties)
         topic = props.pop(Prop.REAL_TOPIC, None)
         queue_id = int(props.pop(Prop.REAL_QID, "0") or 0)
@@ -166,7 +177,7 @@ class TransactionService:
             raise EndError(str(e)) from None
         if diverted is not None:
             topic, queue_id, encoded = diverted
-        self._put(
+        await self._put(
             half,
             topic,
             queue_id,
@@ -175,23 +186,34 @@ class TransactionService:
             prepared_transaction_offset=half.commitlog_offset,
         )
 
-    def _mark_ended(self, origin: int) -> None:
-        result = self._written(self.store.put_message(OP_TOPIC, 0, str(origin).encode(), _OP_PROPS), OP_TOPIC)
+    async def _mark_ended(self, origin: int) -> None:
+        op = PutCommand(OP_TOPIC, 0, str(origin).encode(), _OP_PROPS, born_timestamp=_now_ms())
+        result = self._written(await self._store_put(op), OP_TOPIC)
         self.ended[origin] = result.queue_offset
 
-    def _put(self, msg: MessageExt, topic: str, queue_id: int, props: dict | bytes, *,
-             sys_flag: int | None = None, prepared_transaction_offset: int = 0):  # fmt: skip
+    async def _put(
+        self, msg: MessageExt, topic: str, queue_id: int, props: dict | bytes, *, sys_flag: int | None = None,
+        prepared_transaction_offset: int = 0,
+    ) -> PutResult:  # fmt: skip
         """Write `msg` with `props` (a dict, or already encoded) to topic/queue."""
-        encoded = props if isinstance(props, bytes) else encode_properties(props)
-        result = self.store.put_message(
-            topic, queue_id, msg.body, encoded, flag=msg.flag,
-            sys_flag=msg.sys_flag if sys_flag is None else sys_flag, born_timestamp=msg.born_timestamp,
-            born_host=_packed_host(msg.born_host), reconsume_times=msg.reconsume_times,
-            prepared_transaction_offset=prepared_transaction_offset,
-        )  # fmt: skip
+        encoded = props if isinstance(props, bytes) else encode_properties(props).encode()
+        result = await self._store_put(
+            PutCommand(
+                topic,
+                queue_id,
+                msg.body,
+                encoded,
+                msg.flag,
+                msg.sys_flag if sys_flag is None else sys_flag,
+                msg.born_timestamp,
+                _packed_host(msg.born_host),
+                msg.reconsume_times,
+                prepared_transaction_offset=prepared_transaction_offset,
+            )
+        )
         return self._written(result, topic)
 
-    def _written(self, result, topic: str):
+    def _written(self, result: PutResult, topic: str) -> PutResult:
         if result.status is not PutStatus.PUT_OK:
             raise EndError(f"cannot write to {topic}: {result.remark or result.status.name}")
         self._after_put()
@@ -201,7 +223,8 @@ class TransactionService:
 
     async def check(self) -> None:
         """One pass over the half queue: skip ended, check timed-out, discard over-checked ones."""
-        checks = self._scan(time.time_ns() // 1_000_000)
+        async with self._deciding:
+            checks = await self._scan(_now_ms())
         self.offsets.commit(CHECK_GROUP, HALF_TOPIC, 0, self.half_cursor)
         self.offsets.commit(CHECK_GROUP, OP_TOPIC, 0, min(self.ended.values(), default=self._op_max()))
         for copy in checks:
@@ -210,7 +233,7 @@ class TransactionService:
     def _op_max(self) -> int:
         return self.store.get_max_offset(OP_TOPIC, 0)
 
-    def _scan(self, now: int) -> list[MessageExt]:
+    async def _scan(self, now: int) -> list[MessageExt]:
         checks = []
         end = self.store.get_max_offset(HALF_TOPIC, 0)  # copies made now land past it: next pass
         for msg in self._read(HALF_TOPIC, self.half_cursor, end):
@@ -226,13 +249,13 @@ class TransactionService:
                 break  # later half messages are younger still
             times = _int(props.get(Prop.TRANSACTION_CHECK_TIMES), 0)
             if times >= self.check_max:
-                self._put(msg, CHECK_MAX_TIME_TOPIC, 0, props)
-                self._mark_ended(origin)
+                await self._put(msg, CHECK_MAX_TIME_TOPIC, 0, props)
+                await self._mark_ended(origin)
                 log.warning("transaction %s unresolved after %d checks: moved to %s",
                             props.get(Prop.UNIQ_KEY), times, CHECK_MAX_TIME_TOPIC)  # fmt: skip
             else:
                 copy_props = {**props, Prop.TRANSACTION_CHECK_TIMES: str(times + 1), ORIGIN: str(origin)}
-                result = self._put(msg, HALF_TOPIC, 0, copy_props)
+                result = await self._put(msg, HALF_TOPIC, 0, copy_props)
                 self.copies_ahead[origin] = self.copies_ahead.get(origin, 0) + 1
                 msg.properties = copy_props
                 msg.commitlog_offset, msg.queue_offset = result.wrote_offset, result.queue_offset
@@ -295,6 +318,10 @@ class TransactionService:
             "transactionHalfPending": str(self.store.get_max_offset(HALF_TOPIC, 0) - self.half_cursor),
             "transactionDiscarded": str(self.store.get_max_offset(CHECK_MAX_TIME_TOPIC, 0)),
         }
+
+
+def _now_ms() -> int:
+    return time.time_ns() // 1_000_000
 
 
 @functools.lru_cache(maxsize=4096)

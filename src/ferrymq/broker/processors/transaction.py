@@ -40,7 +40,7 @@ class EndTransactionProcessor:
         if state not in (TRANSACTION_COMMIT_TYPE, TRANSACTION_ROLLBACK_TYPE):
             return error(request, ResponseCode.SYSTEM_ERROR, f"commitOrRollback {state} is not 0, 8 or 12")
         try:
-            outcome = self.transactions.end(
+            outcome = await self.transactions.end(
                 header.producer_group, header.commit_log_offset, header.tran_state_table_offset, state
             )
         except EndError as e:
