@@ -416,6 +416,9 @@ class Broker:
         clients follow the new master without waiting for a registration period."""
         self.role = "master" if is_leader else "slave"
         self.store.replica = not is_leader  # a slave's store takes committed puts only (apply.py)
+        if is_leader:  # every earlier term's entry is in the store now (node.py): state from it
+            self.store.dispatch()
+            self.transactions.load()
         log.info("broker %s is %s (DLedger)", self.config.broker_name, self.role)
         self.schedule_registration()
         if not is_leader:

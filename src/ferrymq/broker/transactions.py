@@ -88,8 +88,11 @@ class TransactionService:
     # --- start-up ---------------------------------------------------------------------------------
 
     def load(self) -> None:
-        """Rebuild the in-memory state from the cursors, the op queue and the pending half messages."""
+        """Rebuild the in-memory state from the cursors, the op queue and the pending half messages
+        (at start, and on a DLedger member becoming leader: its followers' store took the old
+        leader's commits and rollbacks, this state did not)."""
         offsets, store = self.offsets, self.store
+        self.ended, self.copies_ahead = {}, {}
         self.half_cursor = max(
             offsets.query(CHECK_GROUP, HALF_TOPIC, 0) or 0, store.get_min_offset(HALF_TOPIC, 0)
         )
