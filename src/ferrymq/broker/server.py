@@ -244,8 +244,8 @@ class Broker:
         self.pops = PopService(
             store=store, topics=topics, groups=groups, offsets=self.offsets, hold=self.hold,
             filters=self.filters, consumption=self.consumption, broker_name=config.broker_name,
-            cluster_name=config.broker_cluster_name, config_dir=config.store.config_dir, written=self.written,
-            replicate=self.ha.written, topic_created=changed,
+            cluster_name=config.broker_cluster_name, config_dir=config.store.config_dir,
+            submit=self.writer.submit, written=self.written, replicate=self.ha.written, topic_created=changed,
         )  # fmt: skip
         self.group_rates = GroupRates(self._delivered)
         self.stats_windows = StatsWindows(self._stats_counts)
@@ -416,6 +416,8 @@ class Broker:
         clients follow the new master without waiting for a registration period."""
         self.role = "master" if is_leader else "slave"
         self.store.replica = not is_leader  # a slave's store takes committed puts only (apply.py)
+        if not is_leader:
+            self.writer.lost_leadership()
         if is_leader:  # every earlier term's entry is in the store now (node.py): state from it
             self.store.dispatch()
             self.transactions.load()
