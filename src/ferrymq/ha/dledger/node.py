@@ -74,7 +74,7 @@ class DLedgerNode:
         self._scheduled = False
         self._tasks = BackgroundTasks(f"DLedger {settings.self_id}")
         self.is_leader = False  # the Raft leader, and every entry of earlier terms applied here
-        self._elected_at: int | None = None  # the NOOP index of the term this node leads
+        self._elected_at: tuple[int, int] | None = None  # (term, NOOP index) of the term it leads
 
     def _recover_applied(self) -> int:
         """The last entry whose put is in the store (see apply.py)."""
@@ -159,12 +159,13 @@ class DLedgerNode:
             if rd.commit is not None:
                 self._apply(rd.commit)
             if rd.soft_state is not None:
-                elected = rd.soft_state.role is Role.LEADER
-                if elected and self._elected_at is None:
-                    self._elected_at = self.log.last_index  # its NOOP: nothing proposed yet
-                elif not elected:
+                if rd.soft_state.role is not Role.LEADER:
                     self._elected_at = None
-            leads = self._elected_at is not None and self.applied >= self._elected_at
+                elif self._elected_at is None or self._elected_at[0] != rd.soft_state.term:
+                    if self.is_leader:  # led again in a new term: others may have led between
+                        self._lead(False)
+                    self._elected_at = (rd.soft_state.term, self.log.last_index)  # its NOOP
+            leads = self._elected_at is not None and self.applied >= self._elected_at[1]
             if leads != self.is_leader:
                 self._lead(leads)
 
