@@ -28,9 +28,9 @@ class ReviveLog:
     ) -> None:
         """`submit`: the broker writer's (the queue offset it answers is the record's: nothing else
         writes the revive topic); `replicate()`: new CommitLog bytes for the replicas. Records are
-        not dispatched at once
-        (no one reads them until a restart or a promotion): the store's dispatcher thread takes
-        them, which keeps two dispatch passes per pop and ack off the event loop."""
+        not dispatched at once (no one reads them until a restart or a promotion): the store's
+        dispatcher thread takes them, which keeps two dispatch passes per pop and ack off the
+        event loop."""
         self.store = store
         self._submit = submit
         self.topic = topic
