@@ -10,6 +10,8 @@ from __future__ import annotations
 import asyncio
 import random
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -143,9 +145,10 @@ async def wait_caught_up(cluster: DLedgerCluster, timeout: float) -> None:
             await asyncio.sleep(0.1)
 
 
-def stored_bodies(root: Path, topic: str, queues: int = 16) -> set[str]:
-    """Every message body of `topic` in the stopped broker's store under `root`, read offline once
-    the broker's indexer child, which exits after its parent, has let the store go."""
+@contextmanager
+def offline_store(root: Path) -> Iterator[MessageStore]:
+    """The stopped broker's store under `root`, opened once the broker's indexer child, which exits
+    after its parent, has let it go, and dispatched to its end."""
     sizes: dict[str, Any] = {k.removeprefix("FERRYMQ_").lower(): int(v) for k, v in SMALL_STORE.items()}
     config = StoreConfig(store_path_root_dir=root, **sizes)
     deadline = time.monotonic() + 15
@@ -159,6 +162,14 @@ def stored_bodies(root: Path, topic: str, queues: int = 16) -> set[str]:
             time.sleep(0.1)
     try:
         store.wait_dispatched()
+        yield store
+    finally:
+        store.close()
+
+
+def stored_bodies(root: Path, topic: str, queues: int = 16) -> set[str]:
+    """Every message body of `topic` in the stopped broker's store under `root`."""
+    with offline_store(root) as store:
         found: set[str] = set()
         for q in range(queues):
             offset = 0
@@ -166,5 +177,9 @@ def stored_bodies(root: Path, topic: str, queues: int = 16) -> set[str]:
                 found.update(bytes(m.body).decode() for m in decode_records(b"".join(got.buffers)))
                 offset = got.next_begin_offset
         return found
-    finally:
-        store.close()
+
+
+def queue_offsets(root: Path) -> dict[tuple[str, int], int]:
+    """The next queue offset of every queue in the stopped broker's store under `root`."""
+    with offline_store(root) as store:
+        return {(cq.topic, cq.queue_id): cq.max_offset for cq in store.queues.all()}

@@ -190,17 +190,17 @@ class ActingMaster:
                 log.info("slave %s did not hand back (%s): it is not acting either", addr, e)
                 continue
             if answer is not None and answer.acted:
-                self._adopt(addr, answer)
+                await self._adopt(addr, answer)
         self.reclaimed = True
         log.info("master duties (scheduled messages, transaction check-backs) are this broker's")
         self._wake()
 
-    def _adopt(self, addr: str, answer: Handback) -> None:
+    async def _adopt(self, addr: str, answer: Handback) -> None:
         if answer.delay_offsets is not None:
             self.scheduler.delays.adopt(answer.delay_offsets)
         if answer.timer is not None:
             self.scheduler.timer.adopt(answer.timer)
-        self.transactions.reclaim(answer.ended_transactions)
+        await self.transactions.reclaim(answer.ended_transactions)
         log.warning("took the duties back from slave %s: timer %s, delay levels %s, %d transactions ended",
                     addr, msgspec.structs.asdict(answer.timer) if answer.timer else None,
                     answer.delay_offsets.offset_table if answer.delay_offsets else None,

@@ -45,6 +45,7 @@ from ferrymq.broker.schedule.scheduler import Scheduler
 from ferrymq.broker.services.put import PutService
 from ferrymq.broker.services.read import ReadService
 from ferrymq.broker.services.topic_admin import TopicAdmin
+from ferrymq.broker.services.writer import MessageWriter
 from ferrymq.broker.slave_sync import SlaveSynchronizer
 from ferrymq.broker.stats_windows import Counts, StatsWindows
 from ferrymq.broker.topics import TopicConfigManager
@@ -140,6 +141,7 @@ class Broker:
         self.store.replica = not self.is_master
         if config.enable_dledger_commit_log:
             self.dledger = self._dledger_node()
+        self.writer = MessageWriter(self.store, self.dledger, config.store.sync_flush_timeout / 1000)
         config_dir = config.store.config_dir
         self.topics = TopicConfigManager(
             config_dir, config.broker_name, config.broker_cluster_name, config.default_topic_queue_nums,
@@ -155,12 +157,12 @@ class Broker:
         if config.trace_topic_enable:
             self.topics.ensure(config.msg_trace_topic_name, 1)
         self.scheduler = Scheduler(
-            config.store, self.store, self.topics, written=self.written,
+            config.store, self.store, self.topics, put=self.writer.put, written=self.written,
             active=lambda: self.acting_master.delivers(),
         )  # fmt: skip
         self.transactions = TransactionService(
             config, self.store, self.topics, self.offsets, self.clients, divert=self.scheduler.divert,
-            written=self.written, topics_changed=self.schedule_registration,
+            put=self.writer.put, written=self.written, topics_changed=self.schedule_registration,
         )  # fmt: skip
         self.transactions.load()
         self.ha = HAService(
@@ -240,7 +242,7 @@ class Broker:
         self.puts = PutService(
             config, store, topics, groups, self, divert=self.scheduler.divert, half=self.transactions.half,
             replicated=self.ha.wait_replicated, written=self.written, topics_changed=changed,
-            quotas=self.quotas, replicated_log=self.dledger,
+            writer=self.writer, quotas=self.quotas,
         )  # fmt: skip
         self.recalls = RecallService(self.puts)
         self.topic_admin = TopicAdmin(topics, store, self.offsets, changed)
@@ -251,8 +253,8 @@ class Broker:
         self.pops = PopService(
             store=store, topics=topics, groups=groups, offsets=self.offsets, hold=self.hold,
             filters=self.filters, consumption=self.consumption, broker_name=config.broker_name,
-            cluster_name=config.broker_cluster_name, config_dir=config.store.config_dir, written=self.written,
-            replicate=self.ha.written, topic_created=changed,
+            cluster_name=config.broker_cluster_name, config_dir=config.store.config_dir,
+            submit=self.writer.submit, written=self.written, replicate=self.ha.written, topic_created=changed,
         )  # fmt: skip
         self.group_rates = GroupRates(self._delivered)
         self.stats_windows = StatsWindows(self._stats_counts)
@@ -423,6 +425,11 @@ class Broker:
         clients follow the new master without waiting for a registration period."""
         self.role = "master" if is_leader else "slave"
         self.store.replica = not is_leader  # a slave's store takes committed puts only (apply.py)
+        if not is_leader:
+            self.writer.lost_leadership()
+        if is_leader:  # every earlier term's entry is in the store now (node.py): state from it
+            self.store.dispatch()
+            self.transactions.load()
         log.info("broker %s is %s (DLedger)", self.config.broker_name, self.role)
         self.schedule_registration()
         if not is_leader:

@@ -22,6 +22,7 @@ takes them over and writes their op records (`reclaim`).
 
 from __future__ import annotations
 
+import asyncio
 import functools
 import logging
 import time
@@ -32,6 +33,7 @@ from ferrymq.broker.config import BrokerConfig
 from ferrymq.broker.offsets import ConsumerOffsetManager
 from ferrymq.broker.schedule.divert import ScheduleError
 from ferrymq.broker.topics import TopicConfigManager
+from ferrymq.ha.dledger.command import PutCommand
 from ferrymq.net.errors import RemotingError
 from ferrymq.protocol.codes import RequestCode
 from ferrymq.protocol.headers import CheckTransactionStateRequestHeader
@@ -64,12 +66,17 @@ class TransactionService:
     def __init__(
         self, config: BrokerConfig, store: MessageStore, topics: TopicConfigManager,
         offsets: ConsumerOffsetManager, clients: ClientRegistry, *,
-        divert: Callable[[bytes, str, int, int], tuple[str, int, bytes] | None], written: Callable[[], None],
+        divert: Callable[[bytes, str, int, int], tuple[str, int, bytes] | None],
+        put: Callable[[PutCommand], Awaitable[PutResult]], written: Callable[[], None],
         topics_changed: Callable[[], None],
     ) -> None:  # fmt: skip
-        """`divert`: the scheduler's (a committed message with a delay waits); `written`: after every
-        put; `topics_changed`: after the system topics were created (tell the NameServers)."""
+        """`divert`: the scheduler's (a committed message with a delay waits); `put`: the broker's
+        writer (in DLedger mode every record goes through Raft); `written`: after every put;
+        `topics_changed`: after the system topics were created (tell the NameServers)."""
         self.store = store
+        self._store_put = put
+        # END_TRANSACTION and the check wait for their puts: one at a time decides what is ended
+        self._deciding = asyncio.Lock()
         self.topics = topics
         self.offsets = offsets
         self.clients = clients
@@ -88,7 +95,9 @@ class TransactionService:
     # --- start-up ---------------------------------------------------------------------------------
 
     def load(self) -> None:
-        """Rebuild the in-memory state from the cursors, the op queue and the pending half messages."""
+        """Rebuild the in-memory state from the cursors, the op queue and the pending half messages
+        (at start, and on a DLedger member becoming leader: its followers' store took the old
+        leader's commits and rollbacks, this state did not)."""
         offsets, store = self.offsets, self.store
         self.ended, self.copies_ahead = {}, {}
         self.half_cursor = max(
@@ -138,15 +147,19 @@ class TransactionService:
 
     # --- END_TRANSACTION --------------------------------------------------------------------------
 
-    def end(self, group: str, commit_log_offset: int, queue_offset: int, state: int) -> str:
+    async def end(self, group: str, commit_log_offset: int, queue_offset: int, state: int) -> str:
         """Commit (8) or roll back (12) the half message; the answer says what happened."""
+        async with self._deciding:
+            return await self._end(group, commit_log_offset, queue_offset, state)
+
+    async def _end(self, group: str, commit_log_offset: int, queue_offset: int, state: int) -> str:
         msg, origin = self._to_end(group, commit_log_offset, queue_offset)
         if origin is None:
             return "already ended"
         if state == TRANSACTION_COMMIT_TYPE:
-            self._commit(msg)
+            await self._commit(msg)
         self._count(state)
-        self._mark_ended(origin)
+        await self._mark_ended(origin)
         return "committed" if state == TRANSACTION_COMMIT_TYPE else "rolled back"
 
     def _to_end(self, group: str, commit_log_offset: int, queue_offset: int) -> tuple[MessageExt, int | None]:
@@ -190,13 +203,14 @@ class TransactionService:
         self.acting_ended.add(origin)
         return "committed" if state == TRANSACTION_COMMIT_TYPE else "rolled back"
 
-    def reclaim(self, ended: list[int]) -> None:
+    async def reclaim(self, ended: list[int]) -> None:
         """The master back: write op records for the transactions its acting slave ended."""
-        for origin in ended:
-            if origin not in self.ended:
-                self._mark_ended(origin)
+        async with self._deciding:
+            for origin in ended:
+                if origin not in self.ended:
+                    await self._mark_ended(origin)
 
-    def _commit(self, half: MessageExt) -> None:
+    async def _commit(self, half: MessageExt) -> None:
         topic, queue_id, props, sys_flag = _committed(half)
         encoded = encode_properties(props).encode()
         try:  # a committed message with a delay or delivery time is held back like any other
@@ -205,7 +219,7 @@ class TransactionService:
             raise EndError(str(e)) from None
         if diverted is not None:
             topic, queue_id, encoded = diverted
-        self._put(
+        await self._put(
             half,
             topic,
             queue_id,
@@ -214,23 +228,34 @@ class TransactionService:
             prepared_transaction_offset=half.commitlog_offset,
         )
 
-    def _mark_ended(self, origin: int) -> None:
-        result = self._written(self.store.put_message(OP_TOPIC, 0, str(origin).encode(), _OP_PROPS), OP_TOPIC)
+    async def _mark_ended(self, origin: int) -> None:
+        op = PutCommand(OP_TOPIC, 0, str(origin).encode(), _OP_PROPS, born_timestamp=_now_ms())
+        result = self._written(await self._store_put(op), OP_TOPIC)
         self.ended[origin] = result.queue_offset
 
-    def _put(self, msg: MessageExt, topic: str, queue_id: int, props: dict | bytes, *,
-             sys_flag: int | None = None, prepared_transaction_offset: int = 0):  # fmt: skip
+    async def _put(
+        self, msg: MessageExt, topic: str, queue_id: int, props: dict | bytes, *, sys_flag: int | None = None,
+        prepared_transaction_offset: int = 0,
+    ) -> PutResult:  # fmt: skip
         """Write `msg` with `props` (a dict, or already encoded) to topic/queue."""
-        encoded = props if isinstance(props, bytes) else encode_properties(props)
-        result = self.store.put_message(
-            topic, queue_id, msg.body, encoded, flag=msg.flag,
-            sys_flag=msg.sys_flag if sys_flag is None else sys_flag, born_timestamp=msg.born_timestamp,
-            born_host=_packed_host(msg.born_host), reconsume_times=msg.reconsume_times,
-            prepared_transaction_offset=prepared_transaction_offset,
-        )  # fmt: skip
+        encoded = props if isinstance(props, bytes) else encode_properties(props).encode()
+        result = await self._store_put(
+            PutCommand(
+                topic,
+                queue_id,
+                msg.body,
+                encoded,
+                msg.flag,
+                msg.sys_flag if sys_flag is None else sys_flag,
+                msg.born_timestamp,
+                _packed_host(msg.born_host),
+                msg.reconsume_times,
+                prepared_transaction_offset=prepared_transaction_offset,
+            )
+        )
         return self._written(result, topic)
 
-    def _written(self, result, topic: str):
+    def _written(self, result: PutResult, topic: str) -> PutResult:
         if result.status is not PutStatus.PUT_OK:
             raise EndError(f"cannot write to {topic}: {result.remark or result.status.name}")
         self._after_put()
@@ -240,7 +265,8 @@ class TransactionService:
 
     async def check(self) -> None:
         """One pass over the half queue: skip ended, check timed-out, discard over-checked ones."""
-        checks = self._scan(time.time_ns() // 1_000_000)
+        async with self._deciding:
+            checks = await self._scan(_now_ms())
         self.offsets.commit(CHECK_GROUP, HALF_TOPIC, 0, self.half_cursor)
         self.offsets.commit(CHECK_GROUP, OP_TOPIC, 0, min(self.ended.values(), default=self._op_max()))
         for copy in checks:
@@ -249,7 +275,7 @@ class TransactionService:
     def _op_max(self) -> int:
         return self.store.get_max_offset(OP_TOPIC, 0)
 
-    def _scan(self, now: int) -> list[MessageExt]:
+    async def _scan(self, now: int) -> list[MessageExt]:
         checks = []
         end = self.store.get_max_offset(HALF_TOPIC, 0)  # copies made now land past it: next pass
         for msg in self._read(HALF_TOPIC, self.half_cursor, end):
@@ -265,13 +291,13 @@ class TransactionService:
                 break  # later half messages are younger still
             times = _int(props.get(Prop.TRANSACTION_CHECK_TIMES), 0)
             if times >= self.check_max:
-                self._put(msg, CHECK_MAX_TIME_TOPIC, 0, props)
-                self._mark_ended(origin)
+                await self._put(msg, CHECK_MAX_TIME_TOPIC, 0, props)
+                await self._mark_ended(origin)
                 log.warning("transaction %s unresolved after %d checks: moved to %s",
                             props.get(Prop.UNIQ_KEY), times, CHECK_MAX_TIME_TOPIC)  # fmt: skip
             else:
                 copy_props = {**props, Prop.TRANSACTION_CHECK_TIMES: str(times + 1), ORIGIN: str(origin)}
-                result = self._put(msg, HALF_TOPIC, 0, copy_props)
+                result = await self._put(msg, HALF_TOPIC, 0, copy_props)
                 self.copies_ahead[origin] = self.copies_ahead.get(origin, 0) + 1
                 msg.properties = copy_props
                 msg.commitlog_offset, msg.queue_offset = result.wrote_offset, result.queue_offset
@@ -356,21 +382,14 @@ class TransactionService:
         }
 
 
+def _now_ms() -> int:
+    return time.time_ns() // 1_000_000
+
+
 @functools.lru_cache(maxsize=4096)
 def _packed_host(host: tuple[str, int]) -> bytes:
     """The record form of a producer's address (few producers, many transactions: cached)."""
     return pack_host(*host)
-
-
-def _committed(half: MessageExt) -> tuple[str, int, dict[str, str], int]:
-    """(topic, queue id, properties, sys flag) of the message a commit of `half` stores."""
-    props = dict(half.properties)
-    topic = props.pop(Prop.REAL_TOPIC, None)
-    queue_id = int(props.pop(Prop.REAL_QID, "0") or 0)
-    props.pop(Prop.TRAN_MSG, None)
-    if not topic:
-        raise EndError("the half message has no REAL_TOPIC")
-    return topic, queue_id, props, (half.sys_flag & ~TRANSACTION_TYPE_MASK) | TRANSACTION_COMMIT_TYPE
 
 
 def _origin(msg: MessageExt) -> int:
@@ -386,3 +405,14 @@ def _int(text: str | None, default: int) -> int:
         return int(text) if text else default
     except ValueError:
         return default
+
+
+def _committed(half: MessageExt) -> tuple[str, int, dict[str, str], int]:
+    """(topic, queue id, properties, sys flag) of the message a commit of `half` stores."""
+    props = dict(half.properties)
+    topic = props.pop(Prop.REAL_TOPIC, None)
+    queue_id = int(props.pop(Prop.REAL_QID, "0") or 0)
+    props.pop(Prop.TRAN_MSG, None)
+    if not topic:
+        raise EndError("the half message has no REAL_TOPIC")
+    return topic, queue_id, props, (half.sys_flag & ~TRANSACTION_TYPE_MASK) | TRANSACTION_COMMIT_TYPE

@@ -152,7 +152,7 @@ class LocalMessageService:
         try:
             _, _, commit_log_offset = parse_offset_msg_id(sent.msg_id)
             state = TRANSACTION_COMMIT_TYPE if commit else TRANSACTION_ROLLBACK_TYPE
-            self.transactions.end(producer_group, commit_log_offset, sent.queue_offset, state)
+            await self.transactions.end(producer_group, commit_log_offset, sent.queue_offset, state)
         except (EndError, MessageDecodeError) as e:
             raise MessagingError(str(e), ResponseCode.SYSTEM_ERROR) from None
 

@@ -173,6 +173,10 @@ class MessageStore:
             self.indexer.committed(cl.max_offset)
         return recovered
 
+    def next_queue_offset(self, topic: str, queue_id: int) -> int:
+        """The queue offset the next put to topic/queue takes."""
+        return self._queue_offsets.get((topic, queue_id), 0)
+
     def _reload_queue_offsets(self) -> None:
         """Continue each queue's offsets from its ConsumeQueue (after recovery, truncation, replication)."""
         self._queue_offsets = {(cq.topic, cq.queue_id): cq.max_offset for cq in self.queues.all()}

@@ -36,7 +36,10 @@ class GetStatus(enum.Enum):
 
 
 class PutResult:
-    """The outcome of a put. With SYNC_FLUSH the write is durable only once `wait`/`durable` says so."""
+    """The outcome of a put. With SYNC_FLUSH the write is durable only once `wait`/`durable` says so.
+
+    `flush_future` resolves once the write is durable; a PutStatus as its result says the write
+    failed after all (a replicated put that was not committed)."""
 
     __slots__ = (
         "entries",
@@ -93,20 +96,20 @@ class PutResult:
         if self.flush_future is None or self.status is not PutStatus.PUT_OK:
             return self.status
         try:
-            self.flush_future.result(self.flush_timeout)
+            outcome = self.flush_future.result(self.flush_timeout)
         except FutureTimeout:
             return PutStatus.FLUSH_DISK_TIMEOUT
-        return PutStatus.PUT_OK
+        return outcome if isinstance(outcome, PutStatus) else PutStatus.PUT_OK
 
     async def durable(self) -> PutStatus:
         """`wait` for asyncio callers: the event loop keeps running while the disk syncs."""
         if self.flush_future is None or self.status is not PutStatus.PUT_OK:
             return self.status
         try:
-            await asyncio.wait_for(asyncio.wrap_future(self.flush_future), self.flush_timeout)
+            outcome = await asyncio.wait_for(asyncio.wrap_future(self.flush_future), self.flush_timeout)
         except TimeoutError:
             return PutStatus.FLUSH_DISK_TIMEOUT
-        return PutStatus.PUT_OK
+        return outcome if isinstance(outcome, PutStatus) else PutStatus.PUT_OK
 
     def __repr__(self) -> str:
         return f"PutResult({self.status.name}, offset={self.wrote_offset}, queue_offset={self.queue_offset})"

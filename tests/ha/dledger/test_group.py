@@ -11,6 +11,7 @@ from ferrymq.bench.processes import free_ports
 from ferrymq.broker.config import BrokerConfig
 from ferrymq.broker.server import Broker
 from ferrymq.protocol.codes import RequestCode, ResponseCode
+from ferrymq.protocol.pop import pop_retry_topic
 from ferrymq.protocol.remoting import RemotingCommand
 from tests.ha.conftest import eventually
 from tests.store.conftest import read_queue
@@ -150,3 +151,29 @@ async def test_without_a_majority_a_send_is_not_acknowledged(group):
     answer = await group.send(master, b"alone")
     assert answer.code in (ResponseCode.FLUSH_SLAVE_TIMEOUT, ResponseCode.SERVICE_NOT_AVAILABLE), answer
     assert bodies(master, "T") == []  # not committed: not stored, not visible to consumers
+
+
+def queue_ends(broker: Broker) -> dict[tuple[str, int], int]:
+    broker.store.wait_dispatched(0)
+    return {(cq.topic, cq.queue_id): cq.max_offset for cq in broker.store.queues.all() if cq.max_offset}
+
+
+async def test_pop_checkpoints_acks_and_revives_are_stored_on_every_member(group):
+    """A pop's checkpoint record, an ack's record, the revive of what was not acked and the record
+    closing it are the leader's own writes: each member holds them at the same queue offsets."""
+    brokers = await start_group(group)
+    master = await elect(brokers)
+    await send_all(group, master, [b"p0", b"p1", b"p2"])
+    master.store.wait_dispatched(0)
+    popped = await master.pops.pop("G", "T", 0, 3, 500)
+    assert popped.count == 3
+    await master.pops.ack("G", "T", popped.handles[0])
+    retry = pop_retry_topic("G", "T")
+    await eventually(lambda: master.pops.revive.revived == 2, 30, "the unacked messages revived")
+    await stored_everywhere(brokers, [b"p1", b"p2"], retry)
+    ends = queue_ends(master)
+    assert any(topic == master.pops.log.topic for topic, _ in ends)  # the revive topic's records
+    for b in brokers:
+        await eventually(
+            lambda b=b: queue_ends(b) == ends, 30, f"queue offsets on {b.config.dledger_self_id}"
+        )

@@ -58,3 +58,32 @@ async def test_members_killed_and_restarted_in_turn_lose_no_acknowledged_send(tm
     for name in cluster.brokers:
         missing = set(acks.acked) - stored_bodies(tmp_path / name, TOPIC)
         assert not missing, f"{name} lacks {len(missing)} acknowledged messages: {sorted(missing)[:5]}"
+
+
+async def test_a_paused_leader_is_replaced_and_rejoins_as_a_follower_losing_nothing(tmp_path):
+    """SIGSTOP of the leader under load: another is elected and acknowledges sends. SIGCONT: the old
+    leader, whose term is over, steps down and catches up, and the group's master stays the new one;
+    every member holds every acknowledged key."""
+    settings = {**FAST_ELECTIONS, "register_name_server_period": 2000}
+    async with DLedgerCluster(tmp_path, broker_settings=settings) as cluster:
+        old = await cluster.wait_master(30)
+        producer = SteadyProducer(cluster.namesrv_addr, "s", concurrency=4)
+        await producer.start()
+        try:
+            await producer.wait_acks(200, 30)
+            cluster.procs[old].pause()
+            paused_at = time.monotonic()
+            try:
+                new = await cluster.wait_master(20, other_than=old)
+                await producer.wait_acks(200, 30)
+            finally:
+                cluster.procs[old].resume()
+            await producer.wait_acks(100, 30)
+        finally:
+            acks = await producer.stop()
+        assert acks.first_ack_after(paused_at) is not None
+        await wait_caught_up(cluster, 30)
+        assert await cluster.wait_master(30) == new  # the resumed one did not take over again
+    for name in cluster.brokers:
+        missing = set(acks.acked) - stored_bodies(tmp_path / name, TOPIC)
+        assert not missing, f"{name} lacks {len(missing)} acknowledged messages: {sorted(missing)[:5]}"

@@ -28,6 +28,7 @@ from ferrymq.broker.pop.records import CheckpointRecord, settled
 from ferrymq.broker.pop.revive_log import ReviveLog
 from ferrymq.broker.pop.table import CheckpointTable, OpenCheckpoint
 from ferrymq.broker.topics import DLQ_GROUP_PREFIX, PERM_READ, PERM_WRITE, TopicConfigManager
+from ferrymq.ha.dledger.command import PutCommand
 from ferrymq.protocol.bodies import Body
 from ferrymq.protocol.errors import ProtocolError
 from ferrymq.protocol.pop import pop_retry_topic, record_layout
@@ -37,6 +38,7 @@ from ferrymq.store import MessageStore, PutResult, PutStatus
 
 log = logging.getLogger(__name__)
 
+Submit = Callable[[PutCommand], PutResult]  # the broker writer's `submit`
 DEFAULT_RETRY_MAX_TIMES = 16
 _TICK = 0.05  # s: the longest a due checkpoint waits to be noticed
 _RETRY_AFTER_FAILURE_MS = 1000
@@ -78,10 +80,10 @@ def reconsume_times_of(record: memoryview) -> int:
 
 
 def repost(
-    store: MessageStore, record: memoryview, topic: str, queue_id: int, add: bytes, reconsume_times: int
+    submit: Submit, record: memoryview, topic: str, queue_id: int, add: bytes, reconsume_times: int
 ) -> PutResult:
     """Store a copy of `record` under `topic` with `add` appended to its properties; body, flag,
-    born time and host stay as they were."""
+    born time and host stay as they were. `submit`: the broker writer's."""
     meta = read_record_meta(record, 0, len(record))
     if meta is None or meta is BLANK:
         return PutResult(PutStatus.MESSAGE_ILLEGAL, "not a whole record")
@@ -89,16 +91,18 @@ def repost(
     if props and not props.endswith(b"\x02"):
         props += b"\x02"
     born_end = POS_BORNHOST + (20 if meta.sys_flag & BORNHOST_V6_FLAG else 8)
-    return store.put_message(
-        topic,
-        queue_id,
-        record[meta.body_start : meta.body_start + meta.body_len],
-        props + add,
-        flag=int.from_bytes(record[POS_FLAG : POS_FLAG + 4], "big", signed=True),
-        sys_flag=meta.sys_flag,
-        born_timestamp=int.from_bytes(record[POS_BORNTIMESTAMP : POS_BORNTIMESTAMP + 8], "big", signed=True),
-        born_host=bytes(record[POS_BORNHOST:born_end]),
-        reconsume_times=reconsume_times,
+    return submit(
+        PutCommand(
+            topic,
+            queue_id,
+            bytes(record[meta.body_start : meta.body_start + meta.body_len]),
+            props + add,
+            int.from_bytes(record[POS_FLAG : POS_FLAG + 4], "big", signed=True),
+            meta.sys_flag,
+            int.from_bytes(record[POS_BORNTIMESTAMP : POS_BORNTIMESTAMP + 8], "big", signed=True),
+            bytes(record[POS_BORNHOST:born_end]),
+            reconsume_times,
+        )
     )
 
 
@@ -109,6 +113,7 @@ class ReviveService:
         table: CheckpointTable,
         revive_log: ReviveLog,
         store: MessageStore,
+        submit: Submit,
         topics: TopicConfigManager,
         groups: SubscriptionGroupManager,
         offsets: ConsumerOffsetManager,
@@ -120,6 +125,7 @@ class ReviveService:
         self.table = table
         self.log = revive_log
         self.store = store
+        self._submit = submit
         self.topics = topics
         self.groups = groups
         self.offsets = offsets
@@ -159,7 +165,11 @@ class ReviveService:
             self.offsets.commit(record.group, record.topic, record.queue_id, end)
 
     def save_progress(self) -> None:
-        """Where replay starts next time: computed first, then the offsets it relies on saved."""
+        """Where replay starts next time: computed first, then the offsets it relies on saved. A
+        replica keeps what it saved as a master (its table is empty: it would skip every record
+        still open, and a promotion replays from the progress)."""
+        if self.store.replica:
+            return
         topic = self.log.topic
         low = self.table.low_waters()
         table = {q: low.get(q, self.store.get_max_offset(topic, q)) for q in range(self.log.queue_num)}
@@ -243,7 +253,7 @@ class ReviveService:
                 target, queue_id = self._ensure(DLQ_GROUP_PREFIX + record.group), 0
             else:
                 target, queue_id = self._ensure(retry_topic), retry_queue
-            puts.append((offset, repost(self.store, message, target, queue_id, add, times)))
+            puts.append((offset, repost(self._submit, message, target, queue_id, add, times)))
         failed = 0
         for offset, result in puts:
             if result.status is not PutStatus.PUT_OK:

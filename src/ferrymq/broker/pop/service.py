@@ -35,6 +35,7 @@ from ferrymq.broker.offsets import ConsumerOffsetManager
 from ferrymq.broker.pop.records import CheckpointRecord, revive_topic, settled
 from ferrymq.broker.pop.revive import (
     ReviveService,
+    Submit,
     aligned_retry,
     now_ms,
     read_message,
@@ -140,6 +141,7 @@ class PopService:
         broker_name: str,
         cluster_name: str,
         config_dir: Path,
+        submit: Submit,
         written: Callable[[], None],
         replicate: Callable[[], None],
         topic_created: Callable[[], None],
@@ -161,11 +163,13 @@ class PopService:
         self._topic_created = topic_created
         self.table = CheckpointTable()
         self.delivered: Tally[tuple[str, str]] = Tally()  # (topic, group) handed out, for metrics
-        self.log = ReviveLog(store, revive_topic(cluster_name), revive_queue_num, replicate)
+        self._submit = submit
+        self.log = ReviveLog(store, submit, revive_topic(cluster_name), revive_queue_num, replicate)
         self.revive = ReviveService(
             table=self.table,
             revive_log=self.log,
             store=store,
+            submit=submit,
             topics=topics,
             groups=groups,
             offsets=offsets,
@@ -440,7 +444,7 @@ class PopService:
         dlq = DLQ_GROUP_PREFIX + group
         if self.topics.ensure(dlq, 1, PERM_READ | PERM_WRITE):
             self._topic_created()
-        put = repost(self.store, record, dlq, 0, b"", times)
+        put = repost(self._submit, record, dlq, 0, b"", times)
         if put.status is PutStatus.PUT_OK:
             self._written()
         else:

@@ -50,7 +50,7 @@ class EndTransactionProcessor:
             return error(request, ResponseCode.SYSTEM_ERROR, f"commitOrRollback {state} is not 0, 8 or 12")
         try:
             if bridge is None:
-                outcome = self.transactions.end(
+                outcome = await self.transactions.end(
                     header.producer_group, header.commit_log_offset, header.tran_state_table_offset, state
                 )
             else:  # in a task: the escape waits on another broker (this handler starts outside one)

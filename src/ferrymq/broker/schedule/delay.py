@@ -15,7 +15,7 @@ import msgspec
 
 from ferrymq.broker.persisted import load_json, save_json
 from ferrymq.broker.schedule.divert import SCHEDULE_TOPIC
-from ferrymq.broker.schedule.redeliver import prop_keys, redeliver
+from ferrymq.broker.schedule.redeliver import prop_keys
 from ferrymq.broker.schedule.service import DueService, now_ms
 from ferrymq.protocol.bodies import Body, DataVersion
 from ferrymq.protocol.properties import Prop
@@ -39,8 +39,8 @@ class DelayOffsetSerializeWrapper(Body):
 
 
 class DelayLevelService(DueService):
-    def __init__(self, store: MessageStore, config_dir: Path, delay_levels: str, written) -> None:
-        super().__init__(store, written)
+    def __init__(self, store: MessageStore, config_dir: Path, delay_levels: str, put, written) -> None:
+        super().__init__(store, put, written)
         self.levels_ms = parse_delay_levels(delay_levels)
         self.path = config_dir / "delayOffset.json"
         self.offsets: dict[int, int] = dict(load_json(self.path, DelayOffsetSerializeWrapper).offset_table)
@@ -83,7 +83,7 @@ class DelayLevelService(DueService):
                         self.offsets[level] = offset
                         return due
                     if escape is None:
-                        result = redeliver(self.store, record, _DROP)
+                        result = await self._redeliver(record, _DROP)
                     else:
                         result = await escape(record, _DROP, b"")
                     if result.status is PutStatus.PUT_OK:

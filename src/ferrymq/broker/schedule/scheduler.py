@@ -4,15 +4,16 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 
 from ferrymq.broker.schedule.delay import DelayLevelService
 from ferrymq.broker.schedule.divert import SCHEDULE_TOPIC, TIMER_TOPIC, ScheduleError, divert
 from ferrymq.broker.schedule.service import Escape, now_ms
 from ferrymq.broker.schedule.timer import TimerService
 from ferrymq.broker.topics import PERM_READ, PERM_WRITE, TopicConfigManager
+from ferrymq.ha.dledger.command import PutCommand
 from ferrymq.net.tasks import BackgroundTasks
-from ferrymq.store import MessageStore, StoreConfig
+from ferrymq.store import MessageStore, PutResult, StoreConfig
 
 log = logging.getLogger(__name__)
 
@@ -23,14 +24,17 @@ STOP_GRACE = 5.0  # s a stopping service may take to finish the round it is in
 class Scheduler:
     def __init__(
         self, store_config: StoreConfig, store: MessageStore, topics: TopicConfigManager, *,
-        written: Callable[[], None], active: Callable[[], bool],
+        put: Callable[[PutCommand], Awaitable[PutResult]], written: Callable[[], None],
+        active: Callable[[], bool],
     ) -> None:  # fmt: skip
-        """`written`: after every redelivery put; `active()`: whether this broker delivers due
-        messages now (the master; a slave's log is its master's copy)."""
+        """`put`: how a due message is stored again (the broker's writer); `written`: after every
+        redelivery put; `active()`: whether this broker delivers due messages now (the master; a
+        slave's log is its master's copy)."""
         self.store = store
         config_dir = store_config.config_dir
-        self.delays = DelayLevelService(self.store, config_dir, store_config.message_delay_level, written)
-        self.timer = TimerService(self.store, config_dir, store_config.timer_precision_ms, written)
+        levels, precision = store_config.message_delay_level, store_config.timer_precision_ms
+        self.delays = DelayLevelService(self.store, config_dir, levels, put, written)
+        self.timer = TimerService(self.store, config_dir, precision, put, written)
         for service in (self.delays, self.timer):
             service.active = active
         self._timer_enabled = store_config.timer_wheel_enable

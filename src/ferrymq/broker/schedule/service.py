@@ -5,9 +5,11 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Iterable
 
-from ferrymq.store import MessageStore, PutResult
+from ferrymq.broker.schedule.redeliver import redelivery
+from ferrymq.ha.dledger.command import PutCommand
+from ferrymq.store import MessageStore, PutResult, PutStatus
 
 Escape = Callable[[memoryview | None, tuple[bytes, ...], bytes], Awaitable[PutResult]]
 """`redeliver` elsewhere: (record, properties to drop, properties to add) → the put's result."""
@@ -18,8 +20,15 @@ _INACTIVE_RECHECK_MS = 1000
 class DueService:
     """Subclasses implement `step()`: redeliver what is due, return when the next is due (ms) or None."""
 
-    def __init__(self, store: MessageStore, written: Callable[[], None]) -> None:
+    def __init__(
+        self,
+        store: MessageStore,
+        put: Callable[[PutCommand], Awaitable[PutResult]],
+        written: Callable[[], None],
+    ) -> None:
+        """`put`: the broker's writer (in DLedger mode a redelivery goes through Raft)."""
         self.store = store
+        self._put = put
         self.progress = DurableProgress(store, self._save)
         self.stopping = False
         self._written = written  # tells the broker a put happened (dispatch, wake pulls)
@@ -33,6 +42,15 @@ class DueService:
 
     async def step(self) -> int | None:
         raise NotImplementedError
+
+    async def _redeliver(
+        self, record: memoryview | None, drop: Iterable[bytes], add: bytes = b""
+    ) -> PutResult:
+        """Store `record` again under its real topic (see redeliver.redelivery)."""
+        c = redelivery(record, drop, add)
+        if isinstance(c, str):
+            return PutResult(PutStatus.MESSAGE_ILLEGAL, c)
+        return await self._put(c)
 
     def _save(self, snapshot) -> None:
         raise NotImplementedError

@@ -27,7 +27,7 @@ from pathlib import Path
 
 from ferrymq.broker.persisted import load_json, save_json
 from ferrymq.broker.schedule.divert import TIMER_DEQUEUE_MS, TIMER_OUT_MS, TIMER_TOPIC
-from ferrymq.broker.schedule.redeliver import prop_keys, redeliver
+from ferrymq.broker.schedule.redeliver import prop_keys
 from ferrymq.broker.schedule.service import DueService, now_ms
 from ferrymq.protocol.bodies import Body
 from ferrymq.protocol.properties import Prop, find_property
@@ -60,8 +60,8 @@ class TimerCheckpoint(Body):
 
 
 class TimerService(DueService):
-    def __init__(self, store: MessageStore, config_dir: Path, precision_ms: int, written) -> None:
-        super().__init__(store, written)
+    def __init__(self, store: MessageStore, config_dir: Path, precision_ms: int, put, written) -> None:
+        super().__init__(store, put, written)
         self.precision = precision_ms
         self.path = config_dir / "timercheck"
         self._slots: dict[int, array] = {}  # slot -> [queue offset, CommitLog offset, size, ...], queue order
@@ -172,7 +172,7 @@ class TimerService(DueService):
                     continue
                 dequeued = f"{TIMER_DEQUEUE_MS}\x01{now_ms()}\x02".encode()
                 if escape is None:
-                    result = redeliver(self.store, record, _DROP, dequeued)
+                    result = await self._redeliver(record, _DROP, dequeued)
                 else:
                     result = await escape(record, _DROP, dequeued)
                 if result.status is PutStatus.PUT_OK:

@@ -19,6 +19,7 @@ from ferrymq.broker.groups import SubscriptionGroupManager
 from ferrymq.broker.quota import QuotaLimiter
 from ferrymq.broker.schedule import SCHEDULE_TOPIC, TIMER_TOPIC, ScheduleError
 from ferrymq.broker.services.outcomes import STORED_CODES, SendOutcome
+from ferrymq.broker.services.writer import MessageWriter
 from ferrymq.broker.topics import (
     DLQ_GROUP_PREFIX,
     PERM_READ,
@@ -27,7 +28,6 @@ from ferrymq.broker.topics import (
     TopicConfigManager,
 )
 from ferrymq.broker.transactions import HALF_TOPIC
-from ferrymq.ha.dledger.apply import put as put_command
 from ferrymq.ha.dledger.command import PutCommand
 from ferrymq.metrics.tally import Tally
 from ferrymq.protocol.codes import ResponseCode
@@ -39,7 +39,7 @@ from ferrymq.protocol.recall import RecallHandle
 from ferrymq.protocol.record import pack_host
 from ferrymq.protocol.sys_flag import TRANSACTION_TYPE_MASK
 from ferrymq.protocol.topic_names import topic_problem
-from ferrymq.store import MessageStore, PutResult, PutStatus
+from ferrymq.store import MessageStore, PutStatus
 
 DLQ_NUMS_PER_GROUP = 1
 HELD_BACK_TOPICS = (SCHEDULE_TOPIC, TIMER_TOPIC)  # only the broker itself writes these
@@ -89,12 +89,6 @@ class WriterRole(Protocol):
     def fenced(self) -> str | None: ...
 
 
-class ReplicatedLog(Protocol):
-    """DLedger mode's log: a put is stored by every member once a majority holds it."""
-
-    async def put(self, c: PutCommand, timeout: float) -> PutResult: ...
-
-
 class PutService:
     def __init__(
         self,
@@ -109,15 +103,15 @@ class PutService:
         replicated: Callable[[int, float], Awaitable[PutStatus]],
         written: Callable[[], None],
         topics_changed: Callable[[], None],
+        writer: MessageWriter,
         quotas: QuotaLimiter | None = None,
-        replicated_log: ReplicatedLog | None = None,
     ) -> None:
         """`divert`: the scheduler's (where a delayed or timed message waits; raises ScheduleError);
         `half`: the transaction service's properties of a half message; `replicated(offset, timeout)`:
         waits until replicas hold the log up to offset; `written`: after every put (dispatch soon);
         `topics_changed`: after an auto-creation (tell the NameServers); `quotas`: the producers'
-        rate limits (over them a put is refused with flow control, SYSTEM_BUSY); `replicated_log`:
-        DLedger mode's, through which producers' messages are stored instead of into `store`."""
+        rate limits (over them a put is refused with flow control, SYSTEM_BUSY); `writer`: the
+        broker's (in DLedger mode messages are stored through Raft instead of into `store` at once)."""
         self.config = config
         self.store = store
         self.topics = topics
@@ -129,7 +123,7 @@ class PutService:
         self._written = written
         self._topics_changed = topics_changed
         self.quotas = quotas if quotas is not None else QuotaLimiter()
-        self.replicated_log = replicated_log
+        self.writer = writer
         self.stored: Tally[str] = Tally()  # topic → messages and bytes stored, for the metrics collector
 
     async def put(
@@ -189,17 +183,14 @@ class PutService:
         store = self.store
         if born_host is None:
             born_host = store.store_host
-        logged = self.replicated_log
+        logged = self.writer.replicated_log  # DLedger mode: every put goes through the writer
         if logged is not None and not born_timestamp:  # every member stores the leader's
             born_timestamp = time.time_ns() // 1_000_000
         if batch:
             store_topic, store_props = topic, b""
             if logged is not None:
-                result = await logged.put(
-                    PutCommand(
-                        topic, queue_id, body, b"", 0, sys_flag, born_timestamp, born_host, batch=True
-                    ),
-                    config.store.sync_flush_timeout / 1000,
+                result = await self.writer.put(
+                    PutCommand(topic, queue_id, body, b"", 0, sys_flag, born_timestamp, born_host, batch=True)
                 )
             else:
                 result = store.put_batch(topic, queue_id, body, sys_flag=sys_flag,
@@ -221,10 +212,9 @@ class PutService:
                     return destination
                 store_topic, store_queue, store_props = destination
             if logged is not None:
-                result = await logged.put(
+                result = await self.writer.put(
                     PutCommand(store_topic, store_queue, body, store_props, flag, sys_flag, born_timestamp,
-                               born_host, reconsume_times),
-                    config.store.sync_flush_timeout / 1000,
+                               born_host, reconsume_times)
                 )  # fmt: skip
             else:
                 result = store.put_message(
@@ -353,11 +343,7 @@ class PutService:
         born_host = pack_host(*msg.born_host)
         again = PutCommand(store_topic, store_queue, msg.body, raw, msg.flag, msg.sys_flag,
                            msg.born_timestamp, born_host, msg.reconsume_times + 1)  # fmt: skip
-        logged = self.replicated_log
-        if logged is not None:
-            result = await logged.put(again, config.store.sync_flush_timeout / 1000)
-        else:
-            result = put_command(self.store, again)
+        result = await self.writer.put(again)
         if result.status is not _PUT_OK:
             return SendOutcome(PUT_STATUS_CODES.get(result.status, ResponseCode.SYSTEM_ERROR),
                                result.remark or result.status.name)  # fmt: skip

@@ -49,6 +49,7 @@ def put(store: MessageStore, c: PutCommand) -> PutResult:
     return store.put_message(
         c.topic, c.queue_id, c.body, bytes(c.properties), flag=c.flag, sys_flag=c.sys_flag,
         born_timestamp=c.born_timestamp, born_host=c.born_host or None, reconsume_times=c.reconsume_times,
+        prepared_transaction_offset=c.prepared_transaction_offset,
     )  # fmt: skip
 
 

@@ -73,7 +73,8 @@ class DLedgerNode:
         self._proposals: list[tuple[bytes, asyncio.Future]] = []
         self._scheduled = False
         self._tasks = BackgroundTasks(f"DLedger {settings.self_id}")
-        self.is_leader = False
+        self.is_leader = False  # the Raft leader, and every entry of earlier terms applied here
+        self._elected_at: tuple[int, int] | None = None  # (term, NOOP index) of the term it leads
 
     def _recover_applied(self) -> int:
         """The last entry whose put is in the store (see apply.py)."""
@@ -157,13 +158,26 @@ class DLedgerNode:
                 self.transport.send(m)
             if rd.commit is not None:
                 self._apply(rd.commit)
-            if rd.soft_state is not None and (rd.soft_state.role is Role.LEADER) != self.is_leader:
-                self.is_leader = not self.is_leader
-                log.info(
-                    "DLedger %s: %s in term %d", self.settings.self_id,
-                    "leader" if self.is_leader else "no longer leader", rd.soft_state.term,
-                )  # fmt: skip
-                self._leader_changed(self.is_leader)
+            if rd.soft_state is not None:
+                if rd.soft_state.role is not Role.LEADER:
+                    self._elected_at = None
+                elif self._elected_at is None or self._elected_at[0] != rd.soft_state.term:
+                    if self.is_leader:  # led again in a new term: others may have led between
+                        self._lead(False)
+                    self._elected_at = (rd.soft_state.term, self.log.last_index)  # its NOOP
+            leads = self._elected_at is not None and self.applied >= self._elected_at[1]
+            if leads != self.is_leader:
+                self._lead(leads)
+
+    def _lead(self, leads: bool) -> None:
+        """Serve as the leader only once this member's store holds every earlier term's entry (its
+        NOOP applied), so the broker's services, rebuilt from the store then, see all of them."""
+        self.is_leader = leads
+        log.info(
+            "DLedger %s: %s in term %d", self.settings.self_id, "leader" if leads else "no longer leader",
+            self.raft.term,
+        )  # fmt: skip
+        self._leader_changed(leads)
 
     def _propose(self) -> None:
         proposals, self._proposals = self._proposals, []
