@@ -5,9 +5,9 @@ consumers have credit for (their prefetch), and hands them out in turn. A feed d
 pop's worth before the other feeds get the event loop, so a hot queue never holds up a cold one.
 
 With the broker in this process, the registry hears of every arrival (`watch_arrivals`) and a feed pops
-only when its queue may hold something: one pop per batch of new messages, none parked per queue
-(thousands of mostly idle queues otherwise cost two pops per message). With a remote broker, an idle
-feed parks a long poll instead."""
+only when its queue may hold something: one pop per batch of new messages, rather than one more that
+parks a long poll on each idle queue (thousands of mostly idle queues otherwise cost two pops per
+message). With a remote broker, an idle feed parks a long poll instead."""
 
 from __future__ import annotations
 
@@ -139,17 +139,16 @@ class QueueFeed:
                 if want <= 0:
                     await self._woken.wait()
                     continue
-                notified = self.registry.notified
                 if not self._arrived:
                     await self._until_arrival()
                     continue
                 # with large prefetches, pop a quarter of them ahead (held here until credit frees)
                 # rather than one message per acknowledgement; with small ones, only what fits
                 ahead = sum(min(c.prefetch or POP_BATCH, POP_BATCH) for c in self.consumers) // 4
-                self._arrived = not notified  # (an arrival during the pop sets it again)
-                found, more = await self.registry.take(
-                    self.queue, min(max(want, ahead), POP_BATCH), 0 if notified else POLL_MS
-                )
+                self._arrived = not self.registry.notified  # (an arrival during the pop sets it again)
+                # a long poll all the same: the pop after an arrival finds the message at once, while
+                # one that finds nothing (a paused group, another gateway was first) waits as before
+                found, more = await self.registry.take(self.queue, min(max(want, ahead), POP_BATCH), POLL_MS)
                 self._held.extend(found)
                 self._arrived = self._arrived or more
         finally:
