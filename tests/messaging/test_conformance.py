@@ -295,6 +295,33 @@ async def test_a_held_pop_wakes_up_when_a_message_arrives_and_filters_by_tag(ser
     assert [m.body for m in got] == [b"for us"] and time.monotonic() - started < 5
 
 
+async def test_arrivals_are_told_in_process_and_a_remote_service_says_it_cannot(served):
+    cluster, service = served
+    await make_topic(cluster, "Told", 2)
+    heard: list[tuple[str, int]] = []
+    stop = service.watch_arrivals(heard.extend)
+    if not service.in_process:
+        assert stop is None  # a front long-polls instead
+        return
+    assert stop is not None
+    assert (await service.send("Told", b"one", queue=queue(cluster, "Told", 1))).stored
+    async with asyncio.timeout(10):
+        while ("Told", 1) not in heard:
+            await asyncio.sleep(0.01)
+    assert ("Told", 0) not in heard
+    stop()
+    heard.clear()
+    still: list[tuple[str, int]] = []
+    stop_still = service.watch_arrivals(still.extend)
+    assert (await service.send("Told", b"two", queue=queue(cluster, "Told", 0))).stored
+    async with asyncio.timeout(10):
+        while ("Told", 0) not in still:  # told to the listener left, not to the stopped one
+            await asyncio.sleep(0.01)
+    assert heard == []
+    assert stop_still is not None
+    stop_still()
+
+
 async def test_pop_errors_get_their_codes(served):
     cluster, service = served
     await make_topic(cluster, "Known", 1)

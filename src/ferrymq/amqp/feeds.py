@@ -2,7 +2,12 @@
 the queue's topic for the queue's consumer group (RocketMQ 5 pop: every gateway serving the queue
 shares that group, so a message goes to one consumer of one gateway), as many messages as the
 consumers have credit for (their prefetch), and hands them out in turn. A feed delivers at most one
-pop's worth before the other feeds get the event loop, so a hot queue never holds up a cold one."""
+pop's worth before the other feeds get the event loop, so a hot queue never holds up a cold one.
+
+With the broker in this process, the registry hears of every arrival (`watch_arrivals`) and a feed pops
+only when its queue may hold something: one pop per batch of new messages, rather than one more that
+parks a long poll on each idle queue (thousands of mostly idle queues otherwise cost two pops per
+message). With a remote broker, an idle feed parks a long poll instead."""
 
 from __future__ import annotations
 
@@ -26,7 +31,7 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 POP_BATCH = 32  # the most one pop brings (RocketMQ's limit)
-POLL_MS = 5_000  # long poll of an empty queue
+POLL_MS = 5_000  # long poll of an empty queue; told of arrivals, the most a feed waits before a look
 UNLIMITED = 1 << 30
 RETRY_AFTER_S = 1.0  # after a pop the broker refused
 
@@ -75,6 +80,7 @@ class QueueFeed:
         self._turn = 0
         self._woken = asyncio.Event()
         self._held: deque[MessageExt] = deque()  # popped, waiting for credit
+        self._arrived = True  # whether the queue may hold something since the last pop
         self._task: asyncio.Task | None = None
         self._single_active = queue.arguments.get("x-single-active-consumer") is True
 
@@ -100,6 +106,22 @@ class QueueFeed:
     def wake(self) -> None:
         self._woken.set()
 
+    def arrival(self) -> None:
+        """New messages in the queue or its retry topic: pop again."""
+        self._arrived = True
+        self._woken.set()
+
+    async def _until_arrival(self) -> None:
+        """Until new messages arrive or the consumers go; at most POLL_MS, after which a pop looks
+        anyway, for what no arrival reports (a paused group resumed, say)."""
+        timer = asyncio.get_running_loop().call_later(POLL_MS / 1000, self.arrival)
+        try:
+            while not self._arrived and self.consumers:
+                self._woken.clear()
+                await self._woken.wait()
+        finally:
+            timer.cancel()
+
     async def _run(self) -> None:
         CALLER.set(None)  # shared by every connection: no one user's quotas apply (the task copied
         # the context of the connection that started it)
@@ -117,12 +139,18 @@ class QueueFeed:
                 if want <= 0:
                     await self._woken.wait()
                     continue
+                if not self._arrived:
+                    await self._until_arrival()
+                    continue
                 # with large prefetches, pop a quarter of them ahead (held here until credit frees)
                 # rather than one message per acknowledgement; with small ones, only what fits
                 ahead = sum(min(c.prefetch or POP_BATCH, POP_BATCH) for c in self.consumers) // 4
-                self._held.extend(
-                    await self.registry.pop(self.queue, min(max(want, ahead), POP_BATCH), POLL_MS)
-                )
+                self._arrived = not self.registry.notified  # (an arrival during the pop sets it again)
+                # a long poll all the same: the pop after an arrival finds the message at once, while
+                # one that finds nothing (a paused group, another gateway was first) waits as before
+                found, more = await self.registry.take(self.queue, min(max(want, ahead), POP_BATCH), POLL_MS)
+                self._held.extend(found)
+                self._arrived = self._arrived or more
         finally:
             self.registry.feed_idle(self)
             held, self._held = list(self._held), deque()
@@ -171,25 +199,50 @@ class FeedRegistry:
         self._ending: dict[str, QueueFeed] = {}  # by group: feeds handing back what they popped
         self._settle_scheduled = False
         self._feeds: dict[str, QueueFeed] = {}  # by consumer group: a queue's, or a broadcast consumer's
+        self._by_topic: dict[str, list[QueueFeed]] | None = None  # the feeds an arrival concerns
+        self._unwatch = self.service.watch_arrivals(self._arrivals)
+        self.notified = self._unwatch is not None  # told of arrivals: feeds need no long poll
+
+    def close(self) -> None:
+        if self._unwatch is not None:
+            self._unwatch()
+            self._unwatch = None
+
+    def _arrivals(self, queues: list[tuple[str, int]]) -> None:
+        by_topic = self._by_topic
+        if by_topic is None:
+            by_topic = self._by_topic = {}
+            for feed in self._feeds.values():
+                q = feed.queue
+                for topic in (q.topic, pop_retry_topic(q.group, q.topic)):
+                    by_topic.setdefault(topic, []).append(feed)
+        for topic, _ in queues:
+            for feed in by_topic.get(topic, ()):
+                feed.arrival()
 
     async def pop(self, queue: Queue, count: int, poll_ms: int) -> list[MessageExt]:
+        """Up to `count` messages of `queue` to deliver (see `take`)."""
+        return (await self.take(queue, count, poll_ms))[0]
+
+    async def take(self, queue: Queue, count: int, poll_ms: int) -> tuple[list[MessageExt], bool]:
         """Up to `count` messages of `queue` to deliver, the highest priority level first (waiting up to
         `poll_ms` for one when there is none); expired ones and the like are screened out. What was
-        handed back goes first (within its priority level), as in RabbitMQ."""
+        handed back goes first (within its priority level), as in RabbitMQ. And whether more may be
+        left: the pop brought all it could, or came from one level or the handed-back ones."""
         await self.ensure_topic(queue, known=True)
         levels = topic_queues(queue)
         if levels > 1:  # (a pop of one level takes that level's retry queue first: see ensure_topic)
             for level in range(levels - 1, -1, -1):
                 found = await self.pop_place(queue, count, await self.broker_queue(queue.topic, level))
                 if found:
-                    return found
+                    return found, True
         elif queue.topic in self._requeued:
             found = await self._pop(queue, count, None, 0, pop_retry_topic(queue.group, queue.topic))
             if found:
-                return await self.screen(queue, found)
+                return await self.screen(queue, found), True
             self._requeued.discard(queue.topic)
         found = await self._pop(queue, count, None, poll_ms)
-        return await self.screen(queue, found) if found else found
+        return (await self.screen(queue, found) if found else found), len(found) >= count
 
     async def pop_place(self, queue: Queue, count: int, place: MessageQueue) -> list[MessageExt]:
         """Up to `count` messages of one broker queue of `queue`, screened, without waiting."""
@@ -225,6 +278,7 @@ class FeedRegistry:
         feed = self._feeds.get(queue.group)
         if feed is None or feed.queue.topic != queue.topic:
             feed = self._feeds[queue.group] = QueueFeed(self, queue)
+            self._by_topic = None
         return feed
 
     def consumer_count(self, queue: Queue) -> int:
@@ -247,6 +301,7 @@ class FeedRegistry:
         group = feed.queue.group
         if self._feeds.get(group) is feed and not feed.consumers:
             del self._feeds[group]
+            self._by_topic = None
             self._ending[group] = feed
 
     def feed_ended(self, feed: QueueFeed) -> None:

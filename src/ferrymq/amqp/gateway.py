@@ -276,4 +276,5 @@ class Gateway:
                 )
 
     async def close(self) -> None:
+        self.feeds.close()
         await self.tasks.close()

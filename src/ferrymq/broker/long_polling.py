@@ -1,13 +1,18 @@
 """Long polling: pulls that find nothing wait here until a message arrives or they time out.
 
 The store's dispatcher thread reports which queues got entries; `notify` (run on the event loop)
-wakes exactly the waiters of those queues, so an idle poll costs nothing until then.
+wakes exactly the waiters of those queues, so an idle poll costs nothing until then. Listeners
+(a front serving many queues in the broker's process) hear of every arrival, so that they pop only
+queues with something new rather than park a long poll per queue.
 """
 
 from __future__ import annotations
 
 import asyncio
 import threading
+from collections.abc import Callable
+
+Arrivals = Callable[[list[tuple[str, int]]], None]
 
 
 class PullHoldService:
@@ -15,6 +20,7 @@ class PullHoldService:
         self._waiters: dict[tuple[str, int], list[asyncio.Future[None]]] = {}
         self._loop: asyncio.AbstractEventLoop | None = None
         self._loop_thread = 0
+        self._listeners: list[Arrivals] = []
 
     def attach(self, loop: asyncio.AbstractEventLoop) -> None:
         """Called on `loop`'s thread."""
@@ -48,17 +54,27 @@ class PullHoldService:
                     if not waiters:
                         del self._waiters[key]
 
+    def listen(self, listener: Arrivals) -> Callable[[], None]:
+        """Call `listener` (on the event loop) with every report of queues with new entries; returns
+        the call that stops it."""
+        self._listeners.append(listener)
+        return lambda: self._listeners.remove(listener) if listener in self._listeners else None
+
     def arrived(self, queues: list[tuple[str, int]]) -> None:
         """Thread-safe: called by the dispatcher with the queues that got new entries. On the event
         loop (a broker dispatching there) the waiters wake at once, not a loop turn later."""
         loop = self._loop
-        if loop is not None and self._waiters and any(q in self._waiters for q in queues):
+        if loop is not None and (
+            self._listeners or (self._waiters and any(q in self._waiters for q in queues))
+        ):
             if threading.get_ident() == self._loop_thread:
                 self._notify(queues)
             else:
                 loop.call_soon_threadsafe(self._notify, queues)
 
     def _notify(self, queues: list[tuple[str, int]]) -> None:
+        for listener in list(self._listeners):
+            listener(queues)
         for key in queues:
             for future in self._waiters.pop(key, ()):
                 if not future.done():

@@ -26,6 +26,7 @@ from ferrymq.protocol.remoting import RemotingCommand
 
 __all__ = [
     "STORED_CODES",
+    "Arrivals",
     "ClientCalls",
     "ClientRegistration",
     "MessageQueue",
@@ -64,6 +65,9 @@ class ClientRegistration:
     topics: tuple[str, ...] = ()
 
 
+Arrivals = Callable[[list[tuple[str, int]]], None]
+"""A listener to `MessageService.watch_arrivals`."""
+
 ClientCalls = Callable[[str, RemotingCommand], Awaitable[RemotingCommand | None]]
 """`async def call(broker_name, request)`: a broker's request to one of the registered clients
 (CHECK_TRANSACTION_STATE, GET_CONSUMER_RUNNING_INFO, CONSUME_MESSAGE_DIRECTLY,
@@ -81,6 +85,13 @@ class MessageService(Protocol):
     def in_process(self) -> bool:
         """Whether the brokers run in this process: a call then waits on no network, so a front makes
         several in turn (within its loop turn) rather than as tasks at once (a turn later)."""
+        ...
+
+    def watch_arrivals(self, listener: Arrivals) -> Callable[[], None] | None:
+        """Have `listener` called on the event loop with the (topic, queue id) of queues that got new
+        messages, so that a front serving many queues pops only those rather than park a long poll
+        on each; returns the call that stops it, or None where the service cannot tell (a remote
+        broker: long-poll instead)."""
         ...
 
     async def user_connection_limit(self, user: str) -> int | None:

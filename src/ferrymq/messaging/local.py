@@ -4,6 +4,7 @@ protocol front embedded in the broker process (RocketMQ 5 proxy's local mode).""
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Callable
 
 from ferrymq.broker.clients import ClientRegistry
 from ferrymq.broker.pop import PopError, PopService
@@ -14,6 +15,7 @@ from ferrymq.broker.services.topic_admin import TopicAdmin
 from ferrymq.broker.topics import TopicConfigManager
 from ferrymq.broker.transactions import EndError, TransactionService
 from ferrymq.messaging.api import (
+    Arrivals,
     ClientCalls,
     ClientRegistration,
     MessageQueue,
@@ -87,6 +89,9 @@ class LocalMessageService:
     @property
     def in_process(self) -> bool:
         return True
+
+    def watch_arrivals(self, listener: Arrivals) -> Callable[[], None] | None:
+        return self.pops.hold.listen(listener)
 
     async def user_connection_limit(self, user: str) -> int | None:
         return self.puts.quotas.max_connections(user)

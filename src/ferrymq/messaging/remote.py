@@ -13,6 +13,7 @@ import itertools
 import logging
 import random
 import time
+from collections.abc import Callable
 
 from ferrymq.client import pop_calls
 from ferrymq.client.admin import Admin
@@ -20,6 +21,7 @@ from ferrymq.client.instance import ClientError, ClientInstance, TLSOption, Topi
 from ferrymq.client.pull import master_addr, pull_addr, query_offset, queue_offset
 from ferrymq.messaging.api import (
     DEFAULT_MAX_BODY_SIZE,
+    Arrivals,
     ClientCalls,
     ClientRegistration,
     MessageQueue,
@@ -378,6 +380,9 @@ class RemoteMessageService:
     @property
     def in_process(self) -> bool:
         return False
+
+    def watch_arrivals(self, listener: Arrivals) -> Callable[[], None] | None:
+        return None  # the brokers tell a front of no arrival: it long-polls
 
     async def user_connection_limit(self, user: str) -> int | None:
         """From the quotas of the first broker that answers, asked again after QUOTA_TTL_S."""
