@@ -87,6 +87,10 @@ async def bodies(namesrv: str, topic: str, expected: set[str]) -> collections.Co
 async def test_scheduled_messages_are_delivered_by_the_acting_slave_then_by_the_master_again(cluster):
     c = cluster
     await start_all(c, TOPIC)
+    # The slave copies topics every 10 s: the messages are sent once it has, so that none falls due
+    # while the master still runs (a takeover re-delivers what the master delivered since the
+    # slave's last copy of its progress: docs/ha.md).
+    await slave_has_master_log(c, TOPIC)
     now_ms = int(time.time() * 1000)
 
     async def schedule(names: set[str], label: str, level: int, due_in_ms: int) -> None:
