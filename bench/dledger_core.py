@@ -14,7 +14,6 @@ broker drives the core over its transport.
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import random
 import sys
@@ -23,7 +22,7 @@ import time
 from collections import deque
 from pathlib import Path
 
-from ferrymq.bench.machine import machine_info
+from ferrymq.bench.machine import machine_info, publish
 from ferrymq.ha.dledger import wire
 from ferrymq.ha.dledger.filelog import FileLog
 from ferrymq.ha.dledger.log import Entry, MemoryLog
@@ -128,10 +127,7 @@ def main() -> None:
         "date": time.strftime("%Y-%m-%d", time.gmtime()),
         "command": "bench/dledger_core.py " + " ".join(sys.argv[1:]),
     }
-    text = json.dumps(result, indent=1)
-    print(text)
-    if args.save:
-        args.save.write_text(text + "\n")
+    publish(result, args.save)
 
 
 if __name__ == "__main__":

@@ -14,7 +14,6 @@ share (clients finding the new master) comes on top once DLedger mode is wired.
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import statistics
 import sys
@@ -23,7 +22,7 @@ from pathlib import Path
 
 from tests.ha.dledger.sim import leader_failover
 
-from ferrymq.bench.machine import machine_info
+from ferrymq.bench.machine import machine_info, publish
 from ferrymq.ha.dledger.raft import RaftConfig
 
 
@@ -55,10 +54,7 @@ def main() -> None:
         "date": time.strftime("%Y-%m-%d", time.gmtime()),
         "command": "bench/dledger_failover_sim.py " + " ".join(sys.argv[1:]),
     }
-    text = json.dumps(result, indent=1)
-    print(text)
-    if args.save:
-        args.save.write_text(text + "\n")
+    publish(result, args.save)
 
 
 if __name__ == "__main__":

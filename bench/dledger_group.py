@@ -40,7 +40,7 @@ from pathlib import Path
 from ferrymq.bench.client import CpuMeter, produce
 from ferrymq.bench.dledger import DLedgerCluster, kill_in_turn, stored_bodies, wait_caught_up
 from ferrymq.bench.failover import TOPIC, SteadyProducer, read_back
-from ferrymq.bench.machine import machine_info
+from ferrymq.bench.machine import machine_info, publish
 
 
 def _quiet(*_: object) -> None:
@@ -203,10 +203,7 @@ def main() -> None:
         date=time.strftime("%Y-%m-%d", time.gmtime()),
         command="bench/dledger_group.py " + " ".join(sys.argv[1:]),
     )
-    text = json.dumps(result, indent=1)
-    print(text)
-    if args.save:
-        args.save.write_text(text + "\n")
+    publish(result, args.save)
 
 
 if __name__ == "__main__":

@@ -12,7 +12,6 @@ message travels as a frame (ferrymq.ha.dledger.wire).
 from __future__ import annotations
 
 import argparse
-import json
 import multiprocessing
 import os
 import sys
@@ -24,7 +23,7 @@ from pathlib import Path
 
 from tests.ha.dledger.sim import Violation, run_seed
 
-from ferrymq.bench.machine import machine_info
+from ferrymq.bench.machine import machine_info, publish
 
 
 def one(seed: int, files: bool = False, wire: bool = False) -> dict:
@@ -98,10 +97,7 @@ def main() -> None:
         "date": time.strftime("%Y-%m-%d", time.gmtime()),
         "command": "bench/dledger_sim.py " + " ".join(sys.argv[1:]),
     }
-    text = json.dumps(result, indent=1)
-    print(text)
-    if args.save:
-        args.save.write_text(text + "\n")
+    publish(result, args.save)
     sys.exit(1 if violations else 0)
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import mmap
 import os
 import platform
@@ -9,6 +10,7 @@ import statistics
 import sys
 import tempfile
 import time
+from pathlib import Path
 
 
 def machine_info() -> dict:
@@ -37,6 +39,14 @@ def machine_info() -> dict:
         # on some VMs, where it dominates a replica's CPU (every stored byte lands in a fresh page).
         "fresh_page_us": fresh_page_cost(),
     }
+
+
+def publish(result: dict, save: Path | None) -> None:
+    """Print a benchmark's result as JSON, and keep it in `save` when given (bench/results/)."""
+    text = json.dumps(result, indent=1)
+    print(text)
+    if save:
+        save.write_text(text + "\n")
 
 
 def python_speed(loops: int = 2_000_000) -> float:
