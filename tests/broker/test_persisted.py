@@ -1,7 +1,17 @@
 """The broker's JSON config files (topics.json, consumerOffset.json, ...) survive torn writes."""
 
+import asyncio
+
+from ferrymq.broker import persisted
+from ferrymq.broker.groups import SubscriptionGroupManager
 from ferrymq.broker.persisted import load_json, save_json
-from ferrymq.protocol.bodies import KVTable
+from ferrymq.broker.topics import TopicConfigManager
+from ferrymq.protocol.bodies import (
+    KVTable,
+    SubscriptionGroupConfig,
+    SubscriptionGroupWrapper,
+    TopicConfigSerializeWrapper,
+)
 
 
 def test_config_files_survive_a_torn_main_copy(tmp_path):
@@ -13,3 +23,39 @@ def test_config_files_survive_a_torn_main_copy(tmp_path):
     assert load_json(path, KVTable).table == {"v": "1"}  # the .bak copy
     assert load_json(tmp_path / "missing.json", KVTable).table == {}
     assert not list(path.parent.glob("*.tmp"))
+
+
+async def test_many_group_creations_write_the_group_file_a_bounded_number_of_times(tmp_path):
+    """2,000 groups made by concurrent admin-style requests (each answered once its change is
+    on disk) cost a few writes of subscriptionGroup.json, not one per group."""
+    groups = SubscriptionGroupManager(tmp_path, auto_create=True)
+    before = persisted.writes[groups.path]
+
+    async def create(name: str) -> None:
+        groups.put(SubscriptionGroupConfig(name))
+        await groups.saved()
+        assert name in load_json(groups.path, SubscriptionGroupWrapper).subscription_group_table
+
+    await asyncio.gather(*(create(f"g{i}") for i in range(2000)))
+    assert persisted.writes[groups.path] - before <= 3
+    for i in range(2000):  # auto-creation on look-up (a heartbeat naming many groups)
+        groups.get(f"auto{i}")
+    await groups.saved()
+    assert persisted.writes[groups.path] - before <= 4
+    assert len(load_json(groups.path, SubscriptionGroupWrapper).subscription_group_table) == 4000
+
+
+async def test_many_topic_creations_write_the_topic_file_once_per_loop_turn(tmp_path):
+    topics = TopicConfigManager(tmp_path, "b", "c", 4, auto_create=True)
+    before = persisted.writes[topics.path]
+    for i in range(2000):
+        topics.ensure(f"t{i}", 1)
+    await topics.saved()
+    assert persisted.writes[topics.path] - before == 1
+    assert len(load_json(topics.path, TopicConfigSerializeWrapper).topic_config_table) >= 2000
+
+
+def test_changes_off_the_event_loop_are_written_at_once(tmp_path):
+    groups = SubscriptionGroupManager(tmp_path, auto_create=False)
+    groups.put(SubscriptionGroupConfig("g"))
+    assert "g" in load_json(groups.path, SubscriptionGroupWrapper).subscription_group_table

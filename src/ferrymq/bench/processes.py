@@ -233,6 +233,13 @@ class GroupState:
     addresses: dict[int, str] = field(default_factory=dict)
 
 
+def broker_process(workdir: Path, namesrv_port: int, port: int) -> Proc:
+    """A Broker child process on loopback, its store under `workdir` (not started yet)."""
+    args = ["broker", "--namesrv", f"127.0.0.1:{namesrv_port}", "--listen", f"127.0.0.1:{port}",
+            "--store-dir", str(workdir / "store"), "--ha-port", "0"]  # fmt: skip
+    return Proc("broker", args, workdir, {}, [])
+
+
 class ProcessGroup:
     """Processes of one test cluster, by name: started, stopped and asked things by their owner."""
 

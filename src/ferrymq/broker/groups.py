@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from ferrymq.broker.persisted import load_json, next_version, save_json
+from ferrymq.broker.persisted import CoalescedSave, load_json, next_version
 from ferrymq.protocol.bodies import SubscriptionGroupConfig, SubscriptionGroupWrapper
 
 
@@ -14,6 +14,7 @@ class SubscriptionGroupManager:
         wrapper = load_json(self.path, SubscriptionGroupWrapper)
         self.groups: dict[str, SubscriptionGroupConfig] = dict(wrapper.subscription_group_table)
         self.data_version = wrapper.data_version
+        self.file = CoalescedSave(self.path, self.wrapper)
         self.auto_create = auto_create
 
     def get(self, group: str) -> SubscriptionGroupConfig | None:
@@ -32,7 +33,7 @@ class SubscriptionGroupManager:
         self.put_many([config])
 
     def put_many(self, configs: list[SubscriptionGroupConfig]) -> None:
-        """Add or replace several groups with one write of the file."""
+        """Add or replace several groups; the file is written once at the end of the loop turn."""
         self.groups = {**self.groups, **{c.group_name: c for c in configs}}
         self._changed()
 
@@ -49,8 +50,12 @@ class SubscriptionGroupManager:
             return False
         self.groups = dict(wrapper.subscription_group_table)
         self.data_version = wrapper.data_version
-        save_json(self.path, self.wrapper())
+        self.file.changed()
         return True
+
+    async def saved(self) -> None:
+        """Return once the changes made so far are on disk (what an admin request answers after)."""
+        await self.file.saved()
 
     def wrapper(self) -> SubscriptionGroupWrapper:
         return SubscriptionGroupWrapper(
@@ -59,4 +64,4 @@ class SubscriptionGroupManager:
 
     def _changed(self) -> None:
         self.data_version = next_version(self.data_version)
-        save_json(self.path, self.wrapper())
+        self.file.changed()

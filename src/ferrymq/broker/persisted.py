@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import time
+from collections import Counter
+from collections.abc import Callable
 from pathlib import Path
 from typing import TypeVar
 
@@ -13,6 +16,7 @@ from ferrymq.store.files import atomic_write, durable_copies
 
 log = logging.getLogger(__name__)
 B = TypeVar("B", bound=Body)
+writes: Counter[Path] = Counter()  # files written by save_json, by path: lets tests count the work
 
 
 def load_json(path: Path, cls: type[B]) -> B:
@@ -27,6 +31,64 @@ def load_json(path: Path, cls: type[B]) -> B:
 
 def save_json(path: Path, body: Body) -> None:
     atomic_write(path, encode_body(body))
+    writes[path] += 1
+
+
+class CoalescedSave:
+    """Writes a table's file once for all the changes made in one event-loop turn.
+
+    A broker making thousands of groups or topics one by one (a gateway starting thousands of
+    consumers) would otherwise rewrite the whole file after each, work growing with the square of
+    the table. Changes on the loop are written by a callback at the end of the turn; callers that
+    answer a client only once the change is durable await `saved()`. Changes off any running loop
+    (start-up, worker threads) are written at once.
+    """
+
+    def __init__(self, path: Path, snapshot: Callable[[], Body]) -> None:
+        self.path = path
+        self._snapshot = snapshot
+        self._pending: asyncio.Future[None] | None = None
+
+    def changed(self) -> None:
+        try:
+            loop = asyncio.get_running_loop()
+        except RuntimeError:
+            self.flush()
+            return
+        if self._pending is None:
+            self._pending = loop.create_future()
+            loop.call_soon(self.flush_pending)
+
+    async def saved(self) -> None:
+        """Return once every change made so far is on disk (raises if the write failed)."""
+        if self._pending is not None:
+            await asyncio.shield(self._pending)
+
+    def flush(self) -> None:
+        """Write now (a change off the loop); a pending end-of-turn write is folded in."""
+        problem = self._write()
+        if problem is not None:
+            raise problem
+
+    def _write(self) -> Exception | None:
+        """Write the table, and tell whoever awaits the pending write how it went."""
+        pending, self._pending = self._pending, None
+        try:
+            save_json(self.path, self._snapshot())
+        except Exception as e:
+            log.error("could not write %s: %s", self.path, e)
+            if pending is not None:
+                pending.set_exception(e)
+                pending.exception()  # logged above, so not again when nobody awaits it
+            return e
+        if pending is not None:
+            pending.set_result(None)
+        return None
+
+    def flush_pending(self) -> None:
+        """Write the changes not yet on disk, if any (the end-of-turn callback, and shutdown)."""
+        if self._pending is not None:
+            self._write()
 
 
 def next_version(version: DataVersion) -> DataVersion:

@@ -362,6 +362,8 @@ class Broker:
         await self.server.stop(grace=3.0)
         await self.client.close()
         self.offsets.persist()
+        self.topics.file.flush_pending()
+        self.groups.file.flush_pending()
         self.store.close()
         self.scheduler.save()
         log.info("broker %s stopped", self.config.broker_name)

@@ -5,7 +5,7 @@ from __future__ import annotations
 import threading
 from pathlib import Path
 
-from ferrymq.broker.persisted import load_json, next_version, save_json
+from ferrymq.broker.persisted import CoalescedSave, load_json, next_version
 from ferrymq.protocol.bodies import TopicConfig, TopicConfigSerializeWrapper
 
 PERM_PRIORITY, PERM_READ, PERM_WRITE, PERM_INHERIT = 8, 4, 2, 1
@@ -24,6 +24,7 @@ class TopicConfigManager:
         wrapper = load_json(self.path, TopicConfigSerializeWrapper)
         self.topics: dict[str, TopicConfig] = dict(wrapper.topic_config_table)
         self.data_version = wrapper.data_version
+        self.file = CoalescedSave(self.path, self.wrapper)
         self._lock = threading.Lock()
         template_perm = PERM_READ | PERM_WRITE | (PERM_INHERIT if auto_create else 0)
         system = [
@@ -42,7 +43,7 @@ class TopicConfigManager:
         self.put_many([tc])
 
     def put_many(self, configs: list[TopicConfig]) -> None:
-        """Add or replace several topics with one write of the file."""
+        """Add or replace several topics; the file is written once at the end of the loop turn."""
         with self._lock:
             self.topics = {**self.topics, **{tc.topic_name: tc for tc in configs}}
             self._changed()
@@ -74,7 +75,7 @@ class TopicConfigManager:
         with self._lock:
             self.topics = dict(wrapper.topic_config_table)
             self.data_version = wrapper.data_version
-            save_json(self.path, self.wrapper())
+            self.file.changed()
 
     def delete(self, topic: str) -> bool:
         with self._lock:
@@ -90,6 +91,10 @@ class TopicConfigManager:
         with self._lock:
             self._changed()
 
+    async def saved(self) -> None:
+        """Return once the changes made so far are on disk (what an admin request answers after)."""
+        await self.file.saved()
+
     def wrapper(self) -> TopicConfigSerializeWrapper:
         return TopicConfigSerializeWrapper(
             topic_config_table=dict(self.topics), data_version=self.data_version
@@ -97,4 +102,4 @@ class TopicConfigManager:
 
     def _changed(self) -> None:
         self.data_version = next_version(self.data_version)
-        save_json(self.path, self.wrapper())
+        self.file.changed()

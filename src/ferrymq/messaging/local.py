@@ -217,11 +217,13 @@ class LocalMessageService:
         if self.topic_admin is None:
             raise MessagingError("this message service creates no topic", ResponseCode.SYSTEM_ERROR)
         self.topic_admin.create(TopicConfig(topic, queue_nums, queue_nums))
+        await self.topics.saved()
 
     async def delete_topic(self, topic: str) -> None:
         if self.topic_admin is None:
             raise MessagingError("this message service deletes no topic", ResponseCode.SYSTEM_ERROR)
         self.topic_admin.delete(topic)
+        await self.topics.saved()
 
     async def pop(
         self,

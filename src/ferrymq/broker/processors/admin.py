@@ -89,6 +89,7 @@ class AdminProcessor:
         if problem:
             return error(request, ResponseCode.INVALID_PARAMETER, problem)
         self.topic_admin.create(config)
+        await self.topics.saved()
         return ok(request)
 
     async def create_topics(self, conn: Connection, request: RemotingCommand) -> RemotingCommand:
@@ -101,6 +102,7 @@ class AdminProcessor:
             if problem:
                 return error(request, ResponseCode.INVALID_PARAMETER, f"{config.topic_name}: {problem}")
         await self.topic_admin.create_many_off_loop(configs)
+        await self.topics.saved()
         return ok(request)
 
     def _topic_problem(self, config: TopicConfig) -> str | None:
@@ -119,6 +121,7 @@ class AdminProcessor:
     async def delete_topic(self, conn: Connection, request: RemotingCommand) -> RemotingCommand:
         h = TopicRequestHeader.from_ext_fields(request.ext_fields)
         self.topic_admin.delete(h.topic)
+        await self.topics.saved()
         return ok(request)
 
     async def topic_config(self, conn: Connection, request: RemotingCommand) -> RemotingCommand:
@@ -133,16 +136,16 @@ class AdminProcessor:
         return ok(request, body=encode_body(self.topics.wrapper()))
 
     async def create_group(self, conn: Connection, request: RemotingCommand) -> RemotingCommand:
-        return self._create_groups(request, [decode_body(SubscriptionGroupConfig, request.body)])
+        return await self._create_groups(request, [decode_body(SubscriptionGroupConfig, request.body)])
 
     async def create_groups(self, conn: Connection, request: RemotingCommand) -> RemotingCommand:
         """UPDATE_AND_CREATE_SUBSCRIPTIONGROUP_LIST: many groups, one write of the group file."""
         configs = decode_body(SubscriptionGroupList, request.body).group_config_list
         if not configs:
             return error(request, ResponseCode.INVALID_PARAMETER, "groupConfigList is empty")
-        return self._create_groups(request, configs)
+        return await self._create_groups(request, configs)
 
-    def _create_groups(
+    async def _create_groups(
         self, request: RemotingCommand, configs: list[SubscriptionGroupConfig]
     ) -> RemotingCommand:
         if not all(c.group_name for c in configs):
@@ -150,6 +153,7 @@ class AdminProcessor:
         self.groups.put_many(configs)
         for config in configs:
             self.consumption.update(config)
+        await self.groups.saved()
         return ok(request)
 
     async def all_groups(self, conn: Connection, request: RemotingCommand) -> RemotingCommand:
@@ -177,6 +181,7 @@ class AdminProcessor:
         self.consumption.remove(h.group_name)
         if h.clean_offset:
             self.offsets.remove_group(h.group_name)
+        await self.groups.saved()
         return ok(request)
 
     async def view_message(self, conn: Connection, request: RemotingCommand) -> RemotingCommand:
