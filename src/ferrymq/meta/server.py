@@ -27,7 +27,9 @@ class MetaServer:
         app.router.add_post("/api/meta/{call}", self._call)
         app.router.add_get("/api/definitions", self._export)
         app.router.add_post("/api/definitions", self._import)
-        self._runner = web.AppRunner(app, access_log=None)
+        # Gateways hold a watch open (a long poll of many seconds): stopping waits for none of them
+        # beyond a moment (they ask another metadata server, or again once this one is back).
+        self._runner = web.AppRunner(app, access_log=None, shutdown_timeout=1.0)
 
     async def start(self) -> int:
         """Listen; the bound port (useful when asked for port 0)."""
