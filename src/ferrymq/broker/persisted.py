@@ -65,30 +65,27 @@ class CoalescedSave:
             await asyncio.shield(self._pending)
 
     def flush(self) -> None:
-        """Write now (a change off the loop); a pending end-of-turn write is folded in."""
-        problem = self._write()
-        if problem is not None:
-            raise problem
-
-    def _write(self) -> Exception | None:
-        """Write the table, and tell whoever awaits the pending write how it went."""
-        pending, self._pending = self._pending, None
+        """Write now (a change off the loop). A pending end-of-turn write is left to the loop's
+        thread, which alone resolves what its waiters await."""
         try:
             save_json(self.path, self._snapshot())
         except Exception as e:
             log.error("could not write %s: %s", self.path, e)
-            if pending is not None:
-                pending.set_exception(e)
-                pending.exception()  # logged above, so not again when nobody awaits it
-            return e
-        if pending is not None:
-            pending.set_result(None)
-        return None
+            raise
 
     def flush_pending(self) -> None:
-        """Write the changes not yet on disk, if any (the end-of-turn callback, and shutdown)."""
-        if self._pending is not None:
-            self._write()
+        """Write the changes not yet on disk, if any, and tell whoever awaits them how it went (the
+        end-of-turn callback, and shutdown)."""
+        pending, self._pending = self._pending, None
+        if pending is None:
+            return
+        try:
+            self.flush()
+        except Exception as e:
+            pending.set_exception(e)
+            pending.exception()  # logged by flush, so not again when nobody awaits it
+        else:
+            pending.set_result(None)
 
 
 def next_version(version: DataVersion) -> DataVersion:
