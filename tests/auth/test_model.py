@@ -28,8 +28,12 @@ from ferrymq.protocol.acl_signing import (
     grpc_authorization,
     grpc_signature_matches,
     py_mac,
+    py_request_signature,
+    py_signature_matches,
     request_content,
+    request_signature,
     signature,
+    signature_matches,
 )
 from ferrymq.protocol.codes import RequestCode
 from ferrymq.protocol.remoting import RemotingCommand
@@ -325,3 +329,38 @@ def test_signature_is_hmac_sha1_whatever_the_key(secret, content, body):
     expected = base64.b64encode(hmac.new(secret.encode(), content + body, hashlib.sha1).digest()).decode()
     assert signature(content, secret, body) == expected  # the C version where it is built
     assert py_mac(content, secret, memoryview(body)).decode() == expected  # its Python reference
+
+
+ext_field_maps = st.dictionaries(
+    st.one_of(
+        st.text(max_size=20), st.sampled_from(["Signature", "_UNIQUE_KEY_QUERY", "AccessKey", "a", "b"])
+    ),
+    st.text(max_size=1500),  # past the C version's gathering buffer too
+    max_size=40,  # past its room for fields on the stack too
+)
+
+
+@given(ext_field_maps, st.binary(max_size=2000), st.sampled_from([398, 399, 400, 500]), st.text(max_size=80))
+def test_request_signature_in_c_equals_the_python_reference(fields, body, version, secret):
+    """Hashing the values in place (ferrymq/_native/hmac.c) signs what joining them in the order
+    of the sorted keys signs, for old and new peers, any str keys and values, any size."""
+    try:
+        expected = py_request_signature(fields, body, version, secret)
+    except UnicodeEncodeError:  # a lone surrogate: neither can encode it
+        with pytest.raises(UnicodeEncodeError):
+            request_signature(fields, body, version, secret)
+        return
+    assert request_signature(fields, memoryview(body), version, secret) == expected
+    assert signature_matches(expected, fields, body, version, secret)
+    assert py_signature_matches(expected, fields, body, version, secret)
+    flipped = expected[:-2] + ("A" if expected[-2] != "A" else "B") + expected[-1]
+    for wrong in (flipped, expected[:-1], expected + "=", "é" * 28, ""):
+        assert not signature_matches(wrong, fields, body, version, secret)
+        assert not py_signature_matches(wrong, fields, body, version, secret)
+
+
+def test_request_signature_prints_values_that_are_not_strings_as_java_would():
+    fields = {"queueId": 3, "topic": "T", "unitMode": "false"}
+    expected = signature(b"3Tfalse", "sk", b"body")
+    assert request_signature(fields, b"body", 400, "sk") == expected  # type: ignore[arg-type]
+    assert signature_matches(expected, fields, b"body", 400, "sk")  # type: ignore[arg-type]
