@@ -1,15 +1,22 @@
 """CPU of the ACL work per single send, for instruction counting (callgrind), not wall time.
 
-``python bench/acl_check_cost.py broker|client N`` runs the broker's check (RemotingGate on a
-signed SEND_MESSAGE_V2 from a Normal user allowed Pub on its topic) or the client's signing N
-times; run it under ``valgrind --tool=callgrind`` with N and with 0, and divide the difference of
-the instruction counts by N (bench/README.md has the figures).
+``python bench/acl_check_cost.py [--count N] [--body BYTES] [--save FILE]`` runs, under
+``valgrind --tool=callgrind`` (PYTHONHASHSEED=0), the broker's check (RemotingGate on a signed
+SEND_MESSAGE_V2 from a Normal user allowed Pub on its topic) and the client's signing N times and 0
+times, and prints the difference of the instruction counts divided by N: the cost of one, without
+start-up (bench/README.md has the figures). ``... loop broker|client N BODY`` is one such run.
 """
 
 from __future__ import annotations
 
+import argparse
+import json
+import os
+import re
+import subprocess
 import sys
 import time
+from pathlib import Path
 
 from ferrymq.auth import AuthRegistry, User
 from ferrymq.auth.gate import RemotingGate
@@ -24,7 +31,7 @@ PEER = "127.0.0.1:50000"
 REQUESTS = 2000
 
 
-def send_request(n: int) -> RemotingCommand:
+def send_request(n: int, body: int) -> RemotingCommand:
     """A producer's n-th SEND_MESSAGE_V2 as the client builds it: born time and keys change."""
     header = SendMessageRequestHeader(
         producer_group="PG",
@@ -37,13 +44,14 @@ def send_request(n: int) -> RemotingCommand:
         flag=0,
         properties=encode_properties({"UNIQ_KEY": f"7F0000010001{n:020X}", "WAIT": "true"}),
     )
-    return RemotingCommand(RequestCode.SEND_MESSAGE_V2, ext_fields=header.to_ext_fields_v2(), body=b"x" * 128)
+    return RemotingCommand(
+        RequestCode.SEND_MESSAGE_V2, ext_fields=header.to_ext_fields_v2(), body=b"x" * body
+    )
 
 
-def main() -> None:
-    mode, count = sys.argv[1], int(sys.argv[2])
+def loop(mode: str, count: int, body: int) -> None:
     credentials = Credentials("alice", "alice-secret-key")
-    requests = [send_request(n) for n in range(REQUESTS)]  # built (and signed) whatever N is
+    requests = [send_request(n, body) for n in range(REQUESTS)]  # built (and signed) whatever N is
     count = min(count, REQUESTS)
     if mode == "client":
         for request in requests[:count]:
@@ -63,6 +71,35 @@ def main() -> None:
     for request in requests[:count]:
         if gate(PEER, request) is not None:
             raise SystemExit("refused")
+
+
+def instructions(mode: str, count: int, body: int) -> int:
+    out = subprocess.run(
+        ["valgrind", "--tool=callgrind", "--callgrind-out-file=/dev/null", sys.executable, __file__,
+         "loop", mode, str(count), str(body)],
+        env=os.environ | {"PYTHONHASHSEED": "0"}, capture_output=True, text=True, check=True,
+    )  # fmt: skip
+    found = re.search(r"refs:\s+([\d,]+)", out.stderr)
+    assert found, out.stderr
+    return int(found.group(1).replace(",", ""))
+
+
+def main() -> None:
+    if sys.argv[1:2] == ["loop"]:
+        loop(sys.argv[2], int(sys.argv[3]), int(sys.argv[4]))
+        return
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--count", type=int, default=REQUESTS)
+    parser.add_argument("--body", type=int, default=1024)
+    parser.add_argument("--save", type=Path)
+    args = parser.parse_args()
+    result: dict[str, object] = {"body_bytes": args.body, "count": args.count, "load": os.getloadavg()}
+    for mode in ("broker", "client"):
+        per_op = (instructions(mode, args.count, args.body) - instructions(mode, 0, args.body)) / args.count
+        result[f"{mode}_instructions"] = round(per_op)
+    print(json.dumps(result))
+    if args.save:
+        args.save.write_text(json.dumps(result, indent=1) + "\n")
 
 
 if __name__ == "__main__":
