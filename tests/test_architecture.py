@@ -24,7 +24,7 @@ ALLOWED: dict[str, set[str]] = {
     "store": BASE | {"protocol"},
     "net": BASE | {"protocol"},
     "client": BASE | {"protocol", "net"},
-    "auth": BASE | {"protocol", "store"},
+    "auth": BASE | {"protocol", "store", "net"},  # net: a front's mirror of the users asks NameServers
     "proxy": BASE | {"messaging", "protocol", "net"},  # brokers only through the MessageService
 }
 FORBIDDEN: dict[str, set[str]] = {

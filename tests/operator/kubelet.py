@@ -90,6 +90,8 @@ class Kubelet:
         self._thread = threading.Thread(target=self._run, daemon=True)
         self.errors: list[str] = []
         self._deleted: list[str] = []  # pods "deleted" by a test, killed at the next pass
+        self._held: set[str] = set()  # deleted pods not to be started again yet
+        self._slots_held: dict[str, int] = {}  # deleted pod → its network slot, for its return
         self._lock = threading.Lock()
         self._thread.start()
 
@@ -112,11 +114,19 @@ class Kubelet:
         if self._made_etc and not any(NETNS_ETC.iterdir()):
             NETNS_ETC.rmdir()
 
-    def delete_pod(self, name: str) -> None:
+    def delete_pod(self, name: str, *, held: bool = False) -> None:
         """`kubectl delete pod --grace-period=0`: the container is SIGKILLed and the StatefulSet
-        controller starts it again under the same name, address and storage."""
+        controller starts it again under the same name, address and storage — `held`: only once
+        `release(name)` is called (its node is gone meanwhile)."""
         with self._lock:
             self._deleted.append(name)
+            if held:
+                self._held.add(name)
+
+    def release(self, name: str) -> None:
+        """A held pod may be started again (its node is back)."""
+        with self._lock:
+            self._held.discard(name)
 
     def _write_hosts(self) -> None:
         """Every namespace's /etc/hosts, rewritten in place (the mounted inode must stay the same)."""
@@ -140,12 +150,12 @@ class Kubelet:
                     wanted[f"{sts['metadata']['name']}-{i}"] = (sts, i)
         with self._lock:
             deleted, self._deleted = self._deleted, []
+            held = set(self._held)
         for name in deleted:
             pod = self.pods.pop(name)
             pod.proc.kill()
             self.api.request("DELETE", f"{self._core()}/pods/{name}")
-            self._start(name, wanted[name][0], pod.slot)
-            self._publish(name, wanted[name][0])
+            self._slots_held[name] = pod.slot
         for name in [n for n in self.pods if n not in wanted]:
             self._remove(name)
         started = []
@@ -153,8 +163,8 @@ class Kubelet:
             if name in self.pods and self.pods[name].template != _template_key(sts):
                 self._restart(name, sts)  # the StatefulSet's template changed: a rolling update
                 started.append((name, sts))
-            if name not in self.pods:
-                self._start(name, sts)
+            if name not in self.pods and name not in held:
+                self._start(name, sts, self._slots_held.pop(name, None))  # a deleted pod keeps its address
                 started.append((name, sts))
         for name, sts in started:  # every container first, then the API objects: pods start side by side
             self._publish(name, sts)
