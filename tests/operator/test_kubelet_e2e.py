@@ -297,6 +297,8 @@ def test_controller_mode_cluster_elects_a_master_and_rolls_it_last(api, operator
         # back within the controllers' heartbeat timeout would simply be master again); nothing
         # acknowledged is lost, and the old master's pod returns as a slave
         second_master = _master_pod(api, node)
+        controllers = ";".join(f"{node.pods[f'ctl-{i}'].ip}:9878" for i in range(3))
+        wait_for("both members in sync", lambda: _in_sync(f"{namesrv}:9876", controllers) == 2, E2E_DEADLINE)
         node.delete_pod(second_master, held=True)
         moved = lambda: _master_pod_or_none(api, node) not in (None, second_master)  # noqa: E731
         wait_for("a new master", moved, E2E_DEADLINE)
@@ -306,6 +308,20 @@ def test_controller_mode_cluster_elects_a_master_and_rolls_it_last(api, operator
         assert node.errors == []
     finally:
         node.close()
+
+
+def _in_sync(namesrv: str, controllers: str) -> int:
+    """How many members of broker-0 the controllers hold in its SyncStateSet (electable)."""
+
+    async def ask() -> int:
+        async with Admin(namesrv) as admin:
+            groups = await admin.broker_groups(controllers)
+        return sum(r.in_sync for g in groups if g.broker_name == "broker-0" for r in g.replicas)
+
+    try:
+        return asyncio.run(ask())
+    except Exception:  # a controller or NameServer busy electing: ask again
+        return 0
 
 
 def _master_pod_or_none(api, node) -> str | None:
