@@ -17,6 +17,13 @@ pytestmark = [pytest.mark.crash, pytest.mark.timeout(120)]
 FAST_ELECTIONS = {"dledger_heartbeat_ms": 100, "dledger_election_timeout_ms": 600}
 
 
+def assert_every_member_holds(cluster, tmp_path, acked) -> None:
+    """Each member's own store (read offline) holds every acknowledged key."""
+    for name in cluster.brokers:
+        missing = set(acked) - stored_bodies(tmp_path / name, TOPIC)
+        assert not missing, f"{name} lacks {len(missing)} acknowledged messages: {sorted(missing)[:5]}"
+
+
 async def test_sigkill_of_the_leader_elects_another_and_loses_no_acknowledged_send(tmp_path):
     async with DLedgerCluster(tmp_path, broker_settings=FAST_ELECTIONS) as cluster:
         old = await cluster.wait_master(30)
@@ -37,9 +44,7 @@ async def test_sigkill_of_the_leader_elects_another_and_loses_no_acknowledged_se
         await cluster.start_broker(old)
         await wait_caught_up(cluster, 30)
         assert await cluster.registered_master() == new  # a returning member does not depose the leader
-    for name in cluster.brokers:
-        missing = set(acks.acked) - stored_bodies(tmp_path / name, TOPIC)
-        assert not missing, f"{name} lacks {len(missing)} acknowledged messages: {sorted(missing)[:5]}"
+    assert_every_member_holds(cluster, tmp_path, acks.acked)
 
 
 async def test_members_killed_and_restarted_in_turn_lose_no_acknowledged_send(tmp_path):
@@ -55,9 +60,7 @@ async def test_members_killed_and_restarted_in_turn_lose_no_acknowledged_send(tm
             acks = await producer.stop()
         assert any(r["was_master"] for r in rounds) and not all(r["was_master"] for r in rounds)
         await wait_caught_up(cluster, 30)
-    for name in cluster.brokers:
-        missing = set(acks.acked) - stored_bodies(tmp_path / name, TOPIC)
-        assert not missing, f"{name} lacks {len(missing)} acknowledged messages: {sorted(missing)[:5]}"
+    assert_every_member_holds(cluster, tmp_path, acks.acked)
 
 
 async def test_a_paused_leader_is_replaced_and_rejoins_as_a_follower_losing_nothing(tmp_path):
@@ -84,6 +87,4 @@ async def test_a_paused_leader_is_replaced_and_rejoins_as_a_follower_losing_noth
         assert acks.first_ack_after(paused_at) is not None
         await wait_caught_up(cluster, 30)
         assert await cluster.wait_master(30) == new  # the resumed one did not take over again
-    for name in cluster.brokers:
-        missing = set(acks.acked) - stored_bodies(tmp_path / name, TOPIC)
-        assert not missing, f"{name} lacks {len(missing)} acknowledged messages: {sorted(missing)[:5]}"
+    assert_every_member_holds(cluster, tmp_path, acks.acked)
