@@ -419,6 +419,7 @@ class Broker:
             tick_ms=tick,
             raft=raft,
             sync_log=config.store.flush_disk_type == "SYNC_FLUSH",
+            segment_bytes=config.store.mapped_file_size_commit_log,
         )
         return DLedgerNode(settings, StoreApplier(self.store, self.written), self._dledger_leader_changed)
 
