@@ -67,12 +67,14 @@ STORED = [b"m0", b"b1", b"b2", b"m4", b"m5"]
 class Member:
     """A one-member group's node on a real store and log, restarted at will."""
 
-    def __init__(self, root) -> None:
-        self.store = MessageStore(small_config(root / "store")).open()
-        log = FileLog(root / "dledger")
-        log.append(ENTRIES)
+    def __init__(self, root, segment_bytes: int = 1 << 30, **store_settings) -> None:
+        self.store = MessageStore(small_config(root / "store", **store_settings)).open()
+        log = FileLog(root / "dledger", segment_bytes)
+        for e in ENTRIES:
+            log.append([e])
         log.close()
-        self.settings = NodeSettings("n0", {"n0": ("127.0.0.1", 1)}, root / "dledger")
+        peers = {"n0": ("127.0.0.1", 1)}
+        self.settings = NodeSettings("n0", peers, root / "dledger", segment_bytes=segment_bytes)
         self.applier = StoreApplier(self.store, lambda: None)
         self.node = self.start()
 
@@ -124,6 +126,29 @@ def test_a_mark_from_earlier_versions_is_read(tmp_path):
     (tmp_path / "dledger" / "applied").write_bytes(MARK.pack(1, begin_of_1))
     m.node = m.start()
     assert (m.node.mark.index, m.node.mark.offset, m.node.applied) == (0, begin_of_1, 0)
+    m.node._apply(5)
+    assert m.bodies() == STORED
+    m.store.close()
+
+
+def test_the_raft_log_is_trimmed_behind_the_applied_mark_and_a_restart_still_stores_each_once(tmp_path):
+    """Segments of about two entries, retention keeping nothing older than now (0 hours)."""
+    m = Member(tmp_path, segment_bytes=100, file_reserved_time=0)
+    m.node._apply(3)
+    m.node.after_flush()  # nothing flushed yet: no mark, no trim
+    assert (m.node.mark.index, m.node.log.first_index) == (-1, 0)
+    m.store.commitlog.flush()
+    m.node.after_flush()
+    assert m.node.mark.index == 3  # the refused put: the next records go where its would have
+    # segments hold entries 0-1, 2-3, 4-5: only the first is wholly below the mark's entry
+    assert m.node.log.first_index == 2 and not (tmp_path / "dledger" / f"{0:020d}.data").exists()
+    m.node._apply(5)
+    m.store.commitlog.flush()
+    m.node.after_flush()
+    assert (m.node.mark.index, m.node.log.first_index) == (5, 4)  # the segment of 4 and 5 stays
+    m.crash()
+    m.node = m.start()
+    assert (m.node.applied, m.node.log.first_index) == (5, 4)
     m.node._apply(5)
     assert m.bodies() == STORED
     m.store.close()

@@ -14,6 +14,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import random
+import ssl
 from collections import deque
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
@@ -30,6 +31,7 @@ from ferrymq.ha.dledger.raft import NotLeader, RaftConfig, RaftNode, Role
 from ferrymq.ha.dledger.retention import LogRetention
 from ferrymq.ha.dledger.transport import PeerTransport
 from ferrymq.net.tasks import BackgroundTasks
+from ferrymq.net.tls import ServerTLS
 from ferrymq.store import PutResult, PutStatus
 
 log = logging.getLogger(__name__)
@@ -48,6 +50,8 @@ class NodeSettings:
     raft: RaftConfig = field(default_factory=RaftConfig)
     sync_log: bool = False  # fsync the log before answering (the store's SYNC_FLUSH)
     segment_bytes: int = SEGMENT_BYTES  # the Raft log's segments (the broker uses the CommitLog's)
+    server_tls: ServerTLS | None = None  # the Raft port's TLS
+    client_tls: ssl.SSLContext | None = None  # to dial the other members with
 
 
 def _expire(fut: asyncio.Future) -> None:
@@ -77,7 +81,10 @@ class DLedgerNode:
         self.retention = LogRetention(
             self.log, store.config, store.disk_usage_ratio, self.raft.stranded, settings.self_id
         )
-        self.transport = PeerTransport(settings.self_id, settings.peers, self._received)
+        self.transport = PeerTransport(
+            settings.self_id, settings.peers, self._received, server_tls=settings.server_tls,
+            client_tls=settings.client_tls,
+        )  # fmt: skip
         self.pending: PendingAppends[tuple[int, asyncio.Future]] = PendingAppends()
         self._proposals: list[tuple[bytes, asyncio.Future]] = []
         self._scheduled = False
@@ -172,8 +179,12 @@ class DLedgerNode:
             await asyncio.sleep(BACKGROUND_SYNC)
             if not self.settings.sync_log:
                 await asyncio.to_thread(self.log.sync)
-            if self._save_mark():
-                self.retention.run(self.mark.index)
+            self.after_flush()
+
+    def after_flush(self) -> None:
+        """The applied mark moved up to what the CommitLog has flushed, then the log's retention."""
+        if self._save_mark():
+            self.retention.run(self.mark.index)
 
     def _save_mark(self) -> bool:
         """Mark the last entry whose records the CommitLog has flushed; whether the mark moved."""
