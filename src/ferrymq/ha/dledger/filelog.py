@@ -32,6 +32,7 @@ from pathlib import Path
 
 from ferrymq.ha.dledger import entry as codec
 from ferrymq.ha.dledger.log import Entry
+from ferrymq.store.files import fsync_dir
 
 UNIT = codec.INDEX_UNIT.size
 RECENT_ENTRIES = 16384  # kept in memory for the leader's appends to followers
@@ -240,14 +241,15 @@ class FileLog:
         return seg
 
     def _save_start(self, index: int, term: int) -> None:
+        """Durably, before any segment below it is deleted (the directory too: the rename must not
+        be lost while the deletes survive)."""
         tmp = self.root / "start.tmp"
-        tmp.write_bytes(START.pack(index, term))
-        fd = os.open(tmp, os.O_RDONLY)
-        try:
-            os.fsync(fd)
-        finally:
-            os.close(fd)
+        with open(tmp, "wb") as f:
+            f.write(START.pack(index, term))
+            f.flush()
+            os.fsync(f.fileno())
         os.replace(tmp, self.root / "start")
+        fsync_dir(self.root)
         self._start = (index, term)
 
     def _reload_tail(self) -> None:
