@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import logging
 import os
-import random
 import time
 
 import pytest
@@ -15,9 +14,10 @@ import pytest
 from ferrymq.ha.dledger.filelog import FileLog
 from ferrymq.ha.dledger.log import Entry, MemoryLog
 from ferrymq.ha.dledger.messages import Append
-from ferrymq.ha.dledger.raft import HardState, RaftConfig, RaftNode, Role
+from ferrymq.ha.dledger.raft import RaftConfig, RaftNode, Role
 from ferrymq.ha.dledger.retention import LogRetention
 from ferrymq.store.config import StoreConfig
+from tests.ha.dledger.test_raft import Net
 
 SEGMENT = 512  # bytes: a few entries per segment
 CFG = RaftConfig(election_ticks=10, heartbeat_ticks=2, max_append_entries=4, pre_vote=False)
@@ -113,77 +113,40 @@ def test_a_log_in_the_single_files_of_earlier_versions_becomes_the_first_segment
     assert not (old / "data").exists()
 
 
-class Group:
-    """Three nodes on FileLogs, each Ready carried out at once; an isolated node hears nothing."""
+def group(root) -> Net:
+    """Three nodes on FileLogs in small segments, each Ready carried out at once."""
+    return Net(config=CFG, make_log=lambda i: FileLog(root / i, SEGMENT))
 
-    def __init__(self, root) -> None:
-        self.ids = ["n0", "n1", "n2"]
-        self.root = root
-        self.hard = {i: HardState() for i in self.ids}
-        self.nodes = {i: self._make(i) for i in self.ids}
-        self.isolated: set[str] = set()
 
-    def _make(self, i: str) -> RaftNode:
-        return RaftNode(i, self.ids, FileLog(self.root / i, SEGMENT), self.hard[i], random.Random(i), CFG)
+def propose(net: Net, leader: RaftNode, n: int, tag: str) -> None:
+    for k in range(n):
+        leader.propose([f"{tag}{k}".encode() + b"." * 40])
+        net.flush()
 
-    def restart(self, i: str) -> None:
-        self.nodes[i].log.close()  # type: ignore[attr-defined]
-        self.nodes[i] = self._make(i)
 
-    def flush(self) -> None:
-        for _ in range(10_000):
-            busy = [n for n in self.nodes.values() if n.has_ready()]
-            if not busy:
-                return
-            for node in busy:
-                rd = node.ready()
-                if rd.hard_state is not None:
-                    self.hard[node.id] = rd.hard_state
-                for m in rd.messages:
-                    if m.src not in self.isolated and m.dst not in self.isolated:
-                        self.nodes[m.dst].step(m)
-        raise AssertionError("the group never went quiet")
-
-    def tick(self, *ids: str, times: int = 1) -> None:
-        for _ in range(times):
-            for i in ids or self.ids:
-                self.nodes[i].tick()
-            self.flush()
-
-    def elect(self, i: str) -> RaftNode:
-        for _ in range(100):
-            if self.nodes[i].role is Role.LEADER:
-                return self.nodes[i]
-            self.tick(i)
-        raise AssertionError(f"{i} was not elected")
-
-    def propose(self, leader: RaftNode, n: int, tag: str) -> None:
-        for k in range(n):
-            leader.propose([f"{tag}{k}".encode() + b"." * 40])
-            self.flush()
+def split(root, before: int, after: int) -> tuple[Net, RaftNode]:
+    """A group whose n2 was cut off after `before` entries, while the leader n0 took `after` more."""
+    g = group(root)
+    leader = g.elect("n0")
+    propose(g, leader, before, "a")
+    g.isolated.add("n2")
+    propose(g, leader, after, "b")
+    return g, leader
 
 
 def test_a_follower_behind_the_leaders_trimmed_start_is_stranded_the_others_go_on(tmp_path):
-    g = Group(tmp_path)
-    leader = g.elect("n0")
-    g.propose(leader, 5, "a")
-    g.isolated.add("n2")
-    g.propose(leader, 40, "b")
+    g, leader = split(tmp_path, 5, 40)
     assert leader.log.trim(leader.commit) > g.nodes["n2"].log.last_index + 1
     g.isolated.clear()
     g.tick(times=30)
     assert leader.role is Role.LEADER and leader.stranded() == ["n2"]
-    g.propose(leader, 3, "c")  # the healthy majority still commits
+    propose(g, leader, 3, "c")  # the healthy majority still commits
     assert leader.commit == leader.log.last_index == g.nodes["n1"].log.last_index
     assert g.nodes["n2"].log.last_index < leader.log.first_index
 
 
 def test_a_follower_holding_the_entry_before_the_trimmed_start_catches_up(tmp_path):
-    g = Group(tmp_path)
-    leader = g.elect("n0")
-    g.propose(leader, 30, "a")
-    g.isolated.add("n2")
-    g.propose(leader, 20, "b")
+    g, leader = split(tmp_path, 30, 20)
     follower_end = g.nodes["n2"].log.last_index
     first = leader.log.trim(follower_end + 1)
     assert first == follower_end + 1 or first <= follower_end  # a segment boundary at or below it
@@ -195,12 +158,13 @@ def test_a_follower_holding_the_entry_before_the_trimmed_start_catches_up(tmp_pa
 
 
 def test_a_follower_that_trimmed_its_own_log_matches_appends_from_below_it(tmp_path):
-    g = Group(tmp_path)
+    g = group(tmp_path)
     leader = g.elect("n0")
-    g.propose(leader, 40, "a")
+    propose(g, leader, 40, "a")
     n1 = g.nodes["n1"]
     first = n1.log.trim(n1.commit)
     assert first > 10
+    n1.log.close()  # type: ignore[attr-defined]
     g.restart("n1")  # a restarted node's commit index is -1, below its trimmed start
     n1 = g.nodes["n1"]
 
@@ -213,7 +177,7 @@ def test_a_follower_that_trimmed_its_own_log_matches_appends_from_below_it(tmp_p
     assert answer(first - 10, 4) == (True, first - 6)  # late appends, all of it trimmed here
     assert answer(first - 4, 6) == (True, first + 2)  # across the trimmed start
     assert answer(first - 1, 2) == (True, first + 1)
-    g.propose(leader, 3, "b")
+    propose(g, leader, 3, "b")
     assert n1.log.last_index == leader.log.last_index
 
 
