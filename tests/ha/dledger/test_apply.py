@@ -100,10 +100,10 @@ def test_each_put_is_stored_exactly_once_whatever_the_commitlog_kept(tmp_path, k
     m = Member(tmp_path)
     m.node._apply(0)
     m.store.commitlog.flush()
-    assert m.node._save_mark()
+    assert m.node._save_mark(5)
     assert (m.node.mark.index, m.node.mark.offset) == (0, m.store.commitlog.max_offset)
     m.node._apply(5)
-    assert not m.node._save_mark()  # nothing more is flushed: the mark stays behind the CommitLog
+    assert not m.node._save_mark(5)  # nothing more is flushed: the mark stays behind the CommitLog
     assert m.store.wait_dispatched()
     offsets = [msg.commitlog_offset for msg in read_queue(m.store, "T", 0)]
     m.crash()
@@ -135,16 +135,18 @@ def test_the_raft_log_is_trimmed_behind_the_applied_mark_and_a_restart_still_sto
     """Segments of about two entries, retention keeping nothing older than now (0 hours)."""
     m = Member(tmp_path, segment_bytes=100, file_reserved_time=0)
     m.node._apply(3)
-    m.node.after_flush()  # nothing flushed yet: no mark, no trim
+    m.node.after_flush(5)  # nothing flushed yet: no mark, no trim
     assert (m.node.mark.index, m.node.log.first_index) == (-1, 0)
     m.store.commitlog.flush()
-    m.node.after_flush()
+    m.node.after_flush(0)  # the log durable up to entry 0 only: the mark goes no further
+    assert (m.node.mark.index, m.node.log.first_index) == (0, 0)
+    m.node.after_flush(5)
     assert m.node.mark.index == 3  # the refused put: the next records go where its would have
     # segments hold entries 0-1, 2-3, 4-5: only the first is wholly below the mark's entry
     assert m.node.log.first_index == 2 and not (tmp_path / "dledger" / f"{0:020d}.data").exists()
     m.node._apply(5)
     m.store.commitlog.flush()
-    m.node.after_flush()
+    m.node.after_flush(5)
     assert (m.node.mark.index, m.node.log.first_index) == (5, 4)  # the segment of 4 and 5 stays
     m.crash()
     m.node = m.start()

@@ -112,6 +112,9 @@ class DLedgerNode:
         """The log's entries `start` .. `stop`, read in runs."""
         while start <= stop:
             run = self.log.read(start, min(APPLY_BATCH, stop - start + 1), APPLY_BYTES)
+            if not run:  # never spin: the log must hold what was committed and not yet applied
+                held = f"{self.log.first_index}..{self.log.last_index}"
+                raise IndexError(f"no entry {start} in the log ({held})")
             yield from run
             start += len(run)
 
@@ -137,7 +140,7 @@ class DLedgerNode:
             if not fut.done():
                 fut.set_result(PutResult(PutStatus.SERVICE_NOT_AVAILABLE, "broker stopping"))
         self.log.sync()
-        self._save_mark()
+        self._save_mark(self.log.last_index)
         self.log.close()
         self.mark.close()
 
@@ -177,20 +180,25 @@ class DLedgerNode:
         what the CommitLog has flushed, then the log's retention."""
         while True:
             await asyncio.sleep(BACKGROUND_SYNC)
+            synced = self.log.last_index  # what the sync below covers; with sync_log, all of it
             if not self.settings.sync_log:
                 await asyncio.to_thread(self.log.sync)
-            self.after_flush()
+            self.after_flush(synced)
 
-    def after_flush(self) -> None:
-        """The applied mark moved up to what the CommitLog has flushed, then the log's retention."""
-        if self._save_mark():
+    def after_flush(self, log_synced: int) -> None:
+        """The applied mark moved up to what the CommitLog has flushed (and the log holds durably up
+        to `log_synced`), then the log's retention."""
+        if self._save_mark(log_synced):
             self.retention.run(self.mark.index)
 
-    def _save_mark(self) -> bool:
-        """Mark the last entry whose records the CommitLog has flushed; whether the mark moved."""
+    def _save_mark(self, log_synced: int) -> bool:
+        """Mark the last entry whose records the CommitLog has flushed and which the log holds
+        durably (a mark past the log's durable end would skip entries re-fetched after a power
+        loss); whether the mark moved."""
         flushed, last = self.applier.flushed, None
-        while self._unsaved and self._unsaved[0][1] <= flushed:
-            last = self._unsaved.popleft()
+        unsaved = self._unsaved
+        while unsaved and unsaved[0][1] <= flushed and unsaved[0][0] <= log_synced:
+            last = unsaved.popleft()
         if last is None or last[0] <= self.mark.index:
             return False
         self.mark.save(*last)
