@@ -158,3 +158,25 @@ def test_the_hard_state_file_round_trips_and_refuses_garbage(tmp_path):
         (tmp_path / "currterm").write_text(bad)
         with pytest.raises(ValueError, match="currterm"):
             hardstate.load(tmp_path)
+
+
+def test_an_append_made_while_another_thread_syncs_is_synced_by_the_next_sync(tmp_path, monkeypatch):
+    log = FileLog(tmp_path)
+    log.append(entries(0, 1, 1))
+    log.sync()
+    real, calls = os.fsync, []
+
+    def fsync(fd: int) -> None:
+        calls.append(fd)
+        if len(calls) == 1:
+            log.append(entries(2, 1, 1))  # the writer goes on during the fsync
+        real(fd)
+
+    monkeypatch.setattr(os, "fsync", fsync)
+    log.append(entries(1, 1, 1))
+    log.sync()
+    synced = len(calls)
+    log.sync()
+    assert len(calls) > synced
+    log.sync()
+    assert len(calls) == synced + 2  # data and index once more, then nothing left to sync

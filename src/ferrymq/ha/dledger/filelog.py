@@ -27,6 +27,7 @@ from __future__ import annotations
 import bisect
 import os
 import struct
+import threading
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -66,6 +67,7 @@ class _Segment:
         self.first, self.base = first, base
         self.count, self.end = 0, base
         self.dirty = True  # written since the last sync
+        self.closed = False
 
     def unit(self, index: int) -> tuple[int, int, int, int, int]:
         return codec.decode_index(os.pread(self.index, UNIT, (index - self.first) * UNIT))
@@ -82,9 +84,9 @@ class _Segment:
     def sync(self) -> None:
         os.fsync(self.data)
         os.fsync(self.index)
-        self.dirty = False
 
     def close(self) -> None:
+        self.closed = True
         os.close(self.data)
         os.close(self.index)
 
@@ -105,6 +107,7 @@ class FileLog:
         self._last_term = 0
         self._last_chain = 0
         self._recent: list[Entry] = []  # the last entries appended, served without reading the file
+        self._closing = threading.Lock()  # a segment is not closed while another thread syncs it
         self._recover()
 
     # -- RaftLog ----------------------------------------------------------------------------------
@@ -189,7 +192,7 @@ class FileLog:
             raise ValueError(f"cannot truncate from {from_index}: the log starts at {self.first_index}")
         del self._recent[max(0, len(self._recent) - (self.last_index + 1 - from_index)) :]
         while len(self._segments) > 1 and self._segments[-1].first >= from_index:
-            self._segments.pop().remove()
+            self._remove(self._segments.pop())
             self._firsts.pop()
         seg = self._segments[-1]
         if from_index < seg.first + seg.count:  # else the cut fell on the boundary of the popped one
@@ -214,18 +217,29 @@ class FileLog:
             last = self._segments[doomed].first - 1
             self._save_start(last, self.term_at(last))
             for seg in self._segments[:doomed]:
-                seg.remove()
+                self._remove(seg)
             del self._segments[:doomed], self._firsts[:doomed]
         return self.first_index
 
     def sync(self) -> None:
-        for seg in self._segments:
-            if seg.dirty:
-                seg.sync()
+        """fsync the segments written since the last sync. The driver may call it on another thread
+        while it goes on appending: a segment's flag is cleared before its fsync, so a write made
+        meanwhile leaves it set for the next sync."""
+        for seg in list(self._segments):
+            with self._closing:
+                if seg.dirty and not seg.closed:
+                    seg.dirty = False
+                    seg.sync()
 
     def close(self) -> None:
         for seg in self._segments:
-            seg.close()
+            with self._closing:
+                seg.close()
+
+    def _remove(self, seg: _Segment) -> None:
+        """Delete a segment's files, never while `sync` is at it."""
+        with self._closing:
+            seg.remove()
 
     # -- inside -----------------------------------------------------------------------------------
 
