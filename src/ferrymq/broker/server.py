@@ -139,6 +139,7 @@ class Broker:
             config.store, store_host=(host, int(port)), background_dispatch=False
         ).open()
         self.store.replica = not self.is_master
+        self.client_tls = client_context(config.client_tls())  # to NameServers, controllers, master, peers
         if config.enable_dledger_commit_log:
             self.dledger = self._dledger_node()
         self.writer = MessageWriter(self.store, self.dledger, config.store.sync_flush_timeout / 1000)
@@ -176,7 +177,6 @@ class Broker:
         QuotaProcessor(self.quotas, config_dir / QUOTA_FILE).register(self.server)
         self.server.add_guard(ConnectionGuard(self.quotas))
         credentials = inner_credentials(*config.inner_credentials)
-        self.client_tls = client_context(config.client_tls())  # to NameServers, controllers, the master
         self.client = RemotingClient(tls=self.client_tls, signer=credentials.sign if credentials else None)
         self.registrar = NameServerRegistrar(
             config, self.topics, self, self.client, self.master_ha_addr_learned
@@ -419,6 +419,9 @@ class Broker:
             tick_ms=tick,
             raft=raft,
             sync_log=config.store.flush_disk_type == "SYNC_FLUSH",
+            segment_bytes=config.store.mapped_file_size_commit_log,
+            server_tls=self.server_tls,  # the Raft port is TLS as the client and HA ports are
+            client_tls=self.client_tls,
         )
         return DLedgerNode(settings, StoreApplier(self.store, self.written), self._dledger_leader_changed)
 

@@ -83,21 +83,24 @@ class MemoryDisk:
 
 
 class FileDisk:
-    """A node's log in real files (`FileLog`), reopened (and recovered) after every crash.
+    """A node's log in real files (`FileLog`, in small segments), reopened (and recovered) after
+    every crash.
 
     A process crash keeps every write (the page cache survives it); a crash before a sync cuts
     each file somewhere between its size at the last sync and its size now, a torn write.
     """
 
+    SEGMENT_BYTES = 4096  # several segments per run, so rolling and recovery across them are tested
+
     def __init__(self, root: Path) -> None:
         self.root = root
-        self.sizes = (0, 0)
+        self.sizes: dict[Path, int] = {}
 
     def open(self) -> FileLog:
-        return FileLog(self.root)
+        return FileLog(self.root, self.SEGMENT_BYTES)
 
-    def _now(self) -> tuple[int, int]:
-        return os.path.getsize(self.root / "data"), os.path.getsize(self.root / "index")
+    def _now(self) -> dict[Path, int]:
+        return {p: p.stat().st_size for p in self.root.iterdir() if p.suffix in (".data", ".index")}
 
     def synced(self, log) -> None:
         self.sizes = self._now()
@@ -105,12 +108,17 @@ class FileDisk:
     def crashed(self, log, torn: bool, rng: random.Random) -> None:
         log.close()
         if torn:
-            for name, synced, now in zip(("data", "index"), self.sizes, self._now(), strict=True):
-                os.truncate(self.root / name, rng.randint(min(synced, now), now))
+            for path, now in sorted(self._now().items()):
+                os.truncate(path, rng.randint(min(self.sizes.get(path, 0), now), now))
 
 
 def entries_of(log) -> Sequence[Entry]:
-    return log.entries if isinstance(log, MemoryLog) else log.read(0, 1 << 30, 1 << 62)
+    if isinstance(log, MemoryLog):
+        return log.entries
+    out: list[Entry] = []
+    while len(out) <= log.last_index:  # a FileLog reads one segment at a time
+        out += log.read(len(out), 1 << 30, 1 << 62)
+    return out
 
 
 @dataclass

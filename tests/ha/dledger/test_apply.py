@@ -6,11 +6,13 @@ from __future__ import annotations
 import pytest
 
 from ferrymq.ha.dledger import command
-from ferrymq.ha.dledger.apply import StoreApplier
+from ferrymq.ha.dledger.apply import MARK, StoreApplier
+from ferrymq.ha.dledger.entry import MAGIC_NOOP
 from ferrymq.ha.dledger.filelog import FileLog
 from ferrymq.ha.dledger.log import Entry
 from ferrymq.ha.dledger.node import DLedgerNode, NodeSettings
 from ferrymq.ha.dledger.peers import parse_peers, slave_broker_id
+from ferrymq.protocol.batch import encode_batch
 from ferrymq.store import MessageStore
 from tests.store.conftest import read_queue, small_config
 
@@ -47,29 +49,108 @@ def test_peers_and_slave_ids():
             parse_peers(bad)
 
 
-@pytest.mark.parametrize("put_before_crash", [False, True])
-def test_an_entry_begun_before_a_crash_is_applied_exactly_once(tmp_path, put_before_crash):
-    """The mark of entry 1 is written, then the member dies before or after storing it."""
-    store = MessageStore(small_config(tmp_path / "store")).open()
-    log = FileLog(tmp_path / "dledger")
-    bodies = [b"".join(command.encode(command.PutCommand("T", 0, f"m{i}".encode(), born_timestamp=i + 1)))
-              for i in range(3)]  # fmt: skip
-    log.append([Entry(i, 1, body) for i, body in enumerate(bodies)])
-    log.close()
-    settings = NodeSettings("n0", {"n0": ("127.0.0.1", 1)}, tmp_path / "dledger")
-    applier = StoreApplier(store, lambda: None)
-    node = DLedgerNode(settings, applier, lambda _: None)
-    node._apply(0)
-    node.mark.save(1, applier.end)
-    if put_before_crash:
-        applier.apply(command.decode(bodies[1]))
-    node.log.close()
-    node.mark.close()
+def put_entry(index: int, c: command.PutCommand) -> Entry:
+    return Entry(index, 1, b"".join(command.encode(c)))
 
-    again = DLedgerNode(settings, applier, lambda _: None)
-    assert again.applied == (1 if put_before_crash else 0)
-    again._apply(2)
-    assert store.wait_dispatched()
-    assert [bytes(m.body) for m in read_queue(store, "T", 0)] == [b"m0", b"m1", b"m2"]
-    again.log.close()
-    store.close()
+
+ENTRIES = [
+    put_entry(0, command.PutCommand("T", 0, b"m0", born_timestamp=1)),
+    put_entry(1, command.PutCommand("T", 0, encode_batch([(b"b1", b"", 0), (b"b2", b"", 0)]), batch=True)),
+    Entry(2, 1, b"", MAGIC_NOOP),
+    put_entry(3, command.PutCommand("T" * 300, 0, b"refused: topic too long", born_timestamp=3)),
+    put_entry(4, command.PutCommand("T", 0, b"m4", born_timestamp=4)),
+    put_entry(5, command.PutCommand("T", 0, b"m5", born_timestamp=5)),
+]
+STORED = [b"m0", b"b1", b"b2", b"m4", b"m5"]
+
+
+class Member:
+    """A one-member group's node on a real store and log, restarted at will."""
+
+    def __init__(self, root, segment_bytes: int = 1 << 30, **store_settings) -> None:
+        self.store = MessageStore(small_config(root / "store", **store_settings)).open()
+        log = FileLog(root / "dledger", segment_bytes)
+        for e in ENTRIES:
+            log.append([e])
+        log.close()
+        peers = {"n0": ("127.0.0.1", 1)}
+        self.settings = NodeSettings("n0", peers, root / "dledger", segment_bytes=segment_bytes)
+        self.applier = StoreApplier(self.store, lambda: None)
+        self.node = self.start()
+
+    def start(self) -> DLedgerNode:
+        return DLedgerNode(self.settings, self.applier, lambda _: None)
+
+    def crash(self) -> None:
+        """The process dies: the files stay as they are, nothing more is flushed or marked."""
+        self.node.log.close()
+        self.node.mark.close()
+
+    def bodies(self) -> list[bytes]:
+        assert self.store.wait_dispatched()
+        return [bytes(m.body) for m in read_queue(self.store, "T", 0)]
+
+
+@pytest.mark.parametrize(("kept", "applied"), [(1, 0), (2, 0), (3, 1), (4, 4), (5, 5)])
+def test_each_put_is_stored_exactly_once_whatever_the_commitlog_kept(tmp_path, kept, applied):
+    """All six entries applied, the CommitLog flushed (and the mark saved) after the first; then the
+    CommitLog keeps only its first `kept` messages, as after a power loss (2: half the batch), or
+    all five. The NOOP and the refused put left no record: the walk passes them only on the way to
+    a later entry's records."""
+    m = Member(tmp_path)
+    m.node._apply(0)
+    m.store.commitlog.flush()
+    assert m.node._save_mark(5)
+    assert (m.node.mark.index, m.node.mark.offset) == (0, m.store.commitlog.max_offset)
+    m.node._apply(5)
+    assert not m.node._save_mark(5)  # nothing more is flushed: the mark stays behind the CommitLog
+    assert m.store.wait_dispatched()
+    offsets = [msg.commitlog_offset for msg in read_queue(m.store, "T", 0)]
+    m.crash()
+    if kept < len(STORED):
+        m.store.truncate(offsets[kept])
+    m.node = m.start()
+    assert m.node.applied == applied
+    m.node._apply(5)
+    assert m.bodies() == STORED
+    m.store.close()
+
+
+def test_a_mark_from_earlier_versions_is_read(tmp_path):
+    """`applied` held (i, where i's records begin), written before applying i."""
+    m = Member(tmp_path)
+    m.node._apply(0)
+    begin_of_1 = m.store.commitlog.max_offset
+    m.crash()
+    (tmp_path / "dledger" / "applied_to").unlink()
+    (tmp_path / "dledger" / "applied").write_bytes(MARK.pack(1, begin_of_1))
+    m.node = m.start()
+    assert (m.node.mark.index, m.node.mark.offset, m.node.applied) == (0, begin_of_1, 0)
+    m.node._apply(5)
+    assert m.bodies() == STORED
+    m.store.close()
+
+
+def test_the_raft_log_is_trimmed_behind_the_applied_mark_and_a_restart_still_stores_each_once(tmp_path):
+    """Segments of about two entries, retention keeping nothing older than now (0 hours)."""
+    m = Member(tmp_path, segment_bytes=100, file_reserved_time=0)
+    m.node._apply(3)
+    m.node.after_flush(5)  # nothing flushed yet: no mark, no trim
+    assert (m.node.mark.index, m.node.log.first_index) == (-1, 0)
+    m.store.commitlog.flush()
+    m.node.after_flush(0)  # the log durable up to entry 0 only: the mark goes no further
+    assert (m.node.mark.index, m.node.log.first_index) == (0, 0)
+    m.node.after_flush(5)
+    assert m.node.mark.index == 3  # the refused put: the next records go where its would have
+    # segments hold entries 0-1, 2-3, 4-5: only the first is wholly below the mark's entry
+    assert m.node.log.first_index == 2 and not (tmp_path / "dledger" / f"{0:020d}.data").exists()
+    m.node._apply(5)
+    m.store.commitlog.flush()
+    m.node.after_flush(5)
+    assert (m.node.mark.index, m.node.log.first_index) == (5, 4)  # the segment of 4 and 5 stays
+    m.crash()
+    m.node = m.start()
+    assert (m.node.applied, m.node.log.first_index) == (5, 4)
+    m.node._apply(5)
+    assert m.bodies() == STORED
+    m.store.close()

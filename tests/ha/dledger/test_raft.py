@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 import random
+from collections.abc import Callable
 
 import pytest
 
 from ferrymq.ha.dledger.entry import MAGIC_NOOP
-from ferrymq.ha.dledger.log import Entry, MemoryLog
+from ferrymq.ha.dledger.log import Entry, MemoryLog, RaftLog
 from ferrymq.ha.dledger.messages import Append, AppendResponse, VoteRequest, VoteResponse
 from ferrymq.ha.dledger.raft import (
     HardState,
@@ -25,9 +26,15 @@ class Net:
     """Nodes whose Ready is applied at once; messages to or from an isolated node are lost."""
 
     def __init__(
-        self, n: int = 3, config: RaftConfig = CFG, logs: dict[str, list[int]] | None = None
+        self,
+        n: int = 3,
+        config: RaftConfig = CFG,
+        logs: dict[str, list[int]] | None = None,
+        make_log: Callable[[str], RaftLog] | None = None,
     ) -> None:
+        """`make_log(id)`: each node's log (by default a MemoryLog of `logs`, kept across restarts)."""
         self.ids = [f"n{i}" for i in range(n)]
+        self.make_log = make_log
         self.config = config
         self.hard = {i: HardState() for i in self.ids}
         self.durable: dict[str, list[Entry]] = {}
@@ -41,7 +48,8 @@ class Net:
         self.readies: dict[str, list] = {i: [] for i in self.ids}
 
     def _make(self, i: str) -> RaftNode:
-        return RaftNode(i, self.ids, MemoryLog(self.durable[i]), self.hard[i], random.Random(i), self.config)
+        log = self.make_log(i) if self.make_log else MemoryLog(self.durable[i])
+        return RaftNode(i, self.ids, log, self.hard[i], random.Random(i), self.config)
 
     def restart(self, i: str) -> None:
         self.nodes[i] = self._make(i)
@@ -56,7 +64,7 @@ class Net:
                 self.readies[node.id].append(rd)
                 if rd.hard_state is not None:
                     self.hard[node.id] = rd.hard_state
-                if rd.unsynced_from is not None:
+                if rd.unsynced_from is not None and isinstance(node.log, MemoryLog):
                     self.durable[node.id] = list(node.log.entries)
                 for m in rd.messages:
                     self.sent.append(m)

@@ -1,33 +1,45 @@
-"""A Raft log kept as DLedger keeps it: a data file of entries and an index file of 32-byte units.
+"""A Raft log kept as DLedger keeps it: entries in data files, 32-byte index units beside them.
 
-`data` holds the entries back to back in DLedger's layout (`entry.py`), each with its own position
-in the `pos` field and a chain CRC linking it to the one before; `index` holds entry i's unit
-(magic, pos, size, index, term) at i * 32, so `term_at` and `read` find an entry with one small
-read; the most recent entries, what a leader sends its followers, are served from memory. Writes
-go to the page cache; `sync` makes them durable, which the Raft driver calls before it sends what
-a Ready asks.
+The log is a run of segments, each a pair of files named after the index of its first entry:
+`<first>.data` holds entries back to back in DLedger's layout (`entry.py`), each with its global
+position in the `pos` field and a chain CRC linking it to the one before; `<first>.index` holds the
+unit (magic, pos, size, index, term) of entry i at (i - first) * 32, so `term_at` and `read` find an
+entry with one small read; the most recent entries, what a leader sends its followers, are served
+from memory. A new segment starts once the current one's data passes `segment_bytes`. Writes go to
+the page cache; `sync` makes them durable, which the Raft driver calls before it sends what a Ready
+asks.
 
-Opening recovers from a crash: the index is trusted up to its last unit that points at a whole,
-well-formed entry; data written after it (entries whose index units never made it) is scanned,
-checked (position, index sequence, term order, body and chain CRC) and indexed again, and whatever
-follows the last good entry, a torn write, is cut off both files.
+`trim(before)` deletes the whole segments below an index, oldest first (retention: the log is
+bounded as the CommitLog is). The index and term of the last entry trimmed are kept in `start`, so
+the log still answers `term_at(first_index - 1)`, which a leader needs to send the next entry.
 
-This is one data file; DLedger's segments of 1 GiB with blank-filled tails, retention and the
-classic CommitLog prefix of an upgraded broker are the next step (docs/dledger.md).
+Opening recovers from a crash, segment by segment: a segment's index is trusted up to its last unit
+that points at a whole, well-formed entry; data written after it (entries whose index units never
+made it) is scanned, checked (position, index sequence, term order, body and chain CRC) and indexed
+again, and whatever follows the last good entry, a torn write, is cut off both files. A segment that
+does not carry on exactly where the one before ends is dropped with every later one.
+
+A log written by earlier versions as one `data` and one `index` file becomes the first segment.
 """
 
 from __future__ import annotations
 
+import bisect
 import os
+import struct
+import threading
 from collections.abc import Sequence
 from pathlib import Path
 
 from ferrymq.ha.dledger import entry as codec
 from ferrymq.ha.dledger.log import Entry
+from ferrymq.store.files import fsync_dir
 
 UNIT = codec.INDEX_UNIT.size
 RECENT_ENTRIES = 16384  # kept in memory for the leader's appends to followers
+SEGMENT_BYTES = 1 << 30  # DLedger's data file size
 IOV_MAX = os.sysconf("SC_IOV_MAX") if "SC_IOV_MAX" in os.sysconf_names else 1024
+START = struct.Struct(">qq")  # index and term of the last entry trimmed
 
 
 def _write_all(fd: int, parts: list[bytes | memoryview], offset: int, total: int) -> None:
@@ -44,41 +56,92 @@ def _write_all(fd: int, parts: list[bytes | memoryview], offset: int, total: int
         offset += size
 
 
+class _Segment:
+    """One data file and its index file: entries `first` .. `first + count - 1`, data at global
+    positions `base` .. `end`."""
+
+    def __init__(self, root: Path, first: int, base: int) -> None:
+        self.paths = (root / f"{first:020d}.data", root / f"{first:020d}.index")
+        self.data = os.open(self.paths[0], os.O_RDWR | os.O_CREAT, 0o644)
+        self.index = os.open(self.paths[1], os.O_RDWR | os.O_CREAT, 0o644)
+        self.first, self.base = first, base
+        self.count, self.end = 0, base
+        self.dirty = True  # written since the last sync
+        self.closed = False
+
+    def unit(self, index: int) -> tuple[int, int, int, int, int]:
+        return codec.decode_index(os.pread(self.index, UNIT, (index - self.first) * UNIT))
+
+    def header(self, pos: int) -> codec.EntryHeader:
+        return codec.decode_header(os.pread(self.data, codec.BODY_OFFSET, pos - self.base))
+
+    def cut(self, count: int, end: int) -> None:
+        os.ftruncate(self.data, end - self.base)
+        os.ftruncate(self.index, count * UNIT)
+        self.count, self.end = count, end
+        self.dirty = True
+
+    def sync(self) -> None:
+        os.fsync(self.data)
+        os.fsync(self.index)
+
+    def close(self) -> None:
+        self.closed = True
+        os.close(self.data)
+        os.close(self.index)
+
+    def remove(self) -> None:
+        self.close()
+        for path in self.paths:
+            path.unlink(missing_ok=True)
+
+
 class FileLog:
-    def __init__(self, root: Path) -> None:
+    def __init__(self, root: Path, segment_bytes: int = SEGMENT_BYTES) -> None:
         root.mkdir(parents=True, exist_ok=True)
         self.root = root
-        self._data = os.open(root / "data", os.O_RDWR | os.O_CREAT, 0o644)
-        self._index = os.open(root / "index", os.O_RDWR | os.O_CREAT, 0o644)
-        self._count = 0  # entries
-        self._end = 0  # data bytes
+        self.segment_bytes = segment_bytes
+        self._segments: list[_Segment] = []
+        self._firsts: list[int] = []  # each segment's first index, for bisect
+        self._start = (-1, 0)  # index and term of the entry before the first one kept
         self._last_term = 0
         self._last_chain = 0
         self._recent: list[Entry] = []  # the last entries appended, served without reading the file
+        self._closing = threading.Lock()  # a segment is not closed while another thread syncs it
         self._recover()
 
     # -- RaftLog ----------------------------------------------------------------------------------
 
     @property
+    def first_index(self) -> int:
+        return self._start[0] + 1
+
+    @property
     def last_index(self) -> int:
-        return self._count - 1
+        tail = self._segments[-1]
+        return tail.first + tail.count - 1
 
     def term_at(self, index: int) -> int:
-        if index == -1:
-            return 0
-        if index == self._count - 1:
+        if index == self.last_index:
             return self._last_term
-        return self._unit(index)[4]
+        if index == self._start[0]:
+            return self._start[1]
+        if index < self._start[0]:
+            raise IndexError(f"entry {index} was trimmed (the log starts at {self.first_index})")
+        return self._segment_of(index).unit(index)[4]
 
     def read(self, start: int, max_count: int, max_bytes: int) -> Sequence[Entry]:
-        """Entries from `start`, read with one pread; their bodies are views of that buffer."""
-        if not 0 <= start < self._count:
+        """Entries from `start` (within one segment), read with one pread; their bodies are views of
+        that buffer."""
+        count = self.last_index + 1
+        if not self.first_index <= start < count:
             return []
-        first_recent = self._count - len(self._recent)
+        first_recent = count - len(self._recent)
         if start >= first_recent:
             return self._from_recent(start - first_recent, max_count, max_bytes)
-        stop = min(self._count, start + max(1, max_count))
-        units = os.pread(self._index, (stop - start) * UNIT, start * UNIT)
+        seg = self._segment_of(start)
+        stop = min(seg.first + seg.count, start + max(1, max_count))
+        units = os.pread(seg.index, (stop - start) * UNIT, (start - seg.first) * UNIT)
         first_pos = codec.decode_index(units)[1]
         span = 0
         for k in range(stop - start):  # max_bytes counts bodies, as MemoryLog does
@@ -86,7 +149,7 @@ class FileLog:
             if k and pos + size - first_pos - (k + 1) * codec.BODY_OFFSET > max_bytes:
                 break
             span = pos + size - first_pos
-        return codec.decode_run(os.pread(self._data, span, first_pos), verify=False)[0]
+        return codec.decode_run(os.pread(seg.data, span, first_pos - seg.base), verify=False)[0]
 
     def _from_recent(self, k: int, max_count: int, max_bytes: int) -> list[Entry]:
         out = self._recent[k : k + max(1, max_count)]
@@ -100,83 +163,177 @@ class FileLog:
     def append(self, entries: Sequence[Entry]) -> None:
         if not entries:
             return
-        if entries[0].index != self._count:
-            raise ValueError(f"append at {entries[0].index}, log ends at {self._count - 1}")
-        parts, positions, chain = codec.encode_run(entries, self._end, self._last_chain)
+        count = self.last_index + 1
+        if entries[0].index != count:
+            raise ValueError(f"append at {entries[0].index}, log ends at {count - 1}")
+        seg = self._segments[-1]
+        if seg.end - seg.base >= self.segment_bytes:
+            seg = self._add_segment(count, seg.end)
+        parts, positions, chain = codec.encode_run(entries, seg.end, self._last_chain)
         unit = codec.INDEX_UNIT.pack
         units = b"".join(
             unit(e.magic, p, codec.BODY_OFFSET + len(e.body), e.index, e.term)
             for e, p in zip(entries, positions, strict=True)
         )
         end = positions[-1] + codec.BODY_OFFSET + len(entries[-1].body)
-        _write_all(self._data, parts, self._end, end - self._end)
-        _write_all(self._index, [units], self._count * UNIT, len(units))
-        self._count += len(entries)
-        self._end, self._last_chain, self._last_term = end, chain, entries[-1].term
+        _write_all(seg.data, parts, seg.end - seg.base, end - seg.end)
+        _write_all(seg.index, [units], seg.count * UNIT, len(units))
+        seg.count += len(entries)
+        seg.end, seg.dirty = end, True
+        self._last_chain, self._last_term = chain, entries[-1].term
         self._recent += entries
         if len(self._recent) > 2 * RECENT_ENTRIES:
             del self._recent[:-RECENT_ENTRIES]
 
     def truncate(self, from_index: int) -> None:
-        if from_index >= self._count:
+        if from_index > self.last_index:
             return
-        if from_index < 0:
-            raise ValueError(f"cannot truncate from {from_index}")
-        self._cut(from_index, self._unit(from_index)[1] if from_index else 0)
+        if from_index < self.first_index:
+            raise ValueError(f"cannot truncate from {from_index}: the log starts at {self.first_index}")
+        del self._recent[max(0, len(self._recent) - (self.last_index + 1 - from_index)) :]
+        while len(self._segments) > 1 and self._segments[-1].first >= from_index:
+            self._remove(self._segments.pop())
+            self._firsts.pop()
+        seg = self._segments[-1]
+        if from_index < seg.first + seg.count:  # else the cut fell on the boundary of the popped one
+            seg.cut(from_index - seg.first, seg.unit(from_index)[1])
+        self._reload_tail()
 
-    # -- durability -------------------------------------------------------------------------------
+    # -- retention and durability ---------------------------------------------------------------
+
+    def trim(self, before: int, written_before: float | None = None) -> int:
+        """Delete the whole segments holding only entries below `before` (never the last one), and
+        with `written_before`, only those last written before that time; return the first index
+        kept. The caller makes sure no one needs them (applied here)."""
+        doomed = 0
+        segments = self._segments
+        while (
+            doomed + 1 < len(segments)
+            and segments[doomed + 1].first <= before
+            and (written_before is None or os.fstat(segments[doomed].data).st_mtime < written_before)
+        ):
+            doomed += 1
+        if doomed:
+            last = self._segments[doomed].first - 1
+            self._save_start(last, self.term_at(last))
+            for seg in self._segments[:doomed]:
+                self._remove(seg)
+            del self._segments[:doomed], self._firsts[:doomed]
+        return self.first_index
 
     def sync(self) -> None:
-        os.fsync(self._data)
-        os.fsync(self._index)
+        """fsync the segments written since the last sync. The driver may call it on another thread
+        while it goes on appending: a segment's flag is cleared before its fsync, so a write made
+        meanwhile leaves it set for the next sync."""
+        for seg in list(self._segments):
+            with self._closing:
+                if seg.dirty and not seg.closed:
+                    seg.dirty = False
+                    seg.sync()
 
     def close(self) -> None:
-        os.close(self._data)
-        os.close(self._index)
+        for seg in self._segments:
+            with self._closing:
+                seg.close()
+
+    def _remove(self, seg: _Segment) -> None:
+        """Delete a segment's files, never while `sync` is at it."""
+        with self._closing:
+            seg.remove()
 
     # -- inside -----------------------------------------------------------------------------------
 
-    def _unit(self, index: int) -> tuple[int, int, int, int, int]:
-        if not 0 <= index < self._count:
-            raise IndexError(f"no entry {index} (last is {self._count - 1})")
-        return codec.decode_index(os.pread(self._index, UNIT, index * UNIT))
+    def _segment_of(self, index: int) -> _Segment:
+        if not self.first_index <= index <= self.last_index:
+            raise IndexError(f"no entry {index} (the log holds {self.first_index} .. {self.last_index})")
+        return self._segments[bisect.bisect_right(self._firsts, index) - 1]
 
-    def _cut(self, count: int, end: int) -> None:
-        """Keep the first `count` entries, which end at data offset `end`."""
-        os.ftruncate(self._data, end)
-        os.ftruncate(self._index, count * UNIT)
-        del self._recent[max(0, len(self._recent) - (self._count - count)) :]
-        self._count, self._end = count, end
-        self._last_term = self._last_chain = 0
-        if count:
-            h = codec.decode_header(os.pread(self._data, codec.BODY_OFFSET, self._unit(count - 1)[1]))
-            self._last_term, self._last_chain = h.term, h.chain_crc
+    def _add_segment(self, first: int, base: int) -> _Segment:
+        seg = _Segment(self.root, first, base)
+        self._segments.append(seg)
+        self._firsts.append(first)
+        return seg
 
-    def _entry_at_unit(self, index: int, data_size: int) -> codec.EntryHeader | None:
-        """The header index unit `index` points at, if that entry is whole and agrees with the unit."""
-        unit = codec.decode_index(os.pread(self._index, UNIT, index * UNIT))
-        _, pos, size, idx, _ = unit
-        if idx != index or pos < 0 or size < codec.BODY_OFFSET or pos + size > data_size:
-            return None
-        try:
-            h = codec.decode_header(os.pread(self._data, codec.BODY_OFFSET, pos))
-        except codec.EntryError:
-            return None
-        return h if (h.magic, h.pos, h.size, h.index, h.term) == unit else None
+    def _save_start(self, index: int, term: int) -> None:
+        """Durably, before any segment below it is deleted (the directory too: the rename must not
+        be lost while the deletes survive)."""
+        tmp = self.root / "start.tmp"
+        with open(tmp, "wb") as f:
+            f.write(START.pack(index, term))
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, self.root / "start")
+        fsync_dir(self.root)
+        self._start = (index, term)
+
+    def _reload_tail(self) -> None:
+        """Last term and chain CRC from the last entry on disk (after a cut)."""
+        self._last_term, self._last_chain = self._start[1], 0
+        for seg in reversed(self._segments):
+            if seg.count:
+                h = seg.header(seg.unit(seg.first + seg.count - 1)[1])
+                self._last_term, self._last_chain = h.term, h.chain_crc
+                return
+
+    def _upgrade_single_files(self) -> None:
+        """Earlier versions kept the whole log in `data` and `index`: they become segment 0."""
+        for name in ("data", "index"):
+            old = self.root / name
+            if old.is_file():
+                os.replace(old, self.root / f"{0:020d}.{name}")
 
     def _recover(self) -> None:
-        data_size = os.fstat(self._data).st_size
-        units = os.fstat(self._index).st_size // UNIT
+        self._upgrade_single_files()
+        raw = (self.root / "start").read_bytes() if (self.root / "start").exists() else b""
+        if len(raw) == START.size:
+            self._start = START.unpack(raw)
+        firsts = sorted(int(p.stem) for p in self.root.glob("*.data") if p.stem.isdigit())
+        after: tuple[int, int, int] | None = None  # (end, term, chain) of the segment before
+        for n, first in enumerate(firsts):
+            seg = _Segment(self.root, first, 0)
+            expected = (
+                self._segments[-1].first + self._segments[-1].count if self._segments else self.first_index
+            )
+            if first < self.first_index:  # trimmed, but the crash came before the delete
+                seg.remove()
+                continue
+            recovered = self._recover_segment(seg, after) if first == expected else None
+            if recovered is None:  # a gap or a wrong start: nothing from here on can be trusted
+                seg.remove()
+                for later in firsts[n + 1 :]:
+                    _Segment(self.root, later, 0).remove()
+                break
+            self._segments.append(seg)
+            self._firsts.append(first)
+            after = (seg.end, *recovered)
+        if not self._segments:
+            self._add_segment(self.first_index, 0)
+        self._reload_tail()
+
+    def _recover_segment(self, seg: _Segment, after: tuple[int, int, int] | None) -> tuple[int, int] | None:
+        """Recover one segment that carries on `after` (end, term, chain CRC) of the one before, or
+        starts the log; its last term and chain CRC, or None if it does not start where it must."""
+        data_size = os.fstat(seg.data).st_size
+        units = os.fstat(seg.index).st_size // UNIT
+        if after is None:
+            term, chain = self._start[1], 0
+            try:
+                base = codec.decode_header(os.pread(seg.data, codec.BODY_OFFSET, 0)).pos if data_size else 0
+            except codec.EntryError:
+                return None
+        else:
+            base, term, chain = after
+        seg.base = base
         # the index is written after the data: walk back to its last unit with a whole entry behind it
-        count, end, term, chain = 0, 0, 0, 0
+        count, end = 0, base
         for k in range(units - 1, -1, -1):
-            h = self._entry_at_unit(k, data_size)
+            h = self._entry_at_unit(seg, k, data_size)
             if h is not None:
                 count, end, term, chain = k + 1, h.pos + h.size, h.term, h.chain_crc
                 break
         # entries written to data whose units were lost: check each and index it again
         indexed = count
-        tail = memoryview(os.pread(self._data, data_size - end, end))
+        tail = memoryview(os.pread(seg.data, data_size - (end - base), end - base))
         new_units = []
         offset = 0
         while offset + codec.BODY_OFFSET <= len(tail):
@@ -184,15 +341,32 @@ class FileLog:
                 h, _ = codec.decode(tail, offset)
             except codec.EntryError:
                 break
+            chained = (
+                after is not None or count or not seg.first
+            )  # a trimmed log's first entry: nothing to chain to
             if (
-                (h.pos, h.index) != (end, count)
+                (h.pos, h.index) != (end, seg.first + count)
                 or h.term < term
-                or h.chain_crc != codec.chain_crc(chain, h.body_crc)
+                or (chained and h.chain_crc != codec.chain_crc(chain, h.body_crc))
             ):
                 break
             new_units.append(codec.encode_index(h))
             count, end, term, chain = count + 1, end + h.size, h.term, h.chain_crc
             offset += h.size
         tail.release()
-        os.pwrite(self._index, b"".join(new_units), indexed * UNIT)
-        self._cut(count, end)
+        os.pwrite(seg.index, b"".join(new_units), indexed * UNIT)
+        seg.cut(count, end)
+        return term, chain
+
+    def _entry_at_unit(self, seg: _Segment, k: int, data_size: int) -> codec.EntryHeader | None:
+        """The header unit k of `seg` points at, if that entry is whole and agrees with the unit."""
+        unit = codec.decode_index(os.pread(seg.index, UNIT, k * UNIT))
+        _, pos, size, idx, _ = unit
+        at = pos - seg.base
+        if idx != seg.first + k or at < 0 or size < codec.BODY_OFFSET or at + size > data_size:
+            return None
+        try:
+            h = seg.header(pos)
+        except codec.EntryError:
+            return None
+        return h if (h.magic, h.pos, h.size, h.index, h.term) == unit else None

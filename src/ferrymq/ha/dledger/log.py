@@ -20,12 +20,19 @@ class RaftLog(Protocol):
     """What the Raft node needs from storage; writes reach disk only when the driver syncs."""
 
     @property
+    def first_index(self) -> int:
+        """Index of the first entry kept (0 unless retention trimmed the log); the log still knows
+        the term of the entry before it."""
+        ...
+
+    @property
     def last_index(self) -> int:
-        """Index of the last entry, -1 when empty."""
+        """Index of the last entry, -1 when empty (first_index - 1 when all are trimmed)."""
         ...
 
     def term_at(self, index: int) -> int:
-        """Term of the entry at `index` (0 for -1); IndexError past the end."""
+        """Term of the entry at `index` (0 for -1); IndexError past the end or before
+        `first_index - 1`."""
         ...
 
     def read(self, start: int, max_count: int, max_bytes: int) -> Sequence[Entry]:
@@ -46,6 +53,8 @@ class MemoryLog:
 
     def __init__(self, entries: Sequence[Entry] = ()) -> None:
         self.entries: list[Entry] = list(entries)
+
+    first_index = 0
 
     @property
     def last_index(self) -> int:

@@ -14,19 +14,24 @@ from __future__ import annotations
 import asyncio
 import logging
 import random
-from collections.abc import Callable
+import ssl
+from collections import deque
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from ferrymq.ha.dledger import command, hardstate
 from ferrymq.ha.dledger.apply import AppliedMark, StoreApplier
 from ferrymq.ha.dledger.entry import MAGIC_NORMAL
-from ferrymq.ha.dledger.filelog import FileLog
+from ferrymq.ha.dledger.filelog import SEGMENT_BYTES, FileLog
+from ferrymq.ha.dledger.log import Entry
 from ferrymq.ha.dledger.messages import Message
 from ferrymq.ha.dledger.pending import PendingAppends
 from ferrymq.ha.dledger.raft import NotLeader, RaftConfig, RaftNode, Role
+from ferrymq.ha.dledger.retention import LogRetention
 from ferrymq.ha.dledger.transport import PeerTransport
 from ferrymq.net.tasks import BackgroundTasks
+from ferrymq.net.tls import ServerTLS
 from ferrymq.store import PutResult, PutStatus
 
 log = logging.getLogger(__name__)
@@ -44,6 +49,9 @@ class NodeSettings:
     tick_ms: int = 100
     raft: RaftConfig = field(default_factory=RaftConfig)
     sync_log: bool = False  # fsync the log before answering (the store's SYNC_FLUSH)
+    segment_bytes: int = SEGMENT_BYTES  # the Raft log's segments (the broker uses the CommitLog's)
+    server_tls: ServerTLS | None = None  # the Raft port's TLS
+    client_tls: ssl.SSLContext | None = None  # to dial the other members with
 
 
 def _expire(fut: asyncio.Future) -> None:
@@ -61,14 +69,22 @@ class DLedgerNode:
         self.applier = applier
         self._leader_changed = leader_changed
         settings.root.mkdir(parents=True, exist_ok=True)
-        self.log = FileLog(settings.root)
-        self.mark = AppliedMark(settings.root / "applied")
+        self.log = FileLog(settings.root, settings.segment_bytes)
+        self.mark = AppliedMark(settings.root, applier.end)
+        self._unsaved: deque[tuple[int, int]] = deque()  # (index, CommitLog end after it) not yet marked
         self.raft = RaftNode(
             settings.self_id, list(settings.peers), self.log, hardstate.load(settings.root),
             random.Random(), settings.raft,
         )  # fmt: skip
         self.applied = self._recover_applied()
-        self.transport = PeerTransport(settings.self_id, settings.peers, self._received)
+        store = applier.store
+        self.retention = LogRetention(
+            self.log, store.config, store.disk_usage_ratio, self.raft.stranded, settings.self_id
+        )
+        self.transport = PeerTransport(
+            settings.self_id, settings.peers, self._received, server_tls=settings.server_tls,
+            client_tls=settings.client_tls,
+        )  # fmt: skip
         self.pending: PendingAppends[tuple[int, asyncio.Future]] = PendingAppends()
         self._proposals: list[tuple[bytes, asyncio.Future]] = []
         self._scheduled = False
@@ -77,20 +93,45 @@ class DLedgerNode:
         self._elected_at: tuple[int, int] | None = None  # (term, NOOP index) of the term it leads
 
     def _recover_applied(self) -> int:
-        """The last entry whose put is in the store (see apply.py)."""
-        index, offset = self.mark.index, self.mark.offset
-        if index < 0 or index > self.log.last_index:
-            return min(index, self.log.last_index)
-        entry = self.log.read(index, 1, 0)[0]
-        if entry.magic != MAGIC_NORMAL or self.applier.holds(command.decode(entry.body), offset):
-            return index
-        return index - 1
+        """The last entry whose put is in the store: the mark's, then each later entry whose records
+        follow (apply.py). An entry whose put the store refused left none: the next entry's records
+        stand where its would have."""
+        applied, offset = self.mark.index, self.mark.offset
+        applier = self.applier
+        for entry in self._entries(applied + 1, self.log.last_index):
+            if not applier.has_record_at(offset):
+                break
+            c = self._put_of(entry)
+            end = None if c is None else applier.records_end(c, offset)
+            if end is not None:
+                applied, offset = entry.index, end
+        self._unsaved.append((applied, offset))
+        return min(applied, self.log.last_index)
+
+    def _entries(self, start: int, stop: int) -> Iterator[Entry]:
+        """The log's entries `start` .. `stop`, read in runs."""
+        while start <= stop:
+            run = self.log.read(start, min(APPLY_BATCH, stop - start + 1), APPLY_BYTES)
+            if not run:  # never spin: the log must hold what was committed and not yet applied
+                held = f"{self.log.first_index}..{self.log.last_index}"
+                raise IndexError(f"no entry {start} in the log ({held})")
+            yield from run
+            start += len(run)
+
+    def _put_of(self, entry: Entry) -> command.PutCommand | None:
+        """The put an entry carries (None for a NOOP, or a body that is not one)."""
+        if entry.magic != MAGIC_NORMAL:
+            return None
+        try:
+            return command.decode(entry.body)
+        except command.CommandError as e:
+            log.error("DLedger %s: entry %d is not a put: %s", self.settings.self_id, entry.index, e)
+            return None
 
     async def start(self) -> None:
         await self.transport.start()
         self._tasks.spawn(self._tick(), "DLedger clock")
-        if not self.settings.sync_log:
-            self._tasks.spawn(self._sync_in_background(), "DLedger log sync")
+        self._tasks.spawn(self._sync_in_background(), "DLedger log sync and applied mark")
 
     async def close(self) -> None:
         await self._tasks.close()
@@ -99,6 +140,7 @@ class DLedgerNode:
             if not fut.done():
                 fut.set_result(PutResult(PutStatus.SERVICE_NOT_AVAILABLE, "broker stopping"))
         self.log.sync()
+        self._save_mark(self.log.last_index)
         self.log.close()
         self.mark.close()
 
@@ -134,9 +176,33 @@ class DLedgerNode:
             self._schedule()
 
     async def _sync_in_background(self) -> None:
+        """Every second: the log fsynced (unless each Ready does it), the applied mark moved up to
+        what the CommitLog has flushed, then the log's retention."""
         while True:
             await asyncio.sleep(BACKGROUND_SYNC)
-            await asyncio.to_thread(self.log.sync)
+            synced = self.log.last_index  # what the sync below covers; with sync_log, all of it
+            if not self.settings.sync_log:
+                await asyncio.to_thread(self.log.sync)
+            self.after_flush(synced)
+
+    def after_flush(self, log_synced: int) -> None:
+        """The applied mark moved up to what the CommitLog has flushed (and the log holds durably up
+        to `log_synced`), then the log's retention."""
+        if self._save_mark(log_synced):
+            self.retention.run(self.mark.index)
+
+    def _save_mark(self, log_synced: int) -> bool:
+        """Mark the last entry whose records the CommitLog has flushed and which the log holds
+        durably (a mark past the log's durable end would skip entries re-fetched after a power
+        loss); whether the mark moved."""
+        flushed, last = self.applier.flushed, None
+        unsaved = self._unsaved
+        while unsaved and unsaved[0][1] <= flushed and unsaved[0][0] <= log_synced:
+            last = unsaved.popleft()
+        if last is None or last[0] <= self.mark.index:
+            return False
+        self.mark.save(*last)
+        return True
 
     def _schedule(self) -> None:
         if not self._scheduled:
@@ -194,22 +260,13 @@ class DLedgerNode:
     def _apply(self, commit: int) -> None:
         """Store the committed entries not yet stored; answer the puts they settle."""
         results: dict[int, PutResult] = {}
-        applier, mark = self.applier, self.mark
-        while self.applied < commit:
-            for entry in self.log.read(
-                self.applied + 1, min(APPLY_BATCH, commit - self.applied), APPLY_BYTES
-            ):
-                if entry.magic == MAGIC_NORMAL:
-                    try:
-                        c = command.decode(entry.body)
-                    except command.CommandError as e:
-                        log.error(
-                            "DLedger %s: entry %d is not a put: %s", self.settings.self_id, entry.index, e
-                        )
-                    else:
-                        mark.save(entry.index, applier.end)
-                        results[entry.index] = applier.apply(c)
-                self.applied = entry.index
+        applier, unsaved = self.applier, self._unsaved
+        for entry in self._entries(self.applied + 1, commit):
+            c = self._put_of(entry)
+            if c is not None:
+                results[entry.index] = applier.apply(c)
+                unsaved.append((entry.index, applier.end))
+            self.applied = entry.index
         acked, replaced = self.pending.settle(commit, self.log.term_at)
         for index, fut in acked:
             if not fut.done():

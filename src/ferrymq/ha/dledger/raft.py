@@ -25,7 +25,7 @@ import enum
 import random
 from collections import deque
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from ferrymq.ha.dledger.entry import MAGIC_NOOP, MAGIC_NORMAL
 from ferrymq.ha.dledger.log import Entry, RaftLog
@@ -195,6 +195,13 @@ class RaftNode:
         for peer in self.others:
             self._send_append(peer)
         return first
+
+    def stranded(self) -> list[str]:
+        """Followers this leader cannot bring up to date: they lack entries its log no longer holds
+        (DLedger has no snapshot either; such a member is repaired by hand, see docs/dledger.md)."""
+        if self.role is not Role.LEADER:
+            return []
+        return [p for p, pr in self.progress.items() if pr.next < self.log.first_index]
 
     def transfer_leadership(self, target: str) -> None:
         """Hand leadership to `target` once it has the whole log; proposals are refused meanwhile."""
@@ -400,13 +407,15 @@ class RaftNode:
         pr = self.progress[peer]
         blocked = pr.paused if pr.probing else len(pr.inflight) >= self.cfg.max_inflight
         entries: Sequence[Entry] = ()
-        if not blocked and pr.next <= self.log.last_index:
+        first = self.log.first_index
+        if not blocked and first <= pr.next <= self.log.last_index:
             entries = self.log.read(pr.next, self.cfg.max_append_entries, self.cfg.max_append_bytes)
         if not entries and not heartbeat:
             return
         # an empty heartbeat behind appends still in flight names the known match, so it cannot
-        # overtake them and be rejected
-        prev = pr.next - 1 if entries or pr.probing else pr.match
+        # overtake them and be rejected; one whose entries were trimmed asks whether the follower
+        # holds the entry before the first kept (if not, it cannot catch up: see stranded())
+        prev = max(pr.next - 1 if entries or pr.probing else pr.match, first - 1)
         self._send(Append(self.id, peer, self.term, prev, self.log.term_at(prev), entries, self.commit))
         if entries:
             if pr.probing:
@@ -426,9 +435,9 @@ class RaftNode:
             nxt = m.conflict_index
             if m.conflict_term >= 0:
                 i = min(m.reject_index, self.log.last_index)
-                while i > pr.match and self.log.term_at(i) > m.conflict_term:
+                while i > pr.match and self._term(i) > m.conflict_term:
                     i -= 1
-                if i > pr.match and self.log.term_at(i) == m.conflict_term:
+                if i > pr.match and self._term(i) == m.conflict_term:
                     nxt = i + 1
             pr.next = max(pr.match + 1, min(nxt, m.reject_index))
             pr.probing, pr.paused = True, False
@@ -452,7 +461,7 @@ class RaftNode:
     def _maybe_commit(self) -> None:
         matches = sorted([self.log.last_index, *(p.match for p in self.progress.values())], reverse=True)
         n = matches[self.quorum - 1]
-        if n > self.commit and self.log.term_at(n) == self.term:
+        if n > self.commit and self._term(n) == self.term:
             self.commit = n
 
     # -- follower ---------------------------------------------------------------------------------
@@ -469,10 +478,18 @@ class RaftNode:
         if m.prev_index > last:
             self._reject(m, conflict_index=last + 1, conflict_term=-1)
             return
+        if m.prev_index < log.first_index - 1:
+            rest = self._past_trimmed(m)
+            if rest is None:
+                self._send(
+                    AppendResponse(self.id, m.src, self.term, True, match_index=m.prev_index + len(entries))
+                )
+                return
+            m, entries = rest, rest.entries
         prev_term = log.term_at(m.prev_index)
         if prev_term != m.prev_term:
             i = m.prev_index
-            while i - 1 > self.commit and log.term_at(i - 1) == prev_term:
+            while i - 1 > self.commit and self._term(i - 1) == prev_term:
                 i -= 1
             self._reject(m, conflict_index=i, conflict_term=prev_term)
             return
@@ -494,6 +511,22 @@ class RaftNode:
         if min(m.commit, last_new) > self.commit:
             self.commit = min(m.commit, last_new)
         self._send(AppendResponse(self.id, m.src, self.term, True, match_index=last_new))
+
+    def _past_trimmed(self, m: Append) -> Append | None:
+        """`m` from the entry before the first this log keeps (None: it holds only trimmed ones).
+        Entries are trimmed once applied, so committed: every leader holds them as they are here,
+        and only the rest needs checking."""
+        before = self.log.first_index - 1
+        skip = before - m.prev_index
+        if len(m.entries) < skip:
+            return None
+        prev_term = m.entries[skip - 1].term if skip else m.prev_term
+        return replace(m, prev_index=before, prev_term=prev_term, entries=m.entries[skip:])
+
+    def _term(self, index: int) -> int:
+        """The term at `index`, or -1 where the log was trimmed (those entries are committed, so
+        they never decide a conflict or a commit)."""
+        return self.log.term_at(index) if index >= self.log.first_index - 1 else -1
 
     def _reject(self, m: Append, conflict_index: int, conflict_term: int) -> None:
         self._send(
