@@ -235,9 +235,12 @@ def test_every_change_of_users_or_rules_forgets_what_was_decided(change):
     Credentials("alice", "a").sign(request)
     assert RemotingGate(registry)("127.0.0.1:4000", request) is None
     assert len(registry.decided) == 1 and len(registry.signers["alice"].decided) == 1
+    told: list[int] = []
+    registry.listeners.append(lambda: told.append(registry.version))
     with contextlib.suppress(AuthModelError):
         change(registry)
     assert registry.decided == {} and registry.signers == {}  # the signer's decisions go with it
+    assert told == [registry.version]  # listeners hear of it once, after it
 
 
 def test_the_gate_decides_per_peer_and_forgets_on_a_change():

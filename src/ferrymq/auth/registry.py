@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import functools
 import ipaddress
+import logging
 import secrets
 from collections.abc import Callable, Hashable
 from typing import Any, Concatenate, ParamSpec, TypeVar
@@ -15,6 +16,8 @@ from typing import Any, Concatenate, ParamSpec, TypeVar
 from ferrymq.auth.decision import decide
 from ferrymq.auth.model import Acl, Action, AuthModelError, Decision, Resource, User, UserStatus, UserType
 from ferrymq.protocol.acl_signing import ACCESS_KEY, SIGNATURE, SigningKey
+
+log = logging.getLogger(__name__)
 
 
 class AuthError(Exception):
@@ -39,6 +42,11 @@ def _changes(
             self.decided.clear()
             self.signers.clear()
             self.version += 1
+            for listener in list(self.listeners):
+                try:
+                    listener()
+                except Exception:
+                    log.exception("a listener to changes of users or rules failed")
 
     return changing
 
@@ -73,6 +81,8 @@ class AuthRegistry:
         self.acls: dict[str, Acl] = {}
         self.version = 0  # counts changes: a front that mirrors these users asks for news by it
         self.epoch = secrets.token_hex(8)  # this registry's versions, apart from another's or a restart's
+        self.listeners: list[Callable[[], None]] = []
+        """Called after every change of users or rules (e.g. the AMQP gateway: its consumers)."""
         self.signers: dict[str, Signer] = {}
         """Enabled users by AccessKey, made ready as they sign (``signer``) until users or rules
         change."""
