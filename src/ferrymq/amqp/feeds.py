@@ -63,7 +63,7 @@ class Consumer:
         no_ack: bool,
         exclusive: bool,
         prefetch: int,
-        user: str = "",
+        user: str,
     ) -> None:
         self.channel = channel
         self.user = user  # whose consume quota its deliveries count against ("": nobody's)
