@@ -263,6 +263,31 @@ async def test_a_consumer_whose_user_loses_read_on_its_queue_is_cancelled(acl_ga
         await asyncio.to_thread(root.close)
 
 
+async def test_an_auto_delete_queue_goes_with_its_last_consumer_revoked(acl_gateway):
+    secure, port = acl_gateway
+    scratch = [f"Topic:{queue_topic('/', 'scratch')}", f"Group:{queue_group('/', 'scratch')}"]
+    async with Admin(secure.namesrv_addr, access_key=ROOT[0], secret_key=ROOT[1]) as admin:
+        await admin.create_acl("app", scratch, ["Sub", "Create"])
+    connection = await asyncio.to_thread(connect, port, APP)
+    try:
+        channel = await asyncio.to_thread(connection.channel)
+        await asyncio.to_thread(channel.queue_declare, "scratch", auto_delete=True)
+        await asyncio.to_thread(channel.basic_consume, "scratch", lambda *_: None)
+        async with Admin(secure.namesrv_addr, access_key=ROOT[0], secret_key=ROOT[1]) as admin:
+            await admin.delete_acl("app", [scratch[1]])
+        gone = False
+        async with asyncio.timeout(10):
+            while not gone:
+                try:
+                    await asyncio.to_thread(channel.queue_declare, "scratch", passive=True)
+                    await asyncio.sleep(0.05)
+                except ChannelClosedByBroker as e:
+                    assert e.reply_code == 404, e
+                    gone = True
+    finally:
+        await asyncio.to_thread(connection.close)
+
+
 def publish_blocked(port: int, user: tuple[str, str], count: int) -> list[str]:
     seen: list[str] = []
     connection = connect(port, user)

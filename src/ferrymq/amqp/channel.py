@@ -163,10 +163,16 @@ class Channel:
 
     def rules_changed(self) -> None:
         """The cluster's users or rules changed: a consumer whose user may no longer read its queue
-        is cancelled, as when the queue is deleted (what it holds unacknowledged stays its to settle)."""
-        for consumer in list(self.consumers.values()):
-            if self.access.read_refusal(consumer.feed.queue.name) is not None:
-                self.cancelled_by_broker(consumer)
+        is cancelled, as when the queue is deleted (what it holds unacknowledged stays its to
+        settle), and an auto-delete queue goes with its last consumer, as after a basic.cancel."""
+        revoked = [c for c in self.consumers.values() if self.access.read_refusal(c.feed.queue.name)]
+        for consumer in revoked:
+            self.cancelled_by_broker(consumer)
+            self.gateway.expiry.touch(consumer.feed.queue)
+        if revoked:
+            self.gateway.tasks.spawn(
+                self._auto_delete(revoked), f"auto-delete after channel {self.number}'s revocation"
+            )
 
     def cancelled_by_broker(self, consumer: Consumer) -> None:
         """The consumer's queue is gone, or its user may no longer read it: basic.cancel to a client
