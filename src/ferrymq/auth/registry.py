@@ -84,7 +84,7 @@ class AuthRegistry:
         self.listeners: list[Callable[[], None]] = []
         """Called after every change of users or rules (e.g. the AMQP gateway: its consumers)."""
         self.signers: dict[str, Signer] = {}
-        """Enabled users by AccessKey, made ready as they sign (``signer``) until users or rules
+        """Enabled users by AccessKey, made ready as they sign (``signed_by``) until users or rules
         change."""
         self.decided: dict[Hashable, object] = {}
         """What checks decided, until users or rules next change: a producer asks the same thing

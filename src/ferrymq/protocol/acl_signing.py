@@ -96,14 +96,6 @@ def signature(content: bytes, secret_key: str, body: bytes | memoryview = b"") -
     return binascii.b2a_base64(digest, newline=False).decode()
 
 
-def request_signature(
-    ext_fields: dict[str, str], body: bytes | memoryview, version: int, secret_key: str
-) -> str:
-    """The Signature of a remoting request with these extFields and body (for tools and tests:
-    a signer keeps its ``SigningKey``)."""
-    return SigningKey(secret_key.encode()).sign(ext_fields, body, version)
-
-
 @dataclass(frozen=True, slots=True)
 class Credentials:
     """What a client signs with: ``access_key`` names the user, ``secret_key`` is its password."""
