@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import threading
 import time
 
 import pika
@@ -72,14 +73,19 @@ def publish_and_get(port: int, user: tuple[str, str], *, amqplain: bool = False)
         channel.confirm_delivery()
         channel.queue_declare("orders")
         channel.basic_publish("", "orders", b"paid")
-        deadline = time.monotonic() + 10
-        while time.monotonic() < deadline:
-            method, _, body = channel.basic_get("orders", auto_ack=True)
-            if method is not None:
-                return body
-        return None
+        return get_within(channel, "orders", 10)
     finally:
         connection.close()
+
+
+def get_within(channel, queue: str, timeout_s: float) -> bytes | None:
+    """The body of the first message basic.get finds in ``queue`` within ``timeout_s``."""
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        method, _, body = channel.basic_get(queue, auto_ack=True)
+        if method is not None:
+            return body
+    return None
 
 
 def refusal(port: int, user: tuple[str, str], act) -> tuple[int, str]:
@@ -208,6 +214,80 @@ async def test_the_metadata_services_users_still_log_in_and_an_acl_user_wins_a_n
     assert code == 403 and "User:guest has no permission" in text  # in, by the cluster's (no) rules
 
 
+def consume_until_cancelled(
+    port: int, consuming: threading.Event, timeout_s: float
+) -> tuple[list[bytes], bool]:
+    """`app` consumes "orders" (telling `consuming` once it has had the first message) until the
+    gateway cancels its consumer; what it got, and whether the cancel came (within `timeout_s`)."""
+    connection = connect(port, APP)
+    try:
+        channel = connection.channel()
+        got: list[bytes] = []
+        cancelled: list[str] = []
+        channel.add_on_cancel_callback(lambda frame: cancelled.append(frame.method.consumer_tag))
+
+        def received(ch, method, _properties, body) -> None:
+            got.append(body)
+            ch.basic_ack(method.delivery_tag)
+            consuming.set()
+
+        channel.basic_consume("orders", received)
+        deadline = time.monotonic() + timeout_s
+        while not cancelled and time.monotonic() < deadline:
+            connection.process_data_events(time_limit=0.05)
+        return got, bool(cancelled)
+    finally:
+        connection.close()
+
+
+async def test_a_consumer_whose_user_loses_read_on_its_queue_is_cancelled(acl_gateway):
+    """Revoking Sub stops a running consumer at once (basic.cancel, as for a deleted queue), not at
+    its next method: it has none. What is published after goes to nobody but a reader allowed."""
+    secure, port = acl_gateway
+    assert await asyncio.to_thread(publish_and_get, port, APP) == b"paid"  # declares "orders"
+    consuming = threading.Event()
+    consumer = asyncio.ensure_future(asyncio.to_thread(consume_until_cancelled, port, consuming, 15))
+    root = await asyncio.to_thread(connect, port, ROOT)
+    try:
+        channel = await asyncio.to_thread(root.channel)
+        await asyncio.to_thread(channel.confirm_delivery)
+        await asyncio.to_thread(channel.basic_publish, "", "orders", b"before")
+        assert await asyncio.to_thread(consuming.wait, 15)
+        async with Admin(secure.namesrv_addr, access_key=ROOT[0], secret_key=ROOT[1]) as admin:
+            await admin.create_acl("app", [f"Group:{ORDERS_GROUP}"], ["Sub"], decision="Deny")
+        got, cancelled = await consumer
+        assert cancelled and got == [b"before"]
+        await asyncio.to_thread(channel.basic_publish, "", "orders", b"after")
+        assert await asyncio.to_thread(get_within, channel, "orders", 10) == b"after"
+    finally:
+        await asyncio.to_thread(root.close)
+
+
+async def test_an_auto_delete_queue_goes_with_its_last_consumer_revoked(acl_gateway):
+    secure, port = acl_gateway
+    scratch = [f"Topic:{queue_topic('/', 'scratch')}", f"Group:{queue_group('/', 'scratch')}"]
+    async with Admin(secure.namesrv_addr, access_key=ROOT[0], secret_key=ROOT[1]) as admin:
+        await admin.create_acl("app", scratch, ["Sub", "Create"])
+    connection = await asyncio.to_thread(connect, port, APP)
+    try:
+        channel = await asyncio.to_thread(connection.channel)
+        await asyncio.to_thread(channel.queue_declare, "scratch", auto_delete=True)
+        await asyncio.to_thread(channel.basic_consume, "scratch", lambda *_: None)
+        async with Admin(secure.namesrv_addr, access_key=ROOT[0], secret_key=ROOT[1]) as admin:
+            await admin.delete_acl("app", [scratch[1]])
+        gone = False
+        async with asyncio.timeout(10):
+            while not gone:
+                try:
+                    await asyncio.to_thread(channel.queue_declare, "scratch", passive=True)
+                    await asyncio.sleep(0.05)
+                except ChannelClosedByBroker as e:
+                    assert e.reply_code == 404, e
+                    gone = True
+    finally:
+        await asyncio.to_thread(connection.close)
+
+
 def publish_blocked(port: int, user: tuple[str, str], count: int) -> list[str]:
     seen: list[str] = []
     connection = connect(port, user)
@@ -230,6 +310,56 @@ async def test_a_users_produce_quota_blocks_that_users_connection(acl_gateway):
     seen = await asyncio.to_thread(publish_blocked, port, APP, 30)
     assert seen and seen[0].startswith("flow control: quota exceeded: User:app may produce 20 messages/s")
     assert await asyncio.to_thread(publish_blocked, port, ("guest", "guest"), 30) == []  # not guest's
+
+
+def receipts(port: int, user: tuple[str, str], queue: str, seconds: float, enough: int = 0) -> list[float]:
+    """When `user`'s consumer of `queue` got each message, over `seconds` from the first (or until
+    it has `enough`); empty when none came within 10 s."""
+    connection = connect(port, user)
+    try:
+        channel = connection.channel()
+        got: list[float] = []
+
+        def received(ch, method, _properties, _body) -> None:
+            got.append(time.monotonic())
+            ch.basic_ack(method.delivery_tag)  # what is unacknowledged at the close goes back
+
+        channel.basic_consume(queue, received)
+        deadline = time.monotonic() + 10  # the first one
+        while not got and time.monotonic() < deadline:
+            connection.process_data_events(time_limit=0.05)
+        while got and time.monotonic() < got[0] + seconds and len(got) != enough:
+            connection.process_data_events(time_limit=0.05)
+        return got
+    finally:
+        connection.close()
+
+
+def publish_many(port: int, user: tuple[str, str], queue: str, count: int) -> None:
+    connection = connect(port, user)
+    try:
+        channel = connection.channel()
+        channel.confirm_delivery()
+        channel.queue_declare(queue)
+        for i in range(count):
+            channel.basic_publish("", queue, b"%d" % i)
+    finally:
+        connection.close()
+
+
+async def test_a_users_consume_quota_holds_for_its_amqp_consumers(acl_gateway):
+    """A queue's consumers share one pop, yet each user gets no more than its consume quota: 20
+    messages/s (and a burst of 2) for `app`'s consumer of a queue holding 100, while root's, without
+    a quota, takes the rest at once."""
+    secure, port = acl_gateway
+    await asyncio.to_thread(publish_many, port, APP, "orders", 100)
+    secure.broker.quotas.set(Quota("consume", "User:app", messages=20))
+    limited = time.monotonic()  # app's bucket is full (2 messages) from here, and fills at 20/s
+    secure.broker.quotas.set(Quota("consume", "User:app", messages=20))
+    taken = await asyncio.to_thread(receipts, port, APP, "orders", 1.0)
+    assert 5 <= len(taken) <= 2 + 20 * (taken[-1] - limited) + 1, (len(taken), taken[-1] - limited)
+    rest = await asyncio.to_thread(receipts, port, ROOT, "orders", 10.0, 100 - len(taken))
+    assert len(rest) == 100 - len(taken) and rest[-1] - rest[0] < 2.0  # at 20/s it would take 4 s
 
 
 def test_rabbitmq_permissions_map_onto_actions_on_the_queues_topic_and_group():

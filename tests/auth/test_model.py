@@ -25,15 +25,12 @@ from ferrymq.auth.gate import RemotingGate
 from ferrymq.auth.registry import AuthError
 from ferrymq.protocol.acl_signing import (
     Credentials,
+    PySigningKey,
+    SigningKey,
     grpc_authorization,
     grpc_signature_matches,
-    py_mac,
-    py_request_signature,
-    py_signature_matches,
     request_content,
-    request_signature,
     signature,
-    signature_matches,
 )
 from ferrymq.protocol.codes import RequestCode
 from ferrymq.protocol.remoting import RemotingCommand
@@ -233,11 +230,16 @@ def test_every_change_of_users_or_rules_forgets_what_was_decided(change):
     registry.create_user(User("alice", "a"))
     registry.put_acl(Acl("alice", (entry("Topic:a", "Pub"),)), replace=False)
     registry.authorize(registry.users["alice"], Resource.topic("a"), frozenset({Action.PUB}), LOCAL)
-    registry.remember(("gate", "key"), None)
-    assert len(registry.decided) == 2
+    request = RemotingCommand(RequestCode.SEND_MESSAGE_V2, ext_fields={"a": "g", "b": "a"}, body=b"x")
+    Credentials("alice", "a").sign(request)
+    assert RemotingGate(registry)("127.0.0.1:4000", request) is None
+    assert len(registry.decided) == 1 and len(registry.signers["alice"].decided) == 1
+    told: list[int] = []
+    registry.listeners.append(lambda: told.append(registry.version))
     with contextlib.suppress(AuthModelError):
         change(registry)
-    assert registry.decided == {}
+    assert registry.decided == {} and registry.signers == {}  # the signer's decisions go with it
+    assert told == [registry.version]  # listeners hear of it once, after it
 
 
 def test_the_gate_decides_per_peer_and_forgets_on_a_change():
@@ -260,9 +262,24 @@ def test_the_gate_decides_per_peer_and_forgets_on_a_change():
     assert gate("192.168.0.1:4000", request) is None
     registry.put_acl(Acl("alice", (entry("Topic:t", "Pub", "Deny"),)), replace=True)
     assert gate("10.1.2.3:4000", request) is not None
+    registry.put_acl(Acl("alice", (entry("Topic:t", "Pub"),)), replace=True)
+    registry.update_user({"password": "b"}, "alice")  # signed with the old secret: refused from now
+    refusal = gate("10.1.2.3:4000", request)
+    assert refusal is not None and refusal.remark == "check signature failed"
+    Credentials("alice", "b").sign(request)
+    assert gate("10.1.2.3:4000", request) is None
     registry.update_user({"userStatus": "disable"}, "alice")
     refusal = gate("10.1.2.3:4000", request)
     assert refusal is not None and "disabled" in (refusal.remark or "")
+    registry.update_user({"userStatus": "enable"}, "alice")
+    assert gate("10.1.2.3:4000", request) is None
+    for fields, body in (({**request.ext_fields, "b": "u"}, b"x"), (request.ext_fields, b"y")):
+        tampered = RemotingCommand(RequestCode.SEND_MESSAGE_V2, ext_fields=dict(fields), body=body)
+        refusal = gate("10.1.2.3:4000", tampered)
+        assert refusal is not None and refusal.remark == "check signature failed"
+    del tampered.ext_fields["Signature"]
+    refusal = gate("10.1.2.3:4000", tampered)
+    assert refusal is not None and refusal.remark == "No signature is configured"
 
 
 def test_signed_content_whatever_the_order_of_the_fields():
@@ -328,7 +345,8 @@ def test_signature_is_hmac_sha1_whatever_the_key(secret, content, body):
 
     expected = base64.b64encode(hmac.new(secret.encode(), content + body, hashlib.sha1).digest()).decode()
     assert signature(content, secret, body) == expected  # the C version where it is built
-    assert py_mac(content, secret, memoryview(body)).decode() == expected  # its Python reference
+    py_mac = PySigningKey(secret.encode()).mac(content, memoryview(body))  # its Python reference
+    assert base64.b64encode(py_mac).decode() == expected
 
 
 ext_field_maps = st.dictionaries(
@@ -343,24 +361,30 @@ ext_field_maps = st.dictionaries(
 @given(ext_field_maps, st.binary(max_size=2000), st.sampled_from([398, 399, 400, 500]), st.text(max_size=80))
 def test_request_signature_in_c_equals_the_python_reference(fields, body, version, secret):
     """Hashing the values in place (ferrymq/_native/hmac.c) signs what joining them in the order
-    of the sorted keys signs, for old and new peers, any str keys and values, any size."""
+    of the sorted keys signs, for old and new peers, any str keys and values, any size; each
+    checks the fields' own Signature, and only the right one."""
+    key, reference = SigningKey(secret.encode()), PySigningKey(secret.encode())
     try:
-        expected = py_request_signature(fields, body, version, secret)
+        expected = reference.sign(fields, body, version)
     except UnicodeEncodeError:  # a lone surrogate: neither can encode it
         with pytest.raises(UnicodeEncodeError):
-            request_signature(fields, body, version, secret)
+            key.sign(fields, body, version)
         return
-    assert request_signature(fields, memoryview(body), version, secret) == expected
-    assert signature_matches(expected, fields, body, version, secret)
-    assert py_signature_matches(expected, fields, body, version, secret)
+    assert key.sign(fields, memoryview(body), version) == expected
+    signed = {**fields, "Signature": expected}
+    assert key.verify(signed, body, version) and reference.verify(signed, memoryview(body), version)
     flipped = expected[:-2] + ("A" if expected[-2] != "A" else "B") + expected[-1]
-    for wrong in (flipped, expected[:-1], expected + "=", "é" * 28, ""):
-        assert not signature_matches(wrong, fields, body, version, secret)
-        assert not py_signature_matches(wrong, fields, body, version, secret)
+    for wrong in (flipped, expected[:-1], expected + "=", "é" * 28, "", 5, None):
+        signed["Signature"] = wrong
+        assert not key.verify(signed, body, version)
+        assert not reference.verify(signed, body, version)
+    del signed["Signature"]
+    assert not key.verify(signed, body, version) and not reference.verify(signed, body, version)
 
 
 def test_request_signature_prints_values_that_are_not_strings_as_java_would():
     fields = {"queueId": 3, "topic": "T", "unitMode": "false"}
     expected = signature(b"3Tfalse", "sk", b"body")
-    assert request_signature(fields, b"body", 400, "sk") == expected  # type: ignore[arg-type]
-    assert signature_matches(expected, fields, b"body", 400, "sk")  # type: ignore[arg-type]
+    for key in (SigningKey(b"sk"), PySigningKey(b"sk")):
+        assert key.sign(fields, b"body", 400) == expected  # type: ignore[arg-type]
+        assert key.verify({**fields, "Signature": expected}, b"body", 400)  # type: ignore[arg-type]

@@ -47,3 +47,22 @@ async def test_a_users_produce_and_consume_quotas_apply_at_the_front(make_cluste
         assert waited.code == ResponseCode.SUCCESS and len(decode_records(waited.body)) == 1
         free = await as_user("other", lambda: front.pop("g", "Metered", 32, poll_ms=1000))
         assert free.code == ResponseCode.SUCCESS and len(decode_records(free.body)) > 1
+
+
+async def test_what_a_fronts_feeds_deliver_counts_against_the_users_consume_quota(make_cluster):
+    """The AMQP gateway's feeds pop for many users at once and ask, without waiting, what one may
+    take: the quotas as last read (the first ask starts a read in the background), charged per
+    delivery."""
+    cluster = await make_cluster()
+    async with Admin(cluster.namesrv_addr) as admin:
+        await admin.set_quota("consume", "User:app", messages=10)
+    async with RemoteMessageService(cluster.namesrv_addr) as front:
+        assert front.user_consume_allowance("app") == (float("inf"), 0.0)  # not read yet
+        async with asyncio.timeout(10):
+            while front.user_consume_allowance("app")[0] == float("inf"):
+                await asyncio.sleep(0.01)
+        assert front.user_consume_allowance("app")[0] == 1  # a bucket of 0.1 s: one message
+        front.charge_user_consume("app", 1, 100)
+        allowed, wait = front.user_consume_allowance("app")
+        assert allowed < 1 and 0 < wait <= 0.1
+        assert front.user_consume_allowance("other") == (float("inf"), 0.0)

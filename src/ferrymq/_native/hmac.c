@@ -2,17 +2,18 @@
  *
  * hashlib goes through OpenSSL's EVP layer: every copy and digest of a hash allocates a context
  * and walks the provider's code, which in a busy server (cold caches) costs several times the
- * hashing of a 1 KiB message. Here the keyed inner and outer states are plain SHA_CTX structs,
- * copied by value per request; the hashing is OpenSSL's (with the CPU's SHA extensions).
- * protocol/acl_signing.py's pad-copying HMAC is the reference this mirrors.
+ * hashing of a 1 KiB message. Here a Key holds the keyed inner and outer states as plain SHA_CTX
+ * structs, made once per secret key and copied by value per request; the hashing is OpenSSL's
+ * (with the CPU's SHA extensions). protocol/acl_signing.py's PySigningKey is the reference this
+ * mirrors.
  *
- *   prepare(key: bytes) -> bytes            the keyed inner and outer states, for mac()
- *   mac(prepared, content, body) -> bytes   HMAC-SHA1(key, content + body), 20 bytes
- *   sign(prepared, ext_fields, body, old_peer) -> bytes   a remoting request's base64 Signature,
- *       hashing the values in place (no sort of the keys in Python, no joined and encoded copy);
- *       TypeError when a key or value is not a str (the caller prints it as Java would)
- *   verify(prepared, ext_fields, body, old_peer, given: str) -> bool   sign(...) == given, in
- *       constant time
+ *   Key(secret: bytes)                   HMAC-SHA1 keyed with ``secret``
+ *   Key.mac(content, body) -> bytes      HMAC-SHA1(secret, content + body), 20 bytes
+ *   Key.sign(ext_fields, body, version) -> str   a remoting request's base64 Signature, hashing
+ *       the values in place (no sort of the keys in Python, no joined and encoded copy); a value
+ *       that is not a str is printed with str(), as the reference does
+ *   Key.verify(ext_fields, body, version) -> bool   whether ext_fields' own Signature is
+ *       sign(...), compared in constant time; False when it has none
  */
 #define PY_SSIZE_T_CLEAN
 #define OPENSSL_SUPPRESS_DEPRECATED /* SHA1_Init & co.: the low-level calls, without EVP */
@@ -23,48 +24,61 @@
 #include <string.h>
 
 #define BLOCK 64
+#define SIGNATURE_LENGTH 28 /* base64 of 20 bytes */
+#define V4_9_3 399          /* MQVersion ordinal of 4.9.3: older peers leave _UNIQUE_KEY_QUERY out */
 
 typedef struct {
     SHA_CTX inner, outer;
 } Prepared;
 
-static PyObject *prepare(PyObject *self, PyObject *arg) {
-    Py_buffer key;
-    if (PyObject_GetBuffer(arg, &key, PyBUF_SIMPLE) < 0) return NULL;
-    unsigned char block[BLOCK] = {0}, pad[BLOCK];
-    if (key.len > BLOCK) {
-        SHA1((const unsigned char *)key.buf, (size_t)key.len, block);
-    } else {
-        memcpy(block, key.buf, (size_t)key.len);
-    }
-    PyBuffer_Release(&key);
-    Prepared prepared;
-    for (int i = 0; i < BLOCK; i++) pad[i] = block[i] ^ 0x36;
-    SHA1_Init(&prepared.inner);
-    SHA1_Update(&prepared.inner, pad, BLOCK);
-    for (int i = 0; i < BLOCK; i++) pad[i] = block[i] ^ 0x5C;
-    SHA1_Init(&prepared.outer);
-    SHA1_Update(&prepared.outer, pad, BLOCK);
-    return PyBytes_FromStringAndSize((const char *)&prepared, sizeof prepared);
-}
+typedef struct {
+    PyObject_HEAD Prepared prepared;
+} Key;
 
-static PyObject *mac(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
-    if (nargs != 3) {
-        PyErr_SetString(PyExc_TypeError, "mac(prepared, content, body)");
+static PyObject *Key_new(PyTypeObject *type, PyObject *args, PyObject *kwargs) {
+    Py_buffer secret;
+    if (kwargs != NULL && PyDict_GET_SIZE(kwargs) != 0) {
+        PyErr_SetString(PyExc_TypeError, "Key(secret: bytes)");
         return NULL;
     }
-    if (!PyBytes_Check(args[0]) || PyBytes_GET_SIZE(args[0]) != (Py_ssize_t)sizeof(Prepared)) {
-        PyErr_SetString(PyExc_ValueError, "prepared: what prepare() returned");
+    if (!PyArg_ParseTuple(args, "y*:Key", &secret)) return NULL;
+    unsigned char block[BLOCK] = {0}, pad[BLOCK];
+    if (secret.len > BLOCK) {
+        SHA1((const unsigned char *)secret.buf, (size_t)secret.len, block);
+    } else {
+        memcpy(block, secret.buf, (size_t)secret.len);
+    }
+    PyBuffer_Release(&secret);
+    Key *self = (Key *)type->tp_alloc(type, 0);
+    if (self == NULL) return NULL;
+    for (int i = 0; i < BLOCK; i++) pad[i] = block[i] ^ 0x36;
+    SHA1_Init(&self->prepared.inner);
+    SHA1_Update(&self->prepared.inner, pad, BLOCK);
+    for (int i = 0; i < BLOCK; i++) pad[i] = block[i] ^ 0x5C;
+    SHA1_Init(&self->prepared.outer);
+    SHA1_Update(&self->prepared.outer, pad, BLOCK);
+    OPENSSL_cleanse(block, BLOCK);
+    OPENSSL_cleanse(pad, BLOCK);
+    return (PyObject *)self;
+}
+
+static void Key_dealloc(Key *self) {
+    OPENSSL_cleanse(&self->prepared, sizeof self->prepared);
+    Py_TYPE(self)->tp_free((PyObject *)self);
+}
+
+static PyObject *Key_mac(Key *self, PyObject *const *args, Py_ssize_t nargs) {
+    if (nargs != 2) {
+        PyErr_SetString(PyExc_TypeError, "mac(content, body)");
         return NULL;
     }
     Py_buffer content, body;
-    if (PyObject_GetBuffer(args[1], &content, PyBUF_SIMPLE) < 0) return NULL;
-    if (PyObject_GetBuffer(args[2], &body, PyBUF_SIMPLE) < 0) {
+    if (PyObject_GetBuffer(args[0], &content, PyBUF_SIMPLE) < 0) return NULL;
+    if (PyObject_GetBuffer(args[1], &body, PyBUF_SIMPLE) < 0) {
         PyBuffer_Release(&content);
         return NULL;
     }
-    Prepared state;
-    memcpy(&state, PyBytes_AS_STRING(args[0]), sizeof state);
+    Prepared state = self->prepared;
     unsigned char digest[SHA_DIGEST_LENGTH];
     SHA1_Update(&state.inner, content.buf, (size_t)content.len);
     SHA1_Update(&state.inner, body.buf, (size_t)body.len);
@@ -77,14 +91,16 @@ static PyObject *mac(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
 }
 
 typedef struct {
-    PyObject *key, *value;
+    PyObject *key, *value; /* owned: a value that is not a str is its str() */
 } Field;
 
 /* sorted()'s order of two str keys: by code point (ASCII ones, nearly all, compared in place) */
 static int key_order(PyObject *a, PyObject *b) {
     if (!PyUnicode_IS_ASCII(a) || !PyUnicode_IS_ASCII(b)) return PyUnicode_Compare(a, b);
     Py_ssize_t la = PyUnicode_GET_LENGTH(a), lb = PyUnicode_GET_LENGTH(b);
-    int order = memcmp(PyUnicode_DATA(a), PyUnicode_DATA(b), (size_t)(la < lb ? la : lb));
+    const unsigned char *da = PyUnicode_DATA(a), *db = PyUnicode_DATA(b);
+    if (la > 0 && lb > 0 && da[0] != db[0]) return da[0] - db[0]; /* most keys differ at once */
+    int order = memcmp(da, db, (size_t)(la < lb ? la : lb));
     return order != 0 ? order : (la > lb) - (la < lb);
 }
 
@@ -96,45 +112,58 @@ static int is_key(PyObject *key, const char *name, Py_ssize_t length) {
 #define IS_KEY(key, name) is_key(key, name, (Py_ssize_t)(sizeof name - 1))
 
 /* The base64 Signature of a request (28 chars and a NUL into out); -1 with an error set.
- * args: prepared, ext_fields (dict of str to str), body, old_peer (a peer before 4.9.3 leaves
- * _UNIQUE_KEY_QUERY out). The values of every key but Signature, in the order of the sorted keys
- * (by code point, as sorted() orders str), then the body: AclUtils.combineRequestContent. */
-static int sign_into(PyObject *const *args, char out[32]) {
-    if (!PyBytes_Check(args[0]) || PyBytes_GET_SIZE(args[0]) != (Py_ssize_t)sizeof(Prepared)) {
-        PyErr_SetString(PyExc_ValueError, "prepared: what prepare() returned");
-        return -1;
-    }
-    if (!PyDict_Check(args[1])) {
+ * args: ext_fields (a dict with str keys), body, version (an int). The values of every key but
+ * Signature (and, from a peer before 4.9.3, _UNIQUE_KEY_QUERY), in the order of the sorted keys
+ * (by code point, as sorted() orders str), then the body: AclUtils.combineRequestContent.
+ * *given: the Signature the fields hold (borrowed; NULL when none). */
+static int sign_into(const Prepared *prepared, PyObject *const *args, char out[32], PyObject **given) {
+    PyObject *dict = args[0];
+    if (!PyDict_Check(dict)) {
         PyErr_SetString(PyExc_TypeError, "ext_fields: a dict of str to str");
         return -1;
     }
-    int old_peer = PyObject_IsTrue(args[3]);
-    if (old_peer < 0) return -1;
+    long version = PyLong_AsLong(args[2]);
+    if (version == -1 && PyErr_Occurred()) return -1;
+    int old_peer = version <= V4_9_3;
     Field stack[32], *fields = stack;
-    Py_ssize_t size = PyDict_GET_SIZE(args[1]), count = 0, pos = 0;
+    Py_ssize_t size = PyDict_GET_SIZE(dict), count = 0, pos = 0;
     if (size > 32 && (fields = PyMem_Malloc((size_t)size * sizeof(Field))) == NULL) {
         PyErr_NoMemory();
         return -1;
     }
     int result = -1;
+    *given = NULL;
     PyObject *key, *value;
-    while (PyDict_Next(args[1], &pos, &key, &value)) {
-        if (!PyUnicode_Check(key) || !PyUnicode_Check(value)) {
-            PyErr_SetString(PyExc_TypeError, "an extField that is not a str");
+    while (PyDict_Next(dict, &pos, &key, &value)) {
+        if (!PyUnicode_Check(key)) {
+            PyErr_SetString(PyExc_TypeError, "an extField key that is not a str");
             goto done;
         }
-        if (IS_KEY(key, "Signature") || (old_peer && IS_KEY(key, "_UNIQUE_KEY_QUERY"))) continue;
+        if (IS_KEY(key, "Signature")) {
+            *given = value;
+            continue;
+        }
+        if (old_peer && IS_KEY(key, "_UNIQUE_KEY_QUERY")) continue;
         /* insertion sort: a client sends its keys in the same, nearly sorted, order every time */
-        Py_ssize_t at = count++;
+        Py_ssize_t at = count;
         while (at > 0 && key_order(fields[at - 1].key, key) > 0) {
             fields[at] = fields[at - 1];
             at--;
         }
+        Py_INCREF(key);
+        Py_INCREF(value);
         fields[at].key = key;
         fields[at].value = value;
+        count++;
     }
-    Prepared state;
-    memcpy(&state, PyBytes_AS_STRING(args[0]), sizeof state);
+    for (Py_ssize_t i = 0; i < count; i++) { /* a value that is not a str yet: as Java would print it */
+        if (!PyUnicode_Check(fields[i].value)) {
+            PyObject *printed = PyObject_Str(fields[i].value);
+            if (printed == NULL) goto done;
+            Py_SETREF(fields[i].value, printed);
+        }
+    }
+    Prepared state = *prepared;
     unsigned char joined[1024]; /* the values gathered into few SHA1_Update calls: each costs */
     size_t used = 0;
     for (Py_ssize_t i = 0; i < count; i++) {
@@ -154,7 +183,7 @@ static int sign_into(PyObject *const *args, char out[32]) {
     }
     SHA1_Update(&state.inner, joined, used);
     Py_buffer body;
-    if (PyObject_GetBuffer(args[2], &body, PyBUF_SIMPLE) < 0) goto done;
+    if (PyObject_GetBuffer(args[1], &body, PyBUF_SIMPLE) < 0) goto done;
     SHA1_Update(&state.inner, body.buf, (size_t)body.len);
     PyBuffer_Release(&body);
     unsigned char digest[SHA_DIGEST_LENGTH];
@@ -164,47 +193,69 @@ static int sign_into(PyObject *const *args, char out[32]) {
     EVP_EncodeBlock((unsigned char *)out, digest, SHA_DIGEST_LENGTH);
     result = 0;
 done:
+    for (Py_ssize_t i = 0; i < count; i++) {
+        Py_DECREF(fields[i].key);
+        Py_DECREF(fields[i].value);
+    }
     if (fields != stack) PyMem_Free(fields);
     return result;
 }
 
-#define SIGNATURE_LENGTH 28 /* base64 of 20 bytes */
-
-static PyObject *sign(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
-    if (nargs != 4) {
-        PyErr_SetString(PyExc_TypeError, "sign(prepared, ext_fields, body, old_peer)");
+static PyObject *Key_sign(Key *self, PyObject *const *args, Py_ssize_t nargs) {
+    if (nargs != 3) {
+        PyErr_SetString(PyExc_TypeError, "sign(ext_fields, body, version)");
         return NULL;
     }
     char out[32];
-    if (sign_into(args, out) < 0) return NULL;
-    return PyBytes_FromStringAndSize(out, SIGNATURE_LENGTH);
+    PyObject *given;
+    if (sign_into(&self->prepared, args, out, &given) < 0) return NULL;
+    PyObject *signed_ = PyUnicode_New(SIGNATURE_LENGTH, 127);
+    if (signed_ != NULL) memcpy(PyUnicode_DATA(signed_), out, SIGNATURE_LENGTH);
+    return signed_;
 }
 
-static PyObject *verify(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
-    if (nargs != 5) {
-        PyErr_SetString(PyExc_TypeError, "verify(prepared, ext_fields, body, old_peer, given)");
-        return NULL;
-    }
-    PyObject *given = args[4];
-    if (!PyUnicode_Check(given)) {
-        PyErr_SetString(PyExc_TypeError, "given: a str");
+static PyObject *Key_verify(Key *self, PyObject *const *args, Py_ssize_t nargs) {
+    if (nargs != 3) {
+        PyErr_SetString(PyExc_TypeError, "verify(ext_fields, body, version)");
         return NULL;
     }
     char out[32];
-    if (sign_into(args, out) < 0) return NULL;
-    /* not ASCII: not base64; and the length of a signature is no secret */
-    if (!PyUnicode_IS_ASCII(given) || PyUnicode_GET_LENGTH(given) != SIGNATURE_LENGTH) Py_RETURN_FALSE;
+    PyObject *given;
+    if (sign_into(&self->prepared, args, out, &given) < 0) return NULL;
+    /* none, not a str, not ASCII: not a base64 signature; and the length of one is no secret */
+    if (given == NULL || !PyUnicode_Check(given) || !PyUnicode_IS_ASCII(given) ||
+        PyUnicode_GET_LENGTH(given) != SIGNATURE_LENGTH)
+        Py_RETURN_FALSE;
     return PyBool_FromLong(CRYPTO_memcmp(out, PyUnicode_DATA(given), SIGNATURE_LENGTH) == 0);
 }
 
-static PyMethodDef methods[] = {
-    {"prepare", prepare, METH_O, "The keyed inner and outer SHA-1 states of HMAC-SHA1 with this key."},
-    {"mac", (PyCFunction)(void (*)(void))mac, METH_FASTCALL, "HMAC-SHA1(key, content + body)."},
-    {"sign", (PyCFunction)(void (*)(void))sign, METH_FASTCALL, "A request's base64 Signature."},
-    {"verify", (PyCFunction)(void (*)(void))verify, METH_FASTCALL, "Whether a request's Signature is right."},
+static PyMethodDef Key_methods[] = {
+    {"mac", (PyCFunction)(void (*)(void))Key_mac, METH_FASTCALL, "HMAC-SHA1(secret, content + body)."},
+    {"sign", (PyCFunction)(void (*)(void))Key_sign, METH_FASTCALL, "A request's base64 Signature."},
+    {"verify", (PyCFunction)(void (*)(void))Key_verify, METH_FASTCALL,
+     "Whether a request's own Signature is right."},
     {NULL, NULL, 0, NULL},
 };
 
-static struct PyModuleDef module = {PyModuleDef_HEAD_INIT, "hmac", NULL, -1, methods};
+static PyTypeObject KeyType = {
+    PyVarObject_HEAD_INIT(NULL, 0).tp_name = "ferrymq._native.hmac.Key",
+    .tp_basicsize = sizeof(Key),
+    .tp_flags = Py_TPFLAGS_DEFAULT,
+    .tp_doc = "HMAC-SHA1 keyed with one secret: its inner and outer states, made once.",
+    .tp_new = Key_new,
+    .tp_dealloc = (destructor)Key_dealloc,
+    .tp_methods = Key_methods,
+};
 
-PyMODINIT_FUNC PyInit_hmac(void) { return PyModule_Create(&module); }
+static struct PyModuleDef module = {PyModuleDef_HEAD_INIT, "hmac", NULL, -1, NULL};
+
+PyMODINIT_FUNC PyInit_hmac(void) {
+    if (PyType_Ready(&KeyType) < 0) return NULL;
+    PyObject *m = PyModule_Create(&module);
+    if (m == NULL) return NULL;
+    if (PyModule_AddObjectRef(m, "Key", (PyObject *)&KeyType) < 0) {
+        Py_DECREF(m);
+        return NULL;
+    }
+    return m;
+}

@@ -32,6 +32,10 @@ class Permits(Protocol):
         """ChannelException 403 unless the user may publish into each of these queues."""
         ...
 
+    def read_refusal(self, queue: str) -> str | None:
+        """Why the user may no longer read ``queue`` (its consumers there stop), None while it may."""
+        ...
+
 
 class Access:
     def __init__(self, permission: Permission) -> None:
@@ -41,6 +45,10 @@ class Access:
 
     def check_routed(self, queues: Iterable[Queue], class_id: int, method_id: int) -> None:
         """RabbitMQ's write on the exchange (checked before routing) is all a publish needs."""
+
+    def read_refusal(self, queue: str) -> str | None:
+        """None: a connection's permissions are those it opened with (as RabbitMQ)."""
+        return None
 
     def check(self, operation: Operation, kind: Kind, name: str, class_id: int, method_id: int) -> None:
         """ChannelException 403 unless the user may `operation` the resource."""

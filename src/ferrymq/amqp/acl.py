@@ -7,7 +7,9 @@ queue's topic (publish: on the topic of every queue the message is routed to; qu
 bound queue's), read is Sub on the queue's group and topic (consume, get, purge). Exchanges hold no
 messages: declaring or deleting one is Create or Delete on ``Topic:AMQP_EX-<vhost>-<exchange>``, and
 binding from or publishing to one needs nothing of its own (what reaches a queue is checked there).
-Refusals are RabbitMQ's channel error 403 ACCESS_REFUSED, on the audit trail too.
+Refusals are RabbitMQ's channel error 403 ACCESS_REFUSED, on the audit trail too. A consumer whose
+user loses read on its queue is cancelled (basic.cancel) when the rules change, not at its next
+method: it has none (docs/security.md).
 """
 
 from __future__ import annotations
@@ -27,6 +29,7 @@ from ferrymq.protocol.amqp.errors import ChannelException, ReplyCode
 _PUB, _SUB = frozenset({Action.PUB}), frozenset({Action.SUB})
 _CREATE, _DELETE = frozenset({Action.CREATE}), frozenset({Action.DELETE})
 _DELETES = {(40, 20), (50, 40)}  # exchange.delete, queue.delete: the configure that is Delete
+_CONSUME = (60, 20)
 _METHODS = {
     (40, 10): "exchange.declare", (40, 20): "exchange.delete", (40, 30): "exchange.bind",
     (40, 40): "exchange.unbind", (50, 10): "queue.declare", (50, 20): "queue.bind",
@@ -92,7 +95,18 @@ class AclAccess:
                 self._authorize(wanted, f"queue '{queue.name}'", class_id, method_id)
                 allowed[queue.topic] = version
 
+    def read_refusal(self, queue: str) -> str | None:
+        """Why the user may no longer read ``queue`` (as basic.consume asks), None while it may."""
+        return self._refusal(needs("read", "queue", self.vhost, queue, _CONSUME), *_CONSUME)
+
     def _authorize(self, wanted: list[Need], shown: str, class_id: int, method_id: int) -> None:
+        refusal = self._refusal(wanted, class_id, method_id)
+        if refusal is not None:
+            reason = f"access to {shown} in vhost '{self.vhost}' refused for user '{self.user}': {refusal}"
+            raise ChannelException(ReplyCode.ACCESS_REFUSED, reason, class_id, method_id)
+
+    def _refusal(self, wanted: list[Need], class_id: int, method_id: int) -> str | None:
+        """Why the rules refuse the user ``wanted`` (on the audit trail too), None when they allow it."""
         registry = self.registry
         try:
             user = registry.user_for(self.user)
@@ -101,5 +115,5 @@ class AclAccess:
         except AuthError as e:
             method = _METHODS.get((class_id, method_id), f"{class_id}.{method_id}")
             audit.refused(self.user, f"amqp={method}", self.source, str(e))
-            reason = f"access to {shown} in vhost '{self.vhost}' refused for user '{self.user}': {e}"
-            raise ChannelException(ReplyCode.ACCESS_REFUSED, reason, class_id, method_id) from None
+            return str(e)
+        return None

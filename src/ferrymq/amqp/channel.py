@@ -161,8 +161,22 @@ class Channel:
             )
         )
 
+    def rules_changed(self) -> None:
+        """The cluster's users or rules changed: a consumer whose user may no longer read its queue
+        is cancelled, as when the queue is deleted (what it holds unacknowledged stays its to
+        settle), and an auto-delete queue goes with its last consumer, as after a basic.cancel."""
+        revoked = [c for c in self.consumers.values() if self.access.read_refusal(c.feed.queue.name)]
+        for consumer in revoked:
+            self.cancelled_by_broker(consumer)
+            self.gateway.expiry.touch(consumer.feed.queue)
+        if revoked:
+            self.gateway.tasks.spawn(
+                self._auto_delete(revoked), f"auto-delete after channel {self.number}'s revocation"
+            )
+
     def cancelled_by_broker(self, consumer: Consumer) -> None:
-        """The consumer's queue is gone: basic.cancel to a client that understands it."""
+        """The consumer's queue is gone, or its user may no longer read it: basic.cancel to a client
+        that understands it."""
         if self.consumers.pop(consumer.tag, None) is None:
             return
         consumer.feed.remove(consumer)
@@ -415,7 +429,7 @@ class Channel:
                 f"queue '{queue.name}' in vhost '{self.vhost}' in exclusive use",
                 *ids_of(m),
             )
-        consumer = Consumer(self, tag, feed, m.no_ack, m.exclusive, self.prefetch)
+        consumer = Consumer(self, tag, feed, m.no_ack, m.exclusive, self.prefetch, self.access.user)
         self.consumers[tag] = consumer
         if not m.nowait:  # consume-ok goes before the first delivery
             self.send(encode_method(self.number, commands.Basic.ConsumeOk(tag)))

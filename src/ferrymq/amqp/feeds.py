@@ -7,7 +7,12 @@ pop's worth before the other feeds get the event loop, so a hot queue never hold
 With the broker in this process, the registry hears of every arrival (`watch_arrivals`) and a feed pops
 only when its queue may hold something: one pop per batch of new messages, rather than one more that
 parks a long poll on each idle queue (thousands of mostly idle queues otherwise cost two pops per
-message). With a remote broker, an idle feed parks a long poll instead."""
+message). With a remote broker, an idle feed parks a long poll instead.
+
+A feed pops for every consumer of its queue at once, whoever they log in as, so a user's consume
+quota is applied here, per delivery: a consumer whose user is over it gets nothing until the
+user's bucket allows more (its share goes to the queue's other consumers), and every message
+delivered to it is charged to its user."""
 
 from __future__ import annotations
 
@@ -33,6 +38,7 @@ log = logging.getLogger(__name__)
 POP_BATCH = 32  # the most one pop brings (RocketMQ's limit)
 POLL_MS = 5_000  # long poll of an empty queue; told of arrivals, the most a feed waits before a look
 UNLIMITED = 1 << 30
+UNLIMITED_QUOTA = float("inf")
 RETRY_AFTER_S = 1.0  # after a pop the broker refused
 
 
@@ -47,12 +53,20 @@ class Receiver(Protocol):
 
 
 class Consumer:
-    __slots__ = ("channel", "exclusive", "feed", "in_flight", "no_ack", "prefetch", "tag")
+    __slots__ = ("channel", "exclusive", "feed", "in_flight", "no_ack", "prefetch", "tag", "user")
 
     def __init__(
-        self, channel: Receiver, tag: str, feed: QueueFeed, no_ack: bool, exclusive: bool, prefetch: int
+        self,
+        channel: Receiver,
+        tag: str,
+        feed: QueueFeed,
+        no_ack: bool,
+        exclusive: bool,
+        prefetch: int,
+        user: str,
     ) -> None:
         self.channel = channel
+        self.user = user  # whose consume quota its deliveries count against ("": nobody's)
         self.tag = tag
         self.feed = feed
         self.no_ack = no_ack
@@ -83,6 +97,7 @@ class QueueFeed:
         self._arrived = True  # whether the queue may hold something since the last pop
         self._task: asyncio.Task | None = None
         self._single_active = queue.arguments.get("x-single-active-consumer") is True
+        self._quota_wait: float | None = None  # when users are over their quotas: until a token
 
     def add(self, consumer: Consumer) -> None:
         self.consumers.append(consumer)
@@ -128,23 +143,30 @@ class QueueFeed:
         try:
             while self.consumers:
                 self._woken.clear()  # a wake from here on ends the next wait at once
+                allowed = self._allowed()
                 if self._held:
-                    self._hand_out()
+                    self._hand_out(allowed)
                     if self._held:
-                        await self._woken.wait()  # for credit
+                        await self._until_woken()  # for credit, or a quota's next token
                     else:
                         await asyncio.sleep(0)  # the other feeds' turn
                     continue
-                want = sum(min(c.credit(), POP_BATCH) for c in self.consumers)
+                want = sum(
+                    int(min(c.credit(), POP_BATCH, allowed.get(c.user, POP_BATCH))) for c in self.consumers
+                )
                 if want <= 0:
-                    await self._woken.wait()
+                    await self._until_woken()
                     continue
                 if not self._arrived:
                     await self._until_arrival()
                     continue
                 # with large prefetches, pop a quarter of them ahead (held here until credit frees)
                 # rather than one message per acknowledgement; with small ones, only what fits
-                ahead = sum(min(c.prefetch or POP_BATCH, POP_BATCH) for c in self.consumers) // 4
+                ahead = (
+                    0
+                    if allowed
+                    else sum(min(c.prefetch or POP_BATCH, POP_BATCH) for c in self.consumers) // 4
+                )
                 self._arrived = not self.registry.notified  # (an arrival during the pop sets it again)
                 # a long poll all the same: the pop after an arrival finds the message at once, while
                 # one that finds nothing (a paused group, another gateway was first) waits as before
@@ -163,15 +185,39 @@ class QueueFeed:
         task = self._task
         return task if not self.consumers and task is not None and not task.done() else None
 
-    def _hand_out(self) -> None:
-        """Give held messages to the consumers in turn, each within its credit."""
+    def _allowed(self) -> dict[str, float]:
+        """What the users of its consumers who have a consume quota may take now (the others are
+        not in it); notes how long until one over its quota may take more."""
+        service, allowed, self._quota_wait = self.registry.service, {}, None
+        for user in {c.user for c in self.consumers if c.user}:
+            messages, wait = service.user_consume_allowance(user)
+            if messages != UNLIMITED_QUOTA:
+                allowed[user] = messages
+            if messages < 1:
+                self._quota_wait = wait if self._quota_wait is None else min(wait, self._quota_wait)
+        return allowed
+
+    async def _until_woken(self) -> None:
+        """Until a wake, or (users over their quotas) until the next token."""
+        wait = self._quota_wait
+        timer = None if wait is None else asyncio.get_running_loop().call_later(max(wait, 0.001), self.wake)
+        try:
+            await self._woken.wait()
+        finally:
+            if timer is not None:
+                timer.cancel()
+
+    def _hand_out(self, allowed: dict[str, float]) -> None:
+        """Give held messages to the consumers in turn, each within its credit and what its user's
+        consume quota allows."""
         consumers, held = self.consumers[:1] if self._single_active else self.consumers, self._held
         settle_now: list[str] = []
+        charged: dict[str, list[int]] = {}  # user -> [messages, bytes]
         misses = 0
         while held and consumers and misses < len(consumers):
             self._turn = (self._turn + 1) % len(consumers)
             consumer = consumers[self._turn]
-            if consumer.credit() <= 0:
+            if consumer.credit() <= 0 or (allowed and allowed.get(consumer.user, 1) < 1):
                 misses += 1
                 continue
             misses = 0
@@ -179,7 +225,14 @@ class QueueFeed:
             handle = message.properties[POP_CK]
             if consumer.no_ack:
                 settle_now.append(handle)
+            if allowed and consumer.user in allowed:
+                allowed[consumer.user] -= 1
+                charge = charged.setdefault(consumer.user, [0, 0])
+                charge[0] += 1
+                charge[1] += len(message.body)
             consumer.channel.deliver(consumer, message, handle)
+        for user, (count, nbytes) in charged.items():
+            self.registry.service.charge_user_consume(user, count, nbytes)
         if settle_now:
             self.registry.settle(self.queue, settle_now)
 

@@ -89,6 +89,13 @@ class Gateway:
         self.catalog.on_queue_gone(self._forget)
         self.id = secrets.token_hex(6)  # names this gateway in exclusive queues' owners
         self._connections = itertools.count(1)
+        if acl is not None:
+            acl.listeners.append(self._rules_changed)
+
+    def _rules_changed(self) -> None:
+        """The cluster's users or rules changed: consumers that may no longer read are cancelled."""
+        for channel in list(self.channels):
+            channel.rules_changed()
 
     def session_started(self, session: Session) -> None:
         self._sessions.add(session)
@@ -276,5 +283,7 @@ class Gateway:
                 )
 
     async def close(self) -> None:
+        if self.acl is not None and self._rules_changed in self.acl.listeners:
+            self.acl.listeners.remove(self._rules_changed)
         self.feeds.close()
         await self.tasks.close()

@@ -8,13 +8,16 @@ from __future__ import annotations
 
 import functools
 import ipaddress
+import logging
 import secrets
 from collections.abc import Callable, Hashable
 from typing import Any, Concatenate, ParamSpec, TypeVar
 
 from ferrymq.auth.decision import decide
 from ferrymq.auth.model import Acl, Action, AuthModelError, Decision, Resource, User, UserStatus, UserType
-from ferrymq.protocol.acl_signing import ACCESS_KEY, SIGNATURE, signature_matches
+from ferrymq.protocol.acl_signing import ACCESS_KEY, SIGNATURE, SigningKey
+
+log = logging.getLogger(__name__)
 
 
 class AuthError(Exception):
@@ -37,40 +40,77 @@ def _changes(
             return method(self, *args, **kwargs)
         finally:
             self.decided.clear()
+            self.signers.clear()
             self.version += 1
+            for listener in list(self.listeners):
+                try:
+                    listener()
+                except Exception:
+                    log.exception("a listener to changes of users or rules failed")
 
     return changing
 
 
-class AuthRegistry:
-    DECISIONS = 10_000  # remembered decisions; past it, start again
+DECISIONS = 10_000  # decisions remembered in one memory; past it, start again
 
+
+def remember(memory: dict[Hashable, Any], key: Hashable, outcome: object) -> None:
+    """Keep ``outcome`` under ``key`` in ``memory``, a bounded one: full, it starts again."""
+    if len(memory) >= DECISIONS:
+        memory.clear()
+    memory[key] = outcome
+
+
+class Signer:
+    """An enabled user as requests signed with its AccessKey meet it: the user, its secret key made
+    ready for checking signatures (keyed once, not per request), and what the remoting gate
+    decided for it. Made anew after every change of users or rules, so none of it outlives one."""
+
+    __slots__ = ("decided", "key", "user")
+
+    def __init__(self, user: User) -> None:
+        self.user = user
+        self.key = SigningKey(user.password.encode())
+        self.decided: dict[Hashable, str | None] = {}
+        """The gate's refusals (None: allowed) by what decides them (gate.py)."""
+
+
+class AuthRegistry:
     def __init__(self) -> None:
         self.users: dict[str, User] = {}
         self.acls: dict[str, Acl] = {}
         self.version = 0  # counts changes: a front that mirrors these users asks for news by it
         self.epoch = secrets.token_hex(8)  # this registry's versions, apart from another's or a restart's
+        self.listeners: list[Callable[[], None]] = []
+        """Called after every change of users or rules (e.g. the AMQP gateway: its consumers)."""
+        self.signers: dict[str, Signer] = {}
+        """Enabled users by AccessKey, made ready as they sign (``signed_by``) until users or rules
+        change."""
         self.decided: dict[Hashable, object] = {}
         """What checks decided, until users or rules next change: a producer asks the same thing
-        per send. Keys are the checker's own (``authorize``'s, the remoting gate's); ``remember``
-        adds to it."""
+        per send. Keys are ``authorize``'s; ``remember`` adds to it."""
 
     # --- checks --------------------------------------------------------------------------------
 
     def authenticate(self, ext_fields: dict[str, str], body: bytes | memoryview, version: int) -> User:
         """The user who signed this remoting request; AuthError when nobody valid did."""
+        return self.signed_by(ext_fields, body, version).user
+
+    def signed_by(self, ext_fields: dict[str, str], body: bytes | memoryview, version: int) -> Signer:
+        """``authenticate``, giving the user's Signer."""
         access_key = ext_fields.get(ACCESS_KEY)
-        given = ext_fields.get(SIGNATURE)
         if not access_key or not isinstance(access_key, str):
             raise AuthError("No accessKey is configured")
+        given = ext_fields.get(SIGNATURE)
         if not given or not isinstance(given, str):
             raise AuthError("No signature is configured")
-        user = self.users.get(access_key)
-        if user is None or user.status is UserStatus.DISABLE:
-            user = self.user_for(access_key)  # raises: the reason to answer
-        if not signature_matches(given, ext_fields, body, version, user.password):
+        signer = self.signers.get(access_key)
+        if signer is None:
+            signer = Signer(self.user_for(access_key))  # raises: the reason to answer
+            self.signers[access_key] = signer
+        if not signer.key.verify(ext_fields, body, version):
             raise AuthError("check signature failed")
-        return user
+        return signer
 
     def user_for(self, username: str) -> User:
         """The enabled user named ``username``; AuthError otherwise."""
@@ -100,10 +140,8 @@ class AuthRegistry:
             raise AuthError(f"User:{user.username} has no permission to access {resource} with {wanted}")
 
     def remember(self, key: Hashable, outcome: object) -> None:
-        """Keep ``outcome`` under ``key`` in ``decided`` (a bounded memory: full, it starts again)."""
-        if len(self.decided) >= self.DECISIONS:
-            self.decided.clear()
-        self.decided[key] = outcome
+        """Keep ``outcome`` under ``key`` in ``decided``."""
+        remember(self.decided, key, outcome)
 
     # --- changes (each marked @_changes) --------------------------------------------------------
 

@@ -99,6 +99,17 @@ class MessageService(Protocol):
         fronts that count their own clients' connections (the AMQP gateway)."""
         ...
 
+    def user_consume_allowance(self, user: str) -> tuple[float, float]:
+        """(messages `user`'s consume quota lets it take now, inf without one; seconds until one more
+        may go when none may), for fronts that pop for many users at once (the AMQP gateway's queue
+        feeds) and charge each user what they deliver to it (`charge_user_consume`). A remote
+        service answers from the quotas as last read and reads them again in the background."""
+        ...
+
+    def charge_user_consume(self, user: str, count: int, nbytes: int) -> None:
+        """`count` messages (`nbytes`) were delivered to `user`: its consume quota is charged."""
+        ...
+
     # --- producing ------------------------------------------------------------------------------
 
     async def send(

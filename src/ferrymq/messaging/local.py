@@ -38,6 +38,8 @@ from ferrymq.protocol.sys_flag import TRANSACTION_COMMIT_TYPE, TRANSACTION_ROLLB
 
 _DEFAULT_TOPIC, _DEFAULT_QUEUE_NUMS = "TBW102", 4
 
+_UNLIMITED = (float("inf"), 0.0)  # no consume quota: (messages allowed now, wait)
+
 
 class ClientChannel:
     """A registered client as the broker's client registry sees it: the broker's calls back go to
@@ -95,6 +97,15 @@ class LocalMessageService:
 
     async def user_connection_limit(self, user: str) -> int | None:
         return self.puts.quotas.max_connections(user)
+
+    def user_consume_allowance(self, user: str) -> tuple[float, float]:
+        quotas = self.puts.quotas
+        return quotas.consume_allowance("", "", user) if quotas.consume else _UNLIMITED
+
+    def charge_user_consume(self, user: str, count: int, nbytes: int) -> None:
+        quotas = self.puts.quotas
+        if quotas.consume:
+            quotas.charge_consume("", "", user, count, nbytes)
 
     def _queue_id(self, queue: MessageQueue | None) -> int:
         if queue is None:

@@ -388,6 +388,12 @@ class RemoteMessageService:
         """From the quotas of the first broker that answers, asked again after QUOTA_TTL_S."""
         return (await self.user_quotas.current()).max_connections(user)
 
+    def user_consume_allowance(self, user: str) -> tuple[float, float]:
+        return self.user_quotas.consume_allowance_now(user)
+
+    def charge_user_consume(self, user: str, count: int, nbytes: int) -> None:
+        self.user_quotas.charge_consume(user, count, nbytes)
+
     async def _list_quotas(self) -> list[dict]:
         try:
             return await Admin(self.instance.namesrvs[0], instance=self.instance).list_quotas()

@@ -11,6 +11,7 @@ its own buckets: n fronts let a user through n times the limit, as n brokers do 
 from __future__ import annotations
 
 import asyncio
+import logging
 import time
 from collections.abc import Awaitable, Callable
 from typing import Any
@@ -19,6 +20,7 @@ from ferrymq.broker.quota.limiter import QuotaLimiter
 from ferrymq.broker.quota.model import QuotaError
 from ferrymq.messaging.api import MessagingError
 
+log = logging.getLogger(__name__)
 ReadQuotas = Callable[[], Awaitable[list[dict[str, Any]]]]
 
 
@@ -69,6 +71,23 @@ class UserQuotas:
             return float("inf"), 0.0
         limiter = await self.current()
         return limiter.consume_allowance("", "", user) if limiter.consume else (float("inf"), 0.0)
+
+    def consume_allowance_now(self, user: str) -> tuple[float, float]:
+        """``consume_allowance`` without waiting: by the quotas as last read, read again in the
+        background once ``ttl`` has passed (for a caller that cannot wait, e.g. a feed handing out
+        messages)."""
+        if time.monotonic() >= self._until and self._reading is None:
+            reading = self._reading = asyncio.ensure_future(self._reload())
+            reading.add_done_callback(self._read_in_background)
+        limiter = self.limiter
+        return limiter.consume_allowance("", "", user) if limiter.consume else (float("inf"), 0.0)
+
+    def _read_in_background(self, reading: asyncio.Future[None]) -> None:
+        if self._reading is reading:
+            self._reading = None
+        if not reading.cancelled() and (error := reading.exception()) is not None:
+            log.warning("user quotas not read again, the last ones stay: %s", error)
+            self._until = time.monotonic() + self.ttl  # not again at every call
 
     def charge_consume(self, user: str | None, count: int, nbytes: int) -> None:
         if user is not None and count and self.limiter.consume:

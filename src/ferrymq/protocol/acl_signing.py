@@ -13,12 +13,10 @@ Signature=<hex>``, the HMAC-SHA1 of the ``x-mq-date-time`` header's value, in he
 from __future__ import annotations
 
 import binascii
-import functools
 import hashlib
 import hmac
-import operator
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from ferrymq._native import load
 from ferrymq.protocol.remoting import RemotingCommand
@@ -37,124 +35,65 @@ def request_content(ext_fields: dict[str, str], body: bytes | memoryview, versio
 
 
 def _fields_content(ext_fields: dict[str, str], version: int) -> bytes:
-    values = _values_by_sorted_key(tuple(ext_fields), version <= _V4_9_3)(ext_fields)
-    try:
-        return "".join(values).encode()
-    except TypeError:  # a value that is not a string yet: as Java would print it
-        return "".join(map(str, values)).encode()
-
-
-@functools.lru_cache(maxsize=1024)
-def _values_by_sorted_key(keys: tuple[str, ...], old_peer: bool) -> Callable[[dict[str, str]], tuple]:
-    """What picks the signed values of extFields with these keys, in the order of the sorted keys.
-
-    A peer sends the same keys in the same order request after request, so the sort is done once
-    per key set and each request is one C call (operator.itemgetter), not a sort and a loop."""
-    skip = (SIGNATURE, _UNIQUE_KEY_QUERY) if old_peer else (SIGNATURE,)
-    signed = sorted(key for key in keys if key not in skip)
-    if len(signed) > 1:
-        return operator.itemgetter(*signed)
-    if signed:
-        only = signed[0]
-        return lambda fields: (fields[only],)
-    return lambda fields: ()
+    """The values of every extField but Signature, in the order of the sorted keys, as Java prints
+    them (a caller's ints too)."""
+    skip = (SIGNATURE, _UNIQUE_KEY_QUERY) if version <= _V4_9_3 else (SIGNATURE,)
+    return "".join(str(ext_fields[key]) for key in sorted(ext_fields) if key not in skip).encode()
 
 
 _BLOCK = 64  # SHA-1's block size
 
 
-@functools.lru_cache(maxsize=1024)
-def _pads(secret_key: str) -> tuple[hashlib._Hash, hashlib._Hash]:
-    """HMAC-SHA1 (RFC 2104) keyed with ``secret_key``: the inner and outer hashes after their key
-    blocks, to copy per request (keying anew, or hmac.HMAC's Python wrapper, costs more; so does
-    OpenSSL's HMAC object, whose copy is dearer than two hash copies)."""
-    key = secret_key.encode()
-    if len(key) > _BLOCK:
-        key = hashlib.sha1(key).digest()
-    key = key.ljust(_BLOCK, b"\0")
-    inner = hashlib.sha1(bytes(k ^ 0x36 for k in key))
-    outer = hashlib.sha1(bytes(k ^ 0x5C for k in key))
-    return inner, outer
+class PySigningKey:
+    """HMAC-SHA1 (RFC 2104) keyed with one secret: the inner and outer hashes after their key
+    blocks, made once and copied per request (keying anew, or hmac.HMAC's Python wrapper, costs
+    more). The reference of the C ``Key`` (ferrymq/_native/hmac.c) that ``SigningKey`` is when it
+    is built."""
 
+    __slots__ = ("_inner", "_outer")
 
-def py_mac(content: bytes, secret_key: str, body: bytes | memoryview) -> bytes:
-    """The signature of ``content + body`` as base64 bytes: the reference for the C version
-    (ferrymq/_native/hmac.c) that ``_mac`` is when it is built."""
-    inner_pad, outer_pad = _pads(secret_key)
-    inner = inner_pad.copy()
-    inner.update(content)
-    if body:
-        inner.update(body)
-    outer = outer_pad.copy()
-    outer.update(inner.digest())
-    return binascii.b2a_base64(outer.digest(), newline=False)
+    def __init__(self, secret: bytes) -> None:
+        if len(secret) > _BLOCK:
+            secret = hashlib.sha1(secret).digest()
+        secret = secret.ljust(_BLOCK, b"\0")
+        self._inner = hashlib.sha1(bytes(k ^ 0x36 for k in secret))
+        self._outer = hashlib.sha1(bytes(k ^ 0x5C for k in secret))
+
+    def mac(self, content: bytes, body: bytes | memoryview) -> bytes:
+        """HMAC-SHA1(secret, content + body)."""
+        inner = self._inner.copy()
+        inner.update(content)
+        if body:
+            inner.update(body)
+        outer = self._outer.copy()
+        outer.update(inner.digest())
+        return outer.digest()
+
+    def sign(self, ext_fields: dict[str, str], body: bytes | memoryview, version: int) -> str:
+        """The Signature of a remoting request with these extFields and body."""
+        digest = self.mac(_fields_content(ext_fields, version), body)
+        return binascii.b2a_base64(digest, newline=False).decode()
+
+    def verify(self, ext_fields: dict[str, str], body: bytes | memoryview, version: int) -> bool:
+        """Whether the request's own Signature is right (False when it has none)."""
+        given = ext_fields.get(SIGNATURE)
+        expected = self.sign(ext_fields, body, version)
+        try:
+            return isinstance(given, str) and hmac.compare_digest(given, expected)
+        except TypeError:  # not ASCII: not a base64 signature
+            return False
 
 
 _hmac_c = load("hmac")
-
-
-@functools.lru_cache(maxsize=1024)
-def _prepared(secret_key: str) -> bytes:
-    """HMAC-SHA1's keyed inner and outer SHA-1 states for ``secret_key``, as the C version keeps them."""
-    assert _hmac_c is not None
-    return _hmac_c.prepare(secret_key.encode())
-
-
-def _c_mac(content: bytes, secret_key: str, body: bytes | memoryview) -> bytes:
-    assert _hmac_c is not None
-    return binascii.b2a_base64(_hmac_c.mac(_prepared(secret_key), content, body), newline=False)
-
-
-_mac = py_mac if _hmac_c is None else _c_mac
+SigningKey: Callable[[bytes], PySigningKey] = PySigningKey if _hmac_c is None else _hmac_c.Key
+"""``SigningKey(secret_key.encode())``: sign and verify requests with one secret; make it once per
+secret (a client per credentials, the server per user)."""
 
 
 def signature(content: bytes, secret_key: str, body: bytes | memoryview = b"") -> str:
     """base64(HMAC-SHA1(secret_key, content + body)), as RocketMQ's AclSigner computes it."""
-    return _mac(content, secret_key, body).decode()
-
-
-def py_request_signature(
-    ext_fields: dict[str, str], body: bytes | memoryview, version: int, secret_key: str
-) -> str:
-    """The Signature of a remoting request with these extFields and body (the reference; with the
-    C accelerator built, ``request_signature`` hashes the values in place)."""
-    return _mac(_fields_content(ext_fields, version), secret_key, body).decode()
-
-
-def py_signature_matches(
-    given: str, ext_fields: dict[str, str], body: bytes | memoryview, version: int, secret_key: str
-) -> bool:
-    """Whether ``given`` is the request's Signature (the reference of ``signature_matches``)."""
-    expected = py_request_signature(ext_fields, body, version, secret_key)
-    try:
-        return hmac.compare_digest(given, expected)
-    except TypeError:  # not ASCII: not a base64 signature
-        return False
-
-
-def _c_request_signature(
-    ext_fields: dict[str, str], body: bytes | memoryview, version: int, secret_key: str
-) -> str:
-    assert _hmac_c is not None
-    try:
-        signed = _hmac_c.sign(_prepared(secret_key), ext_fields, body, version <= _V4_9_3)
-    except TypeError:  # a value that is not a string yet
-        return py_request_signature(ext_fields, body, version, secret_key)
-    return signed.decode()
-
-
-def _c_signature_matches(
-    given: str, ext_fields: dict[str, str], body: bytes | memoryview, version: int, secret_key: str
-) -> bool:
-    assert _hmac_c is not None
-    try:
-        return _hmac_c.verify(_prepared(secret_key), ext_fields, body, version <= _V4_9_3, given)
-    except TypeError:  # a value that is not a string yet, or a signature that is not one
-        return py_signature_matches(given, ext_fields, body, version, secret_key)
-
-
-request_signature = py_request_signature if _hmac_c is None else _c_request_signature
-signature_matches = py_signature_matches if _hmac_c is None else _c_signature_matches
+    digest = SigningKey(secret_key.encode()).mac(content, body)
+    return binascii.b2a_base64(digest, newline=False).decode()
 
 
 @dataclass(frozen=True, slots=True)
@@ -165,21 +104,24 @@ class Credentials:
     secret_key: str
     security_token: str = ""
 
+    _key: PySigningKey = field(init=False, repr=False, compare=False)
+
     def __post_init__(self) -> None:
         if not self.access_key or not self.secret_key:
             raise ValueError("credentials need both an access key and a secret key")
+        object.__setattr__(self, "_key", SigningKey(self.secret_key.encode()))  # keyed once
 
     def __repr__(self) -> str:  # the secret never reaches a log through a repr
         return f"Credentials(access_key={self.access_key!r})"
 
     def sign(self, command: RemotingCommand) -> None:
-        """Add AccessKey (and SecurityToken) and the Signature to ``command``'s extFields."""
+        """Add AccessKey (and SecurityToken) and the Signature to ``command``'s extFields (an
+        earlier Signature is replaced: the signature never covers one)."""
         fields = command.ext_fields
-        fields.pop(SIGNATURE, None)
         fields[ACCESS_KEY] = self.access_key
         if self.security_token:
             fields[SECURITY_TOKEN] = self.security_token
-        fields[SIGNATURE] = request_signature(fields, command.body, command.version, self.secret_key)
+        fields[SIGNATURE] = self._key.sign(fields, command.body, command.version)
 
 
 GRPC_SCHEME = "MQv2-HMAC-SHA1"
