@@ -148,7 +148,7 @@ async def test_scheduled_messages_are_delivered_once_across_takeover_and_handbac
     # by the master and the master is killed before the slave copies that.
     now_ms = int(time.time() * 1000)
     uncopied = await schedule(c, "uncopied", 1, now_ms + 1000)
-    soon = await schedule(c, "soon", 2, now_ms + 6000)  # due while the master is down: 5 s, 6 s
+    soon = await schedule(c, "soon", 3, now_ms + 10_000)  # due while the master is down: 10 s
     later = await schedule(c, "later", 4, now_ms + 35_000)  # due once it is back: 30 s, 35 s
     await until("the master delivered them", lambda: _delivered(c, "a-master", 10))
     await slave_has_master_log(c, TOPIC)

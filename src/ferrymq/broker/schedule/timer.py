@@ -229,7 +229,7 @@ class TimerService(DueService):
                 self._add(out_ms // self.precision, offset, phys, size, props)
             self.enqueue_offset = offset + 1
         if self._heap:
-            log.info("timer: %d messages pending after restart", self.pending)
+            log.info("timer: %d messages pending (from the progress loaded or taken over)", self.pending)
 
     def _save(self, checkpoint: TimerCheckpoint) -> None:
         save_json(self.path, checkpoint)
