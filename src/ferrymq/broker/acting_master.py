@@ -94,7 +94,8 @@ class ActingMaster:
         self._wake = wake
         self.acting = False
         self._state_path = config.store.config_dir / "actingMaster.json"
-        self.acted = load_json(self._state_path, ActingState).acted  # since the master took the duties back
+        # since the master last took the duties back (a slave with the setting turned off holds none)
+        self.acted = self.enabled and load_json(self._state_path, ActingState).acted
         self.reclaimed = not self.enabled  # a master's duties are its own again
         self._hold_until = 0.0
 
