@@ -58,7 +58,7 @@ class DelayLevelService(DueService):
     async def step(self) -> int | None:
         """Redeliver every due message; the ms time the next one is due, or None if none is pending."""
         if self._recount:  # each level is delivered in queue order: past the last one redelivered
-            for queue_id, delivered in self._recounted(SCHEDULE_TOPIC).items():
+            for queue_id, delivered in (await self._recounted(SCHEDULE_TOPIC)).items():
                 level = queue_id + 1
                 self.offsets[level] = max(self.offsets.get(level, 0), max(delivered) + 1)
         earliest = None

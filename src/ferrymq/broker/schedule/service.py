@@ -64,11 +64,14 @@ class DueService:
         self.log_offset = log_offset
         self._recount = True
 
-    def _recounted(self, topic: str) -> dict[int, set[int]]:
+    async def _recounted(self, topic: str) -> dict[int, set[int]]:
         """Once after a load or adoption: the held-back messages of `topic` the log shows redelivered
-        past the progress (queue id → queue offsets)."""
+        past the progress (queue id → queue offsets). Read on a worker thread: seconds of traffic
+        may take a second to walk, and pulls are served meanwhile."""
         self._recount = False
-        return delivered_since(self.store, self.log_offset, topic) if self.log_offset >= 0 else {}
+        if self.log_offset < 0:
+            return {}
+        return await asyncio.to_thread(delivered_since, self.store, self.log_offset, topic)
 
     async def _redeliver(
         self, record: memoryview | None, drop: Iterable[bytes], add: bytes = b""

@@ -83,11 +83,13 @@ class TimerService(DueService):
     async def step(self) -> int | None:
         """Take in new timer messages, redeliver the due ones, note the checkpoint; return when the
         next slot is due (ms), or None when nothing waits."""
-        if self._adopted is not None:  # carry on from the progress loaded or adopted
-            delivered = self._recounted(TIMER_TOPIC).get(0, set())
+        adopted = self._adopted
+        if adopted is not None:  # carry on from the progress loaded or adopted
+            delivered = (await self._recounted(TIMER_TOPIC)).get(0, set())
             self._slots, self._heap, self._recalled = {}, [], {}
-            self._reload(self._adopted, delivered)
-            self._adopted = None
+            self._reload(adopted, delivered)
+            if self._adopted is adopted:  # else another came meanwhile: the next step takes it
+                self._adopted = None
         await self._take_in()
         now = now_ms()
         current = now // self.precision  # slots before this one are due: slot s is due at (s+1)*precision
