@@ -8,20 +8,28 @@ from ferrymq.protocol.bodies import PAUSED, RATE_LIMIT, SubscriptionGroupConfig
 from tests.ha.conftest import caught_up, eventually
 
 
+async def delayed_and_timed_delivered(group, master, *, delayed: int) -> None:
+    """Send a message at delay level 1 and one due in 1 s; wait until the master delivered both (the
+    `delayed`-th at level 1, the first of the timer)."""
+    await group.send(master, b"later", props={"DELAY": "1"})
+    await group.send(master, b"timed", props={"TIMER_DELAY_MS": "1000"})
+    timer = master.scheduler.timer
+    await eventually(
+        lambda: (
+            master.scheduler.delays.offsets.get(1) == delayed
+            and timer.enqueue_offset == 1
+            and not timer.pending
+        ),
+        what="both held-back messages delivered",
+    )
+
+
 async def test_a_slave_copies_groups_with_their_controls_and_scheduled_progress(group):
     master = await group.start("m")
     slave = await group.start("s", broker_role="SLAVE", broker_id=1)
     master.groups.put(SubscriptionGroupConfig("Paused", retry_max_times=3, attributes={PAUSED: "true"}))
     master.groups.put(SubscriptionGroupConfig("Limited", attributes={RATE_LIMIT: "50"}))
-    await group.send(master, b"later", props={"DELAY": "1"})  # level 1: due in 1 s
-    await group.send(master, b"timed", props={"TIMER_DELAY_MS": "1000"})
-    timer = master.scheduler.timer
-    await eventually(
-        lambda: (
-            master.scheduler.delays.offsets.get(1) == 1 and timer.enqueue_offset == 1 and not timer.pending
-        ),
-        what="both held-back messages delivered",
-    )
+    await delayed_and_timed_delivered(group, master, delayed=1)
     await caught_up(slave, master)
 
     await slave.slave_sync.sync()
@@ -80,15 +88,7 @@ async def test_a_promoted_slave_counts_from_its_log_what_its_master_delivered_af
     await eventually(lambda: master.scheduler.delays.offsets.get(1) == 1, what="the first one delivered")
     await caught_up(slave, master)
     await slave.slave_sync.sync()
-    await group.send(master, b"uncopied", props={"DELAY": "1"})
-    await group.send(master, b"timed", props={"TIMER_DELAY_MS": "1000"})
-    timer = master.scheduler.timer
-    await eventually(
-        lambda: (
-            master.scheduler.delays.offsets.get(1) == 2 and timer.enqueue_offset == 1 and not timer.pending
-        ),
-        what="both delivered by the master",
-    )
+    await delayed_and_timed_delivered(group, master, delayed=2)
     await caught_up(slave, master)
     assert slave.scheduler.delays.offsets[1] == 1  # its copy is older than that
     await master.stop()
