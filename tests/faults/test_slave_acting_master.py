@@ -255,9 +255,9 @@ async def test_transactions_are_ended_once_across_takeover_restart_and_handback(
         await until("the restarted slave asked about tx-open", lambda: asked_again("tx-open", phase, 2))
         assert asked("tx-by-slave", phase) == 0, "the restarted slave asked again about what it committed"
 
-        phase = "master back"
         await c.start(master)
-        await master.wait_for_line(TOOK_BACK, SETTLE)
+        await master.wait_for_line(TOOK_BACK, SETTLE)  # the slave asks no more from here on
+        phase = "master back"
         await until("the master asked about tx-open", lambda: asked_again("tx-open", phase, 2))
         ended = ("tx-commit", "tx-rollback", "tx-checked", "tx-by-slave")
         assert [asked(body, phase) for body in ended] == [0, 0, 0, 0], checks
