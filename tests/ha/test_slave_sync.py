@@ -8,20 +8,28 @@ from ferrymq.protocol.bodies import PAUSED, RATE_LIMIT, SubscriptionGroupConfig
 from tests.ha.conftest import caught_up, eventually
 
 
+async def delayed_and_timed_delivered(group, master, *, delayed: int) -> None:
+    """Send a message at delay level 1 and one due in 1 s; wait until the master delivered both (the
+    `delayed`-th at level 1, the first of the timer)."""
+    await group.send(master, b"later", props={"DELAY": "1"})
+    await group.send(master, b"timed", props={"TIMER_DELAY_MS": "1000"})
+    timer = master.scheduler.timer
+    await eventually(
+        lambda: (
+            master.scheduler.delays.offsets.get(1) == delayed
+            and timer.enqueue_offset == 1
+            and not timer.pending
+        ),
+        what="both held-back messages delivered",
+    )
+
+
 async def test_a_slave_copies_groups_with_their_controls_and_scheduled_progress(group):
     master = await group.start("m")
     slave = await group.start("s", broker_role="SLAVE", broker_id=1)
     master.groups.put(SubscriptionGroupConfig("Paused", retry_max_times=3, attributes={PAUSED: "true"}))
     master.groups.put(SubscriptionGroupConfig("Limited", attributes={RATE_LIMIT: "50"}))
-    await group.send(master, b"later", props={"DELAY": "1"})  # level 1: due in 1 s
-    await group.send(master, b"timed", props={"TIMER_DELAY_MS": "1000"})
-    timer = master.scheduler.timer
-    await eventually(
-        lambda: (
-            master.scheduler.delays.offsets.get(1) == 1 and timer.enqueue_offset == 1 and not timer.pending
-        ),
-        what="both held-back messages delivered",
-    )
+    await delayed_and_timed_delivered(group, master, delayed=1)
     await caught_up(slave, master)
 
     await slave.slave_sync.sync()
@@ -69,3 +77,33 @@ async def test_a_slave_behind_its_master_does_not_take_delay_progress_it_cannot_
 
 def _saved(path, field: str):
     return json.loads(path.read_text())[field] if path.exists() else None
+
+
+async def test_a_promoted_slave_counts_from_its_log_what_its_master_delivered_after_the_copy(group):
+    """The master delivers after the slave last copied its progress, and dies: promoted, the slave
+    finds those redeliveries in its log and does not deliver them again."""
+    master = await group.start("m")
+    slave = await group.start("s", broker_role="SLAVE", broker_id=1)
+    await group.send(master, b"copied", props={"DELAY": "1"})
+    await eventually(lambda: master.scheduler.delays.offsets.get(1) == 1, what="the first one delivered")
+    await caught_up(slave, master)
+    await slave.slave_sync.sync()
+    await delayed_and_timed_delivered(group, master, delayed=2)
+    await caught_up(slave, master)
+    assert slave.scheduler.delays.offsets[1] == 1  # its copy is older than that
+    await master.stop()
+    log_end = slave.store.commitlog.max_offset
+
+    await slave.change_role("master", broker_id=0, epoch=2, master_addr=None, master_ha_addr=None)
+    delays, timer = slave.scheduler.delays, slave.scheduler.timer
+    await eventually(
+        lambda: (
+            delays.offsets.get(1) == 2
+            and timer.enqueue_offset == 1
+            and not delays.stepping
+            and not timer.stepping
+        ),
+        what="the promoted slave's first round",
+    )
+    assert timer.pending == 0
+    assert slave.store.commitlog.max_offset == log_end, "delivered again"

@@ -584,6 +584,30 @@ def test_an_acting_master_stands_in_read_only_while_its_master_is_gone():
     assert table.topic_route("T").queue_datas[0].perm == 4  # the table itself is unchanged
 
 
+def test_an_acting_slave_that_registers_alone_brings_its_group_back_into_the_routes():
+    """Every broker of the group gone (the acting slave restarted): its registration alone lists
+    the group again, read-only; without acting master a slave's registration lists nothing."""
+    wrapper = TopicConfigSerializeWrapper(topic_config_table={"T": TopicConfig(topic_name="T", perm=6)})
+    for acting in (True, False):
+        table = RouteTable(broker_timeout=120.0)
+        for broker_id, addr in ((0, "a:0"), (1, "a:1")):
+            header = RegisterBrokerRequestHeader(
+                broker_name="broker-a", broker_addr=addr, cluster_name="C", broker_id=broker_id,
+                ha_server_addr="h", enable_acting_master=acting,
+            )  # fmt: skip
+            table.register_broker(header, wrapper, channel=addr)
+        table.remove_channel("a:0")
+        table.remove_channel("a:1")
+        assert table.topic_route("T") is None
+        table.register_broker(header, wrapper, channel="a:1")
+        route = table.topic_route("T")
+        if acting:
+            assert route.broker_datas[0].broker_addrs == {0: "a:1", 1: "a:1"}
+            assert route.queue_datas[0].perm == 4
+        else:
+            assert route is None
+
+
 def test_without_acting_master_a_group_without_master_has_none_in_its_routes():
     table = RouteTable(broker_timeout=120.0)
     wrapper = TopicConfigSerializeWrapper(topic_config_table={"T": TopicConfig(topic_name="T", perm=6)})

@@ -1,6 +1,7 @@
 """SIGKILL a broker process while delayed and timed messages are pending or being delivered: after a
-restart every acknowledged message arrives, none before its time, and only those already delivered
-before the kill may come twice (at-least-once, as RocketMQ)."""
+restart every acknowledged message arrives, none before its time, and none twice: the progress saved
+before the kill may miss the last redeliveries, but they are in the log, which names what each one
+redelivered (RocketMQ delivers those again: at least once)."""
 
 from __future__ import annotations
 
@@ -76,7 +77,6 @@ async def test_pending_scheduled_messages_survive_sigkill(tmp_path):
                 await producer.send(Message("Crashed", b"t%d" % i, properties={"TIMER_DELIVER_MS": str(at)}))
                 due[b"t%d" % i] = at / 1000
         await asyncio.sleep(2.5)  # some timers are delivered, the rest pending, when the broker dies
-        killed_at = time.time()
         kill(broker)
         broker = await start_broker(store, namesrv.port)
         got = await collect(addr, "Crashed", 2 * COUNT + 1, timeout=60)
@@ -90,4 +90,4 @@ async def test_pending_scheduled_messages_survive_sigkill(tmp_path):
         if m.body in due:
             assert m.store_timestamp / 1000 >= due[m.body] - 0.05, f"{m.body} delivered early"
     twice = {body for body, n in counts.items() if n > 1 and body != b"first"}
-    assert all(due[b] < killed_at + 0.05 for b in twice), f"due after the kill yet delivered twice: {twice}"
+    assert not twice, f"delivered twice: {sorted(twice)}"

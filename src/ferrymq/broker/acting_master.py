@@ -14,9 +14,13 @@ Handing back: a returning master (with the same setting) delivers nothing until 
 slave of its group for the duties (ACTING_MASTER_HANDBACK). A slave asked stops acting, waits for
 the deliveries it is in the middle of, and answers its progress — delay-level offsets, timer
 checkpoint, transactions it ended — which the master adopts before it starts. So a due message is
-delivered by one of them, never by both, and none is left behind. (As with a promotion, messages
-the master delivered in the seconds before it died, after the slave last copied its progress, are
-delivered again by the slave: at least once.)
+delivered by one of them, never by both, and none is left behind.
+
+What the master did after the slave last copied its progress (every 10 s) is in the slave's copy of
+its log: the redeliveries name the held-back records they came from (schedule/delivered.py), and
+the op records the transactions it ended. The slave counts both before it delivers or checks
+anything, so nothing the master delivered or ended is done again. Whether this slave acted, and the
+transactions it ended, are kept in files, so a restart of the acting slave keeps them too.
 """
 
 from __future__ import annotations
@@ -31,6 +35,7 @@ import msgspec
 
 from ferrymq.broker.config import BrokerConfig
 from ferrymq.broker.escape import EscapeBridge
+from ferrymq.broker.persisted import load_json, save_json
 from ferrymq.broker.schedule.delay import DelayOffsetSerializeWrapper
 from ferrymq.broker.schedule.scheduler import Scheduler
 from ferrymq.broker.schedule.service import Escape
@@ -58,6 +63,13 @@ class Handback(Body):
     ended_transactions: list[int] = msgspec.field(default_factory=list)
 
 
+class ActingState(Body):
+    """config/actingMaster.json: whether this slave acted since its master last took the duties back
+    (its progress is then newer than the master's, and goes back with a handback)."""
+
+    acted: bool = False
+
+
 class BrokerRole(Protocol):
     @property
     def is_master(self) -> bool: ...
@@ -81,7 +93,9 @@ class ActingMaster:
         self.bridge = EscapeBridge(client, config.namesrv_addrs, config.broker_name)
         self._wake = wake
         self.acting = False
-        self.acted = False  # acted since the master last took its duties back
+        self._state_path = config.store.config_dir / "actingMaster.json"
+        # since the master last took the duties back (a slave with the setting turned off holds none)
+        self.acted = self.enabled and load_json(self._state_path, ActingState).acted
         self.reclaimed = not self.enabled  # a master's duties are its own again
         self._hold_until = 0.0
 
@@ -118,7 +132,8 @@ class ActingMaster:
         act = await self._should_act()
         if act and not self.acting:
             self.transactions.load()  # what its copy of the log says is still open
-            self.acting = self.acted = True
+            self.acting = True
+            self._set_acted(True)
             log.warning("master of %s is gone: this slave acts for it (scheduled messages, "
                         "transaction check-backs)", self.config.broker_name)  # fmt: skip
             self._wake()
@@ -167,10 +182,14 @@ class ActingMaster:
         body = Handback(acted=self.acted)
         if self.acted:
             body = Handback(True, self.scheduler.delays.offset_table(), self.scheduler.timer.checkpoint(),
-                            sorted(self.transactions.acting_ended))  # fmt: skip
-            self.acted = False
-            self.transactions.acting_ended.clear()
+                            self.transactions.hand_back_ended())  # fmt: skip
+            self._set_acted(False)
         return request.make_response(ResponseCode.SUCCESS, body=encode_body(body))
+
+    def _set_acted(self, acted: bool) -> None:
+        if acted != self.acted:
+            self.acted = acted
+            save_json(self._state_path, ActingState(acted))
 
     async def _reclaim(self) -> None:
         """Ask every slave of the group for the duties; start them once each answered (or is gone)."""

@@ -189,6 +189,7 @@ class Broker:
         self.slave_sync = SlaveSynchronizer(
             self.store, self.topics, self.offsets, self.groups, self.consumption, self.scheduler, self.client,
             is_master=lambda: self.is_master, learned_master=lambda: self.registrar.master_addr,
+            acted=lambda: self.acting_master.acted,
         )  # fmt: skip
         self.hold.attach(loop)
         self.store.dispatcher.listener = self._arrived

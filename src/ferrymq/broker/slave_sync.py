@@ -45,8 +45,11 @@ class SlaveSynchronizer:
         self, store: MessageStore, topics: TopicConfigManager, offsets: ConsumerOffsetManager,
         groups: SubscriptionGroupManager, consumption: ConsumptionControl, scheduler: Scheduler,
         client: RemotingClient, *, is_master: Callable[[], bool], learned_master: Callable[[], str | None],
+        acted: Callable[[], bool] = lambda: False,
     ) -> None:  # fmt: skip
-        """`learned_master()`: the master's address as NameServers last named it."""
+        """`learned_master()`: the master's address as NameServers last named it; `acted()`: this slave
+        acted for its master and has not handed the duties back (its scheduled-message progress is
+        the newer one until then)."""
         self.store = store
         self.topics = topics
         self.offsets = offsets
@@ -56,6 +59,7 @@ class SlaveSynchronizer:
         self.client = client
         self.is_master = is_master
         self._learned_master = learned_master
+        self._acted = acted
         self.master_addr: str | None = None  # given by the controller; else learned from NameServers
 
     async def sync(self) -> None:
@@ -83,6 +87,8 @@ class SlaveSynchronizer:
         self.offsets.adopt(offsets)
         if self.groups.adopt(groups):  # pauses and rate limits hold on the slave's reads too
             self.consumption.update_all(self.groups.groups.values())
+        if self._acted():
+            return
         if await self._replicated(covered):
             self.scheduler.delays.adopt(delays)
             self.scheduler.timer.adopt(timer)

@@ -15,9 +15,11 @@ older copy of a transaction that is already ended is ignored, and nothing is com
 What must be remembered is small: the origins ended whose copies the cursor has not yet passed.
 
 A slave acting for its missing master (enable_slave_acting_master) checks back from its copy of the
-log without writing to it: it asks producers about the half messages due a check, escapes the
-commits they answer to another master, and remembers the origins it ended; the returning master
-takes them over and writes their op records (`reclaim`).
+log without writing to it: it learns what its master ended from the op records it copied (`load`),
+asks producers about the half messages due a check, escapes the commits they answer to another
+master, and remembers the origins it ended in a file of its own (config/actingEndedTransactions.json,
+written before the answer, so a restart of the slave does not end them again); the returning
+master takes them over and writes their op records (`reclaim`).
 """
 
 from __future__ import annotations
@@ -28,13 +30,17 @@ import logging
 import time
 from collections.abc import Awaitable, Callable
 
+import msgspec
+
 from ferrymq.broker.clients import ClientRegistry
 from ferrymq.broker.config import BrokerConfig
 from ferrymq.broker.offsets import ConsumerOffsetManager
+from ferrymq.broker.persisted import load_json, save_json
 from ferrymq.broker.schedule.divert import ScheduleError
 from ferrymq.broker.topics import TopicConfigManager
 from ferrymq.ha.dledger.command import PutCommand
 from ferrymq.net.errors import RemotingError
+from ferrymq.protocol.bodies import Body
 from ferrymq.protocol.codes import RequestCode
 from ferrymq.protocol.headers import CheckTransactionStateRequestHeader
 from ferrymq.protocol.message_ext import MessageExt, decode_record, decode_records
@@ -56,6 +62,12 @@ ORIGIN = "TRAN_PREPARED_QUEUE_OFFSET"
 CHECK_IMMUNITY = "CHECK_IMMUNITY_TIME_IN_SECONDS"
 _SCAN_BATCH = 64
 _OP_PROPS = encode_properties({Prop.TAGS: OP_TAG}).encode()
+
+
+class ActingEnded(Body):
+    """The origins of the transactions a slave acting for its master ended (not yet handed back)."""
+
+    origins: list[int] = msgspec.field(default_factory=list)
 
 
 class EndError(Exception):
@@ -89,7 +101,9 @@ class TransactionService:
         self.ended: dict[int, int] = {}  # origin -> op queue offset of its op record
         self.copies_ahead: dict[int, int] = {}  # origin -> copies at or past the cursor
         self.counts = {"committed": 0, "rolledBack": 0, "checked": 0}
-        self.acting_ended: set[int] = set()  # origins a slave acting for its master ended
+        self._acting_path = config.store.config_dir / "actingEndedTransactions.json"
+        # origins a slave acting for its master ended
+        self.acting_ended: set[int] = set(load_json(self._acting_path, ActingEnded).origins)
         self._acting_checks: dict[int, int] = {}  # origin -> check-backs asked while acting
 
     # --- start-up ---------------------------------------------------------------------------------
@@ -201,7 +215,15 @@ class TransactionService:
                 raise EndError(f"cannot escape the commit: {result.remark or result.status.name}")
         self._count(state)
         self.acting_ended.add(origin)
+        save_json(self._acting_path, ActingEnded(sorted(self.acting_ended)))
         return "committed" if state == TRANSACTION_COMMIT_TYPE else "rolled back"
+
+    def hand_back_ended(self) -> list[int]:
+        """The origins this slave ended while acting, forgotten here: the master takes them over."""
+        ended = sorted(self.acting_ended)
+        self.acting_ended.clear()
+        save_json(self._acting_path, ActingEnded())
+        return ended
 
     async def reclaim(self, ended: list[int]) -> None:
         """The master back: write op records for the transactions its acting slave ended."""

@@ -75,7 +75,8 @@ class RouteTable:
         topics: TopicConfigSerializeWrapper,
         channel: object,
     ) -> RegisterResult:
-        """Record a broker's (re-)registration; a master's topics become routes."""
+        """Record a broker's (re-)registration; a master's topics become routes (and those of the
+        slave standing in for a missing master, when the group allows it)."""
         cluster, addr, name = header.cluster_name, header.broker_addr, header.broker_name
         broker_id = header.broker_id
         self._clusters.setdefault(cluster, set()).add(name)
@@ -98,6 +99,14 @@ class RouteTable:
                     self._topics.setdefault(config.topic_name, {})[name] = _queue_data(name, config)
             if changed:
                 self._forget_deleted_topics(name, topics.topic_config_table)
+        elif (
+            broker.enable_acting_master
+            and MASTER_ID not in broker.broker_addrs
+            and broker_id == min(broker.broker_addrs)
+        ):  # RocketMQ 5's prime slave: its copy of the topics keeps a group whose every broker was
+            # gone (a restarted acting slave) in the routes while its master is away, read-only
+            for config in topics.topic_config_table.values():
+                self._topics.setdefault(config.topic_name, {}).setdefault(name, _queue_data(name, config))
         timeout = (
             header.heartbeat_timeout_millis / 1000 if header.heartbeat_timeout_millis else self.broker_timeout
         )

@@ -14,6 +14,7 @@ from pathlib import Path
 import msgspec
 
 from ferrymq.broker.persisted import load_json, save_json
+from ferrymq.broker.schedule.delivered import ORIGIN_OFFSET, origin_property
 from ferrymq.broker.schedule.divert import SCHEDULE_TOPIC
 from ferrymq.broker.schedule.redeliver import prop_keys
 from ferrymq.broker.schedule.service import DueService, now_ms
@@ -28,14 +29,16 @@ log = logging.getLogger(__name__)
 
 BATCH = 500  # messages redelivered before letting the event loop serve others
 RETRY_AFTER_FAILURE_MS = 10_000  # RocketMQ's DELAY_FOR_A_PERIOD
-_DROP = prop_keys(Prop.DELAY, Prop.TIMER_DELIVER_MS, Prop.TIMER_DELAY_SEC, Prop.TIMER_DELAY_MS)
+_DROP = prop_keys(Prop.DELAY, Prop.TIMER_DELIVER_MS, Prop.TIMER_DELAY_SEC, Prop.TIMER_DELAY_MS, ORIGIN_OFFSET)
 
 
 class DelayOffsetSerializeWrapper(Body):
-    """config/delayOffset.json and GET_ALL_DELAY_OFFSET's body: level → next SCHEDULE_TOPIC offset."""
+    """config/delayOffset.json and GET_ALL_DELAY_OFFSET's body: level → next SCHEDULE_TOPIC offset,
+    and (ferrymq's) the CommitLog offset from which redeliveries it does not count may be stored."""
 
     offset_table: dict[int, int] = msgspec.field(default_factory=dict)
     data_version: DataVersion = msgspec.field(default_factory=DataVersion)
+    log_offset: int = -1
 
 
 class DelayLevelService(DueService):
@@ -43,7 +46,9 @@ class DelayLevelService(DueService):
         super().__init__(store, put, written)
         self.levels_ms = parse_delay_levels(delay_levels)
         self.path = config_dir / "delayOffset.json"
-        self.offsets: dict[int, int] = dict(load_json(self.path, DelayOffsetSerializeWrapper).offset_table)
+        saved = load_json(self.path, DelayOffsetSerializeWrapper)
+        self.offsets: dict[int, int] = dict(saved.offset_table)
+        self._took_over(saved.log_offset)
         self._retry_at: dict[int, int] = {}  # level -> ms before which a failed put is not retried
 
     @property
@@ -52,12 +57,16 @@ class DelayLevelService(DueService):
 
     async def step(self) -> int | None:
         """Redeliver every due message; the ms time the next one is due, or None if none is pending."""
+        if self._recount:  # each level is delivered in queue order: past the last one redelivered
+            for queue_id, delivered in (await self._recounted(SCHEDULE_TOPIC)).items():
+                level = queue_id + 1
+                self.offsets[level] = max(self.offsets.get(level, 0), max(delivered) + 1)
         earliest = None
         for level in range(1, self.max_level + 1):
             due = await self._deliver_level(level)
             if due is not None and (earliest is None or due < earliest):
                 earliest = due
-        self.progress.note(dict(self.offsets))
+        self.progress.note(self.offset_table())
         return earliest
 
     async def _deliver_level(self, level: int) -> int | None:
@@ -83,7 +92,7 @@ class DelayLevelService(DueService):
                         self.offsets[level] = offset
                         return due
                     if escape is None:
-                        result = await self._redeliver(record, _DROP)
+                        result = await self._redeliver(record, _DROP, origin_property(phys))
                     else:
                         result = await escape(record, _DROP, b"")
                     if result.status is PutStatus.PUT_OK:
@@ -108,17 +117,18 @@ class DelayLevelService(DueService):
                 now = now_ms()
         return None
 
-    def _save(self, offsets) -> None:
-        save_json(self.path, DelayOffsetSerializeWrapper(offset_table=offsets))
+    def _save(self, wrapper: DelayOffsetSerializeWrapper) -> None:
+        save_json(self.path, wrapper)
 
     def adopt(self, wrapper: DelayOffsetSerializeWrapper) -> None:
-        """Take the master's delivery progress (a slave's copy; progress only moves forward), so a
-        slave promoted to master does not deliver again what its master already delivered."""
+        """Take another broker's delivery progress (a slave's copy of its master's, a master's of the
+        slave that acted for it; progress only moves forward), so that what that broker delivered
+        is not delivered again."""
         mine = self.offsets
-        offsets = {level: max(offset, mine.get(level, 0)) for level, offset in wrapper.offset_table.items()}
-        if any(mine.get(level) != offset for level, offset in offsets.items()):
-            self.offsets.update(offsets)
-            self.progress.note(dict(self.offsets))
+        for level, offset in wrapper.offset_table.items():
+            mine[level] = max(offset, mine.get(level, 0))
+        self._took_over(wrapper.log_offset)
+        self.progress.note(self.offset_table())
 
     def offset_table(self) -> DelayOffsetSerializeWrapper:
-        return DelayOffsetSerializeWrapper(offset_table=dict(self.offsets))
+        return DelayOffsetSerializeWrapper(offset_table=dict(self.offsets), log_offset=self.log_mark())

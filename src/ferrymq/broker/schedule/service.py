@@ -7,6 +7,7 @@ import asyncio
 import time
 from collections.abc import Awaitable, Callable, Iterable
 
+from ferrymq.broker.schedule.delivered import delivered_since
 from ferrymq.broker.schedule.redeliver import redelivery
 from ferrymq.ha.dledger.command import PutCommand
 from ferrymq.store import MessageStore, PutResult, PutStatus
@@ -39,9 +40,38 @@ class DueService:
         # sends them to another master (the escape bridge); None: here.
         self.escape: Callable[[], Escape | None] = lambda: None
         self.stepping = False  # inside a step: a handback waits for it to end
+        # The progress as loaded or adopted counts every redelivery stored before `log_offset`
+        # (-1: unknown, as in files written before there was one); the first step after it counts
+        # the later ones from the log (delivered.py).
+        self.log_offset = -1
+        self._recount = True
+        self._step_from = 0  # where the CommitLog ended when the current (or last) step began
 
     async def step(self) -> int | None:
         raise NotImplementedError
+
+    def log_mark(self) -> int:
+        """The CommitLog offset from which redeliveries the progress does not count yet may be stored.
+        While this broker writes its own redeliveries: where the step now running (or the last one)
+        began. Otherwise — a slave, a master before it took its duties back, a slave acting for its
+        master (whose redeliveries go to other masters) — the one of the progress loaded or adopted."""
+        if self._recount or not self.active() or self.escape() is not None:
+            return self.log_offset
+        return self._step_from if self.stepping else self.store.commitlog.max_offset
+
+    def _took_over(self, log_offset: int) -> None:
+        """A progress was loaded or adopted: count the redeliveries after it before the next step."""
+        self.log_offset = log_offset
+        self._recount = True
+
+    async def _recounted(self, topic: str) -> dict[int, set[int]]:
+        """Once after a load or adoption: the held-back messages of `topic` the log shows redelivered
+        past the progress (queue id → queue offsets). Read on a worker thread: seconds of traffic
+        may take a second to walk, and pulls are served meanwhile."""
+        self._recount = False
+        if self.log_offset < 0:
+            return {}
+        return await asyncio.to_thread(delivered_since, self.store, self.log_offset, topic)
 
     async def _redeliver(
         self, record: memoryview | None, drop: Iterable[bytes], add: bytes = b""
@@ -63,6 +93,7 @@ class DueService:
         while not self.stopping:
             self._wake.clear()
             if self.active():
+                self._step_from = self.store.commitlog.max_offset
                 self.stepping = True
                 try:
                     next_due = await self.step()

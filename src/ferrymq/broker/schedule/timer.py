@@ -26,6 +26,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 from ferrymq.broker.persisted import load_json, save_json
+from ferrymq.broker.schedule.delivered import ORIGIN_OFFSET, origin_property
 from ferrymq.broker.schedule.divert import TIMER_DEQUEUE_MS, TIMER_OUT_MS, TIMER_TOPIC
 from ferrymq.broker.schedule.redeliver import prop_keys
 from ferrymq.broker.schedule.service import DueService, now_ms
@@ -44,7 +45,7 @@ _OUT_KEY = (TIMER_OUT_MS + "\x01").encode()
 _DELETE_KEY = (DELETE_KEY + "\x01").encode()
 _REAL_TOPIC = (Prop.REAL_TOPIC + "\x01").encode()
 _UNIQ_KEY = (Prop.UNIQ_KEY + "\x01").encode()
-_DROP = prop_keys(Prop.REAL_TOPIC, Prop.REAL_QID)
+_DROP = prop_keys(Prop.REAL_TOPIC, Prop.REAL_QID, ORIGIN_OFFSET)
 
 
 def _out_ms(props: bytes) -> int | None:
@@ -57,6 +58,7 @@ class TimerCheckpoint(Body):
     enqueue_offset: int = 0
     delivered_before_ms: int = 0
     low_offset: int = 0
+    log_offset: int = -1  # redeliveries not counted here are stored from this CommitLog offset on
 
 
 class TimerService(DueService):
@@ -68,9 +70,11 @@ class TimerService(DueService):
         self._heap: list[int] = []  # the slots that hold messages
         self._recalled: dict[int, set[bytes]] = {}  # slot -> delete keys of its markers
         self._retry_at = 0
-        self._adopted: TimerCheckpoint | None = None  # a master's progress, put into the wheel when active
         self.enqueue_offset = 0  # the next timer-queue entry to take in (set by _reload)
-        self._reload(load_json(self.path, TimerCheckpoint))
+        self.delivered_before = 0
+        # a progress loaded or adopted, put into the wheel when this broker delivers
+        self._adopted: TimerCheckpoint | None = None
+        self.adopt(load_json(self.path, TimerCheckpoint))
 
     @property
     def pending(self) -> int:
@@ -79,10 +83,13 @@ class TimerService(DueService):
     async def step(self) -> int | None:
         """Take in new timer messages, redeliver the due ones, note the checkpoint; return when the
         next slot is due (ms), or None when nothing waits."""
-        if self._adopted is not None:  # promoted: carry on from where the old master got to
+        adopted = self._adopted
+        if adopted is not None:  # carry on from the progress loaded or adopted
+            delivered = (await self._recounted(TIMER_TOPIC)).get(0, set())
             self._slots, self._heap, self._recalled = {}, [], {}
-            self._reload(self._adopted)
-            self._adopted = None
+            self._reload(adopted, delivered)
+            if self._adopted is adopted:  # else another came meanwhile: the next step takes it
+                self._adopted = None
         await self._take_in()
         now = now_ms()
         current = now // self.precision  # slots before this one are due: slot s is due at (s+1)*precision
@@ -172,7 +179,7 @@ class TimerService(DueService):
                     continue
                 dequeued = f"{TIMER_DEQUEUE_MS}\x01{now_ms()}\x02".encode()
                 if escape is None:
-                    result = await self._redeliver(record, _DROP, dequeued)
+                    result = await self._redeliver(record, _DROP, dequeued + origin_property(entries[i + 1]))
                 else:
                     result = await escape(record, _DROP, dequeued)
                 if result.status is PutStatus.PUT_OK:
@@ -196,28 +203,35 @@ class TimerService(DueService):
 
     def _checkpoint(self) -> TimerCheckpoint:
         low = min((entries[0] for entries in self._slots.values()), default=self.enqueue_offset)
-        return TimerCheckpoint(self.enqueue_offset, self.delivered_before, low)
+        return TimerCheckpoint(self.enqueue_offset, self.delivered_before, low, self.log_mark())
 
     def checkpoint(self) -> TimerCheckpoint:
-        """Where the service got to (what a slave copies)."""
-        return self._checkpoint()
+        """Where the service got to (what a slave copies, what an acting slave hands back)."""
+        return self._adopted if self._adopted is not None else self._checkpoint()
 
     def adopt(self, checkpoint: TimerCheckpoint) -> None:
-        """Take a master's progress (a slave's copy; the caller checked this log holds the
-        redeliveries behind it): the wheel is rebuilt from it if this broker becomes master."""
+        """Take a progress: this broker's own at start, or another's (a slave's copy of its master's,
+        the caller having checked this log holds the redeliveries behind it; a master's of the slave
+        that acted for it). The wheel is rebuilt from it when this broker delivers."""
         self._adopted = checkpoint
+        self._took_over(checkpoint.log_offset)
         self.progress.note(checkpoint)
 
-    def _reload(self, saved: TimerCheckpoint) -> None:
-        """After a restart: put back into the wheel what the checkpoint does not prove delivered."""
+    def _reload(self, saved: TimerCheckpoint, delivered: set[int]) -> None:
+        """Put back into the wheel what the checkpoint does not prove delivered, nor the log
+        (`delivered`: timer-queue offsets redelivered after the checkpoint)."""
         self.enqueue_offset, self.delivered_before = saved.enqueue_offset, saved.delivered_before_ms
         for offset, phys, size, props in self._entries(saved.low_offset):
             out_ms = _out_ms(props)
-            if out_ms is not None and (offset >= saved.enqueue_offset or out_ms >= saved.delivered_before_ms):
+            if (
+                out_ms is not None
+                and offset not in delivered
+                and (offset >= saved.enqueue_offset or out_ms >= saved.delivered_before_ms)
+            ):
                 self._add(out_ms // self.precision, offset, phys, size, props)
             self.enqueue_offset = offset + 1
         if self._heap:
-            log.info("timer: %d messages pending after restart", self.pending)
+            log.info("timer: %d messages pending (from the progress loaded or taken over)", self.pending)
 
     def _save(self, checkpoint: TimerCheckpoint) -> None:
         save_json(self.path, checkpoint)
