@@ -193,6 +193,8 @@ class Producer:
             return await self._batcher.add(message)
         if self.hooks.send:
             return await hooked_send(self.hooks.send, [message], self._send_one(message, selector, arg))
+        if self.degradation is None:  # the usual case, one call less
+            return await self._send_here(message, selector, arg)
         return await self._send_one(message, selector, arg)
 
     async def _send_one(self, message: Message, selector: QueueSelector | None, arg: object) -> SendResult:
@@ -278,7 +280,8 @@ class Producer:
                 else:
                     uniq_keys[i] = own
                     encoded = encode_properties(props).encode()
-            entries.append((m.body, self._check(m, encoded), m.flag))
+            self._check(m, len(encoded))
+            entries.append((m.body, encoded, m.flag))
         result = await self._send(topic, encode_batch(entries), "", 0, 0, True, None, messages[0], None)
         result.msg_id = ",".join(uniq_keys)
         return result
@@ -293,10 +296,11 @@ class Producer:
         if len(body) >= self.compress_over:
             body, sys_flag = compress(body, self.compression, self.compress_level), self.compression.sys_flag
         encoded = encode_properties(props)
-        self._check(message, encoded.encode(), body)
+        self._check(message, len(encoded) if encoded.isascii() else len(encoded.encode()), body)
         return body, encoded, sys_flag, uniq
 
-    def _check(self, message: Message, props: bytes, body: bytes | None = None) -> bytes:
+    def _check(self, message: Message, props_size: int, body: bytes | None = None) -> None:
+        """Raise SendError for what no broker would take; `props_size`: the encoded properties' bytes."""
         if not isinstance(message.body, bytes | bytearray | memoryview):
             raise SendError(f"message body must be bytes, not {type(message.body).__name__}")
         size = len(body if body is not None else message.body)
@@ -304,11 +308,10 @@ class Producer:
             raise SendError("message body is empty")
         if size > self.max_message_size:
             raise SendError(f"message body is {size} bytes, over max_message_size {self.max_message_size}")
-        if len(props) > MAX_PROPERTIES_SIZE:
-            raise SendError(f"message properties are {len(props)} bytes, over {MAX_PROPERTIES_SIZE}")
+        if props_size > MAX_PROPERTIES_SIZE:
+            raise SendError(f"message properties are {props_size} bytes, over {MAX_PROPERTIES_SIZE}")
         if not message.topic:
             raise SendError("message topic is empty")
-        return props
 
     async def _route(self, topic: str) -> TopicRoute:
         if not self._started:
@@ -354,7 +357,9 @@ class Producer:
         for attempt in range(1 + (0 if selector else self.retries)):
             if attempt:
                 await self.instance.refresh_route(topic)
-            route = await self._route(topic)  # the fresh route may have lost its writable queues
+            route = self.instance.routes.get(topic) if self._started and not attempt else None
+            if route is None or not route.write_queues:  # not cached, or no writable queue in it
+                route = await self._route(topic)  # the fresh route may have lost its writable queues
             queues = route.write_queues
             if not queues:  # e.g. the master is gone and its successor has not registered yet
                 last_error = SendError(f"topic {topic} has no writable queue now")
@@ -393,7 +398,9 @@ class Producer:
         deadline, pause = time.monotonic() + self.flow_control_timeout, 0.01
         while True:
             request = self._request(mq, body, props, flag, sys_flag, batch)
-            response = await self.instance.invoke(addr, request, self.send_timeout)
+            response = await self.instance.remoting.invoke(
+                addr, request, self.send_timeout or self.instance.request_timeout
+            )
             if response.code != ResponseCode.SYSTEM_BUSY or time.monotonic() + pause > deadline:
                 return response
             self.flow_controlled += 1
