@@ -16,6 +16,7 @@ from ferrymq.protocol import remoting
 from ferrymq.protocol.codes import LanguageCode, SerializeType
 from ferrymq.protocol.errors import ProtocolError
 from ferrymq.protocol.remoting import RemotingCommand, py_encode_parts, py_split
+from tests.protocol.test_remoting import frame, mutated_frames
 
 native = importlib.import_module("ferrymq._native.remoting")  # built at install; a missing build fails here
 if remoting._native is None:
@@ -24,10 +25,6 @@ if remoting._native is None:
 CAP = 1 << 20
 TEXT = st.text(max_size=12)
 INT32 = st.integers(-(2**31), 2**31 - 1)
-
-
-def frame(header: bytes, body: bytes = b"", serialize_type: int = 0) -> bytes:
-    return struct.pack(">iI", 4 + len(header) + len(body), serialize_type << 24 | len(header)) + header + body
 
 
 def outcome(split, data: bytes):
@@ -130,23 +127,6 @@ def test_a_plain_frame_is_decoded_in_c():
     assert len(calls) == 1  # the short binary header only
     for header in headers:
         same_decoding(frame(header, b"body"))
-
-
-@st.composite
-def mutated_frames(draw):
-    data = bytearray(b"".join(py_encode_parts(draw(commands()))))
-    for _ in range(draw(st.integers(1, 4))):
-        kind = draw(st.sampled_from(["flip", "cut", "insert", "delete"]))
-        at = draw(st.integers(0, max(len(data) - 1, 0)))
-        if kind == "flip" and data:
-            data[at] = draw(st.integers(0, 255))
-        elif kind == "cut":
-            del data[at:]
-        elif kind == "insert":
-            data[at:at] = draw(st.binary(min_size=1, max_size=4))
-        elif data:
-            del data[at]
-    return bytes(data)
 
 
 @settings(max_examples=600, deadline=None)

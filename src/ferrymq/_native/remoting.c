@@ -64,6 +64,10 @@ typedef struct {
     const unsigned char *p, *end;
 } Cursor;
 
+/* JSON's one-letter escapes and what they stand for; '/' last: it is read escaped, never written so. */
+static const char ESCAPED[] = "\"\\bfnrt/";
+static const char UNESCAPED[] = "\"\\\b\f\n\r\t/";
+
 static inline void skip_ws(Cursor *c) {
     while (c->p < c->end && (*c->p == ' ' || *c->p == '\n' || *c->p == '\r' || *c->p == '\t')) c->p++;
 }
@@ -82,7 +86,33 @@ static int hex4(const unsigned char *p, uint32_t *out) {
     return 1;
 }
 
+/* Short ASCII strings recur in every header (keys, "0", "false", topics, groups): the last one seen
+ * in each of a few slots is handed out again, so it is neither made nor hashed again. */
+#define CACHED_MAX 16
+#define CACHE_SLOTS 256
+static PyObject *cache[CACHE_SLOTS];
+
+static PyObject *cached_ascii(const char *s, Py_ssize_t n) {
+    uint32_t h = 2166136261u;
+    for (Py_ssize_t i = 0; i < n; i++) {
+        if ((unsigned char)s[i] >= 0x80) return NULL;
+        h = (h ^ (unsigned char)s[i]) * 16777619u;
+    }
+    PyObject **slot = &cache[h % CACHE_SLOTS];
+    if (*slot != NULL && PyUnicode_GET_LENGTH(*slot) == n && memcmp(PyUnicode_DATA(*slot), s, n) == 0)
+        return Py_NewRef(*slot);
+    PyObject *str = PyUnicode_FromStringAndSize(s, n);
+    if (str == NULL) return NULL;
+    (void)PyObject_Hash(str); /* kept with the string: dict inserts of it need not hash it again */
+    Py_XSETREF(*slot, Py_NewRef(str));
+    return str;
+}
+
 static PyObject *utf8(const char *s, Py_ssize_t n) {
+    if (n <= CACHED_MAX) {
+        PyObject *str = cached_ascii(s, n);
+        if (str != NULL || PyErr_Occurred()) return str;
+    }
     PyObject *str = PyUnicode_DecodeUTF8(s, n, "strict");
     if (str == NULL && PyErr_ExceptionMatches(PyExc_UnicodeDecodeError)) PyErr_Clear();
     return str; /* NULL with no exception set: not UTF-8, unsupported */
@@ -120,15 +150,12 @@ static int parse_string(Cursor *c, PyObject **out) {
         }
         r++;
         unsigned char e = *r++;
+        const char *named = e ? strchr(ESCAPED, e) : NULL;
+        if (named != NULL) {
+            *w++ = UNESCAPED[named - ESCAPED];
+            continue;
+        }
         switch (e) {
-            case '"': *w++ = '"'; break;
-            case '\\': *w++ = '\\'; break;
-            case '/': *w++ = '/'; break;
-            case 'b': *w++ = '\b'; break;
-            case 'f': *w++ = '\f'; break;
-            case 'n': *w++ = '\n'; break;
-            case 'r': *w++ = '\r'; break;
-            case 't': *w++ = '\t'; break;
             case 'u': {
                 uint32_t cp, low;
                 if (p - r < 4 || !hex4(r, &cp)) goto unsupported;
@@ -542,9 +569,14 @@ static int put(Buffer *b, const char *s, Py_ssize_t n) {
 }
 
 static int put_int(Buffer *b, long long v) {
-    char digits[24];
-    int n = snprintf(digits, sizeof digits, "%lld", v);
-    return put(b, digits, n);
+    char digits[24], *end = digits + sizeof digits, *p = end;
+    unsigned long long u = v < 0 ? 0ULL - (unsigned long long)v : (unsigned long long)v;
+    do {
+        *--p = (char)('0' + u % 10);
+        u /= 10;
+    } while (u);
+    if (v < 0) *--p = '-';
+    return put(b, p, end - p);
 }
 
 /* A str as msgspec writes it: quotes, backslashes and control characters escaped, the rest UTF-8.
@@ -567,20 +599,15 @@ static int put_json_string(Buffer *b, PyObject *s) {
             continue;
         }
         *w++ = '\\';
-        switch (ch) {
-            case '"': *w++ = '"'; break;
-            case '\\': *w++ = '\\'; break;
-            case '\b': *w++ = 'b'; break;
-            case '\t': *w++ = 't'; break;
-            case '\n': *w++ = 'n'; break;
-            case '\f': *w++ = 'f'; break;
-            case '\r': *w++ = 'r'; break;
-            default:
-                *w++ = 'u';
-                *w++ = '0';
-                *w++ = '0';
-                *w++ = "0123456789abcdef"[ch >> 4];
-                *w++ = "0123456789abcdef"[ch & 15];
+        const char *named = ch ? memchr(UNESCAPED, ch, sizeof UNESCAPED - 2) : NULL; /* not '/' */
+        if (named != NULL) {
+            *w++ = ESCAPED[named - UNESCAPED];
+        } else {
+            *w++ = 'u';
+            *w++ = '0';
+            *w++ = '0';
+            *w++ = "0123456789abcdef"[ch >> 4];
+            *w++ = "0123456789abcdef"[ch & 15];
         }
     }
     *w++ = '"';

@@ -143,25 +143,6 @@ class SendMessageRequestHeader(CustomHeader):
         }
 
 
-class _SendMessageRequestHeaderV2(msgspec.Struct, gc=False):
-    """SendMessageRequestHeader's fields in its order, under their SEND_MESSAGE_V2 letters."""
-
-    a: str
-    b: str
-    c: str
-    d: Int
-    e: Int
-    f: Int
-    g: Long
-    h: Int
-    i: str | None = None
-    j: Int = 0
-    k: bool = False
-    m: bool = False
-    l: Int | None = None  # noqa: E741  # the wire's letter
-    n: str | None = None
-
-
 _V2_TO_LONG = {
     "a": "producerGroup",
     "b": "topic",
@@ -179,6 +160,17 @@ _V2_TO_LONG = {
     "n": "bname",
 }
 _LONG_TO_V2 = {long: short for short, long in _V2_TO_LONG.items()}
+_SendMessageRequestHeaderV2 = msgspec.defstruct(
+    "_SendMessageRequestHeaderV2",
+    [
+        (_LONG_TO_V2[f.encode_name], f.type)
+        if f.required
+        else (_LONG_TO_V2[f.encode_name], f.type, f.default)
+        for f in msgspec.structs.fields(SendMessageRequestHeader)
+    ],
+    gc=False,
+)
+"""SendMessageRequestHeader's fields in its order, under their SEND_MESSAGE_V2 letters."""
 
 
 class SendMessageResponseHeader(CustomHeader):
