@@ -579,16 +579,21 @@ static int put_int(Buffer *b, long long v) {
     return put(b, p, end - p);
 }
 
+/* A str's UTF-8 (kept with the str): 1, or 0 for one with a lone surrogate (left to Python), -1: error. */
+static int utf8_of(PyObject *s, const char **u, Py_ssize_t *n) {
+    if ((*u = PyUnicode_AsUTF8AndSize(s, n)) != NULL) return 1;
+    if (!PyErr_ExceptionMatches(PyExc_UnicodeEncodeError)) return -1;
+    PyErr_Clear();
+    return 0;
+}
+
 /* A str as msgspec writes it: quotes, backslashes and control characters escaped, the rest UTF-8.
  * 0: not encodable here (a lone surrogate), -1: error. */
 static int put_json_string(Buffer *b, PyObject *s) {
     Py_ssize_t n;
-    const char *u = PyUnicode_AsUTF8AndSize(s, &n);
-    if (u == NULL) {
-        if (!PyErr_ExceptionMatches(PyExc_UnicodeEncodeError)) return -1;
-        PyErr_Clear();
-        return 0;
-    }
+    const char *u;
+    int rc = utf8_of(s, &u, &n);
+    if (rc <= 0) return rc;
     if (!grow(b, n * 6 + 2)) return -1;
     char *w = b->data + b->len;
     *w++ = '"';
@@ -673,12 +678,9 @@ static int put_be(Buffer *b, long long v, int width) {
 /* A str's UTF-8 with its length before it (width 2 or 4 bytes); 0: left to Python. */
 static int put_binary_string(Buffer *b, PyObject *s, int width) {
     Py_ssize_t n;
-    const char *u = PyUnicode_AsUTF8AndSize(s, &n);
-    if (u == NULL) {
-        if (!PyErr_ExceptionMatches(PyExc_UnicodeEncodeError)) return -1;
-        PyErr_Clear();
-        return 0;
-    }
+    const char *u;
+    int rc = utf8_of(s, &u, &n);
+    if (rc <= 0) return rc;
     if (n > (width == 2 ? INT16_MAX : INT32_MAX)) return 0;
     return put_be(b, n, width) && put(b, u, n) ? 1 : -1;
 }
