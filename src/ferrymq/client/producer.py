@@ -18,7 +18,7 @@ import asyncio
 import dataclasses
 import logging
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from typing import Self
 
 from ferrymq.client.aio import finish
@@ -368,7 +368,11 @@ class Producer:
             addr = route.masters[mq.broker_name]
             started = time.monotonic()
             try:
-                response = await self._invoke_slowed(addr, mq, body, props, flag, sys_flag, batch)
+                response = await self._invoke(addr, mq, body, props, flag, sys_flag, batch)
+                if response.code == ResponseCode.SYSTEM_BUSY:
+                    response = await self._resend_while_busy(
+                        response, started, addr, mq, body, props, flag, sys_flag, batch
+                    )
             except RemotingError as e:
                 last_error = e
             else:
@@ -392,20 +396,23 @@ class Producer:
             f"send to topic {topic} failed after {1 + self.retries} attempts: {last_error}", unavailable=True
         ) from last_error
 
-    async def _invoke_slowed(self, addr, mq, body, props, flag, sys_flag, batch) -> RemotingCommand:
-        """Send to `addr`; while it answers with flow control, wait (10 ms doubling to 250 ms) and send
-        again, for up to `flow_control_timeout` s; then its last answer."""
-        deadline, pause = time.monotonic() + self.flow_control_timeout, 0.01
-        while True:
-            request = self._request(mq, body, props, flag, sys_flag, batch)
-            response = await self.instance.remoting.invoke(
-                addr, request, self.send_timeout or self.instance.request_timeout
-            )
-            if response.code != ResponseCode.SYSTEM_BUSY or time.monotonic() + pause > deadline:
-                return response
+    def _invoke(self, addr, mq, body, props, flag, sys_flag, batch) -> Awaitable[RemotingCommand]:
+        """The request's answer to await (the call itself, not a coroutine around it: one frame less
+        for every send to pass through)."""
+        request = self._request(mq, body, props, flag, sys_flag, batch)
+        timeout = self.send_timeout or self.instance.request_timeout
+        return self.instance.remoting.invoke(addr, request, timeout)
+
+    async def _resend_while_busy(self, response, started, addr, *request) -> RemotingCommand:
+        """After a flow-control answer: wait (10 ms doubling to 250 ms) and send again while `addr`
+        answers so, for up to `flow_control_timeout` s from `started`; then its last answer."""
+        deadline, pause = started + self.flow_control_timeout, 0.01
+        while response.code == ResponseCode.SYSTEM_BUSY and time.monotonic() + pause <= deadline:
             self.flow_controlled += 1
             await asyncio.sleep(pause)
             pause = min(pause * 2, 0.25)
+            response = await self._invoke(addr, *request)
+        return response
 
 
 class _Batcher:
