@@ -772,10 +772,17 @@ PyDoc_STRVAR(bind_doc,
 "lookups, the serialize types, the error to raise and the Python decoder of one frame.");
 
 static PyObject *bind(PyObject *self, PyObject *args) {
-    PyObject *cls, *languages, *other, *names, *error, *fallback;
+    PyObject *cls, *languages, *other, *names, *json, *binary, *error, *fallback;
     if (!PyArg_ParseTuple(args, "O!O!OO!(OO)OO", &PyType_Type, &cls, &PyDict_Type, &languages, &other,
-                          &PyDict_Type, &names, &S.serialize[0], &S.serialize[1], &error, &fallback))
+                          &PyDict_Type, &names, &json, &binary, &error, &fallback))
         return NULL;
+    PyObject *slots = PyObject_GetAttrString(cls, "__slots__");
+    if (slots == NULL) return NULL;
+    Py_ssize_t n_slots = PyObject_Length(slots);
+    Py_DECREF(slots);
+    if (n_slots != N_FIELDS) /* a field added to the class would be left unset by the decoder */
+        return PyErr_Format(PyExc_TypeError, "the command class has %zd slots, the codec fills %d", n_slots,
+                            N_FIELDS);
     Py_ssize_t offsets[N_FIELDS];
     for (int f = 0; f < N_FIELDS; f++) {
         PyObject *descr = PyObject_GetAttrString(cls, FIELD_NAMES[f]);
@@ -787,8 +794,8 @@ static PyObject *bind(PyObject *self, PyObject *args) {
         if (!ok) return PyErr_Format(PyExc_TypeError, "%s is not a slot of the command class", FIELD_NAMES[f]);
     }
     memcpy(S.offset, offsets, sizeof offsets);
-    Py_INCREF(S.serialize[0]);
-    Py_INCREF(S.serialize[1]);
+    S.serialize[0] = Py_NewRef(json);
+    S.serialize[1] = Py_NewRef(binary);
     S.command = (PyTypeObject *)Py_NewRef(cls);
     S.languages = Py_NewRef(languages);
     S.other = Py_NewRef(other);
