@@ -255,6 +255,31 @@ async def test_a_timed_out_call_raises_and_leaves_the_connection_usable(server, 
     assert not connection.closed
 
 
+async def test_each_call_times_out_at_its_own_deadline(server, client):
+    """Calls share one timer per connection: a short timeout behind a long one still fires on time,
+    the long one keeps waiting, and calls answered meanwhile never time out."""
+    release = asyncio.Event()
+
+    async def stuck(connection, request):
+        await release.wait()
+        return request.make_response(ResponseCode.SUCCESS)
+
+    server.register(STUCK, stuck)
+    await client.connection(address(server))
+    long = asyncio.ensure_future(client.invoke(address(server), RemotingCommand(STUCK), timeout=30))
+    started = time.monotonic()
+    with pytest.raises(RemotingTimeoutError, match=r"in 0\.2 s"):
+        await client.invoke(address(server), RemotingCommand(STUCK), timeout=0.2)
+    assert 0.15 < time.monotonic() - started < 3
+    for _ in range(3):  # answered in time, each with a deadline the sweep passes over
+        assert (await client.invoke(address(server), RemotingCommand(ECHO), timeout=0.1)).code == 0
+    with pytest.raises(RemotingTimeoutError):
+        await client.invoke(address(server), RemotingCommand(STUCK), timeout=0.1)  # re-armed after a sweep
+    assert not long.done()
+    release.set()
+    assert (await long).code == ResponseCode.SUCCESS
+
+
 # --- oneway and calls from the server to the client --------------------------------------------
 
 

@@ -191,6 +191,44 @@ def test_send_message_v2_letters_map_to_the_same_struct():
         SendMessageRequestHeader.from_ext_fields({k: v for k, v in v2.items() if k != "g"})
 
 
+V2_VALUES = st.one_of(
+    st.sampled_from(["0", "4", "-1", "2147483648", "true", "false", "x", "", "1.5", " 7"]),
+    st.text(max_size=4),
+    st.integers(-(2**64), 2**64),
+    st.booleans(),
+    st.none(),
+)
+
+
+INT_TEXT = st.integers(-(2**31), 2**31 - 1).map(str)
+VALID_V2 = st.fixed_dictionaries(
+    {"a": st.text(max_size=3), "b": st.text(max_size=3), "c": st.text(max_size=3), "d": INT_TEXT},
+    optional={"e": INT_TEXT, "f": INT_TEXT, "g": st.integers(-(2**63), 2**63 - 1).map(str), "h": INT_TEXT},
+).map(lambda ext: {**ext, **dict.fromkeys("efgh", "0") | ext})  # every mandatory one, mostly valid
+
+
+@settings(max_examples=400)
+@given(
+    VALID_V2
+    | st.fixed_dictionaries({"a": st.text(max_size=3)}, optional=dict.fromkeys("bcdefghijklmn", V2_VALUES))
+    | st.tuples(VALID_V2, st.dictionaries(st.sampled_from("ijklmn"), V2_VALUES)).map(lambda t: t[0] | t[1]),
+    st.dictionaries(st.sampled_from(["zzz", "AccessKey", "bname"]), st.text(max_size=3), max_size=2),
+)
+def test_send_message_v2_letters_read_as_the_long_names_are(v2, extra):
+    """The letters are read in one step; the long names after renaming are the reference."""
+    ext = {**v2, **extra}
+    long = {headers._V2_TO_LONG.get(key, key): value for key, value in ext.items()}
+
+    def read(read_header, ext):
+        try:
+            return read_header(ext)
+        except ProtocolError as e:
+            return str(e)
+
+    reference = read(lambda ext: CustomHeader.from_ext_fields.__func__(SendMessageRequestHeader, ext), long)
+    assert read(SendMessageRequestHeader.from_ext_fields, ext) == reference
+
+
 def test_registry_covers_the_core_requests():
     for code in (
         RequestCode.SEND_MESSAGE,

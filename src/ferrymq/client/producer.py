@@ -18,7 +18,7 @@ import asyncio
 import dataclasses
 import logging
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from typing import Self
 
 from ferrymq.client.aio import finish
@@ -193,6 +193,8 @@ class Producer:
             return await self._batcher.add(message)
         if self.hooks.send:
             return await hooked_send(self.hooks.send, [message], self._send_one(message, selector, arg))
+        if self.degradation is None:  # the usual case, one call less
+            return await self._send_here(message, selector, arg)
         return await self._send_one(message, selector, arg)
 
     async def _send_one(self, message: Message, selector: QueueSelector | None, arg: object) -> SendResult:
@@ -278,7 +280,8 @@ class Producer:
                 else:
                     uniq_keys[i] = own
                     encoded = encode_properties(props).encode()
-            entries.append((m.body, self._check(m, encoded), m.flag))
+            self._check(m, len(encoded))
+            entries.append((m.body, encoded, m.flag))
         result = await self._send(topic, encode_batch(entries), "", 0, 0, True, None, messages[0], None)
         result.msg_id = ",".join(uniq_keys)
         return result
@@ -293,10 +296,11 @@ class Producer:
         if len(body) >= self.compress_over:
             body, sys_flag = compress(body, self.compression, self.compress_level), self.compression.sys_flag
         encoded = encode_properties(props)
-        self._check(message, encoded.encode(), body)
+        self._check(message, len(encoded) if encoded.isascii() else len(encoded.encode()), body)
         return body, encoded, sys_flag, uniq
 
-    def _check(self, message: Message, props: bytes, body: bytes | None = None) -> bytes:
+    def _check(self, message: Message, props_size: int, body: bytes | None = None) -> None:
+        """Raise SendError for what no broker would take; `props_size`: the encoded properties' bytes."""
         if not isinstance(message.body, bytes | bytearray | memoryview):
             raise SendError(f"message body must be bytes, not {type(message.body).__name__}")
         size = len(body if body is not None else message.body)
@@ -304,11 +308,10 @@ class Producer:
             raise SendError("message body is empty")
         if size > self.max_message_size:
             raise SendError(f"message body is {size} bytes, over max_message_size {self.max_message_size}")
-        if len(props) > MAX_PROPERTIES_SIZE:
-            raise SendError(f"message properties are {len(props)} bytes, over {MAX_PROPERTIES_SIZE}")
+        if props_size > MAX_PROPERTIES_SIZE:
+            raise SendError(f"message properties are {props_size} bytes, over {MAX_PROPERTIES_SIZE}")
         if not message.topic:
             raise SendError("message topic is empty")
-        return props
 
     async def _route(self, topic: str) -> TopicRoute:
         if not self._started:
@@ -354,7 +357,9 @@ class Producer:
         for attempt in range(1 + (0 if selector else self.retries)):
             if attempt:
                 await self.instance.refresh_route(topic)
-            route = await self._route(topic)  # the fresh route may have lost its writable queues
+            route = self.instance.routes.get(topic) if self._started and not attempt else None
+            if route is None or not route.write_queues:  # not cached, or no writable queue in it
+                route = await self._route(topic)  # the fresh route may have lost its writable queues
             queues = route.write_queues
             if not queues:  # e.g. the master is gone and its successor has not registered yet
                 last_error = SendError(f"topic {topic} has no writable queue now")
@@ -363,7 +368,11 @@ class Producer:
             addr = route.masters[mq.broker_name]
             started = time.monotonic()
             try:
-                response = await self._invoke_slowed(addr, mq, body, props, flag, sys_flag, batch)
+                response = await self._invoke(addr, mq, body, props, flag, sys_flag, batch)
+                if response.code == ResponseCode.SYSTEM_BUSY:
+                    response = await self._resend_while_busy(
+                        response, started, addr, mq, body, props, flag, sys_flag, batch
+                    )
             except RemotingError as e:
                 last_error = e
             else:
@@ -387,18 +396,23 @@ class Producer:
             f"send to topic {topic} failed after {1 + self.retries} attempts: {last_error}", unavailable=True
         ) from last_error
 
-    async def _invoke_slowed(self, addr, mq, body, props, flag, sys_flag, batch) -> RemotingCommand:
-        """Send to `addr`; while it answers with flow control, wait (10 ms doubling to 250 ms) and send
-        again, for up to `flow_control_timeout` s; then its last answer."""
-        deadline, pause = time.monotonic() + self.flow_control_timeout, 0.01
-        while True:
-            request = self._request(mq, body, props, flag, sys_flag, batch)
-            response = await self.instance.invoke(addr, request, self.send_timeout)
-            if response.code != ResponseCode.SYSTEM_BUSY or time.monotonic() + pause > deadline:
-                return response
+    def _invoke(self, addr, mq, body, props, flag, sys_flag, batch) -> Awaitable[RemotingCommand]:
+        """The request's answer to await (the call itself, not a coroutine around it: one frame less
+        for every send to pass through)."""
+        request = self._request(mq, body, props, flag, sys_flag, batch)
+        timeout = self.send_timeout or self.instance.request_timeout
+        return self.instance.remoting.invoke(addr, request, timeout)
+
+    async def _resend_while_busy(self, response, started, addr, *request) -> RemotingCommand:
+        """After a flow-control answer: wait (10 ms doubling to 250 ms) and send again while `addr`
+        answers so, for up to `flow_control_timeout` s from `started`; then its last answer."""
+        deadline, pause = started + self.flow_control_timeout, 0.01
+        while response.code == ResponseCode.SYSTEM_BUSY and time.monotonic() + pause <= deadline:
             self.flow_controlled += 1
             await asyncio.sleep(pause)
             pause = min(pause * 2, 0.25)
+            response = await self._invoke(addr, *request)
+        return response
 
 
 class _Batcher:

@@ -35,7 +35,13 @@ class UniqKeyGenerator:
         self._next_month_ms = int(time.mktime((year, month, 1, 0, 0, 0, 0, 0, -1)) * 1000)
 
     def next(self) -> str:
-        return self.next_many(1)[0]
+        """One id: `next_many(1)[0]` without the list (a single send makes one per message)."""
+        now_ms = time.time_ns() // 1_000_000
+        with self._lock:
+            if now_ms >= self._next_month_ms:
+                self._set_month_start(now_ms / 1000)
+            self._counter = counter = (self._counter + 1) & 0xFFFF
+        return f"{self._prefix}{(now_ms - self._month_start_ms) & 0xFFFFFFFF:08X}{counter:04X}"
 
     def next_many(self, count: int) -> list[str]:
         """`count` ids at once (a batch's): one clock read and one lock for all of them."""

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import math
 import sys
 from collections import deque
 from collections.abc import Callable, Coroutine, Iterable
@@ -75,6 +76,9 @@ class Connection(asyncio.Protocol):
         self._loop = asyncio.get_running_loop()
         self._transport: asyncio.Transport | None = None
         self._pending: dict[int, asyncio.Future[RemotingCommand]] = {}
+        self._deadlines: dict[int, tuple[float, int, float]] = {}  # opaque: (loop time, code, timeout)
+        self._sweep: asyncio.TimerHandle | None = None  # one timer for every request's timeout
+        self._sweep_at = math.inf
         self._outgoing: list[bytes | memoryview] = []
         self._opaque = 0
         self._handlers: set[asyncio.Task[None]] = set()
@@ -108,7 +112,10 @@ class Connection(asyncio.Protocol):
         command.opaque = opaque
         future = self._loop.create_future()
         self._pending[opaque] = future
-        timer = self._loop.call_later(timeout, self._expire, future, command.code, timeout)
+        deadline = self._loop.time() + timeout
+        self._deadlines[opaque] = (deadline, command.code, timeout)
+        if deadline < self._sweep_at:
+            self._arm_sweep(deadline)
         try:
             if self._writing_paused:
                 await self._wait_writable(future)
@@ -116,8 +123,8 @@ class Connection(asyncio.Protocol):
                 self._write(command)
             return await future
         finally:
-            timer.cancel()
             self._pending.pop(opaque, None)
+            self._deadlines.pop(opaque, None)
 
     async def send_oneway(self, command: RemotingCommand) -> None:
         """Send a request that gets no answer (its flag and ``opaque`` are set here)."""
@@ -285,13 +292,30 @@ class Connection(asyncio.Protocol):
             if not self.closed:
                 self._transport.resume_reading()  # type: ignore[union-attr]
 
-    def _expire(self, future: asyncio.Future[RemotingCommand], code: int, timeout: float) -> None:
-        if not future.done():
-            future.set_exception(
-                RemotingTimeoutError(
-                    f"no answer to request code {code} from {self.remote_address} in {timeout:g} s"
+    def _arm_sweep(self, when: float) -> None:
+        """Fail the calls past their deadline at loop time `when`: a timer per call would cost more
+        than the rest of a small request's bookkeeping, one per connection is re-armed as needed."""
+        if self._sweep is not None:
+            self._sweep.cancel()
+        self._sweep = self._loop.call_at(when, self._expire)
+        self._sweep_at = when
+
+    def _expire(self) -> None:
+        self._sweep, self._sweep_at = None, math.inf
+        now, earliest = self._loop.time(), math.inf
+        for opaque, (deadline, code, timeout) in list(self._deadlines.items()):
+            if deadline > now:
+                earliest = min(earliest, deadline)
+                continue
+            future = self._pending.get(opaque)
+            if future is not None and not future.done():
+                future.set_exception(
+                    RemotingTimeoutError(
+                        f"no answer to request code {code} from {self.remote_address} in {timeout:g} s"
+                    )
                 )
-            )
+        if earliest < math.inf:
+            self._arm_sweep(earliest)
 
     async def _wait_writable(self, give_up: asyncio.Future[Any] | None = None) -> None:
         """Wait until the peer has read enough of what we wrote, the connection closes, or ``give_up``
@@ -328,6 +352,9 @@ class Connection(asyncio.Protocol):
             return
         self.closed = True
         pending, self._pending = self._pending, {}
+        if self._sweep is not None:
+            self._sweep.cancel()
+            self._sweep, self._sweep_at = None, math.inf
         for future in pending.values():
             if not future.done():
                 future.set_exception(self._closed_error())

@@ -40,7 +40,11 @@ class CustomHeader(msgspec.Struct, rename="camel", gc=False):
 
     def to_ext_fields(self) -> dict[str, str]:
         """All fields that are not None, stringified as Java does."""
-        return {key: ext_str(value) for key, value in msgspec.to_builtins(self).items() if value is not None}
+        return {
+            key: value if type(value) is str else ext_str(value)
+            for key, value in msgspec.to_builtins(self).items()
+            if value is not None
+        }
 
 
 # --- Shapes shared by several requests --------------------------------------------------------
@@ -117,14 +121,26 @@ class SendMessageRequestHeader(CustomHeader):
 
     @classmethod
     def from_ext_fields(cls, ext: dict[str, Any]) -> Self:
-        """Accept both key sets; the V2 form is recognised by its mandatory ``a``."""
+        """Accept both key sets; the V2 form is recognised by its mandatory ``a``. It is read into
+        the same fields under their letters, in one ``convert`` (the renaming loop cost as much);
+        what that does not read goes the long way, which names the field at fault."""
         if "a" in ext and "producerGroup" not in ext:
+            if "bname" not in ext:  # a 5.x RPC field beside the letters: the renaming decides which wins
+                try:
+                    v2 = msgspec.convert(ext, _SendMessageRequestHeaderV2, strict=False)
+                    return cls(*msgspec.structs.astuple(v2))
+                except msgspec.ValidationError:
+                    pass
             ext = {_V2_TO_LONG.get(key, key): value for key, value in ext.items()}
         return super().from_ext_fields(ext)
 
     def to_ext_fields_v2(self) -> dict[str, str]:
         """The one-letter keys of SEND_MESSAGE_V2, which save bytes on every message."""
-        return {_LONG_TO_V2.get(key, key): value for key, value in self.to_ext_fields().items()}
+        return {
+            _LONG_TO_V2.get(key, key): value if type(value) is str else ext_str(value)
+            for key, value in msgspec.to_builtins(self).items()
+            if value is not None
+        }
 
 
 _V2_TO_LONG = {
@@ -144,6 +160,17 @@ _V2_TO_LONG = {
     "n": "bname",
 }
 _LONG_TO_V2 = {long: short for short, long in _V2_TO_LONG.items()}
+_SendMessageRequestHeaderV2 = msgspec.defstruct(
+    "_SendMessageRequestHeaderV2",
+    [
+        (_LONG_TO_V2[f.encode_name], f.type)
+        if f.required
+        else (_LONG_TO_V2[f.encode_name], f.type, f.default)
+        for f in msgspec.structs.fields(SendMessageRequestHeader)
+    ],
+    gc=False,
+)
+"""SendMessageRequestHeader's fields in its order, under their SEND_MESSAGE_V2 letters."""
 
 
 class SendMessageResponseHeader(CustomHeader):

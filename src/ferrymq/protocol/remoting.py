@@ -16,6 +16,7 @@ from typing import Annotated
 
 import msgspec
 
+from ferrymq._native import load
 from ferrymq.protocol.codes import ONEWAY_FLAG, RESPONSE_FLAG, LanguageCode, SerializeType, Version
 from ferrymq.protocol.errors import ProtocolError
 
@@ -91,14 +92,11 @@ class RemotingCommand:
 
     def encode_parts(self) -> tuple[bytes, bytes | memoryview]:
         """Length fields + header, and the body apart, so a large body is written without a copy."""
-        try:
-            header = _HEADER_ENCODERS[self.serialize_type](self)
-            if len(header) > _MAX_HEADER_SIZE:
-                raise RemotingProtocolError(f"header of {len(header)} bytes does not fit 24 bits")
-            prefix = _PREFIX.pack(4 + len(header) + len(self.body), self.serialize_type << 24 | len(header))
-        except struct.error as exc:
-            raise RemotingProtocolError(f"cannot encode {self.serialize_type.name} header: {exc}") from None
-        return prefix + header, self.body
+        if _native is not None:
+            parts = _native.encode_parts(self)  # None for what only the Python encoder does
+            if parts is not None:
+                return parts
+        return py_encode_parts(self)
 
     def encode(self) -> bytes:
         """The whole frame as one ``bytes``."""
@@ -140,26 +138,43 @@ class FrameDecoder:
             self._buffer.clear()
         elif type(data) is not bytes:
             data = bytes(data)  # bodies are views into it: the caller must not be able to change them
-        view = memoryview(data)
-        commands = []
-        pos, end = 0, len(view)
-        while True:
-            if end - pos < 4:
-                self._needed = 4
-                break
-            size = 4 + _I32.unpack_from(view, pos)[0]
-            if size < _MIN_FRAME_SIZE:
-                raise RemotingProtocolError(f"frame length {size - 4} is shorter than its header word")
-            if size > self.max_frame_size:
-                raise RemotingProtocolError(f"frame of {size} bytes exceeds the {self.max_frame_size} cap")
-            if end - pos < size:
-                self._needed = size
-                break
-            commands.append(_decode_payload(view[pos + 4 : pos + size]))
-            pos += size
-        if pos < end:
-            self._buffer += view[pos:]
+        commands, pos, self._needed = _split(data, self.max_frame_size)
+        if pos < len(data):
+            self._buffer += memoryview(data)[pos:]
         return commands
+
+
+def py_encode_parts(command: RemotingCommand) -> tuple[bytes, bytes | memoryview]:
+    """``RemotingCommand.encode_parts`` in Python: the reference for the C version
+    (ferrymq/_native/remoting.c), and the encoder of what that one leaves to it."""
+    try:
+        header = _HEADER_ENCODERS[command.serialize_type](command)
+        if len(header) > _MAX_HEADER_SIZE:
+            raise RemotingProtocolError(f"header of {len(header)} bytes does not fit 24 bits")
+        prefix = _PREFIX.pack(4 + len(header) + len(command.body), command.serialize_type << 24 | len(header))
+    except struct.error as exc:
+        raise RemotingProtocolError(f"cannot encode {command.serialize_type.name} header: {exc}") from None
+    return prefix + header, command.body
+
+
+def py_split(data: bytes, max_frame_size: int) -> tuple[list[RemotingCommand], int, int]:
+    """The whole frames at the start of ``data``: (their commands, where the rest starts, how many
+    bytes the next step needs). The reference for the C version that ``FrameDecoder`` uses when built."""
+    view = memoryview(data)
+    commands: list[RemotingCommand] = []
+    pos, end = 0, len(view)
+    while True:
+        if end - pos < 4:
+            return commands, pos, 4
+        size = 4 + _I32.unpack_from(view, pos)[0]
+        if size < _MIN_FRAME_SIZE:
+            raise RemotingProtocolError(f"frame length {size - 4} is shorter than its header word")
+        if size > max_frame_size:
+            raise RemotingProtocolError(f"frame of {size} bytes exceeds the {max_frame_size} cap")
+        if end - pos < size:
+            return commands, pos, size
+        commands.append(_decode_payload(view[pos + 4 : pos + size]))
+        pos += size
 
 
 def _decode_payload(view: memoryview) -> RemotingCommand:
@@ -312,3 +327,16 @@ _HEADER_DECODERS = {
     SerializeType.ROCKETMQ: (SerializeType.ROCKETMQ, _decode_binary_header),
 }
 _HEADER_ENCODERS = {SerializeType.JSON: _encode_json_header, SerializeType.ROCKETMQ: _encode_binary_header}
+
+_native = load("remoting")
+if _native is not None:
+    _native.bind(
+        RemotingCommand,
+        _LANGUAGES,
+        LanguageCode.OTHER,
+        {lang: lang.name for lang in LanguageCode},
+        (SerializeType.JSON, SerializeType.ROCKETMQ),
+        RemotingProtocolError,
+        _decode_payload,
+    )
+_split = _native.split if _native is not None else py_split
