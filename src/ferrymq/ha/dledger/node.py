@@ -220,8 +220,7 @@ class DLedgerNode:
                 hardstate.save(self.settings.root, rd.hard_state)
             if rd.unsynced_from is not None and self.settings.sync_log:
                 self.log.sync()
-            for m in rd.messages:
-                self.transport.send(m)
+            self.transport.send(rd.messages)
             if rd.commit is not None:
                 self._apply(rd.commit)
             if rd.soft_state is not None:
