@@ -412,6 +412,7 @@ class Broker:
             election_ticks=max(3, config.dledger_election_timeout_ms // tick),
             heartbeat_ticks=2,
             preferred_leader=config.preferred_leader_id or None,
+            eager_inflight=1,  # under load, sends wait for the next acknowledgement: fewer, larger appends
         )
         settings = NodeSettings(
             config.dledger_self_id,

@@ -173,6 +173,7 @@ class Cluster:
             heartbeat_ticks=rng.choice((1, 2, 3)),
             max_append_entries=per_append,
             max_inflight=8 if per_append == 1 else rng.choice((1, 2, 8)),  # keeps up with the clients
+            eager_inflight=None if per_append == 1 else rng.choice((None, 1, 2)),
             pre_vote=rng.random() < 0.8,
             check_quorum=rng.random() < 0.8,
             preferred_leader=preferred,

@@ -180,3 +180,15 @@ def test_an_append_made_while_another_thread_syncs_is_synced_by_the_next_sync(tm
     assert len(calls) > synced
     log.sync()
     assert len(calls) == synced + 2  # data and index once more, then nothing left to sync
+
+
+def test_the_terms_of_recent_entries_are_answered_without_reading_the_files(tmp_path, monkeypatch):
+    log = FileLog(tmp_path)
+    log.append(entries(0, 1, 5))
+    log.append(entries(5, 2, 5))
+    reads = []
+    pread = os.pread
+    monkeypatch.setattr(os, "pread", lambda *a: reads.append(a) or pread(*a))
+    assert [log.term_at(i) for i in range(-1, 10)] == [0] + [1] * 5 + [2] * 5
+    assert reads == []
+    log.close()

@@ -295,6 +295,8 @@ def test_bad_configuration_is_refused():
     with pytest.raises(ValueError):
         RaftConfig(election_ticks=2, heartbeat_ticks=2)
     with pytest.raises(ValueError):
+        RaftConfig(eager_inflight=0)
+    with pytest.raises(ValueError):
         RaftNode("n5", ["n0", "n1"], MemoryLog(), HardState(), random.Random(0))
     with pytest.raises(ValueError):
         MemoryLog().append([Entry(3, 1, b"")])
@@ -330,3 +332,16 @@ def test_malformed_messages_are_dropped_without_changing_the_log():
     leader.step(AppendResponse("n1", "n0", 1, False, reject_index=99, conflict_index=50))
     assert leader.progress["n1"].match == 0 and leader.progress["n1"].next == 1 and leader.commit == 0
     net.tick("n0", times=2)  # heartbeats still work
+
+
+@pytest.mark.parametrize(("eager", "runs"), [(None, [[b"a"], [b"b"], [b"c"]]), (1, [[b"a"], [b"b", b"c"]])])
+def test_proposals_beyond_the_eager_window_wait_for_an_ack_and_go_in_one_append(eager, runs):
+    net = Net(config=RaftConfig(election_ticks=10, heartbeat_ticks=2, eager_inflight=eager))
+    leader = net.elect("n0")
+    net.sent.clear()
+    for body in (b"a", b"b", b"c"):
+        leader.propose([body])
+    net.flush()
+    sent = [[e.body for e in m.entries] for m in net.sent if isinstance(m, Append) and m.dst == "n1"]
+    assert [run for run in sent if run] == runs
+    assert leader.commit == 3

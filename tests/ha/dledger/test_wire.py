@@ -118,3 +118,17 @@ def test_appends_round_trip(prev_index, term, raw_entries):
     entries = [Entry(prev_index + 1 + k, t, b) for k, (t, b) in enumerate(raw_entries)]
     m = Append("leader", "follower", term, prev_index, term, entries, prev_index)
     assert same(wire.decode(frame(m)), m)
+
+
+def test_a_run_sent_to_each_follower_is_encoded_once_and_only_for_the_same_entries(monkeypatch):
+    runs = wire.RunCache()
+    calls = []
+    encode_run = wire.codec.encode_run
+    monkeypatch.setattr(wire.codec, "encode_run", lambda es: calls.append(len(es)) or encode_run(es))
+    to_n1, to_n2 = (Append("n0", dst, 3, 4, 2, list(ENTRIES), 6) for dst in ("n1", "n2"))
+    assert frame(to_n1) == b"".join(wire.encode(to_n1, runs))
+    assert frame(to_n2) == b"".join(wire.encode(to_n2, runs))
+    assert calls == [3, 3, 3]  # the two without a cache, then one for both followers
+    replaced = [ENTRIES[0], ENTRIES[1], Entry(7, 3, b"z" * 300)]  # equal index and term, other bytes
+    again = Append("n0", "n1", 3, 4, 2, replaced, 6)
+    assert b"".join(wire.encode(again, runs)) == frame(again)

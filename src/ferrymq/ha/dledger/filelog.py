@@ -4,10 +4,10 @@ The log is a run of segments, each a pair of files named after the index of its 
 `<first>.data` holds entries back to back in DLedger's layout (`entry.py`), each with its global
 position in the `pos` field and a chain CRC linking it to the one before; `<first>.index` holds the
 unit (magic, pos, size, index, term) of entry i at (i - first) * 32, so `term_at` and `read` find an
-entry with one small read; the most recent entries, what a leader sends its followers, are served
-from memory. A new segment starts once the current one's data passes `segment_bytes`. Writes go to
-the page cache; `sync` makes them durable, which the Raft driver calls before it sends what a Ready
-asks.
+entry with one small read; the most recent entries, what a leader sends its followers and whose
+terms it checks for every append and commit, are served from memory. A new segment starts once the
+current one's data passes `segment_bytes`. Writes go to the page cache; `sync` makes them durable,
+which the Raft driver calls before it sends what a Ready asks.
 
 `trim(before)` deletes the whole segments below an index, oldest first (retention: the log is
 bounded as the CommitLog is). The index and term of the last entry trimmed are kept in `start`, so
@@ -128,6 +128,9 @@ class FileLog:
             return self._start[1]
         if index < self._start[0]:
             raise IndexError(f"entry {index} was trimmed (the log starts at {self.first_index})")
+        k = index - (self.last_index + 1 - len(self._recent))
+        if 0 <= k < len(self._recent):  # the leader asks of recent entries for every append it sends
+            return self._recent[k].term
         return self._segment_of(index).unit(index)[4]
 
     def read(self, start: int, max_count: int, max_bytes: int) -> Sequence[Entry]:

@@ -86,7 +86,8 @@ class DLedgerNode:
             client_tls=settings.client_tls,
         )  # fmt: skip
         self.pending: PendingAppends[tuple[int, asyncio.Future]] = PendingAppends()
-        self._proposals: list[tuple[bytes, asyncio.Future]] = []
+        self._proposals: list[tuple[bytes, command.PutCommand, asyncio.Future]] = []
+        self._proposed: dict[int, tuple[int, command.PutCommand]] = {}  # index: (term, put) proposed here
         self._scheduled = False
         self._tasks = BackgroundTasks(f"DLedger {settings.self_id}")
         self.is_leader = False  # the Raft leader, and every entry of earlier terms applied here
@@ -154,7 +155,7 @@ class DLedgerNode:
             return PutResult(PutStatus.SERVICE_NOT_AVAILABLE, f"not the DLedger leader ({self.leader_id})")
         loop = asyncio.get_running_loop()
         fut = loop.create_future()
-        self._proposals.append((b"".join(command.encode(c)), fut))
+        self._proposals.append((b"".join(command.encode(c)), c, fut))
         self._schedule()
         expiry = loop.call_later(timeout, _expire, fut)  # cheaper than wait_for, which makes a task
         try:
@@ -220,8 +221,7 @@ class DLedgerNode:
                 hardstate.save(self.settings.root, rd.hard_state)
             if rd.unsynced_from is not None and self.settings.sync_log:
                 self.log.sync()
-            for m in rd.messages:
-                self.transport.send(m)
+            self.transport.send(rd.messages)
             if rd.commit is not None:
                 self._apply(rd.commit)
             if rd.soft_state is not None:
@@ -248,21 +248,25 @@ class DLedgerNode:
     def _propose(self) -> None:
         proposals, self._proposals = self._proposals, []
         try:
-            first = self.raft.propose([body for body, _ in proposals])
+            first = self.raft.propose([body for body, _, _ in proposals])
         except NotLeader as e:
-            for _, fut in proposals:
+            for _, _, fut in proposals:
                 fut.set_result(PutResult(PutStatus.SERVICE_NOT_AVAILABLE, str(e)))
             return
         term = self.raft.term
-        for k, (_, fut) in enumerate(proposals):
+        proposed = self._proposed
+        for k, (_, c, fut) in enumerate(proposals):
             self.pending.add(first + k, term, (first + k, fut))
+            proposed[first + k] = (term, c)
 
     def _apply(self, commit: int) -> None:
         """Store the committed entries not yet stored; answer the puts they settle."""
         results: dict[int, PutResult] = {}
         applier, unsaved = self.applier, self._unsaved
+        proposed = self._proposed
         for entry in self._entries(self.applied + 1, commit):
-            c = self._put_of(entry)
+            own = proposed.pop(entry.index, None)  # the leader's own put: no need to decode it again
+            c = own[1] if own is not None and own[0] == entry.term else self._put_of(entry)
             if c is not None:
                 results[entry.index] = applier.apply(c)
                 unsaved.append((entry.index, applier.end))

@@ -58,6 +58,10 @@ class RaftConfig:
     max_append_entries: int = 1024
     max_append_bytes: int = 1 << 20
     max_inflight: int = 8  # appends on the wire per follower
+    # a proposal goes out at once only to followers with fewer appends in flight; the others get it
+    # with the append their next acknowledgement sends, batched with what came meanwhile (None: the
+    # whole window, max_inflight)
+    eager_inflight: int | None = None
     pre_vote: bool = True
     check_quorum: bool = True
     preferred_leader: str | None = None
@@ -68,6 +72,8 @@ class RaftConfig:
             raise ValueError("need 1 <= heartbeat_ticks < election_ticks")
         if self.max_append_entries < 1 or self.max_inflight < 1:
             raise ValueError("max_append_entries and max_inflight must be >= 1")
+        if self.eager_inflight is not None and self.eager_inflight < 1:
+            raise ValueError("eager_inflight must be >= 1")
 
 
 @dataclass(frozen=True)
@@ -192,8 +198,10 @@ class RaftNode:
             raise ValueError("nothing to propose")
         first = self.log.last_index + 1
         self._append_local([Entry(first + i, self.term, b, MAGIC_NORMAL) for i, b in enumerate(bodies)])
+        eager = self.cfg.eager_inflight or self.cfg.max_inflight
         for peer in self.others:
-            self._send_append(peer)
+            if len(self.progress[peer].inflight) < eager:
+                self._send_append(peer)
         return first
 
     def stranded(self) -> list[str]:

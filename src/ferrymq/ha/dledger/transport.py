@@ -15,7 +15,7 @@ import asyncio
 import logging
 import ssl
 import struct
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 
 from ferrymq.ha.dledger import wire
 from ferrymq.ha.dledger.messages import Message
@@ -52,6 +52,7 @@ class PeerTransport:
         self._writers: dict[str, asyncio.StreamWriter] = {}
         self._server: asyncio.Server | TLSServer | None = None
         self._inbound: set[asyncio.StreamWriter] = set()
+        self._runs = wire.RunCache()
 
     async def start(self) -> None:
         host, port = self.peers[self.self_id]
@@ -60,14 +61,23 @@ class PeerTransport:
             if peer != self.self_id:
                 self._tasks.spawn(self._link(peer), f"DLedger link to {peer}")
 
-    def send(self, m: Message) -> None:
-        writer = self._writers.get(m.dst)
-        if writer is None or writer.is_closing():
-            return
-        if writer.transport.get_write_buffer_size() > HIGH_WATER:
-            return
-        parts = wire.encode(m)
-        writer.writelines([LENGTH.pack(sum(len(p) for p in parts)), *parts])
+    def send(self, messages: Sequence[Message]) -> None:
+        """Send in order, with one write per peer (a Ready often holds several messages for one)."""
+        frames: dict[str, list[bytes | memoryview]] = {}
+        for m in messages:
+            out = frames.get(m.dst)
+            if out is None:
+                writer = self._writers.get(m.dst)
+                if writer is None or writer.is_closing():
+                    continue
+                if writer.transport.get_write_buffer_size() > HIGH_WATER:
+                    continue
+                out = frames[m.dst] = []
+            parts = wire.encode(m, self._runs)
+            out.append(LENGTH.pack(sum(len(p) for p in parts)))
+            out += parts
+        for dst, out in frames.items():
+            self._writers[dst].writelines(out)
 
     async def close(self) -> None:
         await self._tasks.close()

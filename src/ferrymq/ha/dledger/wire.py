@@ -10,9 +10,10 @@ code DLedger uses for it, so the messages can ride on RocketMQ remoting frames.
 from __future__ import annotations
 
 import struct
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 
 from ferrymq.ha.dledger import entry as codec
+from ferrymq.ha.dledger.log import Entry
 from ferrymq.ha.dledger.messages import Append, AppendResponse, Message, TimeoutNow, VoteRequest, VoteResponse
 from ferrymq.protocol.errors import ProtocolError
 
@@ -46,8 +47,26 @@ def _name(s: str) -> bytes:
     return bytes((len(raw),)) + raw
 
 
-def encode(m: Message) -> list[bytes | memoryview]:
-    """The frame as parts (entry bodies are not copied); b"".join them or write them in order."""
+class RunCache:
+    """The last run of entries encoded for an append: a leader sends the same entries to each
+    follower, so their headers and CRCs are computed once. A run is reused only for the very same
+    Entry objects in the same order (immutable, so the same bytes)."""
+
+    def __init__(self) -> None:
+        self._entries: Sequence[Entry] = ()
+        self._parts: list[bytes | memoryview] = []
+
+    def parts(self, entries: Sequence[Entry]) -> list[bytes | memoryview]:
+        cached = self._entries
+        if len(cached) != len(entries) or any(a is not b for a, b in zip(cached, entries, strict=True)):
+            self._parts = codec.encode_run(entries)[0]
+            self._entries = entries
+        return self._parts
+
+
+def encode(m: Message, runs: RunCache | None = None) -> list[bytes | memoryview]:
+    """The frame as parts (entry bodies are not copied); b"".join them or write them in order.
+    `runs`: encode an append's entries through it (see RunCache)."""
     head = TERM.pack(KINDS.index(type(m)), m.term) + _name(m.src) + _name(m.dst)
     if isinstance(m, VoteRequest):
         return [head + VOTE_REQUEST.pack(m.last_index, m.last_term, PRE * m.pre | TRANSFER * m.transfer)]
@@ -58,7 +77,7 @@ def encode(m: Message) -> list[bytes | memoryview]:
         return [head + APPEND_RESPONSE.pack(*fields)]
     if isinstance(m, TimeoutNow):
         return [head]
-    entries, _, _ = codec.encode_run(m.entries)
+    entries = runs.parts(m.entries) if runs is not None else codec.encode_run(m.entries)[0]
     return [head + APPEND.pack(m.prev_index, m.prev_term, m.commit, len(m.entries)), *entries]
 
 
