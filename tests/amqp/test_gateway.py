@@ -208,3 +208,46 @@ def publish_then_close_at_once(port: int) -> list[bytes]:
 
 async def test_publishes_before_a_channel_close_are_all_stored(local_gateway):
     assert await asyncio.to_thread(publish_then_close_at_once, local_gateway.port) == [b"p1", b"p2", b"p3"]
+
+
+def publish_alike_and_not(port: int) -> list[tuple[str, str, dict, bytes]]:
+    """Publishes alike and unalike back to back; each comes back with its own routing key and properties
+    (the gateway reuses the mapping of a publish alike to the one before)."""
+    persistent = commands.Basic.Properties(delivery_mode=2)
+    tagged = commands.Basic.Properties(delivery_mode=2, message_id="m2", content_type="text/plain")
+    sent = [("alike", persistent, b"0"), ("alike", persistent, b"1"), ("alike", tagged, b"2"),
+            ("alike", persistent, b"3"), ("alike-too", persistent, b"4"), ("alike", persistent, b"5")]  # fmt: skip
+    client = RawClient("127.0.0.1", port)
+    try:
+        client.open()
+        client.open_channel(1)
+        for queue in ("alike", "alike-too"):
+            client.declare(1, queue)
+        for routing_key, properties, body in sent:
+            client.publish(1, "", routing_key, body, properties)
+        got = []
+        for queue, count in (("alike", 5), ("alike-too", 1)):
+            for _ in range(count):
+                client.send(1, commands.Basic.Get(queue=queue, no_ack=True))
+                get_ok = client.expect(commands.Basic.GetOk)
+                _, header = client.next_frame()
+                _, body = client.next_frame()
+                properties = {k: v for k, v in dict(header.properties).items() if v}
+                got.append((queue, get_ok.routing_key, properties, body.value))
+        return got
+    finally:
+        client.close()
+
+
+async def test_publishes_alike_and_unalike_keep_their_own_properties(local_gateway):
+    got = await asyncio.to_thread(publish_alike_and_not, local_gateway.port)
+    persistent = {"delivery_mode": 2}
+    tagged = {"delivery_mode": 2, "message_id": "m2", "content_type": "text/plain"}
+    assert got == [
+        ("alike", "alike", persistent, b"0"),
+        ("alike", "alike", persistent, b"1"),
+        ("alike", "alike", tagged, b"2"),
+        ("alike", "alike", persistent, b"3"),
+        ("alike", "alike", persistent, b"5"),
+        ("alike-too", "alike-too", persistent, b"4"),
+    ]
