@@ -4,6 +4,9 @@ RabbitMQ and against `ferrymq dev`'s gateway (broker in the same process, so its
 broker), alternating run by run. Each row: msg/s and server CPU per message (µs).
 
     .venv/bin/python bench/amqp_gateway.py [--runs 3] [--count 20000] [--save bench/results/amqp-gateway.json]
+
+`--base DIR` adds a gateway running the code of another checkout (the code before a change), measured
+in the same alternation ("ferrymq-base"); `--only TEXT` keeps the scenarios whose label contains it.
 """
 
 from __future__ import annotations
@@ -34,17 +37,23 @@ SCENARIOS = [
 ]
 
 
-def start_gateway(where: Path, port: int) -> subprocess.Popen:
+def start_gateway(where: Path, port: int, tree: Path | None = None) -> subprocess.Popen:
     """`ferrymq dev` with its gateway on `port`, which must be free (a gateway already there would be
-    measured instead)."""
+    measured instead); from the checkout `tree` when given (its own venv's Python if it has one)."""
     with socket.socket() as probe:
         if probe.connect_ex(("127.0.0.1", port)) == 0:
             raise SystemExit(f"port {port} is taken: pick another with --port")
-    argv = [sys.executable, "-m", "ferrymq", "dev", "--data-dir", str(where), "--namesrv-port", "0",
+    python, env = sys.executable, None
+    if tree is not None:
+        own = tree / ".venv" / "bin" / "python"
+        python = str(own) if own.exists() else python
+        env = {**os.environ, "PYTHONPATH": str(tree / "src")}
+    argv = [python, "-m", "ferrymq", "dev", "--data-dir", str(where), "--namesrv-port", "0",
             "--broker-port", "0", "--proxy-port", "-1", "--console-port", "-1",
             "--amqp-port", str(port)]  # fmt: skip
+    where.parent.mkdir(parents=True, exist_ok=True)
     log = open(where.parent / "gateway.log", "wb")  # noqa: SIM115  (open as long as the process)
-    proc = subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
+    proc = subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, env=env)
     deadline = time.monotonic() + 60
     while time.monotonic() < deadline and proc.poll() is None:
         try:
@@ -77,43 +86,62 @@ def main() -> None:
     p.add_argument("--count", type=int, default=20_000)
     p.add_argument("--port", type=int, default=25676)
     p.add_argument("--save", type=Path)
+    p.add_argument("--base", type=Path, help="a checkout of the code before a change, measured alongside")
+    p.add_argument("--only", default="", help="only the scenarios whose label contains this")
+    p.add_argument("--skip-rabbitmq", action="store_true")
     args = p.parse_args()
     rabbit = common.find_pids("beam.smp", "rabbit")
-    if not rabbit:
+    if not rabbit and not args.skip_rabbitmq:
         raise SystemExit("no RabbitMQ (beam.smp) runs on this machine")
+    loads = [os.getloadavg()]
     with tempfile.TemporaryDirectory() as tmp:
-        gateway = start_gateway(Path(tmp) / "data", args.port)
+        gateways = {"ferrymq": start_gateway(Path(tmp) / "new" / "data", args.port)}
+        if args.base is not None:
+            gateways["ferrymq-base"] = start_gateway(Path(tmp) / "base" / "data", args.port + 1, args.base)
         try:
-            systems = {
-                "rabbitmq": ("amqp://guest:guest@127.0.0.1:5672/%2F", rabbit),
-                "ferrymq": (f"amqp://guest:guest@127.0.0.1:{args.port}/%2F", [gateway.pid]),
-            }
+            systems = (
+                {} if args.skip_rabbitmq else {"rabbitmq": ("amqp://guest:guest@127.0.0.1:5672/%2F", rabbit)}
+            )
+            for i, (name, gateway) in enumerate(gateways.items()):
+                systems[name] = (f"amqp://guest:guest@127.0.0.1:{args.port + i}/%2F", [gateway.pid])
             rows = []
-            for label, client, scenario, extra in SCENARIOS:
+            for label, client, scenario, extra in (s for s in SCENARIOS if args.only in s[0]):
                 found: dict[str, list[dict]] = {name: [] for name in systems}
-                for _ in range(args.runs):
-                    for name, (url, pids) in systems.items():
+                for i in range(args.runs):
+                    names = list(systems)
+                    for name in names[i % len(names) :] + names[: i % len(names)]:  # each goes first in turn
+                        url, pids = systems[name]
                         found[name].append(run(url, pids, client, scenario, extra, args.count))
                         print(
-                            f"{label:40} {name:9} {found[name][-1].get('msgs_per_s')} msg/s", file=sys.stderr
+                            f"{label:40} {name:12} {found[name][-1].get('msgs_per_s')} msg/s "
+                            f"{found[name][-1].get('server_us_per_msg')} us/msg",
+                            file=sys.stderr,
                         )
+                    loads.append(os.getloadavg())
                 rows.append({"scenario": label, **{name: summary(runs) for name, runs in found.items()}})
         finally:
-            gateway.terminate()
-            gateway.wait(30)
+            for gateway in gateways.values():
+                gateway.terminate()
+                gateway.wait(30)
     result = {
         "date": time.strftime("%Y-%m-%d %H:%M"),
         "load_avg": os.getloadavg(),
+        "load_1min_range": [min(load[0] for load in loads), max(load[0] for load in loads)],
         "count": args.count,
+        "base": str(args.base) if args.base else None,
         "rows": rows,
     }
     for row in rows:
-        ours, theirs = row["ferrymq"], row["rabbitmq"]
-        row["rate_ratio"] = (
-            round(ours["msgs_per_s"] / theirs["msgs_per_s"], 2) if theirs["msgs_per_s"] else None
-        )
-        if ours["server_us_per_msg"] and theirs["server_us_per_msg"]:
-            row["cpu_ratio"] = round(ours["server_us_per_msg"] / theirs["server_us_per_msg"], 2)
+        ours = row["ferrymq"]
+        for other, suffix in (("rabbitmq", ""), ("ferrymq-base", "_vs_base")):
+            theirs = row.get(other)
+            if theirs is None:
+                continue
+            row["rate_ratio" + suffix] = (
+                round(ours["msgs_per_s"] / theirs["msgs_per_s"], 2) if theirs["msgs_per_s"] else None
+            )
+            if ours["server_us_per_msg"] and theirs["server_us_per_msg"]:
+                row["cpu_ratio" + suffix] = round(ours["server_us_per_msg"] / theirs["server_us_per_msg"], 2)
     print(json.dumps(result, indent=1))
     if args.save:
         args.save.write_text(json.dumps(result, indent=1) + "\n")

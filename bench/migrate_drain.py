@@ -1,16 +1,18 @@
 """Draining a live RabbitMQ into the gateway, against consuming the same backlog from RabbitMQ directly.
 
-    python bench/migrate_drain.py [--messages 1000000] [--size 100] [--prefetch 2000] [--runs 1]
+    python bench/migrate_drain.py [--messages 1000000] [--size 100] [--prefetch N] [--lanes N] [--runs 1]
                                   [--aio-pika-sample 200000] [--save bench/results/migrate-drain.json]
 
 Each run fills one RabbitMQ queue (127.0.0.1:5672, guest) with --messages bodies of --size bytes
 (pipelined publisher confirms), then (a) consumes them from RabbitMQ with the migrator's own AMQP
 client (manual acks, one multiple ack per read, the same prefetch), refills, and (b) drains them with
-`ferrymq migrate`'s drainer into the gateway of a `ferrymq dev` started here. Rates are msg/s from the
-first message to the last acknowledgement; CPU per message is read from /proc for RabbitMQ's beam.smp,
-the `ferrymq dev` process (broker + gateway) and this process (the client or the migrator). Zero lost
-means the gateway's queue then holds exactly --messages. For context, aio-pika (what applications
-use, an ack per message) consumes --aio-pika-sample of them too. Everything made is deleted afterwards."""
+`ferrymq migrate`'s drainer into the gateway of a `ferrymq dev` started here (the migrator's defaults
+unless --prefetch and --lanes say otherwise); runs alternate which of (a) and (b) goes first. Rates
+are msg/s from the first message to the last acknowledgement; CPU per message is read from /proc for
+RabbitMQ's beam.smp, the `ferrymq dev` process (broker + gateway) and this process (the client or the
+migrator). Zero lost means the gateway's queue then holds exactly --messages. For context, aio-pika
+(what applications use, an ack per message) consumes --aio-pika-sample of them too. Everything made
+is deleted afterwards."""
 
 from __future__ import annotations
 
@@ -145,9 +147,7 @@ async def consume_aio_pika(queue: str, count: int, prefetch: int) -> float:
     return finished - started
 
 
-async def drain(
-    queue: str, gateway: str, count: int, prefetch: int, lanes: int
-) -> tuple[float, QueueProgress]:
+async def drain(queue: str, gateway: str, count: int, options: DrainOptions) -> tuple[float, QueueProgress]:
     """The migrator's drain of `queue`; seconds from the start to the last upstream ack."""
 
     class Watch:
@@ -171,7 +171,7 @@ async def drain(
         RABBITMQ,
         gateway,
         [queue],
-        DrainOptions(prefetch=prefetch, lanes=lanes, settle_s=0.5),
+        options,
         1,
         watch,  # type: ignore[arg-type]
     )
@@ -216,33 +216,49 @@ def cpu_now(pids: dict[str, int]) -> dict[str, float]:
     return {name: own_cpu() if pid == 0 else cpu_of(pid) for name, pid in pids.items()}
 
 
-async def one_run(args, gateway: str, dev_pid: int) -> dict:
+async def one_run(args, gateway: str, dev_pid: int, options: DrainOptions, drain_first: bool) -> dict:
     queue = f"bench-migrate-{uuid.uuid4().hex[:8]}"
     beam = beam_pid()
     try:
-        fill_rate = await fill(queue, args.messages, args.size)
-        pids = {"rabbitmq": beam, "client": 0}
-        before = cpu_now(pids)
-        seconds = await consume_direct(queue, args.messages, args.prefetch)
-        direct = measured("consume from RabbitMQ", pids, args.messages, seconds, before)
+        fill_rate = 0.0
+
+        async def consumed() -> dict:
+            nonlocal fill_rate
+            fill_rate = await fill(queue, args.messages, args.size)
+            pids = {"rabbitmq": beam, "client": 0}
+            before = cpu_now(pids)
+            seconds = await consume_direct(queue, args.messages, args.prefetch)
+            return measured("consume from RabbitMQ", pids, args.messages, seconds, before)
+
+        async def drained() -> dict:
+            await fill(queue, args.messages, args.size)
+            await declare_in_gateway(gateway, queue)
+            pids = {"rabbitmq": beam, "migrator": 0, "gateway": dev_pid}
+            before = cpu_now(pids)
+            seconds, progress = await drain(queue, gateway, args.messages, options)
+            moved = measured("drain into the gateway", pids, args.messages, seconds, before)
+            in_gateway = await declare_in_gateway(gateway, queue)
+            moved.update(state=progress.state, in_gateway=in_gateway, lost=args.messages - in_gateway,
+                         redelivered=progress.redelivered, load_1m=os.getloadavg()[0])  # fmt: skip
+            return moved
+
+        if drain_first:  # runs alternate which goes first, so that neither always meets the same load
+            moved = await drained()
+            direct = await consumed()
+        else:
+            direct = await consumed()
+            moved = await drained()
+        direct["load_1m"] = os.getloadavg()[0]
         context = None
         if args.aio_pika_sample:
             await fill(queue, args.aio_pika_sample, args.size)
+            pids = {"rabbitmq": beam, "client": 0}
             before = cpu_now(pids)
             seconds = await consume_aio_pika(queue, args.aio_pika_sample, args.prefetch)
             context = measured("aio-pika consume from RabbitMQ", pids, args.aio_pika_sample, seconds, before)
-        await fill(queue, args.messages, args.size)
-        await declare_in_gateway(gateway, queue)
-        pids = {"rabbitmq": beam, "migrator": 0, "gateway": dev_pid}
-        before = cpu_now(pids)
-        seconds, progress = await drain(queue, gateway, args.messages, args.prefetch, args.lanes)
-        moved = measured("drain into the gateway", pids, args.messages, seconds, before)
-        in_gateway = await declare_in_gateway(gateway, queue)
-        moved.update(state=progress.state, in_gateway=in_gateway, lost=args.messages - in_gateway,
-                     redelivered=progress.redelivered)  # fmt: skip
         ratio = round(moved["msg_per_s"] / direct["msg_per_s"], 3)
         run = {"fill_msg_per_s": round(fill_rate), "direct": direct, "drain": moved, "ratio": ratio,
-               "aio_pika_context": context}  # fmt: skip
+               "drain_first": drain_first, "aio_pika_context": context}  # fmt: skip
         print(json.dumps(run), flush=True)
         return run
     finally:
@@ -271,8 +287,9 @@ def main() -> None:
     )
     parser.add_argument("--messages", type=int, default=1_000_000)
     parser.add_argument("--size", type=int, default=100)
-    parser.add_argument("--prefetch", type=int, default=2000)
-    parser.add_argument("--lanes", type=int, default=1, help="the migrator's gateway channels per queue")
+    defaults = DrainOptions()
+    parser.add_argument("--prefetch", type=int, default=defaults.prefetch, help="the migrator's default")
+    parser.add_argument("--lanes", type=int, default=defaults.lanes, help="the migrator's gateway channels")
     parser.add_argument("--runs", type=int, default=1)
     parser.add_argument("--aio-pika-sample", type=int, default=200_000, help="0: skip the aio-pika context")
     parser.add_argument("--save", type=Path)
@@ -282,8 +299,9 @@ def main() -> None:
     load_before = os.getloadavg()[0]
     runs = []
     try:
-        for _ in range(args.runs):
-            runs.append(asyncio.run(one_run(args, gateway, dev.pid)))
+        options = DrainOptions(prefetch=args.prefetch, lanes=args.lanes, settle_s=0.5)
+        for i in range(args.runs):
+            runs.append(asyncio.run(one_run(args, gateway, dev.pid, options, drain_first=i % 2 == 1)))
     finally:
         dev.terminate()
         dev.wait(60)

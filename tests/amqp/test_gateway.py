@@ -4,9 +4,12 @@ a thread): the consumer timeout and connection.update-secret."""
 from __future__ import annotations
 
 import asyncio
+import time
 from collections.abc import Callable
 
-from pamqp import commands
+from pamqp import body as content_body
+from pamqp import commands, frame
+from pamqp import header as content_header
 
 from ferrymq.amqp.gateway import GatewayLimits
 from ferrymq.client.admin import Admin
@@ -208,3 +211,87 @@ def publish_then_close_at_once(port: int) -> list[bytes]:
 
 async def test_publishes_before_a_channel_close_are_all_stored(local_gateway):
     assert await asyncio.to_thread(publish_then_close_at_once, local_gateway.port) == [b"p1", b"p2", b"p3"]
+
+
+def publish_alike_and_not(port: int) -> list[tuple[str, str, dict, bytes]]:
+    """Publishes alike and unalike back to back; each comes back with its own routing key and properties
+    (the gateway reuses the mapping of a publish alike to the one before)."""
+    persistent = commands.Basic.Properties(delivery_mode=2)
+    tagged = commands.Basic.Properties(delivery_mode=2, message_id="m2", content_type="text/plain")
+    sent = [
+        ("alike", persistent, b"0"),
+        ("alike", persistent, b"1"),
+        ("alike", tagged, b"2"),
+        ("alike", persistent, b"3"),
+        ("alike-too", persistent, b"4"),
+        ("alike", persistent, b"5"),
+    ]
+    client = RawClient("127.0.0.1", port)
+    try:
+        client.open()
+        client.open_channel(1)
+        for queue in ("alike", "alike-too"):
+            client.declare(1, queue)
+        for routing_key, properties, body in sent:
+            client.publish(1, "", routing_key, body, properties)
+        got = []
+        for queue, count in (("alike", 5), ("alike-too", 1)):
+            for _ in range(count):
+                client.send(1, commands.Basic.Get(queue=queue, no_ack=True))
+                get_ok = client.expect(commands.Basic.GetOk)
+                _, header = client.next_frame()
+                _, body = client.next_frame()
+                properties = {k: v for k, v in dict(header.properties).items() if v}
+                got.append((queue, get_ok.routing_key, properties, body.value))
+        return got
+    finally:
+        client.close()
+
+
+async def test_publishes_alike_and_unalike_keep_their_own_properties(local_gateway):
+    got = await asyncio.to_thread(publish_alike_and_not, local_gateway.port)
+    persistent = {"delivery_mode": 2}
+    tagged = {"delivery_mode": 2, "message_id": "m2", "content_type": "text/plain"}
+    assert got == [
+        ("alike", "alike", persistent, b"0"),
+        ("alike", "alike", persistent, b"1"),
+        ("alike", "alike", tagged, b"2"),
+        ("alike", "alike", persistent, b"3"),
+        ("alike", "alike", persistent, b"5"),
+        ("alike-too", "alike-too", persistent, b"4"),
+    ]
+
+
+def stream_exactly_two_reads(port: int) -> tuple[int, float]:
+    """64 publishes of 128 bytes, sent at once: two full 4 KiB reads for the gateway, then nothing. Its
+    confirms, held back while the reads came full, must still come soon (the publisher waits for them):
+    (the last tag confirmed, seconds it took)."""
+    client = RawClient("127.0.0.1", port)
+    try:
+        client.open()
+        client.open_channel(1)
+        client.declare(1, "streamed")
+        client.send(1, commands.Confirm.Select())
+        client.expect(commands.Confirm.SelectOk)
+        frames = [
+            frame.marshal(commands.Basic.Publish(exchange="", routing_key="streamed"), 1)
+            + frame.marshal(content_header.ContentHeader(0, 73, commands.Basic.Properties()), 1)
+            + frame.marshal(content_body.ContentBody(b"x" * 73), 1)
+            for _ in range(64)
+        ]
+        assert {len(f) for f in frames} == {128}
+        started = time.monotonic()
+        client.sock.sendall(b"".join(frames))
+        confirmed = 0
+        while confirmed < 64:
+            ack = client.expect(commands.Basic.Ack, 1)
+            confirmed = ack.delivery_tag
+        return confirmed, time.monotonic() - started
+    finally:
+        client.close()
+
+
+async def test_a_peer_that_streams_gets_its_confirms_when_it_stops(local_gateway):
+    confirmed, seconds = await asyncio.to_thread(stream_exactly_two_reads, local_gateway.port)
+    assert confirmed == 64
+    assert seconds < 5.0

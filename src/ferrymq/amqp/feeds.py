@@ -40,6 +40,10 @@ POLL_MS = 5_000  # long poll of an empty queue; told of arrivals, the most a fee
 UNLIMITED = 1 << 30
 UNLIMITED_QUOTA = float("inf")
 RETRY_AFTER_S = 1.0  # after a pop the broker refused
+GATHER_S = 0.001  # a consumer holding half its prefetch or more gets its freed credit this late
+GATHER_FROM = 32  # ... when that half is at least this many deliveries (it has work meanwhile)
+SETTLE_AFTER_S = 0.002  # acknowledgements gathered for one call to the broker (clients that ack each
+# delivery send one ack per read: one broker call per turn of the event loop would be one per ack)
 
 
 class Receiver(Protocol):
@@ -147,7 +151,7 @@ class QueueFeed:
                 if self._held:
                     self._hand_out(allowed)
                     if self._held:
-                        await self._until_woken()  # for credit, or a quota's next token
+                        await self._credit()  # for credit, or a quota's next token
                     else:
                         await asyncio.sleep(0)  # the other feeds' turn
                     continue
@@ -155,7 +159,7 @@ class QueueFeed:
                     int(min(c.credit(), POP_BATCH, allowed.get(c.user, POP_BATCH))) for c in self.consumers
                 )
                 if want <= 0:
-                    await self._until_woken()
+                    await self._credit()
                     continue
                 if not self._arrived:
                     await self._until_arrival()
@@ -178,6 +182,15 @@ class QueueFeed:
             held, self._held = list(self._held), deque()
             await self.registry.requeue(self.queue, [m.properties[POP_CK] for m in held])
             self.registry.feed_ended(self)
+
+    async def _credit(self) -> None:
+        """Until woken (by an acknowledgement, mostly, or a quota's next token). Consumers that all
+        still hold half their prefetch or more get more a moment later rather than at each ack: the
+        credit of many acks goes out as one pop and one write, not one delivery per ack, each a write
+        of its own."""
+        await self._until_woken()
+        if all(c.in_flight >= GATHER_FROM and 2 * c.in_flight >= c.prefetch for c in self.consumers):
+            await asyncio.sleep(GATHER_S)
 
     def ending(self) -> asyncio.Task | None:
         """Its task, while nobody is left to feed but a pop made for them may still bring messages
@@ -250,13 +263,16 @@ class FeedRegistry:
         self._to_settle: dict[str, tuple[Queue, list[str]]] = {}  # by topic: handles to acknowledge
         self._requeued: set[str] = set()  # queues' topics with messages just handed back here
         self._ending: dict[str, QueueFeed] = {}  # by group: feeds handing back what they popped
-        self._settle_scheduled = False
+        self._settle_timer: asyncio.TimerHandle | None = None
         self._feeds: dict[str, QueueFeed] = {}  # by consumer group: a queue's, or a broadcast consumer's
         self._by_topic: dict[str, list[QueueFeed]] | None = None  # the feeds an arrival concerns
         self._unwatch = self.service.watch_arrivals(self._arrivals)
         self.notified = self._unwatch is not None  # told of arrivals: feeds need no long poll
 
     def close(self) -> None:
+        if self._settle_timer is not None:  # what the clients acknowledged goes now
+            self._settle_timer.cancel()
+            self._settle_pending()
         if self._unwatch is not None:
             self._unwatch()
             self._unwatch = None
@@ -380,18 +396,17 @@ class FeedRegistry:
 
     def settle(self, queue: Queue, handles: list[str]) -> None:
         """Acknowledge deliveries at the broker, in the background (the client has its answer): what
-        every channel settles in one turn of the event loop goes as one batch ack per queue."""
+        every channel settles within SETTLE_AFTER_S goes as one batch ack per queue."""
         pending = self._to_settle.get(queue.topic)
         if pending is None:
             self._to_settle[queue.topic] = (queue, list(handles))
         else:
             pending[1].extend(handles)
-        if not self._settle_scheduled:
-            self._settle_scheduled = True
-            asyncio.get_running_loop().call_soon(self._settle_pending)
+        if self._settle_timer is None:
+            self._settle_timer = asyncio.get_running_loop().call_later(SETTLE_AFTER_S, self._settle_pending)
 
     def _settle_pending(self) -> None:
-        self._settle_scheduled = False
+        self._settle_timer = None
         pending, self._to_settle = self._to_settle, {}
         for queue, handles in pending.values():
             self.tasks.spawn(self._ack(queue, handles), "settle deliveries")

@@ -21,7 +21,7 @@ from ferrymq.amqp.topology import Topology
 from ferrymq.messaging.api import MessagingError, SendOutcome
 from ferrymq.meta.entities import Queue
 from ferrymq.protocol.amqp import fast
-from ferrymq.protocol.amqp.basic_properties import decode_basic_properties
+from ferrymq.protocol.amqp.basic_properties import BasicProperties, decode_basic_properties
 from ferrymq.protocol.amqp.errors import AMQPError, ChannelException, ConnectionException, ReplyCode
 from ferrymq.protocol.amqp.events import ContentReceived
 from ferrymq.protocol.amqp.mapping import to_rocketmq
@@ -73,6 +73,10 @@ class Publisher:
         self._batch: list[ContentReceived] = []  # added since the last flush
         self._waiting: list[ContentReceived] = []  # flushed, to store in the next round
         self._storing: asyncio.Task | None = None
+        # the last publish's properties (wire form), exchange and routing key, decoded and mapped:
+        # many clients (pika's users, a migration's source) publish alike message after message
+        self._last_key: tuple[bytes, str, str] | None = None
+        self._last: tuple[BasicProperties, str] = (BasicProperties(), "")
 
     def add(self, event: ContentReceived) -> None:
         self._batch.append(event)
@@ -177,6 +181,10 @@ class Publisher:
         if publish.immediate:
             raise ConnectionException(ReplyCode.NOT_IMPLEMENTED, "immediate=true", *_PUBLISH)
         self.out.access.check("write", "exchange", publish.exchange, *_PUBLISH)
+        key = (event.properties, publish.exchange, publish.routing_key)
+        if key == self._last_key:  # published like the last one: decoded and mapped already
+            decoded, properties = self._last
+            return self._placed(topology, publish, decoded, properties, event, frames, now_ms)
         try:
             decoded = decode_basic_properties(event.properties)
         except ValueError as e:
@@ -194,6 +202,22 @@ class Publisher:
         if not publish.exchange and publish.routing_key.startswith(REPLY_PREFIX):
             replies.append((event, wire))
             return []
+        properties = to_rocketmq(publish.exchange, publish.routing_key, wire, decoded)
+        if wire is event.properties:  # (a direct reply-to request's are rewritten per channel)
+            self._last_key, self._last = key, (decoded, properties)
+        return self._placed(topology, publish, decoded, properties, event, frames, now_ms)
+
+    def _placed(
+        self,
+        topology: Topology,
+        publish: fast.Publish,
+        decoded: BasicProperties,
+        properties: str,
+        event: ContentReceived,
+        frames: list[bytes],
+        now_ms: int,
+    ) -> list[tuple[Queue, int, str]]:
+        """The routes of a publish whose properties are decoded and mapped (see `_routes`)."""
         routed = topology.route(publish.exchange, publish.routing_key, decoded.headers)
         if routed.error is not None:
             raise routed.error
@@ -203,7 +227,6 @@ class Publisher:
             if publish.mandatory:
                 frames.append(self._returned(event))
             return []
-        properties = to_rocketmq(publish.exchange, publish.routing_key, wire, decoded)
         settings_of = self.gateway.settings.of
         return [
             (queue, *placed(settings_of(topology, queue), properties, decoded, now_ms)) for queue in queues

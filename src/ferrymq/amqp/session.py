@@ -33,6 +33,8 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 READ_SIZE = 4096  # bytes handled per loop turn: a busy connection holds the event loop briefly
+STREAMING_WRITE_S = 0.002  # while the peer streams (reads come full), what goes to it waits this long
+# at most, so that the confirms of many reads share one write (each write is a costly system call)
 
 
 class Session:
@@ -60,6 +62,7 @@ class Session:
         peer = writer.get_extra_info("peername")
         self.peer = f"{peer[0]}:{peer[1]}" if isinstance(peer, tuple) and len(peer) >= 2 else "-"
         self._write_scheduled = False
+        self._streaming = False  # the last read came full: more is on its way
         self._timer: asyncio.TimerHandle | None = None
         self._closed_by_peer = False
         self._timer_at = 0.0
@@ -111,9 +114,10 @@ class Session:
                 data = await self._reader.read(READ_SIZE)
                 if not data:
                     return
+                self._streaming = len(data) == READ_SIZE
                 await self._handle(connection.receive_data(data, self._clock()))
                 self._arm()
-                if len(data) == READ_SIZE:  # more is likely read already: the others' turn first
+                if self._streaming:  # more is likely read already: the others' turn first
                     await asyncio.sleep(0)
             await self._flush()
         finally:
@@ -159,7 +163,10 @@ class Session:
                 events += self.connection.close(error, self._clock())
         for channel in self.channels.values():
             channel.flush()
-        await self._flush()
+        if self._streaming and not self.connection.closed:
+            self.send(b"")
+        else:
+            await self._flush()
 
     async def _answer(self, event: ev.Event) -> list[ev.Event]:
         connection, now = self.connection, self._clock
@@ -246,11 +253,17 @@ class Session:
                         await self.gateway.delete_queue(queue, self.owner)
 
     def send(self, data: bytes) -> None:
-        """Frames from a channel's own work (deliveries, confirms): written on the next loop turn."""
-        self.connection.send_frames(data, self._clock())
+        """Frames from a channel's own work (deliveries, confirms): written on the next loop turn, or
+        while the peer streams, a moment later with what follows."""
+        if data:
+            self.connection.send_frames(data, self._clock())
         if not self._write_scheduled:
             self._write_scheduled = True
-            asyncio.get_running_loop().call_soon(self._write_pending)
+            loop = asyncio.get_running_loop()
+            if self._streaming:
+                loop.call_later(STREAMING_WRITE_S, self._write_pending)
+            else:
+                loop.call_soon(self._write_pending)
 
     def _write_pending(self) -> None:
         self._write_scheduled = False

@@ -49,7 +49,7 @@ class ChannelClosed:
     reply: bytes = b""
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)  # (the two made per message are not frozen: see fast.py)
 class MethodReceived:
     """A method on an open channel that the connection does not handle itself: a pamqp method, or
     one of fast.Ack, fast.Nack, fast.Reject."""
@@ -58,7 +58,7 @@ class MethodReceived:
     method: Any
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class ContentReceived:
     """A whole basic.publish: method, properties in wire form, body, and on a channel in confirm mode
     its sequence number (the delivery tag of its basic.ack or basic.nack; 0 otherwise)."""

@@ -1,7 +1,8 @@
 """Hand-written codecs for the frames every message crosses: basic.publish and its content header and
 body frames in, basic.deliver with content out, and basic.ack / nack / reject both ways. They match
 pamqp byte for byte (the tests check) at a fraction of its cost. Properties stay in wire form: the
-gateway stores and forwards them as they came and decodes them only when it must look inside."""
+gateway stores and forwards them as they came and decodes them only when it must look inside. The
+decoded methods are plain dataclasses, not frozen ones, whose construction costs a call per field."""
 
 from __future__ import annotations
 
@@ -21,7 +22,7 @@ _END = b"\xce"
 _ZERO_PROPERTIES = b"\x00\x00"
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class Publish:
     exchange: str
     routing_key: str
@@ -29,20 +30,20 @@ class Publish:
     immediate: bool
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class Ack:
     delivery_tag: int
     multiple: bool
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class Nack:
     delivery_tag: int
     multiple: bool
     requeue: bool
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class Reject:
     delivery_tag: int
     requeue: bool

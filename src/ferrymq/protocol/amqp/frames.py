@@ -18,11 +18,12 @@ FRAME_MIN_SIZE = 4096  # every peer accepts frames this large, before and after 
 FRAME_OVERHEAD = 8  # type, channel, size and frame-end: a body frame carries frame_max - 8 octets
 
 _HEAD = struct.Struct(">BHI")
+_HEAD_SIZE = _HEAD.size
 _TYPES = frozenset((FRAME_METHOD, FRAME_HEADER, FRAME_BODY, FRAME_HEARTBEAT))
 HEARTBEAT_FRAME = _HEAD.pack(FRAME_HEARTBEAT, 0, 0) + bytes((FRAME_END,))
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)  # (not frozen: a frozen dataclass costs a setattr call per field)
 class Frame:
     type: int
     channel: int
@@ -41,42 +42,49 @@ def frame_error(frame_type: int, detail: str) -> FramingError:
 
 class FrameReader:
     """Buffers received bytes and hands out whole frames. The payload limit is frame_max - 8
-    (RabbitMQ's check); it starts at the server's own frame_max and drops to the negotiated one."""
+    (RabbitMQ's check); it starts at the server's own frame_max and drops to the negotiated one.
+    Frames are read at an offset, and what was read is cut off the buffer once per `feed` (not once
+    per frame: a read of many small frames would move the rest of the buffer for each)."""
 
     def __init__(self, frame_max: int) -> None:
         self._buffer = bytearray()
+        self._at = 0  # where the next frame starts
         self.frame_max = frame_max
 
     def feed(self, data: bytes) -> None:
+        if self._at:
+            del self._buffer[: self._at]
+            self._at = 0
         self._buffer += data
 
     def read_protocol_header(self) -> bytes | None:
         """The first 8 octets once they have arrived (whatever they are: the caller judges them)."""
-        if len(self._buffer) < len(PROTOCOL_HEADER):
+        at = self._at
+        end = at + len(PROTOCOL_HEADER)
+        if len(self._buffer) < end:
             return None
-        head = bytes(self._buffer[: len(PROTOCOL_HEADER)])
-        del self._buffer[: len(PROTOCOL_HEADER)]
-        return head
+        self._at = end
+        return bytes(self._buffer[at:end])
 
     def read_frame(self) -> Frame | None:
         """The next complete frame, or None until more bytes come.
 
         Raises FramingError (501 FRAME_ERROR) for an unknown type, an oversized frame or a wrong
         frame-end octet: after any of these the stream cannot be resynchronised."""
-        buffer = self._buffer
-        if len(buffer) < _HEAD.size:
+        buffer, at = self._buffer, self._at
+        if len(buffer) - at < _HEAD_SIZE:
             return None
-        frame_type, channel, size = _HEAD.unpack_from(buffer)
+        frame_type, channel, size = _HEAD.unpack_from(buffer, at)
         if frame_type not in _TYPES:
             raise frame_error(frame_type, "unknown_frame")
         limit = self.frame_max - FRAME_OVERHEAD
         if size > limit:
             raise frame_error(frame_type, f"{{frame_too_large,{size},{limit}}}")
-        end = _HEAD.size + size
+        start = at + _HEAD_SIZE
+        end = start + size
         if len(buffer) <= end:
             return None
         if buffer[end] != FRAME_END:
             raise frame_error(frame_type, f"{{invalid_frame_end_marker,{buffer[end]}}}")
-        payload = bytes(buffer[_HEAD.size : end])
-        del buffer[: end + 1]
-        return Frame(frame_type, channel, payload)
+        self._at = end + 1
+        return Frame(frame_type, channel, bytes(buffer[start:end]))
