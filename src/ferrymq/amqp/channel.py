@@ -320,10 +320,19 @@ class Channel:
         ready = await gateway.ready_count(declared)
         return commands.Queue.DeclareOk(declared.name, ready, gateway.feeds.consumer_count(declared))
 
+    async def _find_queue(self, name: str) -> Queue | None:
+        """The vhost's queue `name`; on a miss the metadata service is asked before saying it is
+        absent, since another gateway may have declared it a moment ago and its change not reached
+        this gateway's watch yet (RabbitMQ's declare-ok means every node knows the queue)."""
+        queue = (await self.gateway.catalog.get(self.vhost)).queue(name)
+        if queue is None:
+            queue = (await self.gateway.catalog.refresh(self.vhost)).queue(name)
+        return queue
+
     async def _queue(self, name: str, method: base.Frame) -> Queue:
         """The queue `name` (or the current one) of this vhost, usable by this connection."""
         name = self._queue_name(name, method)
-        queue = (await self.gateway.catalog.get(self.vhost)).queue(name)
+        queue = await self._find_queue(name)
         if queue is None:
             raise ChannelException(
                 ReplyCode.NOT_FOUND, f"no queue '{name}' in vhost '{self.vhost}'", *ids_of(method)
@@ -375,9 +384,8 @@ class Channel:
 
     async def _queue_delete(self, m: commands.Queue.Delete) -> base.Frame:
         gateway = self.gateway
-        topology = await gateway.catalog.get(self.vhost)
         name = self._queue_name(m.queue, m)
-        if topology.queue(name) is None:
+        if await self._find_queue(name) is None:
             return commands.Queue.DeleteOk(0)  # RabbitMQ 3.10: deleting an absent queue is no error
         queue = await self._queue(name, m)
         self._may("configure", "queue", name, m)
