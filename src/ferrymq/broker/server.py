@@ -432,6 +432,7 @@ class Broker:
         if is_leader:  # every earlier term's entry is in the store now (node.py): state from it
             self.store.dispatch()
             self.transactions.load()
+            self.pops.promoted()
         log.info("broker %s is %s (DLedger)", self.config.broker_name, self.role)
         self.schedule_registration()
         if not is_leader:
@@ -469,6 +470,7 @@ class Broker:
                 self.epochs.append(epoch, end if self.epochs.entries else store.commitlog.min_offset)
                 self.ha.serve_as_master(broker_id)
                 self.store.replica = False
+                self.pops.promoted()
                 self.role = "master"
                 log.info("broker %s is master of epoch %d at offset %d", self.config.broker_name, epoch, end)
             else:
