@@ -224,7 +224,7 @@ class Broker:
         self._every(10.0, self._expire_clients)
         self._every(1.0, self._sample_stats)
         self._every(10.0, self._sample_group_rates)
-        self._every(10.0, self.slave_sync.sync)
+        self._every(config.slave_sync_interval / 1000, self.slave_sync.sync)
         self._every(config.transaction_check_interval / 1000, self._check_transactions)
         if self.acting_master.enabled:
             self._every(ACTING_CHECK_INTERVAL, self.acting_master.tick)
