@@ -4,9 +4,10 @@ every diverted message back and a consumer of the primary receives every acknowl
 
 Each trial starts fresh processes (see ferrymq.bench.degradation): the producer sends at `--rate`
 msg/s with no retries of its own, the primary is killed after `--warmup` s, restarted after
-`--outage` s, and the producer runs `--after` s more. Reported per trial: the longest gap between
-successful sends (before the kill: the baseline; from the kill on), counts sent / acknowledged /
-sent to the standby / received by the primary's consumer / lost / received twice, CPU and load.
+`--outage` s, and the producer runs until it sends to the primary again, then 12 s more. Reported
+per trial: the longest gap between successful sends (before the kill: the baseline; from the kill
+on), counts sent / acknowledged / sent to the standby / received by the primary's consumer / lost /
+received twice, CPU and load.
 
     .venv/bin/python bench/degradation.py --trials 3 --save bench/results/degradation.json
 """

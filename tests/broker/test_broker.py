@@ -10,6 +10,7 @@ import pytest
 from ferrymq.net import RemotingClient
 from ferrymq.protocol.batch import encode_batch
 from ferrymq.protocol.bodies import (
+    PAUSED,
     ConsumerData,
     GetConsumerListByGroupResponseBody,
     HeartbeatData,
@@ -457,3 +458,14 @@ async def test_a_topic_made_while_a_registration_is_on_its_way_reaches_the_names
             break
         assert time.monotonic() < deadline, "the second topic waited for the next registration period"
         await asyncio.sleep(0.05)
+
+
+async def test_a_paused_groups_pull_is_held_and_answered_not_refused(cluster):
+    """A pull runs eagerly, outside any task, up to its first wait (net.dispatch): the wait of a
+    paused group's pull must not need one."""
+    assert (await send(cluster)).code == Res.SUCCESS
+    cluster.broker.consumption.update(SubscriptionGroupConfig("CG", attributes={PAUSED: "true"}))
+    started = time.monotonic()
+    pulled = await cluster.call(Req.PULL_MESSAGE, pull_ext("T", 0, 0, suspend_ms=300))
+    assert pulled.code == Res.PULL_NOT_FOUND, pulled.remark  # held its suspend time, nothing taken
+    assert time.monotonic() - started >= 0.25

@@ -13,7 +13,7 @@ pytestmark = [pytest.mark.faults, pytest.mark.timeout(600)]
 
 
 async def test_whole_primary_killed_sends_go_on_and_every_acked_message_reaches_the_primary(tmp_path):
-    trial = await degradation_trial(tmp_path, rate=100.0, warmup=2.0, outage=4.0, after=10.0)
+    trial = await degradation_trial(tmp_path, rate=100.0, warmup=2.0, outage=4.0, after=1.0)
     print(trial)
     assert trial["failed"] == 0, trial["first_failures"]
     assert trial["to_standby"] > 0 and trial["acked"] == trial["sent"]

@@ -28,18 +28,29 @@ async def test_rocketmq_v4_producer_survives_master_sigkill(fault_cluster, tmp_p
     cluster = await fault_cluster()
     master, _ = await cluster.master()
     before = await cluster.wait_full_group(SETTLE)
-    seconds = 45.0
+    seconds = 45.0  # at most: it stops once it has sent 100 messages more after the failover
+    stop = tmp_path / "stop"
     args = ["--namesrv", cluster.namesrv_addr, "--topic", TOPIC, "--seconds", str(seconds),
-            "--timeout", str(seconds + 60)]  # fmt: skip
+            "--timeout", str(seconds + 60), "--stop-file", str(stop)]  # fmt: skip
     producer = ClientProcess(python, SCRIPT, args, tmp_path / "home", "steady v4 producer", seconds + 60)
-    try:
+
+    async def sent_after(t: float, count: int) -> bool:
+        """Until `count` sends acknowledged after `t`; False if the producer ended first or SETTLE
+        s went by."""
         deadline = time.monotonic() + SETTLE
-        while len(producer.events("sent")) < 100:
-            assert time.monotonic() < deadline, producer.describe()
+        while sum(e["t"] > t for e in producer.events("sent")) < count:
+            if producer.proc.poll() is not None or time.monotonic() > deadline:
+                return False
             await asyncio.sleep(0.2)
+        return True
+
+    try:
+        assert await sent_after(0, 100), producer.describe()
         killed_at = time.time()
         cluster.procs[master].kill()
         await cluster.wait_new_master(before, SETTLE)
+        await sent_after(killed_at, 100)
+        stop.touch()
         summary = await asyncio.to_thread(producer.wait_exit)
     finally:
         producer.kill()

@@ -12,10 +12,10 @@ from ferrymq.protocol.hashes import java_hash
 from ferrymq.protocol.message_ext import decode_record
 from ferrymq.protocol.message_id import offset_msg_id, parse_offset_msg_id
 from ferrymq.protocol.sys_flag import TRANSACTION_PREPARED_TYPE
-from ferrymq.store import SYNC_FLUSH, GetStatus, PutStatus
+from ferrymq.store import SYNC_FLUSH, GetStatus, MessageStore, PutStatus
 from ferrymq.store.files import list_offset_files
 
-from .conftest import props, read_queue
+from .conftest import props, read_queue, small_config
 
 
 def put_many(store, topic, queue_id, n, **kw):
@@ -409,3 +409,25 @@ def test_consume_queue_files_take_disk_as_they_fill(tmp_path):
     cq.put(0, bytes(range(20)) * entries)
     assert RESERVE_STEP < allocated() <= 2 * RESERVE_STEP + ENTRY_SIZE * entries
     assert cq.max_offset == entries
+
+
+def test_a_cut_tail_not_yet_dispatched_gives_way_to_the_bytes_copied_in_its_place(tmp_path):
+    """A demoted master's last puts, cut before they were dispatched, must not be dispatched over
+    the records its new master sends for the same offsets (their queue entries were made at put)."""
+    master = MessageStore(small_config(tmp_path / "master"), background_dispatch=False).open()
+    replica = MessageStore(small_config(tmp_path / "replica"), background_dispatch=False).open()
+    try:
+        first = replica.put_message("T", 0, b"kept")
+        replica.put_message("T", 0, b"cut-" + b"x" * 500)  # never replicated: cut below
+        replica.put_message("T", 1, b"cut-too")
+        end = first.wrote_offset + first.wrote_bytes
+        replica.truncate(end)
+        master.put_message("T", 0, b"kept")
+        master.put_message("T", 1, b"the master's")
+        replica.append_replicated(end, master.read_commitlog(end, master.commitlog.max_offset - end))
+        assert replica.dispatch()
+        assert [m.body for m in read_queue(replica, "T", 0)] == [b"kept"]
+        assert [m.body for m in read_queue(replica, "T", 1)] == [b"the master's"]
+    finally:
+        master.close()
+        replica.close()

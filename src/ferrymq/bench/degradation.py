@@ -163,12 +163,22 @@ class RatedProducer(SteadyProducer):
             next_at += self.interval
             await asyncio.sleep(max(0.0, next_at - time.monotonic()))
 
+    async def back_on_primary(self, since: float, timeout: float) -> None:
+        """Until a send acknowledged after `since` went to the primary (bounded by `timeout` s)."""
+        deadline = time.monotonic() + timeout
+        log = self.log
+        while not any(t > since and k not in log.to_standby for k, t in reversed(log.acked.items())):
+            if time.monotonic() > deadline:
+                raise TimeoutError(f"the producer did not return to the primary in {timeout:g} s")
+            await asyncio.sleep(0.1)
+
 
 async def degradation_trial(
     root: Path, *, rate: float = 200.0, warmup: float = 3.0, outage: float = 5.0, after: float = 12.0,
     settle: float = 120.0,
 ) -> dict:  # fmt: skip
-    """One trial; see the module docstring. Times in seconds."""
+    """One trial; see the module docstring. Times in seconds; `after`: how long the producer goes on
+    sending once it is back on the primary."""
     primary = PlainCluster(root / "primary", PRIMARY, brokers=2)
     standby = PlainCluster(root / "standby", STANDBY, brokers=1)
     relay = Proc("relay", ["relay", "--standby", standby.namesrv_addr, "--primary", primary.namesrv_addr,
@@ -192,7 +202,8 @@ async def degradation_trial(
         await primary.start()
         await primary.wait_routed(TOPIC, 2, settle)
         back_at = time.monotonic()
-        await asyncio.sleep(after)  # the producer returns to the primary; the relay drains the standby
+        await producer.back_on_primary(back_at, settle)  # the relay drains the standby meanwhile
+        await asyncio.sleep(after)
         await producer.stop()
         log, producer = producer.log, None
         producer_cpu, elapsed = time.process_time() - cpu0, time.monotonic() - t0

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import ctypes
+import fcntl
 import os
 import random
 import shutil
@@ -17,6 +18,7 @@ import signal
 import socket
 import subprocess
 import sys
+import tempfile
 import time
 from contextlib import closing
 from dataclasses import dataclass, field
@@ -37,9 +39,13 @@ CLUSTER = "FaultCluster"
 
 
 def free_port(host: str = "127.0.0.1") -> int:
-    """A port free now, for a server about to start in another process. Picked below the kernel's
-    ephemeral range: outgoing connections take their local ports from that range, so none can take
-    this one before the server binds it (as one from bind(0) could be taken, now and then)."""
+    """A port free now and reserved for this process, for a server about to start in another one.
+
+    Picked below the kernel's ephemeral range: outgoing connections take their local ports from that
+    range, so none can take this one before the server binds it (as one from bind(0) could be taken,
+    now and then). Reserved machine-wide (see `_reserve`): a server restarted on its port later (a
+    Raft member after a SIGKILL) finds it still free, though other test runs on the machine pick
+    ports from the same range meanwhile, and one run never hands out a port twice."""
     try:
         with open("/proc/sys/net/ipv4/ip_local_port_range") as f:
             ephemeral_low = int(f.read().split()[0])
@@ -47,10 +53,13 @@ def free_port(host: str = "127.0.0.1") -> int:
         ephemeral_low = 32768
     for _ in range(200 if ephemeral_low > _LOWEST_PICKED + 1000 else 0):
         port = _PICKER.randrange(_LOWEST_PICKED, ephemeral_low)
+        if not _reserve(port):
+            continue
         with closing(socket.socket()) as s:
             try:
                 s.bind((host, port))
-            except OSError:
+            except OSError:  # taken by something that does not reserve
+                os.close(_held.pop(port))
                 continue
             return port
     with closing(socket.socket()) as s:  # no room below the ephemeral range: any free port
@@ -60,15 +69,33 @@ def free_port(host: str = "127.0.0.1") -> int:
 
 def free_ports(count: int, host: str = "127.0.0.1") -> list[int]:
     """`count` different free ports (see free_port)."""
-    ports: list[int] = []
-    while len(ports) < count:
-        if (port := free_port(host)) not in ports:
-            ports.append(port)
-    return ports
+    return [free_port(host) for _ in range(count)]
 
 
 _LOWEST_PICKED = 20000  # above the well-known ports of the services on this machine
 _PICKER = random.SystemRandom()
+_RESERVATIONS = Path(tempfile.gettempdir()) / "ferrymq-ports"  # a lock file per port any run picked
+_HELD_MAX = 512  # reservations a process keeps (the oldest go first): far more than a test uses
+_held: dict[int, int] = {}  # port -> the descriptor holding its lock, oldest first
+
+
+def _reserve(port: int) -> bool:
+    """Take `port` for this process unless another process (or this one) holds it: an exclusive
+    flock on its lock file, held until `_HELD_MAX` newer ports are reserved or the process ends
+    (the kernel drops a dead process's locks: nothing stale is left behind)."""
+    if port in _held:
+        return False
+    _RESERVATIONS.mkdir(mode=0o1777, exist_ok=True)
+    fd = os.open(_RESERVATIONS / str(port), os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o666)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except OSError:
+        os.close(fd)
+        return False
+    _held[port] = fd
+    if len(_held) > _HELD_MAX:
+        os.close(_held.pop(next(iter(_held))))
+    return True
 
 
 def netns_available() -> tuple[bool, str]:

@@ -18,6 +18,7 @@ quotas (ferrymq.broker.quota: per group, topic or user) hold pulls and pops the 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import time
 from collections.abc import Iterable
 
@@ -126,11 +127,10 @@ class ConsumptionControl:
                 wait = min(gate.bucket.next_token_in(), deadline - time.monotonic())
             if self._closing or deadline - time.monotonic() <= 0:
                 return 0
-            try:
-                async with asyncio.timeout(max(wait, 0.001)):
-                    await gate.changed.wait()
-            except TimeoutError:
-                pass
+            # wait_for, not asyncio.timeout: pulls and pops run eagerly, outside any task, up to
+            # their first wait (net.dispatch), and this can be it
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(gate.changed.wait(), max(wait, 0.001))
         return wanted
 
     def close(self) -> None:

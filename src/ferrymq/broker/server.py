@@ -225,7 +225,7 @@ class Broker:
         self._every(10.0, self._expire_clients)
         self._every(1.0, self._sample_stats)
         self._every(10.0, self._sample_group_rates)
-        self._every(10.0, self.slave_sync.sync)
+        self._every(config.slave_sync_interval / 1000, self.slave_sync.sync)
         self._every(config.transaction_check_interval / 1000, self._check_transactions)
         if self.acting_master.enabled:
             self._every(ACTING_CHECK_INTERVAL, self.acting_master.tick)
@@ -437,6 +437,7 @@ class Broker:
         if is_leader:  # every earlier term's entry is in the store now (node.py): state from it
             self.store.dispatch()
             self.transactions.load()
+            self.pops.promoted()
         log.info("broker %s is %s (DLedger)", self.config.broker_name, self.role)
         self.schedule_registration()
         if not is_leader:
@@ -474,6 +475,7 @@ class Broker:
                 self.epochs.append(epoch, end if self.epochs.entries else store.commitlog.min_offset)
                 self.ha.serve_as_master(broker_id)
                 self.store.replica = False
+                self.pops.promoted()
                 self.role = "master"
                 log.info("broker %s is master of epoch %d at offset %d", self.config.broker_name, epoch, end)
             else:

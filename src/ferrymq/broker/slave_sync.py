@@ -1,9 +1,10 @@
 """A slave copies its master's topic table, consumer offsets, subscription groups and the progress
 of scheduled messages, delay levels and timer (RocketMQ's SlaveSynchronize).
 
-The CommitLog arrives over the HA port; this metadata comes over remoting every 10 s, so a slave
-can serve pulls and offset queries when its master is gone and, promoted, keeps the groups'
-settings (retries, paused consumption, rate limits) and does not deliver delayed messages twice.
+The CommitLog arrives over the HA port; this metadata comes over remoting every 10 s
+(`slave_sync_interval`), so a slave can serve pulls and offset queries when its master is gone
+and, promoted, keeps the groups' settings (retries, paused consumption, rate limits) and does not
+deliver delayed messages twice.
 """
 
 from __future__ import annotations

@@ -73,6 +73,15 @@ class Dispatcher:
                 raise StoreError(f"CommitLog record at offset {end} is corrupt; the store needs recovery")
             return count
 
+    def cut(self, offset: int) -> None:
+        """The CommitLog was cut at `offset` (a record boundary; the caller holds `lock`): dispatch
+        goes on from there, and the queue entries prepared by puts of records past it go, since the
+        bytes written there next are other records (a demoted master's tail, then its new master's)."""
+        self.offset = min(self.offset, offset)
+        prepared = self.prepared
+        while prepared and prepared[-1].start >= offset:
+            prepared.pop()
+
     def recover(self, verify_crc: bool, progress: Callable[[int], None] | None = None) -> int:
         """Dispatch from the current offset to the last valid record of the CommitLog; return its end.
 

@@ -515,7 +515,7 @@ class MessageStore:
             self.commitlog.truncate(offset)
             for cq in self.queues.all():
                 cq.truncate_from_commitlog(offset)
-            self.dispatcher.offset = min(self.dispatcher.offset, offset)
+            self.dispatcher.cut(offset)
             self._reload_queue_offsets()
         self._checkpoint(flush_all=True)
         if self.indexer is not None:  # restart it from the cut: it may have indexed past it

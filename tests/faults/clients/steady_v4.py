@@ -23,6 +23,7 @@ def main() -> None:
     parser.add_argument("--prefix", default="v4")
     parser.add_argument("--seconds", type=float, default=30.0, help="how long to keep sending")
     parser.add_argument("--interval", type=float, default=0.02)
+    parser.add_argument("--stop-file", type=Path, help="stop early once this file exists")
     args = parser.parse_args()
     start_watchdog(args.timeout + 15, "steady producing")
     check_namesrv(args.namesrv)
@@ -31,7 +32,7 @@ def main() -> None:
     producer.start()
     deadline = time.monotonic() + args.seconds
     i = 0
-    while time.monotonic() < deadline:
+    while time.monotonic() < deadline and not (args.stop_file and args.stop_file.exists()):
         body = f"{args.prefix}-{i}"
         message = client.Message(args.topic)
         message.set_body(body)

@@ -3,7 +3,9 @@ every member once committed, followers refuse sends, and a stopped leader is rep
 
 from __future__ import annotations
 
+import asyncio
 import shutil
+import time
 
 import pytest
 
@@ -11,6 +13,7 @@ from ferrymq.bench.processes import free_ports
 from ferrymq.broker.config import BrokerConfig
 from ferrymq.broker.server import Broker
 from ferrymq.protocol.codes import RequestCode, ResponseCode
+from ferrymq.protocol.message_ext import decode_records
 from ferrymq.protocol.pop import pop_retry_topic
 from ferrymq.protocol.remoting import RemotingCommand
 from tests.ha.conftest import eventually
@@ -165,9 +168,10 @@ async def test_pop_checkpoints_acks_and_revives_are_stored_on_every_member(group
     master = await elect(brokers)
     await send_all(group, master, [b"p0", b"p1", b"p2"])
     master.store.wait_dispatched(0)
-    popped = await master.pops.pop("G", "T", 0, 3, 500)
-    assert popped.count == 3
-    await master.pops.ack("G", "T", popped.handles[0])
+    acked = await master.pops.pop("G", "T", 0, 1, 60_000)  # invisible long enough for any load
+    left = await master.pops.pop("G", "T", 0, 2, 300)  # revived soon
+    assert acked.count == 1 and left.count == 2
+    await master.pops.ack("G", "T", acked.handles[0])
     retry = pop_retry_topic("G", "T")
     await eventually(lambda: master.pops.revive.revived == 2, 30, "the unacked messages revived")
     await stored_everywhere(brokers, [b"p1", b"p2"], retry)
@@ -177,3 +181,29 @@ async def test_pop_checkpoints_acks_and_revives_are_stored_on_every_member(group
         await eventually(
             lambda b=b: queue_ends(b) == ends, 30, f"queue offsets on {b.config.dledger_self_id}"
         )
+
+
+async def test_a_new_leader_holds_the_pop_state_as_soon_as_it_leads(group):
+    """The members' replicated revive topic is the new leader's pop state from the moment it leads:
+    a message popped from the old leader acks at once on the new one, and a pop taken at once
+    keeps its checkpoint (what it does not ack comes back)."""
+    brokers = await start_group(group)
+    for b in brokers:  # as mqadmin updateTopic -c does: the topic on every member
+        fields = {"topic": "T", "defaultTopic": "TBW102", "readQueueNums": "1", "writeQueueNums": "1",
+                  "perm": "6", "topicFilterType": "SINGLE_TAG"}  # fmt: skip
+        request = RemotingCommand(RequestCode.UPDATE_AND_CREATE_TOPIC, ext_fields=fields)
+        assert (await group.client.invoke(b.config.broker_addr, request)).code == ResponseCode.SUCCESS
+    old = await elect(brokers)
+    await send_all(group, old, [b"p0", b"p1"])
+    old.store.wait_dispatched(0)
+    popped = await old.pops.pop("G", "T", 0, 1, 60_000)
+    await old.stop()
+    deadline = time.monotonic() + 30
+    while (new := leader(brokers)) is None:  # no sleep: the first turn of the loop it leads in
+        assert time.monotonic() < deadline, "no new leader"
+        await asyncio.sleep(0)
+    await new.pops.ack("G", "T", popped.handles[0])
+    again = await new.pops.pop("G", "T", 0, 1, 300)
+    assert [bytes(m.body) for m in decode_records(again.body)] == [b"p1"]
+    await eventually(lambda: new.pops.revive.revived == 1, 30, "the unacked message revived")
+    await stored_everywhere(brokers, [b"p1"], pop_retry_topic("G", "T"))

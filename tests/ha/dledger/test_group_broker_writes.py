@@ -28,18 +28,21 @@ pytestmark = [pytest.mark.crash, pytest.mark.timeout(180)]
 SETTINGS = {
     "dledger_heartbeat_ms": 100,
     "dledger_election_timeout_ms": 600,
-    "message_delay_level": "1s 30s",  # level 2: due after the failover below
+    "message_delay_level": "1s 15s",  # level 2: due after the failover below (asserted)
     "transaction_check_interval": 500,
     "transaction_timeout": 1000,  # the next leader checks every half message back at once
     "register_name_server_period": 2000,  # followers learn the master's address at a registration
+    "slave_sync_interval": 1000,  # followers copy the leader's topics every second
 }
+DELAY_S = 15
 DELAYED, COMMITTED, PLAIN = "DelayedTopic", "TxTopic", "PlainTopic"
 COMMIT, ROLLBACK = LocalTransactionState.COMMIT_MESSAGE, LocalTransactionState.ROLLBACK_MESSAGE
 
 
 async def topics_everywhere(cluster: DLedgerCluster, topics: set[str], timeout: float) -> None:
-    """Until every member knows `topics`. Topic configs reach followers by the slaves' copy every
-    10 s, not through Raft: a topic unknown to the next leader would have no route after it."""
+    """Until every member knows `topics`. Topic configs reach followers by the slaves' copy
+    (slave_sync_interval), not through Raft: a topic unknown to the next leader would have no
+    route after it."""
     deadline = time.monotonic() + timeout
     for addr in cluster.broker_addrs.values():
         while True:
@@ -93,6 +96,7 @@ async def _fail_over(cluster: DLedgerCluster, instance: ClientInstance) -> None:
     ) as tx:
         async with Producer("p", cluster.namesrv_addr) as producer:
             sent = await producer.send(Message(DELAYED, b"late", delay_level=2))
+            due = time.monotonic() + DELAY_S
             assert sent.status is SendStatus.SEND_OK
             for i in range(20):
                 sent = await producer.send(Message(PLAIN, f"plain-{i}".encode()))
@@ -107,6 +111,7 @@ async def _fail_over(cluster: DLedgerCluster, instance: ClientInstance) -> None:
         assert found == {"tx-0", "tx-2"}
         await topics_everywhere(cluster, {DELAYED, COMMITTED, PLAIN}, 30)
 
+        assert time.monotonic() < due - 5, "too slow to fail over before the delayed message is due"
         cluster.procs[old].kill()
         new = await cluster.wait_master(20, other_than=old)
         await no_half_message_pending(cluster, new, 30)

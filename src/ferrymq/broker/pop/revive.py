@@ -180,16 +180,16 @@ class ReviveService:
 
     # ------------------------------------------------------------ the loop
 
+    def rebuild(self) -> None:
+        """This broker was promoted: its pop state is what the replicated revive topic says. Called
+        by the promotion itself, before a pop or an ack can come: a checkpoint written from then on
+        must not be dropped by a later rebuild, nor an ack of an earlier one refused meanwhile."""
+        self.table.clear()
+        log.info("pop state rebuilt on promotion: %d revive records", self.recover())
+
     async def run(self) -> None:
-        replica = self.store.replica
         while True:
-            if self.store.replica:
-                replica = True
-            elif replica:  # promoted: the pop state is what the replicated revive topic says
-                replica = False
-                self.table.clear()
-                log.info("pop state rebuilt on promotion: %d revive records", self.recover())
-            else:
+            if not self.store.replica:
                 await self.revive_due()
             next_deadline = self.table.next_deadline()
             wait = _TICK if next_deadline is None else min(_TICK, max(0.0, (next_deadline - now_ms()) / 1000))

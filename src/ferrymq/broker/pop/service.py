@@ -182,6 +182,7 @@ class PopService:
         self._next_revive_queue = 0
         self._turn = itertools.count()
         self._closing = False
+        self._started = False  # until start() replayed the revive topic
 
     # ------------------------------------------------------------ life cycle
 
@@ -192,8 +193,15 @@ class PopService:
         records = self.revive.recover()
         if records:
             log.info("pop state: %d revive records replayed, %d checkpoints open", records, len(self.table))
+        self._started = True
         self._tasks.spawn(self.revive.run(), name="pop revive")
         self._tasks.spawn(self._save_progress_regularly(), name="pop revive progress")
+
+    def promoted(self) -> None:
+        """This broker has just become the master (it is no replica any more): take over the pop
+        state the revive topic holds, at once (see ReviveService.rebuild)."""
+        if self._started:
+            self.revive.rebuild()
 
     async def close(self) -> None:
         """Stop reviving and answer held pops now (acks still work until the store closes)."""
