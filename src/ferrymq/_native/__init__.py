@@ -10,7 +10,7 @@ import importlib
 import os
 from types import ModuleType
 
-ACCELERATORS = ("batch", "hmac", "index", "pop", "records", "rows", "scan")  # one per _native/*.c
+ACCELERATORS = ("batch", "fsync", "hmac", "index", "pop", "records", "rows", "scan")  # one per _native/*.c
 
 
 def _pure() -> bool:
