@@ -7,8 +7,8 @@ woke the loop once per acknowledged put. Here the loop itself decides when to sy
 loop pass that made the first waiting put (so one sync covers every put of the pass), and at once
 again when a sync ends with puts waiting, as RocketMQ's GroupCommitService swaps its request lists.
 The fdatasync runs on a thread that never takes the GIL (ferrymq/_native/fsync.c; a Python thread
-without it), which writes its outcome to a pipe the loop watches; the loop then completes the
-asyncio futures of every put the sync covered.
+without it), which gets its jobs through one pipe and writes each outcome to another that the loop
+watches; the loop then completes the asyncio futures of every put the sync covered.
 """
 
 from __future__ import annotations
@@ -21,7 +21,7 @@ import sys
 from ferrymq._native import load
 from ferrymq.store import PutStatus
 from ferrymq.store.commitlog import CommitLog
-from ferrymq.store.flush import sync_then_signal
+from ferrymq.store.flush import MAX_SYNC_FDS, start_syncer, sync_job
 
 log = logging.getLogger(__name__)
 _native = load("fsync")
@@ -36,16 +36,23 @@ class LoopGroupCommit:
         self.commitlog = commitlog
         self._loop = loop
         self._timeout = timeout
-        self._sync = _native.sync_then_signal if _native is not None else sync_then_signal
+        self._start_syncer = _native.start_syncer if _native is not None else start_syncer
         self._waiting: list[Waiter] = []  # for the next sync
         self._syncing: list[Waiter] = []  # covered by the running sync
         self._target = -1  # the running sync's end offset; -1: none runs
         self._scheduled = False
         self._timer: asyncio.TimerHandle | None = None
-        self._read_fd = self._write_fd = -1
+        self._read_fd = self._write_fd = self._job_fd = -1
 
     def start(self) -> None:
         self._read_fd, self._write_fd = os.pipe()
+        jobs, self._job_fd = os.pipe()
+        try:
+            self._start_syncer(jobs, self._write_fd)
+        except BaseException:
+            for fd in (jobs, self._job_fd, self._read_fd, self._write_fd):
+                os.close(fd)
+            raise
         os.set_blocking(self._read_fd, False)
         self._loop.add_reader(self._read_fd, self._signalled)
 
@@ -65,18 +72,23 @@ class LoopGroupCommit:
         if self._target >= 0 or not self._waiting or self._read_fd < 0:
             return
         target = self.commitlog.max_offset
-        fds = tuple(seg.fd for seg in self.commitlog.unflushed_segments(target))
-        self._syncing, self._waiting = self._waiting, []
-        if not fds:  # a checkpoint synced it meanwhile
-            self._target = target
+        segments = self.commitlog.unflushed_segments(target)
+        if len(segments) <= MAX_SYNC_FDS:
+            self._syncing, self._waiting = self._waiting, []
+        else:  # a backlog of that many segments: the rest goes with the next sync
+            segments = segments[:MAX_SYNC_FDS]
+            target = segments[-1].end
+            self._syncing = [w for w in self._waiting if w[0] <= target]
+            self._waiting = [w for w in self._waiting if w[0] > target]
+        self._target = target
+        if not segments:  # a checkpoint synced it meanwhile
             self._finish(0)
             return
         try:
-            self._sync(fds, self._write_fd)
+            os.write(self._job_fd, sync_job(tuple(seg.fd for seg in segments)))
         except OSError as e:
             self._finish(e.errno or 0, e)
             return
-        self._target = target
         self._timer = self._loop.call_later(self._timeout, self._overdue)
 
     def _signalled(self) -> None:
@@ -129,6 +141,7 @@ class LoopGroupCommit:
             if not future.done() and end <= flushed:
                 future.set_result(None)
         self._waiting = []
+        os.close(self._job_fd)  # the syncer reads the end of its jobs and stops
         os.close(self._read_fd)
         os.close(self._write_fd)
-        self._read_fd = self._write_fd = -1
+        self._read_fd = self._write_fd = self._job_fd = -1
