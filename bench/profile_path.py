@@ -8,6 +8,8 @@ per message with the process's CPU time from /proc.
         [--seconds 10] [--save FILE]
 
 --flush SYNC_FLUSH profiles a broker that acknowledges a send once it is fdatasync'd (group commit).
+--gil samples only the thread holding the GIL: Python's own work, without time spent in the kernel
+(which py-spy may otherwise charge to the Python line that made the call, or to the event loop).
 
 py-spy samples wall time of running threads, so a thread waiting for a core on a loaded machine is
 counted where it waits: read the per-stage microseconds (CPU time × share) beside the machine's load.
@@ -87,7 +89,7 @@ def breakdown(raw: Path) -> tuple[dict[str, int], list[tuple[str, int]], int]:
         functions[frames[-1]] += n
         ours = next((f for f in reversed(frames) if "ferrymq/" in f), frames[-1])
         stages[stage_of(ours)] += n
-    return dict(stages), functions.most_common(15), total
+    return dict(stages), functions.most_common(25), total
 
 
 def cpu_seconds(pid: int) -> float:
@@ -96,7 +98,7 @@ def cpu_seconds(pid: int) -> float:
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
-def profile(scenario: str, seconds: float, work: Path, flush: str = "ASYNC_FLUSH") -> dict:
+def profile(scenario: str, seconds: float, work: Path, flush: str = "ASYNC_FLUSH", gil: bool = False) -> dict:
     with cluster(None, flush=flush) as target:
         assert target.broker_pid is not None
         client = subprocess.Popen(
@@ -109,7 +111,7 @@ def profile(scenario: str, seconds: float, work: Path, flush: str = "ASYNC_FLUSH
             before = {role: cpu_seconds(pid) for role, pid in pids.items()}
             stored_before = stored(target.namesrv, scenario)
             spy = [str(Path(sys.executable).with_name("py-spy")), "record", "-d", str(int(seconds)),
-                   "-r", "200", "-f", "raw", "--nonblocking"]  # fmt: skip
+                   "-r", "200", "-f", "raw", "--nonblocking", *(["--gil"] if gil else [])]  # fmt: skip
             spies = {
                 role: subprocess.Popen(
                     [*spy, "-p", str(pid), "-o", str(work / f"{role}.raw")],
@@ -133,6 +135,7 @@ def profile(scenario: str, seconds: float, work: Path, flush: str = "ASYNC_FLUSH
     result: dict = {
         "scenario": scenario,
         "flush_disk_type": flush,
+        "gil_only": gil,
         "seconds": round(elapsed, 1),
         "messages_estimated": messages,
     }
@@ -168,11 +171,12 @@ def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--scenario", choices=sorted(SCENARIOS), default="single64")
     p.add_argument("--flush", choices=("ASYNC_FLUSH", "SYNC_FLUSH"), default="ASYNC_FLUSH")
+    p.add_argument("--gil", action="store_true", help="sample only the thread holding the GIL")
     p.add_argument("--seconds", type=float, default=10)
     p.add_argument("--save", type=Path)
     args = p.parse_args()
     with tempfile.TemporaryDirectory() as tmp:
-        result = profile(args.scenario, args.seconds, Path(tmp), args.flush)
+        result = profile(args.scenario, args.seconds, Path(tmp), args.flush, args.gil)
     result["machine"] = machine_info()
     print(json.dumps(result, indent=1))
     if args.save:
