@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import statistics
 import subprocess
 import sys
 import time
@@ -118,8 +119,8 @@ def _medians(results: list[dict]):
     """figure(label, key): the median of `key` over the runs of `label` that have it, else None."""
 
     def figure(label: str, key: str) -> float | None:
-        values = sorted(r[key] for r in results if r["label"] == label and r.get(key) is not None)
-        return values[len(values) // 2] if values else None
+        values = [r[key] for r in results if r["label"] == label and r.get(key) is not None]
+        return round(statistics.median(values), 3) if values else None
 
     return figure
 
