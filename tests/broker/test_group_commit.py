@@ -140,6 +140,8 @@ async def test_a_stuck_sync_answers_flush_disk_timeout(commitlog):
         waiting = commit.request(append(commitlog, b"b" * 10))  # behind the stuck one
         assert await asyncio.wait_for(future, 5) is PutStatus.FLUSH_DISK_TIMEOUT
         assert await asyncio.wait_for(waiting, 5) is PutStatus.FLUSH_DISK_TIMEOUT
+        later = commit.request(append(commitlog, b"c" * 10))  # the disk is still stuck
+        assert await asyncio.wait_for(later, 5) is PutStatus.FLUSH_DISK_TIMEOUT
         assert commitlog.flushed_offset == 0
     finally:
         jobs, signal = held[0]

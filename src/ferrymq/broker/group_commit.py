@@ -122,8 +122,9 @@ class LoopGroupCommit:
             self._loop.call_soon(self._begin)
 
     def _overdue(self) -> None:
-        """The running sync took longer than the timeout: answer every waiting put now."""
-        self._timer = None
+        """The running sync took longer than the timeout: answer every waiting put now, and the puts
+        that come while it still runs at the next timeout."""
+        self._timer = self._loop.call_later(self._timeout, self._overdue)
         for _, future in (*self._syncing, *self._waiting):
             if not future.done():
                 future.set_result(PutStatus.FLUSH_DISK_TIMEOUT)
