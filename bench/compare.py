@@ -8,12 +8,25 @@ msg/s, MB/s, latency percentiles, the CPU of client and server, and which was th
 
 With --tls it compares ferrymq with itself instead: produce batch 32 in plaintext and over TLS, in
 turns (--rounds of each), each on a fresh `ferrymq dev` (permissive TLS with a throwaway certificate).
+
+With --per-message it runs the one-message-at-a-time scenarios, ferrymq and its peer taking turns,
+--rounds times (the median of each is the figure), and checks them against the targets:
+
+- single sends, 64 in flight, ASYNC_FLUSH >= NATS JetStream's pipelined publishes (nats-py, 64 acks
+  pending), and the broker's CPU per send <= 2x nats-server's per publish;
+- single sends with SYNC_FLUSH (an ack means fdatasync'd, by group commit) >= 3x RabbitMQ's
+  publish-with-confirms (pika), 64 in flight against a window of 64 confirms, and 1 against 1;
+- end to end at --rate msg/s: p50 and p99 <= NATS JetStream's.
+
+Every row has the CPU per message of client and server (`client_us`, `server_us`): for the peers
+from /proc/<pid>/stat of nats-server and RabbitMQ's beam.smp before and after the measured phase.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import statistics
 import subprocess
 import sys
 import time
@@ -47,6 +60,69 @@ def runs(count: int, rate: int, duration: float) -> list[tuple[str, list[str]]]:
                 label = f"{script.split('_')[0]}{' ' + client if client else ''} {scenario}"
                 out.append((label, [PY, str(HERE / "peers" / script), scenario, *chosen, *extra]))
     return out
+
+
+def per_message_runs(count: int, rate: int, duration: float) -> list[tuple[str, list[str]]]:
+    """(label, command) for the per-message targets: each ferrymq scenario just before its peer's."""
+    ferrymq = [PY, "-m", "ferrymq", "bench"]
+    nats = [PY, str(HERE / "peers" / "nats_bench.py")]
+    rabbit = [PY, str(HERE / "peers" / "rabbitmq_bench.py")]
+    single = ["--batch", "1", "--inflight"]
+    sync = ["--flush", "SYNC_FLUSH"]
+    one_by_one = str(max(1, count // 10))  # one in flight runs at a few thousand msg/s at most
+    e2e = ["--rate", str(rate), "--duration", str(duration)]
+
+    def way(name: str) -> list[str]:
+        return ["produce", "--produce-way", name]
+
+    return [
+        ("ferrymq single 64 async", [*ferrymq, "produce", "--count", str(count), *single, "64"]),
+        ("nats pipelined 64", [*nats, *way("pipelined"), "--count", str(count)]),
+        ("ferrymq single 64 sync", [*ferrymq, "produce", "--count", str(count), *single, "64", *sync]),
+        ("rabbitmq pika window 64", [*rabbit, *way("pipelined"), "--count", str(count // 2)]),
+        ("ferrymq single 1 sync", [*ferrymq, "produce", "--count", one_by_one, *single, "1", *sync]),
+        ("rabbitmq pika 1 in flight", [*rabbit, *way("blocking"), "--count", one_by_one]),
+        (f"ferrymq e2e {rate}", [*ferrymq, "e2e", *e2e]),
+        (f"nats e2e {rate}", [*nats, "e2e", *e2e]),
+        (f"rabbitmq pika e2e {rate}", [*rabbit, "e2e", *e2e]),
+    ]
+
+
+def per_message_targets(results: list[dict], rate: int) -> list[dict]:
+    """Each target with the two figures it compares (medians by label) and whether it is met."""
+    figure = _medians(results)
+
+    def check(target: str, ours: str, key: str, peer: str, factor: float, better: str) -> dict:
+        mine, theirs = figure(ours, key), figure(peer, key)
+        bound = None if theirs is None else factor * theirs
+        met = None
+        if mine is not None and bound is not None:
+            met = mine >= bound if better == "more" else mine <= bound
+        return {"target": target, "ferrymq": mine, "bound": bound, "peer": theirs, "met": met}
+
+    e2e_ours, e2e_nats = f"ferrymq e2e {rate}", f"nats e2e {rate}"
+    return [
+        check("single 64 async msg/s >= NATS pipelined", "ferrymq single 64 async", "msgs_per_s",
+              "nats pipelined 64", 1, "more"),
+        check("broker us/send <= 2x nats-server's", "ferrymq single 64 async", "server_us",
+              "nats pipelined 64", 2, "less"),
+        check("single 64 sync msg/s >= 3x pika window 64", "ferrymq single 64 sync", "msgs_per_s",
+              "rabbitmq pika window 64", 3, "more"),
+        check("single 1 sync msg/s >= 3x pika 1 in flight", "ferrymq single 1 sync", "msgs_per_s",
+              "rabbitmq pika 1 in flight", 3, "more"),
+        check(f"e2e {rate} p50 <= NATS", e2e_ours, "p50_ms", e2e_nats, 1, "less"),
+        check(f"e2e {rate} p99 <= NATS", e2e_ours, "p99_ms", e2e_nats, 1, "less"),
+    ]  # fmt: skip
+
+
+def _medians(results: list[dict]):
+    """figure(label, key): the median of `key` over the runs of `label` that have it, else None."""
+
+    def figure(label: str, key: str) -> float | None:
+        values = [r[key] for r in results if r["label"] == label and r.get(key) is not None]
+        return round(statistics.median(values), 3) if values else None
+
+    return figure
 
 
 def tls_runs(count: int, rounds: int) -> list[tuple[str, list[str]]]:
@@ -98,6 +174,12 @@ def run(label: str, command: list[str]) -> dict:
     result = json.loads(lines[-1])
     result["label"] = label
     result.setdefault("server_cpu_pct", result.get("broker_cpu_pct"))
+    for side, ours in (("client", "client_us_per_msg"), ("server", "broker_us_per_msg")):
+        pct, rate = result.get(f"{side}_cpu_pct"), result.get("msgs_per_s")
+        if ours in result:
+            result[f"{side}_us"] = result[ours]
+        elif pct is not None and rate:  # a peer: its CPU share over the phase, per message of it
+            result[f"{side}_us"] = round(pct * 1e4 / rate, 2)
     result["wall_seconds"] = round(time.monotonic() - started, 1)
     return result
 
@@ -111,6 +193,8 @@ def table(results: list[dict]) -> str:
         "p99_ms",
         "client_cpu_pct",
         "server_cpu_pct",
+        "client_us",
+        "server_us",
         "bottleneck",
     )
     rows = [columns] + [tuple("-" if r.get(c) is None else str(r.get(c)) for c in columns) for r in results]
@@ -127,14 +211,26 @@ def main() -> None:
     parser.add_argument("--duration", type=float, default=10.0)
     parser.add_argument("--save", type=Path)
     parser.add_argument("--tls", action="store_true", help="produce batch 32: plaintext against TLS")
-    parser.add_argument("--rounds", type=int, default=3, help="with --tls: runs of each side")
+    parser.add_argument(
+        "--per-message", action="store_true", help="single sends (async and sync flush) and e2e: the targets"
+    )
+    parser.add_argument("--rounds", type=int, default=3, help="with --tls or --per-message: runs of each")
     args = parser.parse_args()
-    plan = tls_runs(args.count, args.rounds) if args.tls else runs(args.count, args.rate, args.duration)
+    if args.tls:
+        plan = tls_runs(args.count, args.rounds)
+    elif args.per_message:
+        plan = per_message_runs(args.count, args.rate, args.duration) * args.rounds
+    else:
+        plan = runs(args.count, args.rate, args.duration)
     results = [run(label, command) for label, command in plan]
     print(table(results))
-    summary = tls_summary(results) if args.tls else None
+    summary: dict | list | None = None
+    if args.tls:
+        summary = tls_summary(results)
+    elif args.per_message:
+        summary = per_message_targets(results, args.rate)
     if summary is not None:
-        print(json.dumps(summary))
+        print(json.dumps(summary, indent=1))
     if args.save:
         args.save.write_text(
             json.dumps(

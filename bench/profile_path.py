@@ -4,7 +4,12 @@ samples summed by stage (remoting codec, network, send processor, put service, s
 long polling, pull, the event loop, the SDK) and each stage's share turned into microseconds of CPU
 per message with the process's CPU time from /proc.
 
-    .venv/bin/python bench/profile_path.py [--scenario single1|single64|e2e] [--seconds 10] [--save FILE]
+    .venv/bin/python bench/profile_path.py [--scenario single1|single64|e2e] [--flush SYNC_FLUSH]
+        [--seconds 10] [--save FILE]
+
+--flush SYNC_FLUSH profiles a broker that acknowledges a send once it is fdatasync'd (group commit).
+--gil samples only the thread holding the GIL: Python's own work, without time spent in the kernel
+(which py-spy may otherwise charge to the Python line that made the call, or to the event loop).
 
 py-spy samples wall time of running threads, so a thread waiting for a core on a loaded machine is
 counted where it waits: read the per-stage microseconds (CPU time × share) beside the machine's load.
@@ -40,6 +45,8 @@ STAGES = [
     ("read service", "ferrymq/broker/services/read"),
     ("long polling", "ferrymq/broker/long_polling"),
     ("ConsumeQueue dispatch", "ferrymq/store/dispatch"),
+    ("group commit", "ferrymq/store/flush"),
+    ("group commit", "ferrymq/broker/group_commit"),
     ("CommitLog and store", "ferrymq/store/"),
     ("other broker", "ferrymq/broker/"),
     ("replication", "ferrymq/ha/"),
@@ -83,7 +90,7 @@ def breakdown(raw: Path) -> tuple[dict[str, int], list[tuple[str, int]], int]:
         functions[frames[-1]] += n
         ours = next((f for f in reversed(frames) if "ferrymq/" in f), frames[-1])
         stages[stage_of(ours)] += n
-    return dict(stages), functions.most_common(15), total
+    return dict(stages), functions.most_common(25), total
 
 
 def cpu_seconds(pid: int) -> float:
@@ -92,8 +99,8 @@ def cpu_seconds(pid: int) -> float:
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
-def profile(scenario: str, seconds: float, work: Path) -> dict:
-    with cluster(None) as target:
+def profile(scenario: str, seconds: float, work: Path, flush: str = "ASYNC_FLUSH", gil: bool = False) -> dict:
+    with cluster(None, flush=flush) as target:
         assert target.broker_pid is not None
         client = subprocess.Popen(
             [sys.executable, "-m", "ferrymq", "bench", *SCENARIOS[scenario], "--namesrv", target.namesrv],
@@ -105,7 +112,7 @@ def profile(scenario: str, seconds: float, work: Path) -> dict:
             before = {role: cpu_seconds(pid) for role, pid in pids.items()}
             stored_before = stored(target.namesrv, scenario)
             spy = [str(Path(sys.executable).with_name("py-spy")), "record", "-d", str(int(seconds)),
-                   "-r", "200", "-f", "raw", "--nonblocking"]  # fmt: skip
+                   "-r", "200", "-f", "raw", "--nonblocking", *(["--gil"] if gil else [])]  # fmt: skip
             spies = {
                 role: subprocess.Popen(
                     [*spy, "-p", str(pid), "-o", str(work / f"{role}.raw")],
@@ -126,7 +133,13 @@ def profile(scenario: str, seconds: float, work: Path) -> dict:
         finally:
             client.terminate()
             client.wait(30)
-    result: dict = {"scenario": scenario, "seconds": round(elapsed, 1), "messages_estimated": messages}
+    result: dict = {
+        "scenario": scenario,
+        "flush_disk_type": flush,
+        "gil_only": gil,
+        "seconds": round(elapsed, 1),
+        "messages_estimated": messages,
+    }
     for role in ("broker", "client"):
         stages, top, total = breakdown(work / f"{role}.raw")
         cpu_us = used[role] / messages * 1e6 if messages else None
@@ -158,11 +171,13 @@ def stored(namesrv: str, scenario: str) -> int:
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--scenario", choices=sorted(SCENARIOS), default="single64")
+    p.add_argument("--flush", choices=("ASYNC_FLUSH", "SYNC_FLUSH"), default="ASYNC_FLUSH")
+    p.add_argument("--gil", action="store_true", help="sample only the thread holding the GIL")
     p.add_argument("--seconds", type=float, default=10)
     p.add_argument("--save", type=Path)
     args = p.parse_args()
     with tempfile.TemporaryDirectory() as tmp:
-        result = profile(args.scenario, args.seconds, Path(tmp))
+        result = profile(args.scenario, args.seconds, Path(tmp), args.flush, args.gil)
     result["machine"] = machine_info()
     print(json.dumps(result, indent=1))
     if args.save:

@@ -31,8 +31,11 @@ class BenchError(Exception):
     """A failure worth one clear line on stderr rather than a traceback."""
 
 
-def parse_args(system: str, clients: tuple[str, ...], default_url: str) -> argparse.Namespace:
-    """The options every peer script accepts, with the same meaning everywhere."""
+def parse_args(
+    system: str, clients: tuple[str, ...], default_url: str, produce_ways: tuple[str, ...] = ()
+) -> argparse.Namespace:
+    """The options every peer script accepts, with the same meaning everywhere; `produce_ways` are
+    the ways a script can drive its client's produce, of which --produce-way picks one."""
     p = argparse.ArgumentParser(
         description=f"{system} peer benchmark: progress on stderr, one JSON result line on stdout."
     )
@@ -54,6 +57,12 @@ def parse_args(system: str, clients: tuple[str, ...], default_url: str) -> argpa
         "--loop", choices=("uvloop", "asyncio"), default="uvloop", help="event loop of the asyncio clients"
     )
     p.add_argument("--timeout", type=float, default=300, help="hard limit in seconds for each phase")
+    if produce_ways:
+        p.add_argument(
+            "--produce-way",
+            choices=produce_ways,
+            help="produce: measure only this way of driving the client (default: each, the best counts)",
+        )
     p.add_argument(
         "--server-pid",
         type=int,

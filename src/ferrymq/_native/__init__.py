@@ -10,7 +10,8 @@ import importlib
 import os
 from types import ModuleType
 
-ACCELERATORS = ("batch", "hmac", "index", "pop", "records", "remoting", "rows", "scan")  # one per _native/*.c
+# one per _native/*.c
+ACCELERATORS = ("batch", "fsync", "hmac", "index", "pop", "records", "remoting", "rows", "scan")
 
 
 def _pure() -> bool:

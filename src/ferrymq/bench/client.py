@@ -35,11 +35,17 @@ class Cluster:
 
 @contextlib.contextmanager
 def cluster(
-    namesrv: str | None, *, proxy: bool = False, tls: bool = False, auth: tuple[str, str] | None = None
+    namesrv: str | None,
+    *,
+    proxy: bool = False,
+    tls: bool = False,
+    auth: tuple[str, str] | None = None,
+    flush: str = "ASYNC_FLUSH",
 ) -> Iterator[Cluster]:
     """The cluster to measure: the given one, or a `ferrymq dev` started (and stopped) here, with
     its gRPC proxy if `proxy`, with `tls` permissive TLS on its ports (a throwaway certificate),
-    and with authentication on and `auth` (user, password) its super user if given."""
+    with authentication on and `auth` (user, password) its super user if given, and acknowledging
+    sends as `flush` says (ASYNC_FLUSH or SYNC_FLUSH)."""
     if namesrv:
         yield Cluster(namesrv, None, tls=ClientTLS() if tls else None)
         return
@@ -69,6 +75,8 @@ def cluster(
             "-1",
             "--console-port",
             "-1",
+            "--flush-disk-type",
+            flush,
             *tls_args,
             *(["--auth-user", ":".join(auth)] if auth else []),
         ],

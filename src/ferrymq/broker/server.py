@@ -16,6 +16,7 @@ from ferrymq.broker.config import BrokerConfig
 from ferrymq.broker.consumption import ConsumptionControl
 from ferrymq.broker.escape import EscapeBridge
 from ferrymq.broker.filters import FilterCache
+from ferrymq.broker.group_commit import LoopGroupCommit
 from ferrymq.broker.groups import SubscriptionGroupManager
 from ferrymq.broker.locks import RebalanceLockManager
 from ferrymq.broker.long_polling import PullHoldService
@@ -135,8 +136,12 @@ class Broker:
         if ephemeral:  # the address goes into every stored record: take the port first
             config.listen_port = self.server.bind()
         host, port = config.broker_addr.rsplit(":", 1)
+        loop = asyncio.get_running_loop()
         self.store = MessageStore(
-            config.store, store_host=(host, int(port)), background_dispatch=False
+            config.store,
+            store_host=(host, int(port)),
+            background_dispatch=False,
+            group_commit=lambda log: LoopGroupCommit(log, loop, config.store.sync_flush_timeout / 1000),
         ).open()
         self.store.replica = not self.is_master
         self.client_tls = client_context(config.client_tls())  # to NameServers, controllers, master, peers
@@ -153,7 +158,7 @@ class Broker:
         self.consumption.update_all(self.groups.groups.values())
         load_quotas(self.quotas, config_dir / QUOTA_FILE)
         self.epochs = EpochFile(config.store.store_path_root_dir / EPOCH_FILE)
-        loop = asyncio.get_running_loop()  # retention runs on the store's thread; epochs change on the loop
+        # retention runs on the store's thread; epochs change on the loop
         self.store.retention.listener = lambda low: loop.call_soon_threadsafe(self.epochs.trim_below, low)
         if config.trace_topic_enable:
             self.topics.ensure(config.msg_trace_topic_name, 1)

@@ -115,6 +115,7 @@ def _client_bench(
             proxy=proxy,
             tls=params.get("tls", False),
             auth=auth,
+            flush=params.get("flush", "ASYNC_FLUSH"),
         ) as target,  # fmt: skip
         _progress_bar() as progress,
     ):
@@ -122,6 +123,8 @@ def _client_bench(
         args = (target.namesrv, target.proxy) if proxy else (target.namesrv,)
         more = {"tls": target.tls} if params.get("tls") else {}
         result = asyncio.run(run(*args, progress, meter, **more))
+    if "flush" in params and target.broker_pid is not None:  # a cluster started here, as asked
+        result["flush_disk_type"] = params["flush"]
     click.echo(json.dumps(result))
     _save(save, suite, params, [result])
 
@@ -130,6 +133,14 @@ _namesrv = click.option("--namesrv", help="Cluster to measure; default: start a 
 _body = click.option("--body-size", default=1024, show_default=True)
 _save_opt = click.option(
     "--save", type=click.Path(path_type=Path), help="Also write the result as JSON here."
+)
+_flush = click.option(
+    "--flush",
+    type=click.Choice(["ASYNC_FLUSH", "SYNC_FLUSH"]),
+    default="ASYNC_FLUSH",
+    show_default=True,
+    help="The fresh cluster's flush_disk_type (SYNC_FLUSH: a send is acknowledged once fdatasync'd); "
+    "with --namesrv, the cluster's own applies.",
 )
 
 
@@ -147,8 +158,9 @@ _save_opt = click.option(
 @click.option(
     "--acl", is_flag=True, help="A fresh cluster with authentication on; the producer signs every request."
 )
+@_flush
 @_save_opt
-def bench_produce(namesrv, topic, count, body_size, batch, inflight, trace, tls, acl, save) -> None:
+def bench_produce(namesrv, topic, count, body_size, batch, inflight, trace, tls, acl, flush, save) -> None:
     """Produce with acknowledgements through the SDK."""
     from ferrymq.bench.client import produce
 
@@ -162,6 +174,7 @@ def bench_produce(namesrv, topic, count, body_size, batch, inflight, trace, tls,
         "trace": trace,
         "tls": tls,
         "acl": acl,
+        "flush": flush,
     }
     credentials = ("bench", "bench-secret") if acl else None
     _client_bench(
@@ -289,13 +302,14 @@ def bench_proxy(count, body_size, batch, inflight, save) -> None:
 @click.option("--rate", default=5000, show_default=True, help="Messages per second.")
 @click.option("--duration", default=10.0, show_default=True, help="Seconds of sending.")
 @_body
+@_flush
 @_save_opt
-def bench_e2e(namesrv, rate, duration, body_size, save) -> None:
+def bench_e2e(namesrv, rate, duration, body_size, flush, save) -> None:
     """End-to-end latency (send to receive) at a fixed rate: p50/p90/p99/p999."""
     from ferrymq.bench.client import end_to_end
 
     topic = f"BenchE2E{time.time_ns()}"
-    params = {"namesrv": namesrv, "rate": rate, "duration": duration, "body_size": body_size}
+    params = {"namesrv": namesrv, "rate": rate, "duration": duration, "body_size": body_size, "flush": flush}
     _client_bench(
         "e2e",
         lambda ns, progress, meter: end_to_end(ns, topic, rate, duration, body_size, progress, meter()),

@@ -76,6 +76,13 @@ def default_data_dir() -> Path:
     help="Web console port on 127.0.0.1 (0: any free port; -1: no console) [default: 8080, or any free "
     "port when taken].",
 )
+@click.option(
+    "--flush-disk-type",
+    type=click.Choice(["ASYNC_FLUSH", "SYNC_FLUSH"]),
+    default="ASYNC_FLUSH",
+    show_default=True,
+    help="When a send is acknowledged: written to the page cache, or fdatasync'd (group commit).",
+)
 @limit_options
 @server_tls_options
 @metrics_option("broker")
@@ -90,6 +97,7 @@ def dev(
     consumer_timeout: int,
     metrics_port: int | None,
     auth_user: str | None,
+    flush_disk_type: str,
     **tls_options,
 ) -> None:
     """Start a local development cluster on DATA_DIR; stop it cleanly with Ctrl-C.
@@ -116,7 +124,11 @@ def dev(
     if tls["tls_server_mode"] != "disabled":  # the broker's hop to its own NameServer, in-process
         tls.update(tls_enable=True, tls_client_auth_server=False)
     namesrv = NameServer(NamesrvConfig(listen_host="127.0.0.1", listen_port=namesrv_port, **tls, **auth))
-    store = StoreConfig(store_path_root_dir=data_dir / "store", mapped_file_size_commit_log=256 << 20)
+    store = StoreConfig(
+        store_path_root_dir=data_dir / "store",
+        mapped_file_size_commit_log=256 << 20,
+        flush_disk_type=flush_disk_type,
+    )
     broker = Broker(
         BrokerConfig(listen_host="127.0.0.1", listen_port=broker_port, store=store, **tls, **auth)
     )

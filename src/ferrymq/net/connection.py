@@ -45,6 +45,32 @@ class ConnectionLimits:
 
 DEFAULT_LIMITS = ConnectionLimits()
 
+
+class Flusher:
+    """Writes the answers of a server's connections together, one loop pass after the first of them.
+
+    A put wakes the long polls of its queue, whose tasks answer in the next pass; flushing every
+    connection after that pass sends a consumer the message it waits for before (rather than a pass
+    after) its producer gets the put's answer, and a peer woken once reads both. The connections that
+    got output last are written first: they are the ones the earlier output made."""
+
+    def __init__(self) -> None:
+        self._dirty: list[Connection] = []
+
+    def add(self, connection: Connection) -> None:
+        if not self._dirty:
+            connection._loop.call_soon(self._next_pass, connection._loop)
+        self._dirty.append(connection)
+
+    def _next_pass(self, loop: asyncio.AbstractEventLoop) -> None:
+        loop.call_soon(self._flush)
+
+    def _flush(self) -> None:
+        dirty, self._dirty = self._dirty, []
+        for connection in reversed(dirty):
+            connection._flush()
+
+
 RequestRunner = Callable[["Connection", RemotingCommand], Coroutine[Any, Any, None]]
 """Runs one request of the peer and sends its answer (``RequestDispatcher.handle``)."""
 
@@ -63,10 +89,14 @@ class Connection(asyncio.Protocol):
         on_close: Callable[[Connection], None] | None = None,
         eager: Callable[[int], bool] | None = None,
         late: Callable[[int], bool] | None = None,
+        flusher: Flusher | None = None,
     ) -> None:
         """`eager(code)` says which requests start at once, in the read callback (see _start_handler);
-        `late(code)` which of those start only after the answers written before them are sent."""
+        `late(code)` which of those start only after the answers written before them are sent;
+        `flusher` writes this connection's output with its server's others (else at the end of the
+        loop pass that made it)."""
         self._runner = runner
+        self._flusher = flusher
         self._eager = eager
         self._late = late
         self._decoder = FrameDecoder(max_frame_size)
@@ -237,7 +267,10 @@ class Connection(asyncio.Protocol):
             raise self._closed_error()
         header, body = command.encode_parts()
         if not self._outgoing:
-            self._loop.call_soon(self._flush)
+            if self._flusher is not None:
+                self._flusher.add(self)
+            else:
+                self._loop.call_soon(self._flush)
         self._outgoing.append(header)
         if body:
             self._outgoing.append(body)  # not joined: uvloop passes the buffers to writev as they are

@@ -13,7 +13,7 @@ import logging
 import socket
 from collections.abc import Callable
 
-from ferrymq.net.connection import DEFAULT_LIMITS, Connection, ConnectionLimits, close_all
+from ferrymq.net.connection import DEFAULT_LIMITS, Connection, ConnectionLimits, Flusher, close_all
 from ferrymq.net.dispatch import Guard, Handler, RequestDispatcher
 from ferrymq.net.latency import RequestLatency
 from ferrymq.net.listener import TLSServer, bound_socket, start_server
@@ -45,6 +45,7 @@ class RemotingServer:
         self._max_frame_size = max_frame_size
         self._limits = limits
         self._dispatcher = RequestDispatcher()
+        self._flusher = Flusher()
         self._connections: set[Connection] = set()
         self._finishing: set[Connection] = set()  # closed, with handlers still running
         self._closed_callbacks: list[Callable[[Connection], None]] = []
@@ -134,6 +135,7 @@ class RemotingServer:
             on_close=self._connection_closed,
             eager=self._dispatcher.is_eager,
             late=self._dispatcher.is_late,
+            flusher=self._flusher,
         )
 
     def _connection_closed(self, connection: Connection) -> None:

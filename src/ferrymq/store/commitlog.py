@@ -107,13 +107,24 @@ class CommitLog:
     def flush(self) -> int:
         """fdatasync every segment holding unflushed bytes; return the new flushed offset."""
         target = self.max_offset
+        for seg in self.unflushed_segments(target):
+            seg.sync()
+        return self.flushed(target)
+
+    def unflushed_segments(self, target: int) -> list[MappedFile]:
+        """The segments holding bytes between the flushed offset and `target`, in order."""
+        segments = []
         offset = self.flushed_offset
         while offset < target:
             seg = self.segment_for(offset)
             if seg is None:
                 break
-            seg.sync()
+            segments.append(seg)
             offset = min(seg.end, target)
+        return segments
+
+    def flushed(self, target: int) -> int:
+        """Record that everything below `target` is on disk; return the flushed offset."""
         self.flushed_offset = max(self.flushed_offset, target)
         return self.flushed_offset
 

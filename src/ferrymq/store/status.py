@@ -64,7 +64,7 @@ class PutResult:
         message_count: int = 0,
         store_timestamp: int = 0,
         entries: bytes | bytearray = b"",
-        flush_future: Future | None = None,
+        flush_future: Future | asyncio.Future | None = None,
         flush_timeout: float = 5.0,
     ) -> None:
         self.status = status
@@ -93,22 +93,32 @@ class PutResult:
 
     def wait(self) -> PutStatus:
         """Block until the write is durable as configured; PUT_OK or FLUSH_DISK_TIMEOUT."""
-        if self.flush_future is None or self.status is not PutStatus.PUT_OK:
+        future = self.flush_future
+        if future is None or self.status is not PutStatus.PUT_OK:
             return self.status
+        if isinstance(future, asyncio.Future):
+            raise RuntimeError("this put waits for an event loop's group commit: await durable()")
         try:
-            outcome = self.flush_future.result(self.flush_timeout)
+            outcome = future.result(self.flush_timeout)
         except FutureTimeout:
             return PutStatus.FLUSH_DISK_TIMEOUT
         return outcome if isinstance(outcome, PutStatus) else PutStatus.PUT_OK
 
     async def durable(self) -> PutStatus:
-        """`wait` for asyncio callers: the event loop keeps running while the disk syncs."""
-        if self.flush_future is None or self.status is not PutStatus.PUT_OK:
+        """`wait` for asyncio callers: the event loop keeps running while the disk syncs.
+
+        An asyncio future (a group commit on the event loop) is awaited as it is: whoever made it
+        completes it with FLUSH_DISK_TIMEOUT in time, so no timer per put is needed here."""
+        future = self.flush_future
+        if future is None or self.status is not PutStatus.PUT_OK:
             return self.status
-        try:
-            outcome = await asyncio.wait_for(asyncio.wrap_future(self.flush_future), self.flush_timeout)
-        except TimeoutError:
-            return PutStatus.FLUSH_DISK_TIMEOUT
+        if isinstance(future, asyncio.Future):
+            outcome = await future
+        else:
+            try:
+                outcome = await asyncio.wait_for(asyncio.wrap_future(future), self.flush_timeout)
+            except TimeoutError:
+                return PutStatus.FLUSH_DISK_TIMEOUT
         return outcome if isinstance(outcome, PutStatus) else PutStatus.PUT_OK
 
     def __repr__(self) -> str:
