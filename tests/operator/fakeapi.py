@@ -16,7 +16,7 @@ import datetime
 import itertools
 import json
 import os
-import select
+import selectors
 import subprocess
 import sys
 import urllib.error
@@ -120,7 +120,9 @@ class FakeApi:
             env={**os.environ, "PYTHONPATH": path},
         )
         assert self._process.stdout is not None
-        ready, _, _ = select.select([self._process.stdout], [], [], 30)
+        with selectors.DefaultSelector() as output:  # epoll: no FD_SETSIZE bound on the number
+            output.register(self._process.stdout, selectors.EVENT_READ)
+            ready = output.select(30)
         line = self._process.stdout.readline() if ready else b""
         if not line.strip().isdigit():
             self._process.kill()

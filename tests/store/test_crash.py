@@ -6,7 +6,7 @@ FERRYMQ_CRASH_ROUNDS and FERRYMQ_CRASH_SEED to run longer or other schedules.
 
 import os
 import random
-import select
+import selectors
 import signal
 import subprocess
 import sys
@@ -37,8 +37,10 @@ def run_and_kill(root: Path, round_no: int, rnd: random.Random) -> list[tuple[st
     seen = 0
     deadline = time.monotonic() + 30
     buf = b""
+    output = selectors.DefaultSelector()  # epoll: no FD_SETSIZE bound on the descriptor's number
+    output.register(proc.stdout, selectors.EVENT_READ)
     while seen < want and time.monotonic() < deadline:
-        ready, _, _ = select.select([proc.stdout], [], [], 1.0)
+        ready = output.select(1.0)
         if not ready:
             assert proc.poll() is None, proc.stderr.read().decode()
             continue
@@ -47,6 +49,7 @@ def run_and_kill(root: Path, round_no: int, rnd: random.Random) -> list[tuple[st
             break
         buf += chunk
         seen = buf.count(b"\n")
+    output.close()
     time.sleep(rnd.random() * 0.005)
     proc.send_signal(signal.SIGKILL)
     rest, err = proc.communicate(timeout=30)

@@ -61,6 +61,7 @@ def free_port(host: str = "127.0.0.1") -> int:
             except OSError:  # taken by something that does not reserve
                 os.close(_held.pop(port))
                 continue
+            _handed.add(port)
             return port
     with closing(socket.socket()) as s:  # no room below the ephemeral range: any free port
         s.bind((host, 0))
@@ -75,15 +76,18 @@ def free_ports(count: int, host: str = "127.0.0.1") -> list[int]:
 _LOWEST_PICKED = 20000  # above the well-known ports of the services on this machine
 _PICKER = random.SystemRandom()
 _RESERVATIONS = Path(tempfile.gettempdir()) / "ferrymq-ports"  # a lock file per port any run picked
-_HELD_MAX = 512  # reservations a process keeps (the oldest go first): far more than a test uses
+_HELD_MAX = 128  # locks a process keeps (the oldest go first): a cluster picks a few dozen ports
 _held: dict[int, int] = {}  # port -> the descriptor holding its lock, oldest first
+_handed: set[int] = set()  # every port this process handed out, never handed out again
 
 
 def _reserve(port: int) -> bool:
     """Take `port` for this process unless another process (or this one) holds it: an exclusive
     flock on its lock file, held until `_HELD_MAX` newer ports are reserved or the process ends
-    (the kernel drops a dead process's locks: nothing stale is left behind)."""
-    if port in _held:
+    (the kernel drops a dead process's locks: nothing stale is left behind). Only so many are held
+    since each lock is a descriptor: a test run picks thousands of ports, and descriptors numbered
+    past 1024 break select()."""
+    if port in _handed or port in _held:
         return False
     _RESERVATIONS.mkdir(mode=0o1777, exist_ok=True)
     fd = os.open(_RESERVATIONS / str(port), os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o666)
