@@ -470,7 +470,7 @@ class MessageStore:
         """Block until everything written so far has ConsumeQueue and index entries (tests, tools)."""
         target = dispatch_target = self.commitlog.max_offset
         if not self.background_dispatch or self.dispatcher.limit is not None:
-            self.dispatcher.dispatch()
+            self.dispatch()
         if self.dispatcher.limit is not None and self.dispatcher.limit < target:
             dispatch_target = self.dispatcher.offset  # as far as it may go now
         if self.indexer is not None:
