@@ -131,6 +131,7 @@ class MessageStore:
             self.config, disk_usage=self.disk_usage_ratio, disk_full=self._set_disk_full,
             deletable=self._retired_segments, delete_segment=self._delete_segment,
             min_offset=lambda: self.commitlog.min_offset, delete_below=self._delete_files_below,
+            resume=self._resume_dispatch,
         )  # fmt: skip
         cfg = self.config
         flush_period = cfg.flush_interval_commit_log / 1000 if cfg.flush_disk_type == ASYNC_FLUSH else None
@@ -217,14 +218,26 @@ class MessageStore:
             self._dispatch_thread.start()
 
     def dispatch(self) -> int:
-        """Build ConsumeQueue entries for everything written so far (see `background_dispatch`)."""
-        return self.dispatcher.dispatch()
+        """Build ConsumeQueue entries for everything written so far (see `background_dispatch`).
+
+        When the disk has no room for them, writes are refused until retention's next pass finds
+        it has (`_resume_dispatch`): the CommitLog would otherwise outrun its queues."""
+        count = self.dispatcher.dispatch()
+        if self.dispatcher.stalled is not None and not self.disk_full:
+            self.retention.check_disk()
+        return count
+
+    def _resume_dispatch(self) -> int | None:
+        """Retry a dispatch the full disk held up; the CommitLog offset where it still waits, or None."""
+        if self.dispatcher.stalled is not None:
+            self.dispatch()
+        return self.dispatcher.offset if self.dispatcher.stalled is not None else None
 
     def _dispatch_loop(self) -> None:
         while not self._stopping:
             seen = self.commitlog.max_offset
             try:
-                self.dispatcher.dispatch()
+                self.dispatch()
             except StoreError:
                 log.exception("dispatch stopped")
                 return
@@ -240,7 +253,8 @@ class MessageStore:
         """Stop cleanly: dispatch and flush everything, checkpoint, and remove the abort marker."""
         if not self._opened:
             return
-        self._opened = False
+        with self._put_lock:  # a put under way finishes first; later ones are refused (`_place`)
+            self._opened = False
         self._stopping = True
         self._dispatch_wake.set()
         if self.background_dispatch:
@@ -424,7 +438,10 @@ class MessageStore:
         return self._written(PutResult(PutStatus.PUT_OK, "", first, total, queue_offset, count, now, entries))
 
     def _place(self, size: int):
-        """Where `size` bytes go next, or a PutResult saying why they cannot be written."""
+        """Where `size` bytes go next, or a PutResult saying why they cannot be written (the caller
+        holds the put lock)."""
+        if not self._opened:
+            return PutResult(PutStatus.SERVICE_NOT_AVAILABLE, f"store {self.root} is closed")
         if size + BLANK_MIN_SIZE > self.config.mapped_file_size_commit_log:
             return PutResult(
                 PutStatus.MESSAGE_ILLEGAL, f"a {size}-byte record does not fit in a CommitLog segment"
@@ -453,7 +470,7 @@ class MessageStore:
         """Block until everything written so far has ConsumeQueue and index entries (tests, tools)."""
         target = dispatch_target = self.commitlog.max_offset
         if not self.background_dispatch or self.dispatcher.limit is not None:
-            self.dispatcher.dispatch()
+            self.dispatch()
         if self.dispatcher.limit is not None and self.dispatcher.limit < target:
             dispatch_target = self.dispatcher.offset  # as far as it may go now
         if self.indexer is not None:
@@ -497,16 +514,23 @@ class MessageStore:
         """The mapped CommitLog bytes where up to `size` bytes copied from the master at `offset` (this
         store's write position) go, cut at a segment's end; `replicated` then appends them."""
         with self._put_lock:
+            self._check_open()
             empty = not self.commitlog.segments
             window = self.commitlog.raw_window(offset, size)
             if empty:
                 self.dispatcher.offset = offset
             return window
 
+    def _check_open(self) -> None:
+        """StoreError for a write to the CommitLog after `close` (the caller holds the put lock)."""
+        if not self._opened:
+            raise StoreError(f"store {self.root} is closed")
+
     def replicated(self, end: int) -> None:
         """The bytes written into `replica_window`s up to `end` are appended; the owner dispatches
         afterwards, as after a put."""
         with self._put_lock:
+            self._check_open()
             self.commitlog.commit_raw(end)
         if self._dispatch_idle:
             self._dispatch_wake.set()
@@ -517,6 +541,7 @@ class MessageStore:
         """Cut the CommitLog at `offset` (a record boundary), with the ConsumeQueue entries and index
         progress after it: a replica drops the tail its new master never had."""
         with self._put_lock, self.dispatcher.lock:
+            self._check_open()
             self.commitlog.truncate(offset)
             for cq in self.queues.all():
                 cq.truncate_from_commitlog(offset)
@@ -742,7 +767,9 @@ class MessageStore:
         self.check_indexer()
 
     def _set_disk_full(self, usage: float, full: bool) -> None:
-        """Retention's disk check: refuse writes past the warning level, take them again below it."""
+        """Retention's disk check: refuse writes past the warning level, or while dispatch waits for
+        room; take them again once neither holds."""
+        full = full or self.dispatcher.stalled is not None
         if full != self.disk_full:
             if full:
                 log.error("disk %.1f%% used, over %d%%: refusing writes", usage,
@@ -751,15 +778,22 @@ class MessageStore:
                 log.warning("disk %.1f%% used: accepting writes again", usage)
         self.disk_full = full
 
-    def _retired_segments(self) -> list[MappedFile]:
-        """CommitLog segments retention may delete, oldest first: wholly dispatched, and never the
-        segment being written."""
+    def _retired_segments(self, undispatched: bool = False) -> list[MappedFile]:
+        """CommitLog segments retention may delete, oldest first: wholly dispatched (or, asked for
+        `undispatched`, not), and never the segment being written."""
+        if undispatched:
+            return self.commitlog.segments[:-1]
         dispatched = self.dispatcher.offset
         return list(itertools.takewhile(lambda seg: seg.end <= dispatched, self.commitlog.segments[:-1]))
 
     def _delete_segment(self, seg: MappedFile) -> None:
         with self._put_lock:
-            self.commitlog.delete_segment(seg)
+            if seg.end <= self.dispatcher.offset:  # dispatch has left it for good
+                self.commitlog.delete_segment(seg)
+                return
+            with self.dispatcher.lock:  # dispatch is in it or before it: it goes on after it
+                self.commitlog.delete_segment(seg)
+                self.dispatcher.skip_to(seg.end)
 
     def _delete_files_below(self, min_offset: int) -> None:
         """ConsumeQueue and index files wholly below the CommitLog's new minimum follow its segments."""
