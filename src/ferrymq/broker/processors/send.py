@@ -65,10 +65,10 @@ class SendProcessor:
         topic, queue_id, props, flag, sys_flag, born, reconsume, max_reconsume, batch, default, nums = (
             send_fields(ext) if fields is None else fields
         )
+        born_host = self._born_hosts.get(conn.remote_address) or self._born_host(conn)
         outcome = await self.puts.put(
-            topic, queue_id, request.body, props.encode() if props else b"", flag, sys_flag, born,
-            self._born_host(conn), reconsume, max_reconsume, request.code == _BATCH or batch, default, nums,
-            ext.get(ACCESS_KEY),
+            topic, queue_id, request.body, props.encode() if props else b"", flag, sys_flag, born, born_host,
+            reconsume, max_reconsume, request.code == _BATCH or batch, default, nums, ext.get(ACCESS_KEY),
         )  # fmt: skip
         code = outcome.code
         if code not in STORED_CODES:
