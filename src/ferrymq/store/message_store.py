@@ -16,9 +16,11 @@ import shutil
 import struct
 import threading
 import time
+from collections import deque
 from collections.abc import Callable
 from typing import cast
 
+from ferrymq._native import load
 from ferrymq.protocol.batch import batch_records_size, scan_batch, write_batch_records
 from ferrymq.protocol.errors import MessageDecodeError
 from ferrymq.protocol.hashes import tag_hash
@@ -59,7 +61,40 @@ _INT = struct.Struct(">i")
 _LONG = struct.Struct(">q")
 MAX_TOPIC_BYTES = 255
 _TAGS = b"TAGS\x01"
+_NO_QUEUE_OFFSET = (TRANSACTION_PREPARED_TYPE, TRANSACTION_ROLLBACK_TYPE)
 _new_prepared = tuple.__new__  # a Prepared without its Python-level __new__: one per put
+
+
+def py_append(
+    buf, pos: int, base: int, block: bytes, queue_id: int, flag: int, sys_flag: int, born_timestamp: int,
+    born_host: bytes, now: int, store_host: bytes, reconsume_times: int, prepared_transaction_offset: int,
+    body: bytes | memoryview, properties: bytes, queue_offsets: dict[tuple[str, int], int],
+    key: tuple[str, int] | None, tags_code: int | None, prepared: deque[Prepared],
+    prepared_cls: type[Prepared], topic: str,
+) -> int:  # fmt: skip
+    """One message's record written at `pos` of a segment starting at CommitLog offset `base`, its
+    queue offset taken from `queue_offsets` (none if `key` is None: half and rolled-back
+    transaction messages) and its ConsumeQueue entry prepared for the dispatcher; the queue offset.
+    The reference of the C `append` the put path calls (with `now` the store time, ms)."""
+    phys = base + pos
+    queue_offset = queue_offsets.get(key, 0) if key is not None else 0
+    size = write_record(
+        buf, pos, block, queue_id, flag, queue_offset, phys, sys_flag, born_timestamp or now, born_host, now,
+        store_host, reconsume_times, prepared_transaction_offset, body, properties,
+    )  # fmt: skip
+    if key is not None:
+        queue_offsets[key] = queue_offset + 1
+        entry = ENTRY.pack(phys, size, tags_code)
+    else:
+        entry = b""
+    prepared.append(
+        _new_prepared(prepared_cls, (phys, phys + size, topic, queue_id, queue_offset, entry, now))
+    )
+    return queue_offset
+
+
+_native = load("put")
+append = py_append if _native is None else _native.append
 
 
 class MessageStore:
@@ -86,7 +121,8 @@ class MessageStore:
         self._queue_offsets: dict[tuple[str, int], int] = {}
         self._topic_blocks: dict[str, bytes] = {}
         self._max_body = config.max_message_size
-        self._store_host_flag = host_sys_flags(self.store_host, self.store_host)
+        # the V6 bits of a record's sys flag, by the width of its packed born host
+        self._host_flags = {w: host_sys_flags(b"\0" * w, self.store_host) for w in (8, 20)}
         # Record bytes besides body, topic block and properties, by born host width.
         self._fixed_size = {w: record_size(0, 0, 0, w, len(self.store_host)) - 3 for w in (8, 20)}
         self._opened = False
@@ -331,7 +367,6 @@ class MessageStore:
         queue_id: int,
         body: bytes | memoryview,
         properties: bytes | str = b"",
-        *,
         flag: int = 0,
         sys_flag: int = 0,
         born_timestamp: int = 0,
@@ -341,7 +376,8 @@ class MessageStore:
         tags_code: int | None = None,
     ) -> PutResult:
         """Append one message. `properties` is the encoded properties string; hosts are packed.
-        `tags_code`: the ConsumeQueue tag hash, when the caller knows it (else found in TAGS)."""
+        `tags_code`: the ConsumeQueue tag hash, when the caller knows it (else found in TAGS).
+        Positional-friendly: the send path calls it once per message."""
         if isinstance(properties, str):
             properties = properties.encode()
         block = self._topic_blocks.get(topic)
@@ -356,40 +392,30 @@ class MessageStore:
             if refused:
                 return refused
             block = self._topic_blocks[topic]
+        store_host = self.store_host
         if born_host is None:
-            born_host = self.store_host
-            sys_flag = (sys_flag & ~0x30) | self._store_host_flag
-        else:
-            sys_flag = (sys_flag & ~0x30) | host_sys_flags(born_host, self.store_host)
-        size = self._fixed_size[len(born_host)] + len(body) + len(block) + 2 + len(properties)
-        tran = sys_flag & TRANSACTION_TYPE_MASK
+            born_host = store_host
+        width = len(born_host)
+        sys_flag = (sys_flag & ~0x30) | self._host_flags[width]
+        size = self._fixed_size[width] + len(body) + len(block) + 2 + len(properties)
         # Half and rolled-back transaction messages never reach a ConsumeQueue, so take no offset.
-        takes_offset = tran != TRANSACTION_PREPARED_TYPE and tran != TRANSACTION_ROLLBACK_TYPE
-        key = (topic, queue_id)
+        takes_offset = (sys_flag & TRANSACTION_TYPE_MASK) not in _NO_QUEUE_OFFSET
+        if takes_offset and tags_code is None:
+            tag = find_property(properties, _TAGS) if _TAGS in properties else None
+            tags_code = tag_hash(tag) if tag else 0
+        key = (topic, queue_id) if takes_offset else None
         with self._put_lock:
             placed = self._place(size)
             if placed.__class__ is PutResult:
                 return placed
             seg, pos = placed
-            phys = seg.base + pos
-            queue_offset = self._queue_offsets.get(key, 0) if takes_offset else 0
             now = time.time_ns() // 1_000_000
-            write_record(
-                seg.mm, pos, block, queue_id, flag, queue_offset, phys, sys_flag,
-                born_timestamp or now, born_host, now, self.store_host, reconsume_times,
-                prepared_transaction_offset, body, properties,
+            queue_offset = append(
+                seg.mm, pos, seg.base, block, queue_id, flag, sys_flag, born_timestamp, born_host, now,
+                store_host, reconsume_times, prepared_transaction_offset, body, properties,
+                self._queue_offsets, key, tags_code, self.dispatcher.prepared, Prepared, topic,
             )  # fmt: skip
-            if takes_offset:
-                self._queue_offsets[key] = queue_offset + 1
-                if tags_code is None:
-                    tag = find_property(properties, _TAGS) if _TAGS in properties else None
-                    tags_code = tag_hash(tag) if tag else 0
-                entry = ENTRY.pack(phys, size, tags_code)
-            else:
-                entry = b""
-            self.dispatcher.prepared.append(
-                _new_prepared(Prepared, (phys, phys + size, topic, queue_id, queue_offset, entry, now))
-            )
+            phys = seg.base + pos
             self.commitlog.max_offset = phys + size
         return self._written(PutResult(PutStatus.PUT_OK, "", phys, size, queue_offset, 1, now))
 
