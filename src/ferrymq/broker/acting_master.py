@@ -256,9 +256,9 @@ class ActingMaster:
 
     async def _adopt(self, addr: str, answer: Handback) -> None:
         if answer.delay_offsets is not None:
-            self.scheduler.delays.adopt(answer.delay_offsets)
+            self.scheduler.delays.adopt(answer.delay_offsets, handed_back=True)
         if answer.timer is not None:
-            self.scheduler.timer.adopt(answer.timer)
+            self.scheduler.timer.adopt(answer.timer, handed_back=True)
         await self.transactions.reclaim(answer.ended_transactions)
         log.warning("took the duties back from slave %s: timer %s, delay levels %s, %d transactions ended",
                     addr, msgspec.structs.asdict(answer.timer) if answer.timer else None,

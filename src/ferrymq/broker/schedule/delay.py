@@ -151,14 +151,14 @@ class DelayLevelService(DueService):
     def _save(self, wrapper: DelayOffsetSerializeWrapper) -> None:
         save_json(self.path, wrapper)
 
-    def adopt(self, wrapper: DelayOffsetSerializeWrapper) -> None:
+    def adopt(self, wrapper: DelayOffsetSerializeWrapper, *, handed_back: bool = False) -> None:
         """Take another broker's delivery progress (a slave's copy of its master's, a master's of the
-        slave that acted for it; progress only moves forward), so that what that broker delivered
-        is not delivered again."""
+        slave that acted for it: `handed_back`; progress only moves forward), so that what that
+        broker delivered is not delivered again."""
         mine = self.offsets
         for level, offset in wrapper.offset_table.items():
             mine[level] = max(offset, mine.get(level, 0))
-        self.held |= set(wrapper.held)
+        self._adopt_held(wrapper.held, handed_back)
         self._took_over(wrapper.log_offset)
         self.progress.note(self.offset_table())
 

@@ -88,6 +88,11 @@ class DueService:
             self.held |= recount.undecided
         return recount.delivered
 
+    def _adopt_held(self, held: list[int], handed_back: bool) -> None:
+        """A progress adopted: a slave's copy of its master's replaces what it held (the master has
+        settled them since); a handback adds to what this master still holds."""
+        self.held = self.held | set(held) if handed_back else set(held)
+
     async def _settle_held(self, delivered: dict[int, set[int]]) -> bool:
         """Delivering to this log (a master that took the duties back, a promoted slave): deliver the
         messages an acting slave held, except those `delivered` (by the recount) shows this log has.

@@ -232,12 +232,12 @@ class TimerService(DueService):
         """Where the service got to (what a slave copies, what an acting slave hands back)."""
         return self._adopted if self._adopted is not None else self._checkpoint()
 
-    def adopt(self, checkpoint: TimerCheckpoint) -> None:
+    def adopt(self, checkpoint: TimerCheckpoint, *, handed_back: bool = False) -> None:
         """Take a progress: this broker's own at start, or another's (a slave's copy of its master's,
         the caller having checked this log holds the redeliveries behind it; a master's of the slave
-        that acted for it). The wheel is rebuilt from it when this broker delivers."""
+        that acted for it: `handed_back`). The wheel is rebuilt from it when this broker delivers."""
         self._adopted = checkpoint
-        self.held |= set(checkpoint.held)
+        self._adopt_held(checkpoint.held, handed_back)
         self._took_over(checkpoint.log_offset)
         self.progress.note(checkpoint)
 
