@@ -183,8 +183,9 @@ class ActingMaster:
         """A returning master asks for its duties: stop, and answer how far they got; or it confirms
         it made them its own: forget them."""
         if request.ext_fields.get(CONFIRM) == "true":
-            if not self.acting:
-                self._forget_duties()
+            if self.acting:  # it took the duties again meanwhile: the master asks for them again
+                return request.make_response(ResponseCode.SYSTEM_ERROR, "acting for the master again")
+            self._forget_duties()
             return request.make_response(ResponseCode.SUCCESS)
         if self.acting:
             self._hold_until = time.monotonic() + HOLD_AFTER_HANDBACK
