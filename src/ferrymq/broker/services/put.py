@@ -18,6 +18,7 @@ from ferrymq.broker.config import BrokerConfig
 from ferrymq.broker.groups import SubscriptionGroupManager
 from ferrymq.broker.quota import QuotaLimiter
 from ferrymq.broker.schedule import SCHEDULE_TOPIC, TIMER_TOPIC, ScheduleError
+from ferrymq.broker.schedule.intents import INTENT_TOPIC
 from ferrymq.broker.services.outcomes import STORED_CODES, SendOutcome
 from ferrymq.broker.services.writer import MessageWriter
 from ferrymq.broker.topics import (
@@ -42,7 +43,7 @@ from ferrymq.protocol.topic_names import topic_problem
 from ferrymq.store import MessageStore, PutStatus
 
 DLQ_NUMS_PER_GROUP = 1
-HELD_BACK_TOPICS = (SCHEDULE_TOPIC, TIMER_TOPIC)  # only the broker itself writes these
+HELD_BACK_TOPICS = (SCHEDULE_TOPIC, TIMER_TOPIC, INTENT_TOPIC)  # only the broker itself writes these
 _DLQ_PERM = PERM_READ | PERM_WRITE  # RocketMQ 5 makes DLQs readable, so dead letters can be re-sent
 
 PUT_STATUS_CODES = {
