@@ -16,13 +16,14 @@ import msgspec
 from ferrymq.broker.persisted import load_json, save_json
 from ferrymq.broker.schedule.delivered import ORIGIN_OFFSET, origin_property
 from ferrymq.broker.schedule.divert import SCHEDULE_TOPIC
+from ferrymq.broker.schedule.intents import INTENT_CHUNK
 from ferrymq.broker.schedule.redeliver import prop_keys
 from ferrymq.broker.schedule.service import DueService, now_ms
 from ferrymq.protocol.bodies import Body, DataVersion
 from ferrymq.protocol.properties import Prop
 from ferrymq.protocol.record import BLANK, RecordMeta, read_record_meta
 from ferrymq.store import MessageStore, PutResult, PutStatus
-from ferrymq.store.consumequeue import BLANK_ENTRY_SIZE, ENTRY
+from ferrymq.store.consumequeue import BLANK_ENTRY_SIZE, ENTRY, ConsumeQueue
 from ferrymq.store.delay_levels import parse_delay_levels
 
 log = logging.getLogger(__name__)
@@ -88,7 +89,7 @@ class DelayLevelService(DueService):
         offset = max(self.offsets.get(level, 0), cq.min_offset)
         done = 0
         while offset < cq.max_offset:
-            due_now, next_due = self._due(cq.entries(offset, BATCH), delay, now)
+            due_now, next_due = self._due_from(cq, offset, delay, now)
             intended = [phys for phys, _, meta in due_now if meta is not None and phys not in self.held]
             if escape is None and not await self.intend(intended):
                 self.offsets[level] = offset
@@ -115,14 +116,25 @@ class DelayLevelService(DueService):
                         log.error("delay level %d: dropping message at %d: %s", level, phys, result.remark)
                 offset += 1
                 done += 1
+                if done >= BATCH:
+                    done = 0
+                    self.offsets[level] = offset
+                    await asyncio.sleep(0)
             self.offsets[level] = offset
             if next_due is not None:
                 return next_due
-            if done >= BATCH:
-                done = 0
-                await asyncio.sleep(0)
-                now = now_ms()
+            now = now_ms()
         return None
+
+    def _due_from(self, cq: ConsumeQueue, offset: int, delay: int, now: int) -> tuple[list[_Due], int | None]:
+        """`_due` over the queue from `offset`, up to INTENT_CHUNK entries (one intent covers them)."""
+        due_now: list[_Due] = []
+        while len(due_now) < INTENT_CHUNK:
+            batch, next_due = self._due(cq.entries(offset + len(due_now), BATCH), delay, now)
+            due_now += batch
+            if next_due is not None or not batch:
+                return due_now, next_due
+        return due_now, None
 
     def _due(self, entries: memoryview, delay: int, now: int) -> tuple[list[_Due], int | None]:
         """The queue entries due now, up to the first that is not: (CommitLog offset, record, header

@@ -10,7 +10,7 @@ delivery (delivered: counted), no intent (not delivered: the slave delivers it),
 the delivery (undecided: the master may have stored it). The slave leaves the undecided ones to the
 master and hands them back with its progress; the returning master's own log says which it stored,
 and it delivers the others (schedule/service.py). The cost is one small record and one replication
-round trip per chunk of deliveries, paid only while a slave is connected.
+round trip per chunk of up to INTENT_CHUNK deliveries, paid only while a slave is connected.
 """
 
 from __future__ import annotations
@@ -28,6 +28,7 @@ from ferrymq.store import PutResult, PutStatus
 log = logging.getLogger(__name__)
 
 INTENT_TOPIC = "rmq_sys_schedule_intent"
+INTENT_CHUNK = 16_384  # due messages one intent names at most (128 KiB): one round trip per chunk
 ACK_TIMEOUT = 3.0  # seconds the master waits for its slaves to have an intent before retrying later
 _ACK_POLL = 0.001
 _ORIGIN = struct.Struct(">q")

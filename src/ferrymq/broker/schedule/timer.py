@@ -30,6 +30,7 @@ import msgspec
 from ferrymq.broker.persisted import load_json, save_json
 from ferrymq.broker.schedule.delivered import ORIGIN_OFFSET, origin_property
 from ferrymq.broker.schedule.divert import TIMER_DEQUEUE_MS, TIMER_OUT_MS, TIMER_TOPIC
+from ferrymq.broker.schedule.intents import INTENT_CHUNK
 from ferrymq.broker.schedule.redeliver import prop_keys
 from ferrymq.broker.schedule.service import DueService, now_ms
 from ferrymq.protocol.bodies import Body
@@ -184,15 +185,16 @@ class TimerService(DueService):
         read = self.store.commitlog.read
         escape = self.escape()
         while entries:
+            end = min(len(entries), 3 * INTENT_CHUNK)
             chunk = []  # (index, record) of the messages to deliver
-            for i in range(0, min(len(entries), 3 * BATCH), 3):
+            for i in range(0, end, 3):
                 record = read(entries[i + 1], entries[i + 2])
                 if entries[i + 1] in self.held or (recalled is not None and self._dropped(record, recalled)):
                     continue
                 chunk.append((i, record))
             if escape is None and not await self.intend([entries[i + 1] for i, _ in chunk]):
                 return False
-            for i, record in chunk:
+            for done, (i, record) in enumerate(chunk, 1):
                 if escape is None:
                     result = await self._deliver_here(record, entries[i + 1])
                 else:
@@ -209,9 +211,9 @@ class TimerService(DueService):
                     )  # fmt: skip
                     del entries[:i]
                     return False
-            del entries[: 3 * BATCH]
-            if entries:
-                await asyncio.sleep(0)
+                if done % BATCH == 0:
+                    await asyncio.sleep(0)
+            del entries[:end]
         del self._slots[slot]
         self._recalled.pop(slot, None)
         return True
