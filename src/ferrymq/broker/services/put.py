@@ -19,6 +19,7 @@ from ferrymq.broker.groups import SubscriptionGroupManager
 from ferrymq.broker.quota import QuotaLimiter
 from ferrymq.broker.schedule import SCHEDULE_TOPIC, TIMER_TOPIC, ScheduleError
 from ferrymq.broker.schedule.divert import may_divert
+from ferrymq.broker.schedule.intents import INTENT_TOPIC
 from ferrymq.broker.services.outcomes import STORED_CODES, SendOutcome
 from ferrymq.broker.services.writer import MessageWriter
 from ferrymq.broker.topics import (
@@ -43,7 +44,7 @@ from ferrymq.protocol.topic_names import topic_problem
 from ferrymq.store import MessageStore, PutStatus
 
 DLQ_NUMS_PER_GROUP = 1
-HELD_BACK_TOPICS = (SCHEDULE_TOPIC, TIMER_TOPIC)  # only the broker itself writes these
+HELD_BACK_TOPICS = (SCHEDULE_TOPIC, TIMER_TOPIC, INTENT_TOPIC)  # only the broker itself writes these
 _DLQ_PERM = PERM_READ | PERM_WRITE  # RocketMQ 5 makes DLQs readable, so dead letters can be re-sent
 
 PUT_STATUS_CODES = {
