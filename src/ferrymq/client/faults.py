@@ -18,6 +18,11 @@ class BrokerAvoidance:
         self._until: dict[str, float] = {}
         self._strikes: dict[str, int] = {}
 
+    @property
+    def benched(self) -> bool:
+        """Whether any broker may be in back-off now (false is the usual, healthy case)."""
+        return bool(self._until)
+
     def available(self, broker: str) -> bool:
         until = self._until.get(broker)
         return until is None or time.monotonic() >= until
