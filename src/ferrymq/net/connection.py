@@ -181,6 +181,14 @@ class Connection(asyncio.Protocol):
             await self._wait_writable()
         self._write(command)
 
+    def try_send(self, command: RemotingCommand) -> bool:
+        """``send`` without a coroutine (every answer goes through here): False, with nothing
+        written, while the peer is not reading; then await ``send``."""
+        if self._writing_paused:
+            return False
+        self._write(command)
+        return True
+
     def close(self) -> None:
         """Close after the buffered bytes are sent; calls waiting for an answer fail at once."""
         self._shut()
