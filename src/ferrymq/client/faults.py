@@ -32,8 +32,9 @@ class BrokerAvoidance:
         self._until[broker] = time.monotonic() + min(self.backoff * 2 ** (strikes - 1), self.max_backoff)
 
     def succeeded(self, broker: str, seconds: float) -> None:
-        self._strikes.pop(broker, None)
+        if self._strikes:  # (empty while every broker is fine: one call per send)
+            self._strikes.pop(broker, None)
         if seconds > self.slow:
             self._until[broker] = time.monotonic() + self.backoff
-        else:
+        elif self._until:
             self._until.pop(broker, None)

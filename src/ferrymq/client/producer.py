@@ -311,7 +311,7 @@ class Producer:
 
     def _check(self, message: Message, props_size: int, body: bytes | None = None) -> None:
         """Raise SendError for what no broker would take; `props_size`: the encoded properties' bytes."""
-        if not isinstance(message.body, bytes | bytearray | memoryview):
+        if type(message.body) is not bytes and not isinstance(message.body, bytearray | memoryview):
             raise SendError(f"message body must be bytes, not {type(message.body).__name__}")
         size = len(body if body is not None else message.body)
         if size == 0:
