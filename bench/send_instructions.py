@@ -17,11 +17,12 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import re
 import subprocess
 import sys
 import tempfile
 from pathlib import Path
+
+from codec_instructions import callgrind_instructions
 
 STUB = """
 import asyncio, sys
@@ -92,15 +93,7 @@ asyncio.run(main(sys.argv[1], int(sys.argv[2]), int(sys.argv[3])))
 
 def instructions(tree: Path, address: str, sends: int, inflight: int, work: Path) -> int:
     env = {**os.environ, "PYTHONPATH": str(tree / "src")}
-    result = subprocess.run(
-        ["valgrind", "--tool=callgrind", f"--callgrind-out-file={work / 'callgrind.out'}", sys.executable,
-         "-c", CLIENT, address, str(sends), str(inflight)],
-        env=env, capture_output=True, text=True, check=True, timeout=1800,
-    )  # fmt: skip
-    match = re.search(r"Collected : (\d+)", result.stderr)
-    if match is None:
-        raise RuntimeError(f"no instruction count in callgrind's output:\n{result.stderr[-2000:]}")
-    return int(match.group(1))
+    return callgrind_instructions(["-c", CLIENT, address, str(sends), str(inflight)], env, work)
 
 
 def main() -> None:
