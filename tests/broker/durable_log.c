@@ -28,20 +28,32 @@ static void init(void) {
     if (path != NULL) log_fd = open(path, O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC, 0644);
 }
 
-/* The offset after the file's last non-zero byte; -1 if it cannot be read. */
+#define CHUNK (1 << 16)
+
+/* The offset after the file's last non-zero byte; -1 if it cannot be read. (The buffer is not on the
+ * stack: the broker's syncer thread has a small one.) */
 static long written_extent(int fd) {
     struct stat st;
-    static __thread char buf[1 << 16];
-    if (fstat(fd, &st) != 0) return -1;
-    for (long end = st.st_size; end > 0;) {
-        long start = end > (long)sizeof buf ? end - (long)sizeof buf : 0;
+    long extent = 0;
+    char *buf = malloc(CHUNK);
+    if (buf == NULL || fstat(fd, &st) != 0) extent = -1;
+    for (long end = extent < 0 ? 0 : st.st_size; end > 0;) {
+        long start = end > CHUNK ? end - CHUNK : 0;
         ssize_t n = pread(fd, buf, (size_t)(end - start), start);
-        if (n != end - start) return -1;
-        for (long i = n - 1; i >= 0; i--)
-            if (buf[i] != 0) return start + i + 1;
+        if (n != end - start) {
+            extent = -1;
+            break;
+        }
+        long i = n - 1;
+        while (i >= 0 && buf[i] == 0) i--;
+        if (i >= 0) {
+            extent = start + i + 1;
+            break;
+        }
         end = start;
     }
-    return 0;
+    free(buf);
+    return extent;
 }
 
 int fdatasync(int fd) {

@@ -12,12 +12,11 @@ import sys
 import pytest
 
 from ferrymq._native import load
-from ferrymq.broker.group_commit import LoopGroupCommit
 from ferrymq.protocol.codes import RequestCode as Req
 from ferrymq.protocol.codes import ResponseCode as Res
 from ferrymq.store import PutStatus
 from ferrymq.store.commitlog import CommitLog
-from ferrymq.store.flush import start_syncer, sync_job
+from ferrymq.store.group_commit import LoopGroupCommit, start_syncer, sync_job
 
 from .test_broker import send
 

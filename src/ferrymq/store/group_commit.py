@@ -1,36 +1,99 @@
-"""SYNC_FLUSH's group commit run by the broker's event loop: a send is acknowledged once fdatasync'd.
+"""SYNC_FLUSH's group commit: a put is acknowledged once fdatasync'd, and one sync covers every put
+written before it began.
 
-The store's own group commit is a thread that producers' futures wait on. In a broker that cost a
-cycle of ~6 ms for a 0.2 ms fdatasync: the thread took the GIL to start a sync and again when it
-returned, each time waiting out the interpreter's switch interval while the loop ran Python, and then
-woke the loop once per acknowledged put. Here the loop itself decides when to sync: at the end of the
-loop pass that made the first waiting put (so one sync covers every put of the pass), and at once
-again when a sync ends with puts waiting, as RocketMQ's GroupCommitService swaps its request lists.
-The fdatasync runs on a thread that never takes the GIL (ferrymq/_native/fsync.c; a Python thread
-without it), which gets its jobs through one pipe and writes each outcome to another that the loop
-watches; the loop then completes the asyncio futures of every put the sync covered.
+An event loop decides when to sync: at the end of the loop pass that made the first waiting put (so
+one sync covers every put of the pass), and at once again when a sync ends with puts waiting, as
+RocketMQ's GroupCommitService swaps its request lists. The fdatasync runs on a thread that never
+takes the GIL (ferrymq/_native/fsync.c; `start_syncer` here is its Python reference), fed jobs
+through one pipe and writing each outcome to another that the loop watches; the loop then completes
+the asyncio futures of every put the sync covered. (A group commit thread of its own, as the store had
+before, cost a cycle of ~6 ms for a 0.2 ms fdatasync in a broker: it took the GIL to start a sync and
+again when it returned, each time waiting out the switch interval while the loop ran Python.)
+
+A store opened on an event loop (a broker's) uses that loop; one opened without (tools, the store's
+benchmark, its crash writer) gets the same group commit on a loop of its own thread, `ThreadGroupCommit`.
 """
 
 from __future__ import annotations
 
 import asyncio
+import errno
 import logging
 import os
+import struct
 import sys
+import threading
+from concurrent.futures import Future
 
 from ferrymq._native import load
-from ferrymq.store import PutStatus
 from ferrymq.store.commitlog import CommitLog
-from ferrymq.store.flush import MAX_SYNC_FDS, start_syncer, sync_job
+from ferrymq.store.status import PutStatus
 
 log = logging.getLogger(__name__)
 _native = load("fsync")
 _OUTCOME = 4  # bytes per sync written to the pipe: 0 or an errno, native order
+MAX_SYNC_FDS = 64  # files one job may name (ferrymq/_native/fsync.c's bound)
+_INT32 = struct.Struct("=i")
 
 Waiter = tuple[int, asyncio.Future]  # (CommitLog offset that must be durable, its put's future)
 
 
+def sync_job(fds: tuple[int, ...]) -> bytes:
+    """A job for a syncer: the count, then the fds, as native int32s."""
+    if len(fds) > MAX_SYNC_FDS:
+        raise ValueError(f"a sync job names at most {MAX_SYNC_FDS} files, not {len(fds)}")
+    return struct.pack(f"=i{len(fds)}i", len(fds), *fds)
+
+
+def start_syncer(job_fd: int, signal_fd: int) -> None:
+    """Start a thread that, until `job_fd` reaches its end, reads jobs (`sync_job`) from it,
+    fdatasyncs their files and writes each outcome to `signal_fd`: 4 bytes in native order, 0 or the
+    errno of the first failure. The thread closes `job_fd` when it ends.
+
+    The reference for ferrymq/_native/fsync.c, whose thread does the same without the GIL (a Python
+    thread takes it back after each fdatasync, waiting out the switch interval while another thread
+    runs Python)."""
+    threading.Thread(target=_syncer, args=(job_fd, signal_fd), name="ferrymq-fdatasync", daemon=True).start()
+
+
+def _syncer(job_fd: int, signal_fd: int) -> None:
+    with open(job_fd, "rb", buffering=0, closefd=True) as jobs:
+        while len(head := _read_all(jobs, _INT32.size)) == _INT32.size:
+            count = _INT32.unpack(head)[0]
+            if not 0 <= count <= MAX_SYNC_FDS or len(body := _read_all(jobs, 4 * count)) < 4 * count:
+                return
+            outcome = 0
+            for fd in struct.unpack(f"={count}i", body):
+                try:
+                    os.fdatasync(fd)
+                except OSError as e:
+                    outcome = outcome or e.errno or errno.EIO
+            try:
+                os.write(signal_fd, _INT32.pack(outcome))
+            except OSError:  # the reader is gone: nobody waits for this sync any more
+                return
+
+
+def _read_all(f, size: int) -> bytes:
+    data = b""
+    while len(data) < size and (chunk := f.read(size - len(data))):
+        data += chunk
+    return data
+
+
+def group_commit(commitlog: CommitLog, timeout: float) -> LoopGroupCommit | ThreadGroupCommit:
+    """The group commit for a store opened here: on the running event loop if there is one (its puts
+    are made on it), else on a loop of its own."""
+    try:
+        loop = asyncio.get_running_loop()
+    except RuntimeError:
+        return ThreadGroupCommit(commitlog, timeout)
+    return LoopGroupCommit(commitlog, loop, timeout)
+
+
 class LoopGroupCommit:
+    """The group commit of puts made on `loop`'s thread: `request` gives asyncio futures."""
+
     def __init__(self, commitlog: CommitLog, loop: asyncio.AbstractEventLoop, timeout: float) -> None:
         """`timeout` (s): how long a put waits for its sync before it is answered FLUSH_DISK_TIMEOUT."""
         self.commitlog = commitlog
@@ -146,3 +209,51 @@ class LoopGroupCommit:
         os.close(self._read_fd)
         os.close(self._write_fd)
         self._read_fd = self._write_fd = self._job_fd = -1
+
+
+class ThreadGroupCommit:
+    """The same group commit for a store used without an event loop: a `LoopGroupCommit` on a loop
+    run by a thread of its own. A put hands its request over with call_soon_threadsafe and gets a
+    concurrent future, which `PutResult.wait` blocks on."""
+
+    def __init__(self, commitlog: CommitLog, timeout: float) -> None:
+        self.commitlog = commitlog
+        self._loop = asyncio.new_event_loop()
+        self._commit = LoopGroupCommit(commitlog, self._loop, timeout)
+        self._thread = threading.Thread(
+            target=self._loop.run_forever, name="ferrymq-group-commit", daemon=True
+        )
+
+    def start(self) -> None:
+        self._commit.start()
+        self._thread.start()
+
+    def request(self, end_offset: int) -> Future:
+        """A future completed (None, or FLUSH_DISK_TIMEOUT) once the CommitLog is durable up to
+        `end_offset`; from any thread."""
+        future: Future = Future()
+        self._loop.call_soon_threadsafe(self._relay, end_offset, future)
+        return future
+
+    def _relay(self, end_offset: int, future: Future) -> None:
+        def settle(done: asyncio.Future) -> None:
+            error = done.exception()
+            if error is not None:
+                future.set_exception(error)
+            else:
+                future.set_result(done.result())
+
+        self._commit.request(end_offset).add_done_callback(settle)
+
+    def stop(self) -> None:
+        """Complete the requests made so far (`LoopGroupCommit.stop`), then end the thread."""
+        if not self._thread.is_alive():
+            return
+
+        def stop_on_loop() -> None:
+            self._commit.stop()
+            self._loop.stop()
+
+        self._loop.call_soon_threadsafe(stop_on_loop)
+        self._thread.join()
+        self._loop.close()
