@@ -1,14 +1,16 @@
 """SYNC_FLUSH's group commit: a put is acknowledged once fdatasync'd, and one sync covers every put
 written before it began.
 
-An event loop decides when to sync: at the end of the loop pass that made the first waiting put (so
-one sync covers every put of the pass), and at once again when a sync ends with puts waiting, as
-RocketMQ's GroupCommitService swaps its request lists. The fdatasync runs on a thread that never
-takes the GIL (ferrymq/_native/fsync.c; `start_syncer` here is its Python reference), fed jobs
-through one pipe and writing each outcome to another that the loop watches; the loop then completes
-the asyncio futures of every put the sync covered. (A group commit thread of its own, as the store had
-before, cost a cycle of ~6 ms for a 0.2 ms fdatasync in a broker: it took the GIL to start a sync and
-again when it returned, each time waiting out the switch interval while the loop ran Python.)
+An event loop decides when to sync: at once when a put is written and no sync runs, and when a sync
+ends with puts waiting (RocketMQ's GroupCommitService swaps its request lists the same way). A sync
+covers every byte written before it began: the puts written while it runs go with the next one, and
+so each sync serves the whole group that arrived during the one before. The fdatasync runs on a
+thread that never takes the GIL (ferrymq/_native/fsync.c; `start_syncer` here is its Python
+reference), fed jobs through one pipe and writing each outcome to another that the loop watches; the
+loop then completes the asyncio futures of every put the sync covered. (A group commit thread of its
+own, as the store had before, cost a cycle of ~6 ms for a 0.2 ms fdatasync in a broker: it took the
+GIL to start a sync and again when it returned, each time waiting out the switch interval while the
+loop ran Python.)
 
 A store opened on an event loop (a broker's) uses that loop; one opened without (tools, the store's
 benchmark, its crash writer) gets the same group commit on a loop of its own thread, `ThreadGroupCommit`.
@@ -103,7 +105,6 @@ class LoopGroupCommit:
         self._waiting: list[Waiter] = []  # for the next sync
         self._syncing: list[Waiter] = []  # covered by the running sync
         self._target = -1  # the running sync's end offset; -1: none runs
-        self._scheduled = False
         self._timer: asyncio.TimerHandle | None = None
         self._read_fd = self._write_fd = self._job_fd = -1
 
@@ -124,14 +125,12 @@ class LoopGroupCommit:
         `end_offset`; on the event loop's thread."""
         future = self._loop.create_future()
         self._waiting.append((end_offset, future))
-        if self._target < 0 and not self._scheduled:
-            self._scheduled = True
-            self._loop.call_soon(self._begin)
+        if self._target < 0:
+            self._begin()
         return future
 
     def _begin(self) -> None:
         """Sync everything written so far for the puts waiting (none may run already)."""
-        self._scheduled = False
         if self._target >= 0 or not self._waiting or self._read_fd < 0:
             return
         target = self.commitlog.max_offset
@@ -169,6 +168,9 @@ class LoopGroupCommit:
             self._timer.cancel()
             self._timer = None
         syncing, self._syncing = self._syncing, []
+        if self._waiting and self._waiting[0][0] <= target:  # written before the sync began: it covered them
+            syncing += [w for w in self._waiting if w[0] <= target]
+            self._waiting = [w for w in self._waiting if w[0] > target]
         if outcome or error is not None:
             failure = error or OSError(outcome, os.strerror(outcome))
             log.error("CommitLog flush failed: %s", failure)
@@ -180,9 +182,7 @@ class LoopGroupCommit:
             for _, future in syncing:
                 if not future.done():
                     future.set_result(None)
-        if self._waiting and not self._scheduled:  # the puts of this pass join them: sync after it
-            self._scheduled = True
-            self._loop.call_soon(self._begin)
+        self._begin()  # the puts written while it ran
 
     def _overdue(self) -> None:
         """The running sync took longer than the timeout: answer every waiting put now, and the puts
@@ -194,19 +194,20 @@ class LoopGroupCommit:
 
     def stop(self) -> None:
         """Wait for a running sync, sync the rest, and complete every put that is then durable."""
-        if self._read_fd < 0:
+        read_fd, self._read_fd = self._read_fd, -1  # no sync starts from here on
+        if read_fd < 0:
             return
-        self._loop.remove_reader(self._read_fd)
+        self._loop.remove_reader(read_fd)
         if self._target >= 0:
-            os.set_blocking(self._read_fd, True)
-            self._finish(int.from_bytes(os.read(self._read_fd, _OUTCOME), sys.byteorder))
+            os.set_blocking(read_fd, True)
+            self._finish(int.from_bytes(os.read(read_fd, _OUTCOME), sys.byteorder))
         flushed = self.commitlog.flush()
         for end, future in self._waiting:
             if not future.done() and end <= flushed:
                 future.set_result(None)
         self._waiting = []
         os.close(self._job_fd)  # the syncer reads the end of its jobs and stops
-        os.close(self._read_fd)
+        os.close(read_fd)
         os.close(self._write_fd)
         self._read_fd = self._write_fd = self._job_fd = -1
 
