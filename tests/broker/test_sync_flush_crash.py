@@ -1,5 +1,5 @@
 """SIGKILL a SYNC_FLUSH broker process while SDK producers send to it, drop every CommitLog byte no
-fdatasync covered (as a power loss would; durable_log.c tells which), restart it on the same store:
+fdatasync covered (as a power loss would; tests/durable_log.c tells which), restart it on the same store:
 every acknowledged send must come back, at its queue offset and with its body.
 
 This is the broker's own group commit (on its event loop) under a real crash: concurrent single sends
@@ -13,8 +13,6 @@ from __future__ import annotations
 import asyncio
 import os
 import random
-import shutil
-import subprocess
 import time
 from pathlib import Path
 
@@ -26,6 +24,8 @@ from ferrymq.client.message import MessageQueue
 from ferrymq.client.pull import pull
 from ferrymq.namesrv.config import NamesrvConfig
 from ferrymq.namesrv.server import NameServer
+
+from ..durable import build_durable_log, lose_unsynced, preload_env
 
 ROUNDS = int(os.environ.get("FERRYMQ_SYNC_CRASH_ROUNDS", "4"))
 SEED = int(os.environ.get("FERRYMQ_SYNC_CRASH_SEED", "20261201"))
@@ -45,36 +45,12 @@ def body_of(key: str) -> bytes:
 
 @pytest.fixture(scope="module")
 def durable_log_so(tmp_path_factory) -> Path:
-    """The LD_PRELOAD library that logs what each fdatasync made durable, built here."""
-    if shutil.which("cc") is None:
-        pytest.skip("needs a C compiler to build durable_log.c")
-    so = tmp_path_factory.mktemp("durable") / "durable_log.so"
-    source = Path(__file__).with_name("durable_log.c")
-    subprocess.run(["cc", "-O2", "-shared", "-fPIC", "-o", str(so), str(source), "-ldl"], check=True)
-    return so
-
-
-def lose_unsynced(commitlog: Path, durable_log: Path) -> int:
-    """Zero every CommitLog byte past what the fdatasyncs logged; return how many were written there."""
-    durable: dict[str, int] = {}
-    for line in durable_log.read_text().splitlines():
-        extent, path = line.split(" ", 1)
-        durable[path] = max(durable.get(path, 0), int(extent))
-    dropped = 0
-    for segment in commitlog.iterdir():
-        keep = durable.get(os.path.realpath(segment), 0)
-        data = segment.read_bytes()
-        dropped += len(data[keep:].rstrip(b"\0"))
-        with open(segment, "r+b") as f:
-            f.seek(keep)
-            f.write(bytes(len(data) - keep))
-    return dropped
+    return build_durable_log(tmp_path_factory.mktemp("durable"))
 
 
 def broker(tmp_path, port: int, namesrv: int, durable_log_so: Path) -> Proc:
     env = {
-        "LD_PRELOAD": str(durable_log_so),
-        "FERRYMQ_DURABLE_LOG": str(tmp_path / "durable.log"),
+        **preload_env(durable_log_so, tmp_path / "durable.log"),
         "FERRYMQ_FLUSH_DISK_TYPE": "SYNC_FLUSH",
         "FERRYMQ_MAPPED_FILE_SIZE_COMMIT_LOG": str(256 * 1024),  # syncs that span segments
     }

@@ -1,12 +1,10 @@
-/* LD_PRELOAD into a broker: log how much of each CommitLog segment every fdatasync made durable.
+/* LD_PRELOAD into a process under test: log how much of each CommitLog segment every fdatasync made
+ * durable, so that tests/durable.py can drop the rest after a SIGKILL, as a power loss would.
  *
- * A SIGKILL loses no written byte (the page cache keeps it), so a crash test alone cannot tell an
- * ack sent after fdatasync from one sent before. With this log the test drops, after the kill, every
- * byte no fdatasync covered, as a power loss would. Before each fdatasync of a file under a
- * "commitlog" directory it measures the file's written extent (its segments are preallocated with
- * zeros: the extent ends at the last non-zero byte); once the sync succeeds it appends
- * "<extent> <path>\n" to the file named by $FERRYMQ_DURABLE_LOG with one write(). Bytes written
- * while the sync runs count as lost: the log only ever claims less than the disk holds.
+ * Before each fdatasync of a file under a "commitlog" directory it measures the file's written extent
+ * (segments are preallocated with zeros: the extent ends at the last non-zero byte); once the sync
+ * succeeds it appends "<extent> <path>\n" to the file named by $FERRYMQ_DURABLE_LOG with one write().
+ * Bytes written while the sync runs count as lost: the log never claims more than the disk holds.
  */
 #define _GNU_SOURCE
 #include <dlfcn.h>
