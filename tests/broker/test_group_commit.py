@@ -1,6 +1,6 @@
 """SYNC_FLUSH's group commit on the broker's event loop: an acknowledged put is fdatasync'd, one sync
-covers every put written before it began, a stuck or failing disk is answered, and the C syncer
-agrees with its Python reference."""
+covers every put of a loop pass, a stuck or failing disk is answered, and the C syncer agrees with
+its Python reference."""
 
 from __future__ import annotations
 
@@ -49,22 +49,41 @@ def committer(log: CommitLog, syncer, timeout: float = 5) -> LoopGroupCommit:
 
 
 @pytest.mark.parametrize("syncer", SYNCERS)
-async def test_a_sync_starts_with_the_first_put_and_covers_all_written_before_it(commitlog, syncer):
+async def test_puts_of_one_pass_share_one_sync_and_complete_once_flushed(commitlog, syncer):
     commit = committer(commitlog, syncer)
     try:
         ends = [append(commitlog, b"x" * 100) for _ in range(20)]
         futures = [commit.request(end) for end in ends]
-        assert commit._target == ends[-1]  # the first request started it: it covers all 20
+        assert not any(f.done() for f in futures)
+        await asyncio.sleep(0)  # the pass ends: one sync starts for all of them
+        assert len(commit._syncing) == 20 and not commit._waiting
         assert commitlog.flushed_offset == 0 and not any(f.done() for f in futures)
         assert await asyncio.wait_for(asyncio.gather(*futures), 5) == [None] * 20
         assert commitlog.flushed_offset == ends[-1]
-        # puts written while a sync runs go with the next one, which starts when it ends
+        # puts made while a sync runs go with the next one, which starts when it ends
         first = commit.request(append(commitlog, b"y" * 10))
+        await asyncio.sleep(0)
         later = [commit.request(append(commitlog, b"z" * 10)) for _ in range(5)]
         assert commit._syncing[0][1] is first and len(commit._waiting) == 5
-        assert not first.done() and not any(f.done() for f in later)
         await asyncio.wait_for(asyncio.gather(first, *later), 5)
         assert commitlog.flushed_offset == commitlog.max_offset
+    finally:
+        commit.stop()
+
+
+async def test_a_put_requested_after_its_sync_began_completes_with_it(commitlog):
+    """As a store used from threads requests: its bytes were written before the sync began."""
+    commit = LoopGroupCommit(commitlog, asyncio.get_running_loop(), timeout=5)
+    commit.start()
+    try:
+        first_end, second_end = append(commitlog, b"a" * 10), append(commitlog, b"b" * 10)
+        first = commit.request(first_end)
+        await asyncio.sleep(0)  # the sync starts: it covers both writes
+        second = commit.request(second_end)
+        seen = []
+        first.add_done_callback(lambda _: seen.append(second.done()))
+        await asyncio.wait_for(first, 5)
+        assert seen == [True]  # completed by the same sync, not by a later one
     finally:
         commit.stop()
 
@@ -151,7 +170,7 @@ async def test_stop_completes_the_puts_it_flushed(commitlog):
     commit = LoopGroupCommit(commitlog, asyncio.get_running_loop(), timeout=5)
     commit.start()
     future = commit.request(append(commitlog, b"a" * 10))
-    commit.stop()  # it waits for the sync the request started
+    commit.stop()  # before the pass ended: no sync ran yet
     assert future.result() is None
     assert commitlog.flushed_offset == commitlog.max_offset
 

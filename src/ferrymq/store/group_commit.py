@@ -1,16 +1,17 @@
 """SYNC_FLUSH's group commit: a put is acknowledged once fdatasync'd, and one sync covers every put
 written before it began.
 
-An event loop decides when to sync: at once when a put is written and no sync runs, and when a sync
-ends with puts waiting (RocketMQ's GroupCommitService swaps its request lists the same way). A sync
-covers every byte written before it began: the puts written while it runs go with the next one, and
-so each sync serves the whole group that arrived during the one before. The fdatasync runs on a
-thread that never takes the GIL (ferrymq/_native/fsync.c; `start_syncer` here is its Python
-reference), fed jobs through one pipe and writing each outcome to another that the loop watches; the
-loop then completes the asyncio futures of every put the sync covered. (A group commit thread of its
-own, as the store had before, cost a cycle of ~6 ms for a 0.2 ms fdatasync in a broker: it took the
-GIL to start a sync and again when it returned, each time waiting out the switch interval while the
-loop ran Python.)
+An event loop decides when to sync: at the end of the loop pass that made the first waiting put (so
+one sync covers every put of the pass), and at once again when a sync ends with puts waiting, as
+RocketMQ's GroupCommitService swaps its request lists. (Starting a sync the moment a put is written
+gave the first put of a burst read at once a sync of its own and made the rest wait for a second
+one: 81 % of the throughput with 64 sends in flight, bench/results/ab-sync-immediate-start-single64.json.)
+The fdatasync runs on a thread that never
+takes the GIL (ferrymq/_native/fsync.c; `start_syncer` here is its Python reference), fed jobs
+through one pipe and writing each outcome to another that the loop watches; the loop then completes
+the asyncio futures of every put the sync covered. (A group commit thread of its own, as the store had
+before, cost a cycle of ~6 ms for a 0.2 ms fdatasync in a broker: it took the GIL to start a sync and
+again when it returned, each time waiting out the switch interval while the loop ran Python.)
 
 A store opened on an event loop (a broker's) uses that loop; one opened without (tools, the store's
 benchmark, its crash writer) gets the same group commit on a loop of its own thread, `ThreadGroupCommit`.
@@ -105,6 +106,7 @@ class LoopGroupCommit:
         self._waiting: list[Waiter] = []  # for the next sync
         self._syncing: list[Waiter] = []  # covered by the running sync
         self._target = -1  # the running sync's end offset; -1: none runs
+        self._scheduled = False
         self._timer: asyncio.TimerHandle | None = None
         self._read_fd = self._write_fd = self._job_fd = -1
 
@@ -125,12 +127,14 @@ class LoopGroupCommit:
         `end_offset`; on the event loop's thread."""
         future = self._loop.create_future()
         self._waiting.append((end_offset, future))
-        if self._target < 0:
-            self._begin()
+        if self._target < 0 and not self._scheduled:
+            self._scheduled = True
+            self._loop.call_soon(self._begin)
         return future
 
     def _begin(self) -> None:
         """Sync everything written so far for the puts waiting (none may run already)."""
+        self._scheduled = False
         if self._target >= 0 or not self._waiting or self._read_fd < 0:
             return
         target = self.commitlog.max_offset
@@ -168,8 +172,8 @@ class LoopGroupCommit:
             self._timer.cancel()
             self._timer = None
         syncing, self._syncing = self._syncing, []
-        if self._waiting and self._waiting[0][0] <= target:  # written before the sync began: it covered them
-            syncing += [w for w in self._waiting if w[0] <= target]
+        if self._waiting and self._waiting[0][0] <= target:  # requested late (from another thread),
+            syncing += [w for w in self._waiting if w[0] <= target]  # written before it began
             self._waiting = [w for w in self._waiting if w[0] > target]
         if outcome or error is not None:
             failure = error or OSError(outcome, os.strerror(outcome))
@@ -182,7 +186,9 @@ class LoopGroupCommit:
             for _, future in syncing:
                 if not future.done():
                     future.set_result(None)
-        self._begin()  # the puts written while it ran
+        if self._waiting and not self._scheduled:  # the puts of this pass join them: sync after it
+            self._scheduled = True
+            self._loop.call_soon(self._begin)
 
     def _overdue(self) -> None:
         """The running sync took longer than the timeout: answer every waiting put now, and the puts
