@@ -220,8 +220,9 @@ class LoopGroupCommit:
 
 class ThreadGroupCommit:
     """The same group commit for a store used without an event loop: a `LoopGroupCommit` on a loop
-    run by a thread of its own. A put hands its request over with call_soon_threadsafe and gets a
-    concurrent future, which `PutResult.wait` blocks on."""
+    run by a thread of its own. Puts get concurrent futures, which `PutResult.wait` blocks on; the
+    requests that gather while the loop is busy go over together, as one request for the furthest
+    of them (one wake-up of the loop, one asyncio future, instead of one each per put)."""
 
     def __init__(self, commitlog: CommitLog, timeout: float) -> None:
         self.commitlog = commitlog
@@ -230,6 +231,8 @@ class ThreadGroupCommit:
         self._thread = threading.Thread(
             target=self._loop.run_forever, name="ferrymq-group-commit", daemon=True
         )
+        self._lock = threading.Lock()
+        self._incoming: list[tuple[int, Future]] = []  # not yet handed to the loop
 
     def start(self) -> None:
         self._commit.start()
@@ -239,18 +242,28 @@ class ThreadGroupCommit:
         """A future completed (None, or FLUSH_DISK_TIMEOUT) once the CommitLog is durable up to
         `end_offset`; from any thread."""
         future: Future = Future()
-        self._loop.call_soon_threadsafe(self._relay, end_offset, future)
+        with self._lock:
+            self._incoming.append((end_offset, future))
+            first = len(self._incoming) == 1  # the others find a hand-over already on its way
+        if first:
+            self._loop.call_soon_threadsafe(self._hand_over)
         return future
 
-    def _relay(self, end_offset: int, future: Future) -> None:
+    def _hand_over(self) -> None:
+        with self._lock:
+            batch, self._incoming = self._incoming, []
+        if not batch:
+            return
+
         def settle(done: asyncio.Future) -> None:
             error = done.exception()
-            if error is not None:
-                future.set_exception(error)
-            else:
-                future.set_result(done.result())
+            for _, future in batch:
+                if error is not None:
+                    future.set_exception(error)
+                else:
+                    future.set_result(done.result())
 
-        self._commit.request(end_offset).add_done_callback(settle)
+        self._commit.request(max(end for end, _ in batch)).add_done_callback(settle)
 
     def stop(self) -> None:
         """Complete the requests made so far (`LoopGroupCommit.stop`), then end the thread."""
