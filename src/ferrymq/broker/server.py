@@ -16,7 +16,6 @@ from ferrymq.broker.config import BrokerConfig
 from ferrymq.broker.consumption import ConsumptionControl
 from ferrymq.broker.escape import EscapeBridge
 from ferrymq.broker.filters import FilterCache
-from ferrymq.broker.group_commit import LoopGroupCommit
 from ferrymq.broker.groups import SubscriptionGroupManager
 from ferrymq.broker.locks import RebalanceLockManager
 from ferrymq.broker.long_polling import PullHoldService
@@ -139,10 +138,7 @@ class Broker:
         host, port = config.broker_addr.rsplit(":", 1)
         loop = asyncio.get_running_loop()
         self.store = MessageStore(
-            config.store,
-            store_host=(host, int(port)),
-            background_dispatch=False,
-            group_commit=lambda log: LoopGroupCommit(log, loop, config.store.sync_flush_timeout / 1000),
+            config.store, store_host=(host, int(port)), background_dispatch=False
         ).open()
         self.store.replica = not self.is_master
         self.client_tls = client_context(config.client_tls())  # to NameServers, controllers, master, peers

@@ -17,7 +17,6 @@ import struct
 import threading
 import time
 from collections import deque
-from collections.abc import Callable
 from typing import cast
 
 from ferrymq._native import load
@@ -50,7 +49,8 @@ from ferrymq.store.consumequeue import BLANK_ENTRY_SIZE, ENTRY, ConsumeQueueTabl
 from ferrymq.store.dispatch import Dispatcher, Prepared
 from ferrymq.store.errors import DiskFullError, StoreError
 from ferrymq.store.files import MappedFile
-from ferrymq.store.flush import FlushService, GroupCommit, GroupCommitService
+from ferrymq.store.flush import FlushService
+from ferrymq.store.group_commit import group_commit
 from ferrymq.store.index import IndexService
 from ferrymq.store.indexer import IndexerProcess
 from ferrymq.store.status import GetResult, GetStatus, PutResult, PutStatus
@@ -104,15 +104,13 @@ class MessageStore:
         store_host: tuple[str, int] = ("127.0.0.1", 10911),
         *,
         background_dispatch: bool = True,
-        group_commit: Callable[[CommitLog], GroupCommit] = GroupCommitService,
     ) -> None:
         """`background_dispatch=False` leaves calling `dispatch()` after puts to the owner: a broker
         does it on its event loop, which spares a GIL handoff per write and wakes long polls at once.
-        `group_commit` makes SYNC_FLUSH's group commit for the CommitLog: by default a thread whose
-        futures callers block on (`PutResult.wait`); a broker's completes asyncio futures."""
+        With SYNC_FLUSH, a store opened on an event loop must take its puts on that loop: their group
+        commit runs on it (store/group_commit.py)."""
         self.config = config
         self.background_dispatch = background_dispatch
-        self._group_commit = group_commit
         self.store_host = pack_host(*store_host)
         self.root = config.store_path_root_dir
         self.disk_full = False
@@ -176,7 +174,11 @@ class MessageStore:
             "checkpoint": (cfg.flush_interval_consume_queue / 1000, self._periodic_checkpoint),
             "retention": (cfg.clean_resource_interval / 1000, self.retention.run),
         })  # fmt: skip
-        self.group_commit = self._group_commit(self.commitlog) if cfg.flush_disk_type == SYNC_FLUSH else None
+        self.group_commit = (
+            group_commit(self.commitlog, cfg.sync_flush_timeout / 1000)
+            if cfg.flush_disk_type == SYNC_FLUSH
+            else None
+        )
         self._start_dispatch_thread()
         self.flush_service.start()
         if self.group_commit:
