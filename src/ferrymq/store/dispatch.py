@@ -46,7 +46,12 @@ class Prepared(NamedTuple):
 
 
 class Dispatcher:
-    def __init__(self, commitlog: CommitLog, queues: ConsumeQueueTable, offset: int) -> None:
+    def __init__(
+        self, commitlog: CommitLog, queues: ConsumeQueueTable, offset: int, scan: Callable | None = None
+    ) -> None:
+        """`scan`: how a segment's bytes are walked, `scan_segment`'s signature and answers (by
+        default records back to back; DLedger's single log passes its walk over entries)."""
+        self.scan = scan or scan_segment
         self.commitlog = commitlog
         self.queues = queues
         self.offset = offset  # the next CommitLog offset to dispatch; always a record boundary
@@ -136,7 +141,7 @@ class Dispatcher:
             base = seg.base
             end = min(limit, seg.end) - base
             stop = min(pause_at, prepared[0].start if prepared else limit) - base
-            pos, status, n, store_timestamp, runs = scan_segment(
+            pos, status, n, store_timestamp, runs = self.scan(
                 seg.mm, offset - base, end, stop, base, verify_crc, tag_hash
             )
             for topic, queue_id, queue_offset, entries in runs:

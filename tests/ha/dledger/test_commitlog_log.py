@@ -13,13 +13,19 @@ import pytest
 
 from ferrymq.ha.dledger import entry as codec
 from ferrymq.ha.dledger.commitlog_log import CommitLogRaftLog
+from ferrymq.ha.dledger.entryscan import entry_scan
 from ferrymq.ha.dledger.log import Entry, MemoryLog
-from ferrymq.protocol.record import BLANK, read_record_meta
+from ferrymq.protocol.message_ext import decode_record
+from ferrymq.protocol.record import BLANK, pack_host, read_record_meta, record_size, topic_block, write_record
 from ferrymq.store import MessageStore, StoreConfig
 from ferrymq.store.commitlog import CommitLog
+from ferrymq.store.consumequeue import ConsumeQueueTable
+from ferrymq.store.dispatch import Dispatcher
+from ferrymq.store.errors import StoreError
 from tests.ha.dledger.test_filelog import entries, same
 
 SEGMENT = 4096
+HOST = pack_host("127.0.0.1", 10911)
 
 
 class Opened:
@@ -263,3 +269,66 @@ def positions_of(cl: CommitLog, pos: int, n: int) -> list[int]:
         out.append(h.pos)
         pos += h.size
     return out
+
+
+def record(topic: str, queue_id: int, queue_offset: int, phys: int, body: bytes) -> bytes:
+    buf = bytearray(record_size(len(body), len(topic), 0))
+    write_record(
+        buf, 0, topic_block(topic.encode()), queue_id, 0, queue_offset, phys, 0, 1, HOST, 2, HOST, 0, 0,
+        body, b"",
+    )  # fmt: skip
+    return bytes(buf)
+
+
+def propose(log: CommitLogRaftLog, index: int, messages: list[tuple[str, int, int, bytes]]) -> None:
+    """An entry of records built at the position it will take, as a leader builds them."""
+    sizes = [record_size(len(body), len(topic), 0) for topic, _, _, body in messages]
+    phys = log.next_pos(codec.BODY_OFFSET + sum(sizes)) + codec.BODY_OFFSET
+    records = []
+    for (topic, queue_id, offset, body), size in zip(messages, sizes, strict=True):
+        records.append(record(topic, queue_id, offset, phys, body))
+        phys += size
+    log.append([Entry(index, 1, b"".join(records))])
+
+
+def test_dispatch_over_entries_builds_classic_queue_entries_up_to_the_commit(tmp_path):
+    """ConsumeQueue entries point at the records inside the entries (pos + 48 on), a batch's
+    records are one entry, NOOPs and blanks are stepped over, and nothing past the limit (the
+    committed end) reaches a queue."""
+    o = Opened(tmp_path)
+    log = o.log
+    log.append([Entry(0, 1, b"", codec.MAGIC_NOOP)])
+    propose(log, 1, [("T", 0, 0, b"one")])
+    propose(log, 2, [("T", 0, n, b"batch %d" % n) for n in (1, 2, 3)])
+    propose(log, 3, [("T", 1, 0, b"other queue")])
+    propose(log, 4, [("T", 0, 4, bytes(3500))])  # rolls to the next segment past a blank
+    queues = ConsumeQueueTable(tmp_path / "cq", 600_000)
+    dispatcher = Dispatcher(o.commitlog, queues, log.divided, scan=entry_scan)
+    dispatcher.limit = log.end_of(3)  # entry 4 is not committed yet
+    assert dispatcher.dispatch() == 5 and dispatcher.offset == log.end_of(3)
+    t0, t1 = queues.get("T", 0), queues.get("T", 1)
+    assert t0 is not None and t1 is not None and (t0.max_offset, t1.max_offset) == (4, 1)
+    dispatcher.limit = log.end_of(4)
+    assert dispatcher.dispatch() == 1 and t0.max_offset == 5
+    bodies = []
+    for n in range(5):
+        entry = t0.entry(n)
+        assert entry is not None
+        raw = o.commitlog.read(entry[0], entry[1])
+        assert raw is not None
+        msg = decode_record(raw)
+        assert (msg.queue_offset, msg.commitlog_offset) == (n, entry[0])
+        bodies.append(bytes(msg.body))
+    assert bodies == [b"one", b"batch 1", b"batch 2", b"batch 3", bytes(3500)]
+    assert t0.entry(4)[0] == SEGMENT + codec.BODY_OFFSET  # type: ignore[index]
+    queues.close()
+
+
+def test_dispatch_refuses_an_entry_whose_record_is_not_where_it_stands(tmp_path):
+    o = Opened(tmp_path)
+    o.log.append([Entry(0, 1, record("T", 0, 0, 12345, b"misplaced"))])
+    queues = ConsumeQueueTable(tmp_path / "cq", 600_000)
+    dispatcher = Dispatcher(o.commitlog, queues, o.log.divided, scan=entry_scan)
+    with pytest.raises(StoreError, match="corrupt"):
+        dispatcher.dispatch()
+    queues.close()

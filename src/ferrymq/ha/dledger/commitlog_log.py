@@ -180,8 +180,7 @@ class CommitLogRaftLog:
             raise ValueError(f"cannot truncate from {from_index}: the log starts at {self.first_index}")
         del self._recent[max(0, len(self._recent) - (self.last_index + 1 - from_index)) :]
         if from_index > self.first_index:  # back to the end of the entry before, blank included
-            _, pos, size, _, _ = self._units_of(from_index - 1).unit(from_index - 1)
-            cut = pos + size
+            cut = self.end_of(from_index - 1)
         else:
             cut = self._units_of(from_index).base
         self.commitlog.truncate(cut)
@@ -233,19 +232,33 @@ class CommitLogRaftLog:
 
     # -- inside -----------------------------------------------------------------------------------
 
-    def _place(self, size: int) -> int:
-        """Where an entry of `size` bytes goes: the log's end, or the next segment's start when the
-        current one lacks room for it and a blank after it (its tail then becomes a blank)."""
+    def next_pos(self, size: int) -> int:
+        """Where an entry of `size` bytes goes next: the log's end, or the next segment's start when
+        the current one lacks room for it and a blank after it. A leader building CommitLog records
+        for the entry learns their physical offsets from it (`next_pos + 48` on)."""
         cl = self.commitlog
         if size + codec.MIN_BLANK > cl.segment_size:
             raise codec.EntryError(f"a {size}-byte entry does not fit in a CommitLog segment")
         end = cl.max_offset
         seg = cl.segment_for(end)
-        if seg is not None and size + codec.MIN_BLANK > seg.end - end:
-            _BLANK.pack_into(seg.mm, end - seg.base, codec.MAGIC_BLANK, seg.end - end)
-            cl.commit_raw(seg.end)
-            return seg.end
-        return end
+        return seg.end if seg is not None and size + codec.MIN_BLANK > seg.end - end else end
+
+    def end_of(self, index: int) -> int:
+        """The CommitLog offset where entry `index` ends: dispatching up to it covers the entries up
+        to it (the dispatcher's `limit` at the commit index)."""
+        _, pos, size, _, _ = self._units_of(index).unit(index)
+        return pos + size
+
+    def _place(self, size: int) -> int:
+        """`next_pos`, the current segment's tail turned into a blank if the entry goes past it."""
+        cl = self.commitlog
+        pos, end = self.next_pos(size), cl.max_offset
+        if pos != end:
+            seg = cl.segment_for(end)
+            assert seg is not None and pos == seg.end
+            _BLANK.pack_into(seg.mm, end - seg.base, codec.MAGIC_BLANK, pos - end)
+            cl.commit_raw(pos)
+        return pos
 
     def _segment(self, base: int) -> MappedFile:
         seg = self.commitlog.segment_for(base)
