@@ -87,14 +87,19 @@ class Dispatcher:
         while prepared and prepared[-1].start >= offset:
             prepared.pop()
 
-    def recover(self, verify_crc: bool, progress: Callable[[int], None] | None = None) -> int:
-        """Dispatch from the current offset to the last valid record of the CommitLog; return its end.
+    def recover(
+        self, verify_crc: bool, progress: Callable[[int], None] | None = None, until: int | None = None
+    ) -> int:
+        """Dispatch from the current offset to the last valid record of the CommitLog (or `until`);
+        return its end.
 
         Stops at the first record that is torn, misplaced or (with verify_crc) has a wrong body CRC.
         `progress(offset)` hears every _PROGRESS_STEP bytes how far the log is known valid.
         """
         segments = self.commitlog.segments
         limit = segments[-1].end if segments else self.offset
+        if until is not None:
+            limit = min(limit, until)
         with self.lock:
             while self.offset < limit:
                 end, _, valid = self._scan(limit, self.offset + _PROGRESS_STEP, verify_crc=verify_crc)

@@ -13,7 +13,6 @@ import pytest
 
 from ferrymq.ha.dledger import entry as codec
 from ferrymq.ha.dledger.commitlog_log import CommitLogRaftLog
-from ferrymq.ha.dledger.entryscan import entry_scan
 from ferrymq.ha.dledger.log import Entry, MemoryLog
 from ferrymq.protocol.message_ext import decode_record
 from ferrymq.protocol.record import BLANK, pack_host, read_record_meta, record_size, topic_block, write_record
@@ -21,6 +20,7 @@ from ferrymq.store import MessageStore, StoreConfig
 from ferrymq.store.commitlog import CommitLog
 from ferrymq.store.consumequeue import ConsumeQueueTable
 from ferrymq.store.dispatch import Dispatcher
+from ferrymq.store.entries import entry_scan
 from ferrymq.store.errors import StoreError
 from tests.ha.dledger.test_filelog import entries, same
 

@@ -25,6 +25,7 @@ import bisect
 import os
 import struct
 import threading
+from collections import deque
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -34,12 +35,12 @@ from ferrymq.ha.dledger import entry as codec
 from ferrymq.ha.dledger.log import Entry
 from ferrymq.protocol.record import BLANK_MIN_SIZE, write_blank
 from ferrymq.store.commitlog import CommitLog
+from ferrymq.store.entries import DIVIDED, divided_of
 from ferrymq.store.files import MappedFile, atomic_write, durable_copies, offset_name
 
 UNIT = codec.INDEX_UNIT.size
 RECENT_ENTRIES = 16384  # kept in memory for the leader's appends to followers
 START = struct.Struct(">qq")  # index and term of the last entry trimmed
-DIVIDED = struct.Struct(">q")
 _BLANK = struct.Struct(">ii")
 
 
@@ -83,6 +84,8 @@ class CommitLogRaftLog:
         self._last_term = 0
         self._last_chain = 0
         self._recent: list[Entry] = []  # the last entries appended, served without reading back
+        self._tail = 0  # the end of the last entry (the CommitLog's end, but for `place`d bodies)
+        self._placed: deque[tuple[int, int]] = deque()  # (position, end before) of `place`s not appended
         self._closing = threading.Lock()  # an index file is not closed while another thread syncs it
         self.divided = self._divide()
         self._recover()
@@ -138,7 +141,8 @@ class CommitLogRaftLog:
         return codec.decode_run(bytes(seg.view[at : at + span]), verify=False)[0]
 
     def append(self, entries: Sequence[Entry]) -> None:
-        """Each entry written at the log's end: its header, then its body, into the mapped segment."""
+        """Each entry written at the log's end: its header, then its body, into the mapped segment
+        (only the header for a body written in place, see `place`)."""
         if not entries:
             return
         if entries[0].index != self.last_index + 1:
@@ -155,17 +159,22 @@ class CommitLogRaftLog:
                 raise codec.EntryError(f"negative term {e.term}")
             n = len(e.body)
             size = codec.BODY_OFFSET + n
-            pos = self._place(size)
+            placed = self._placed.popleft()[0] if self._placed else None
+            pos = self._place(size) if placed is None else placed
             if units is None or units.base != pos - pos % cl.segment_size:
                 self._write_units(units, run)
                 run = []
                 units = self._add_units(pos - pos % cl.segment_size, e.index)
-            window = cl.raw_window(pos, size)
             crc = crc32(e.body)
             chain = crc32(crc.to_bytes(4, "big"), chain)
+            if placed is None:
+                window = cl.raw_window(pos, size)
+                window[codec.BODY_OFFSET : size] = e.body
+                cl.commit_raw(pos + size)
+            else:
+                window = self._segment(pos - pos % cl.segment_size).view[pos % cl.segment_size :]
             pack(window, 0, e.magic, size, e.index, e.term, pos, 0, chain, crc, n)
-            window[codec.BODY_OFFSET : size] = e.body
-            cl.commit_raw(pos + size)
+            self._tail = pos + size
             run.append(unit(e.magic, pos, size, e.index, e.term))
         self._write_units(units, run)
         self._last_chain, self._last_term = chain, entries[-1].term
@@ -184,6 +193,8 @@ class CommitLogRaftLog:
         else:
             cut = self._units_of(from_index).base
         self.commitlog.truncate(cut)
+        self._tail = cut
+        self._placed.clear()
         while self._units and self._units[-1].first >= from_index:
             self._remove(self._units.pop())
             self._firsts.pop()
@@ -243,6 +254,39 @@ class CommitLogRaftLog:
         seg = cl.segment_for(end)
         return seg.end if seg is not None and size + codec.MIN_BLANK > seg.end - end else end
 
+    def place(self, size: int) -> int:
+        """For a leader that writes an entry's body into the CommitLog itself before proposing it:
+        the position of an entry of `size` bytes, taken now (a blank before it if it starts the next
+        segment) with the CommitLog's end moved past its header, so the body goes next at `pos +
+        48`. The next `append` writes only the header of the entry placed first. `unplace` gives
+        back what was placed and not appended."""
+        cl = self.commitlog
+        before = cl.max_offset
+        pos = self._place(size)
+        cl.raw_window(pos, codec.BODY_OFFSET)  # the segment, if the entry starts a new one
+        cl.commit_raw(pos + codec.BODY_OFFSET)
+        self._placed.append((pos, before))
+        return pos
+
+    def unplace_last(self) -> int:
+        """Give back the last place taken (its body was not written, or was cut by the caller):
+        the CommitLog goes back to where it ended before, blank included; that offset."""
+        before = self._placed.pop()[1]
+        if self.commitlog.max_offset != before:
+            self.commitlog.truncate(before)
+        return before
+
+    def unplace(self) -> None:
+        """Cut the CommitLog back to the log's end: bodies placed but never appended go."""
+        if self.commitlog.max_offset != self._tail:
+            self.commitlog.truncate(self._tail)
+        self._placed.clear()
+
+    @property
+    def end(self) -> int:
+        """Where the last entry ends (placed bodies may follow it)."""
+        return self._tail
+
     def end_of(self, index: int) -> int:
         """The CommitLog offset where entry `index` ends: dispatching up to it covers the entries up
         to it (the dispatcher's `limit` at the commit index)."""
@@ -298,9 +342,9 @@ class CommitLogRaftLog:
         """Where the log begins in the CommitLog, fixed when it is first opened: at the CommitLog's
         end if that is a segment boundary, else at the next one, the classic records' segment
         closed by a classic blank (readers of those records step to the next segment)."""
-        for _, raw in durable_copies(self.root / "divided"):
-            if len(raw) == DIVIDED.size:
-                return int(DIVIDED.unpack(raw)[0])
+        divided = divided_of(self.root)
+        if divided is not None:
+            return divided
         cl = self.commitlog
         end = cl.max_offset
         seg = cl.segment_for(end)
@@ -336,7 +380,7 @@ class CommitLogRaftLog:
             if base < begin:
                 (self.root / f"{offset_name(base)}.index").unlink(missing_ok=True)
         end = self._recover_from(begin)
-        cl.max_offset = end
+        cl.max_offset = self._tail = end
         if cl.segments:
             cl.truncate(end)
         for base in files:
