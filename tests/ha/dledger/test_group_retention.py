@@ -15,6 +15,18 @@ FIRST_SEGMENT = f"{0:020d}.data"
 KEEP_NOTHING = {"file_reserved_time": 0, "delete_when": ""}  # and the CommitLog's retention never runs
 
 
+async def restart_a_follower(group, brokers: list[Broker], master: Broker, settings: dict):
+    """Stop a follower, send 20 messages, start it again on its store: (the stopped broker, the
+    restarted one, what was sent meanwhile)."""
+    follower = next(b for b in brokers if b is not master)
+    name = follower.config.dledger_self_id
+    await follower.stop()
+    more = [b"after %d" % i for i in range(20)]
+    await send_all(group, master, more)
+    member = {k: getattr(follower.config, k) for k in ("enable_dledger_commit_log", "dledger_peers")}
+    return follower, await group.start(name, dledger_self_id=name, **member, **settings), more
+
+
 def trimmed(broker: Broker) -> bool:
     root = broker.config.store.store_path_root_dir / "dledger"
     return (root / "start").exists() and not (root / FIRST_SEGMENT).exists()
@@ -30,13 +42,7 @@ async def test_every_member_trims_its_raft_log_and_a_restarted_follower_catches_
     for b in brokers:
         await eventually(lambda b=b: trimmed(b), 30, f"{b.config.dledger_self_id}'s log trimmed")
         assert b.dledger is not None and b.dledger.log.first_index > 0
-    follower = next(b for b in brokers if b is not master)
-    name = follower.config.dledger_self_id
-    await follower.stop()
-    more = [b"after %d" % i for i in range(20)]
-    await send_all(group, master, more)
-    member = {k: getattr(follower.config, k) for k in ("enable_dledger_commit_log", "dledger_peers")}
-    again = await group.start(name, dledger_self_id=name, **member, **KEEP_NOTHING)
+    follower, again, more = await restart_a_follower(group, brokers, master, KEEP_NOTHING)
     assert again.dledger is not None and again.dledger.log.first_index > 0
     running = [b for b in brokers if b is not follower] + [again]
     await stored_everywhere(running, keys + more)
@@ -67,13 +73,7 @@ async def test_the_single_log_deletes_committed_commitlog_segments_and_a_restart
         await eventually(
             lambda b=b: segments_deleted(b), 30, f"{b.config.dledger_self_id}'s segments deleted"
         )
-    follower = next(b for b in brokers if b is not master)
-    name = follower.config.dledger_self_id
-    await follower.stop()
-    more = [b"after %d" % i for i in range(20)]
-    await send_all(group, master, more)
-    member = {k: getattr(follower.config, k) for k in ("enable_dledger_commit_log", "dledger_peers")}
-    again = await group.start(name, dledger_self_id=name, **member, **EVERY_HOUR)
+    follower, again, more = await restart_a_follower(group, brokers, master, EVERY_HOUR)
     assert segments_deleted(again)
     sent = keys + more
     for b in [b for b in brokers if b is not follower] + [again]:

@@ -21,10 +21,8 @@ and the CommitLog is cut there (later segments and index files go too).
 
 from __future__ import annotations
 
-import bisect
 import os
 import struct
-import threading
 from collections import deque
 from collections.abc import Sequence
 from pathlib import Path
@@ -32,15 +30,13 @@ from pathlib import Path
 from isal.isal_zlib import crc32
 
 from ferrymq.ha.dledger import entry as codec
+from ferrymq.ha.dledger.indexed import UNIT, IndexedLog
 from ferrymq.ha.dledger.log import Entry
 from ferrymq.protocol.record import BLANK_MIN_SIZE, write_blank
 from ferrymq.store.commitlog import CommitLog
 from ferrymq.store.entries import DIVIDED, divided_of
-from ferrymq.store.files import MappedFile, atomic_write, durable_copies, offset_name
+from ferrymq.store.files import MappedFile, atomic_write, offset_name
 
-UNIT = codec.INDEX_UNIT.size
-RECENT_ENTRIES = 16384  # kept in memory for the leader's appends to followers
-START = struct.Struct(">qq")  # index and term of the last entry trimmed
 _BLANK = struct.Struct(">ii")
 
 
@@ -49,93 +45,50 @@ class _Units:
 
     def __init__(self, root: Path, base: int, first: int) -> None:
         self.path = root / f"{offset_name(base)}.index"
-        self.fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
+        self.index = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
         self.base, self.first, self.count = base, first, 0
         self.dirty = True
 
     def unit(self, index: int) -> tuple[int, int, int, int, int]:
-        return codec.decode_index(os.pread(self.fd, UNIT, (index - self.first) * UNIT))
+        return codec.decode_index(os.pread(self.index, UNIT, (index - self.first) * UNIT))
 
     def cut(self, count: int) -> None:
-        os.ftruncate(self.fd, count * UNIT)
+        os.ftruncate(self.index, count * UNIT)
         self.count, self.dirty = count, True
 
     def close(self) -> None:
-        if self.fd >= 0:
-            os.close(self.fd)
-            self.fd = -1
+        if self.index >= 0:
+            os.close(self.index)
+            self.index = -1
 
     def remove(self) -> None:
         self.close()
         self.path.unlink(missing_ok=True)
 
 
-class CommitLogRaftLog:
+class CommitLogRaftLog(IndexedLog[_Units]):
     """A `RaftLog` (log.py) in `commitlog`'s segments, its index units and marks under `root`."""
 
     def __init__(self, root: Path, commitlog: CommitLog) -> None:
         """`commitlog`: recovered by its owner up to its classic records (an empty one ends at 0)."""
-        root.mkdir(parents=True, exist_ok=True)
-        self.root = root
+        super().__init__(root)
         self.commitlog = commitlog
-        self._units: list[_Units] = []
-        self._firsts: list[int] = []  # each index file's first entry, for bisect
-        self._start = (-1, 0)  # index and term of the entry before the first one kept
-        self._last_term = 0
-        self._last_chain = 0
-        self._recent: list[Entry] = []  # the last entries appended, served without reading back
         self._tail = 0  # the end of the last entry (the CommitLog's end, but for `place`d bodies)
         self._placed: deque[tuple[int, int]] = deque()  # (position, end before) of `place`s not appended
-        self._closing = threading.Lock()  # an index file is not closed while another thread syncs it
         self.divided = self._divide()
         self._recover()
 
     # -- RaftLog ----------------------------------------------------------------------------------
 
-    @property
-    def first_index(self) -> int:
-        return self._start[0] + 1
-
-    @property
-    def last_index(self) -> int:
-        if not self._units:
-            return self._start[0]
-        tail = self._units[-1]
-        return tail.first + tail.count - 1
-
-    def term_at(self, index: int) -> int:
-        if index == self.last_index:
-            return self._last_term
-        if index == self._start[0]:
-            return self._start[1]
-        if index < self._start[0]:
-            raise IndexError(f"entry {index} was trimmed (the log starts at {self.first_index})")
-        k = index - (self.last_index + 1 - len(self._recent))
-        if 0 <= k < len(self._recent):
-            return self._recent[k].term
-        return self._units_of(index).unit(index)[4]
-
     def read(self, start: int, max_count: int, max_bytes: int) -> Sequence[Entry]:
         """Entries from `start` (within one segment), copied out of the mapping at once; their
         bodies are views of that copy, so a later cut of the log leaves them as they were."""
-        count = self.last_index + 1
-        if not self.first_index <= start < count:
+        if not self.first_index <= start <= self.last_index:
             return []
-        first_recent = count - len(self._recent)
-        if start >= first_recent:
-            return _take(
-                self._recent[start - first_recent : start - first_recent + max(1, max_count)], max_bytes
-            )
-        units = self._units_of(start)
-        stop = min(units.first + units.count, start + max(1, max_count))
-        raw = os.pread(units.fd, (stop - start) * UNIT, (start - units.first) * UNIT)
-        first_pos = codec.decode_index(raw)[1]
-        span = 0
-        for k in range(stop - start):  # max_bytes counts bodies, as MemoryLog does
-            _, pos, size, _, _ = codec.decode_index(raw, k * UNIT)
-            if k and pos + size - first_pos - (k + 1) * codec.BODY_OFFSET > max_bytes:
-                break
-            span = pos + size - first_pos
+        recent = self._recent_read(start, max_count, max_bytes)
+        if recent is not None:
+            return recent
+        units, first_pos, span = self._units_read(start, max_count, max_bytes)
         seg = self._segment(units.base)
         at = first_pos - seg.base
         return codec.decode_run(bytes(seg.view[at : at + span]), verify=False)[0]
@@ -150,7 +103,7 @@ class CommitLogRaftLog:
         cl = self.commitlog
         pack, unit = codec.HEADER.pack_into, codec.INDEX_UNIT.pack
         chain = self._last_chain
-        units = self._units[-1] if self._units else None
+        units = self._segments[-1] if self._segments else None
         run: list[bytes] = []
         for e in entries:
             if e.magic not in codec.ENTRY_MAGICS:
@@ -177,69 +130,37 @@ class CommitLogRaftLog:
             self._tail = pos + size
             run.append(unit(e.magic, pos, size, e.index, e.term))
         self._write_units(units, run)
-        self._last_chain, self._last_term = chain, entries[-1].term
-        self._recent += entries
-        if len(self._recent) > 2 * RECENT_ENTRIES:
-            del self._recent[:-RECENT_ENTRIES]
+        self._last_chain = chain
+        self._remember(entries)
 
     def truncate(self, from_index: int) -> None:
-        if from_index > self.last_index:
+        if not self._cutting(from_index):
             return
-        if from_index < self.first_index:
-            raise ValueError(f"cannot truncate from {from_index}: the log starts at {self.first_index}")
-        del self._recent[max(0, len(self._recent) - (self.last_index + 1 - from_index)) :]
         if from_index > self.first_index:  # back to the end of the entry before, blank included
             cut = self.end_of(from_index - 1)
         else:
-            cut = self._units_of(from_index).base
+            cut = self._segment_of(from_index).base
         self.commitlog.truncate(cut)
         self._tail = cut
         self._placed.clear()
-        while self._units and self._units[-1].first >= from_index:
-            self._remove(self._units.pop())
+        while self._segments and self._segments[-1].first >= from_index:
+            self._remove(self._segments.pop())
             self._firsts.pop()
-        if self._units and from_index < self._units[-1].first + self._units[-1].count:
-            self._units[-1].cut(from_index - self._units[-1].first)
+        if self._segments and from_index < self._segments[-1].first + self._segments[-1].count:
+            self._segments[-1].cut(from_index - self._segments[-1].first)
         self._reload_tail()
 
     # -- retention and durability ---------------------------------------------------------------
-
-    def trim(self, before: int, written_before: float | None = None) -> int:
-        """Delete the CommitLog segments holding only entries below `before` (never the last one),
-        and with `written_before`, only those last written before that time; return the first
-        index kept. The caller makes sure no one needs them (dispatched and applied)."""
-        doomed = 0
-        units = self._units
-        while (
-            doomed + 1 < len(units)
-            and units[doomed + 1].first <= before
-            and (written_before is None or os.fstat(units[doomed].fd).st_mtime < written_before)
-        ):
-            doomed += 1
-        if doomed:
-            last = units[doomed].first - 1
-            self._save_start(last, self.term_at(last))
-            for u in units[:doomed]:
-                seg = self._segment(u.base)
-                self.commitlog.delete_segment(seg)
-                self._remove(u)
-            del self._units[:doomed], self._firsts[:doomed]
-        return self.first_index
 
     def sync(self) -> None:
         """Make every entry written so far durable: the CommitLog's segments, then the index files.
         Safe on another thread while the driver appends (a flag cleared before its fsync)."""
         self.commitlog.flush()
-        for u in list(self._units):
+        for u in list(self._segments):
             with self._closing:
-                if u.dirty and u.fd >= 0:
+                if u.dirty and u.index >= 0:
                     u.dirty = False
-                    os.fsync(u.fd)
-
-    def close(self) -> None:
-        for u in self._units:
-            with self._closing:
-                u.close()
+                    os.fsync(u.index)
 
     # -- inside -----------------------------------------------------------------------------------
 
@@ -290,7 +211,7 @@ class CommitLogRaftLog:
     def end_of(self, index: int) -> int:
         """The CommitLog offset where entry `index` ends: dispatching up to it covers the entries up
         to it (the dispatcher's `limit` at the commit index)."""
-        _, pos, size, _, _ = self._units_of(index).unit(index)
+        _, pos, size, _, _ = self._segment_of(index).unit(index)
         return pos + size
 
     def _place(self, size: int) -> int:
@@ -310,33 +231,25 @@ class CommitLogRaftLog:
             raise IndexError(f"CommitLog segment {base} is gone")
         return seg
 
-    def _units_of(self, index: int) -> _Units:
-        if not self.first_index <= index <= self.last_index:
-            raise IndexError(f"no entry {index} (the log holds {self.first_index} .. {self.last_index})")
-        return self._units[bisect.bisect_right(self._firsts, index) - 1]
+    def _written_at(self, seg: _Units) -> float:
+        return os.fstat(seg.index).st_mtime
+
+    def _drop(self, seg: _Units) -> None:
+        """Retention: the CommitLog segment goes with its index file."""
+        self.commitlog.delete_segment(self._segment(seg.base))
+        self._remove(seg)
 
     def _add_units(self, base: int, first: int) -> _Units:
-        units = _Units(self.root, base, first)
+        units = self._add(_Units(self.root, base, first))
         units.cut(0)  # a file left from an earlier run of this segment holds nothing now
-        self._units.append(units)
-        self._firsts.append(first)
         return units
 
     def _write_units(self, units: _Units | None, run: list[bytes]) -> None:
         if units is None or not run:
             return
-        os.pwrite(units.fd, b"".join(run), units.count * UNIT)
+        os.pwrite(units.index, b"".join(run), units.count * UNIT)
         units.count += len(run)
         units.dirty = True
-
-    def _remove(self, units: _Units) -> None:
-        with self._closing:
-            units.remove()
-
-    def _save_start(self, index: int, term: int) -> None:
-        """Durably, before any segment below it is deleted."""
-        atomic_write(self.root / "start", START.pack(index, term))
-        self._start = (index, term)
 
     def _divide(self) -> int:
         """Where the log begins in the CommitLog, fixed when it is first opened: at the CommitLog's
@@ -359,7 +272,7 @@ class CommitLogRaftLog:
     def _reload_tail(self) -> None:
         """Last term and chain CRC from the last entry's header (after a cut or a recovery)."""
         self._last_term, self._last_chain = self._start[1], 0
-        for u in reversed(self._units):
+        for u in reversed(self._segments):
             if u.count:
                 pos = u.unit(u.first + u.count - 1)[1]
                 seg = self._segment(u.base)
@@ -368,9 +281,6 @@ class CommitLogRaftLog:
                 return
 
     def _recover(self) -> None:
-        raw = next((r for _, r in durable_copies(self.root / "start") if len(r) == START.size), b"")
-        if raw:
-            self._start = START.unpack(raw)
         cl = self.commitlog
         files = sorted(int(p.stem) for p in self.root.glob("*.index") if p.stem.isdigit())
         begin = max(self.divided, files[0] if files else self.divided)
@@ -384,7 +294,7 @@ class CommitLogRaftLog:
         if cl.segments:
             cl.truncate(end)
         for base in files:
-            if base >= begin and not any(u.base == base for u in self._units):
+            if base >= begin and not any(u.base == base for u in self._segments):
                 (self.root / f"{offset_name(base)}.index").unlink(missing_ok=True)
         self._reload_tail()
 
@@ -430,10 +340,9 @@ class CommitLogRaftLog:
             if count == 0:
                 units.remove()
                 return end
-            os.pwrite(units.fd, b"".join(fresh), (count - len(fresh)) * UNIT)
+            os.pwrite(units.index, b"".join(fresh), (count - len(fresh)) * UNIT)
             units.cut(count)
-            self._units.append(units)
-            self._firsts.append(nxt)
+            self._add(units)
             nxt, end = nxt + count, pos
             if not closed:
                 return end
@@ -442,8 +351,8 @@ class CommitLogRaftLog:
     def _trusted_units(self, units: _Units, seg: MappedFile) -> tuple[int, int]:
         """How many of the file's units to trust (up to the last that agrees with a whole entry in
         the segment) and the position of that entry (the segment's start if none)."""
-        for k in range(os.fstat(units.fd).st_size // UNIT - 1, -1, -1):
-            magic, pos, size, index, term = codec.decode_index(os.pread(units.fd, UNIT, k * UNIT))
+        for k in range(os.fstat(units.index).st_size // UNIT - 1, -1, -1):
+            magic, pos, size, index, term = codec.decode_index(os.pread(units.index, UNIT, k * UNIT))
             at = pos - seg.base
             if index != units.first + k or at < 0 or size < codec.BODY_OFFSET or at + size > seg.size:
                 continue
@@ -454,13 +363,3 @@ class CommitLogRaftLog:
             if (h.magic, h.pos, h.size, h.index, h.term) == (magic, pos, size, index, term):
                 return k + 1, pos
         return 0, seg.base
-
-
-def _take(entries: list[Entry], max_bytes: int) -> list[Entry]:
-    """The leading entries whose bodies fit in `max_bytes` (at least one)."""
-    size = 0
-    for n, e in enumerate(entries):
-        size += len(e.body)
-        if n and size > max_bytes:
-            return entries[:n]
-    return entries
