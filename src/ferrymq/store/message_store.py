@@ -160,9 +160,9 @@ class MessageStore:
             last_end = cl.segments[-1].end if cl.segments else start
             start = min(max(checkpoint.dispatched_offset, cl.min_offset), last_end)
         self.dispatcher = Dispatcher(cl, self.queues, start)
+        divided = self.entries_from = divided_of(self.root / DLEDGER_DIR)
         if self.index is not None:  # it rebuilds the index while the scan below rebuilds ConsumeQueues
             self.indexer = self._start_indexer(committed=start)
-        divided = self.entries_from = divided_of(self.root / DLEDGER_DIR)
         if divided is not None:
             recovered = self._recover_entries(start, divided)
         elif clean and checkpoint is not None and self._ends_cleanly_at(start):
@@ -514,6 +514,8 @@ class MessageStore:
             dispatch_target = self.dispatcher.offset  # as far as it may go now
         if self.indexer is not None:
             self.indexer.committed(target)  # also a blank tail left by a failed roll-over
+        if self.entries_from is not None:  # a single log's uncommitted entries are not indexed yet
+            target = dispatch_target
         deadline = time.monotonic() + timeout
         while self.dispatcher.offset < dispatch_target or (
             self.indexer and self.indexer.indexed_offset < target

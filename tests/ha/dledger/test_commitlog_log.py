@@ -12,8 +12,11 @@ from pathlib import Path
 import pytest
 
 from ferrymq.ha.dledger import entry as codec
+from ferrymq.ha.dledger.apply import put
+from ferrymq.ha.dledger.command import PutCommand
 from ferrymq.ha.dledger.commitlog_log import CommitLogRaftLog
 from ferrymq.ha.dledger.log import Entry
+from ferrymq.ha.dledger.single import records_size
 from ferrymq.protocol.message_ext import decode_record
 from ferrymq.protocol.record import BLANK, pack_host, read_record_meta, record_size, topic_block, write_record
 from ferrymq.store import MessageStore, StoreConfig
@@ -23,6 +26,7 @@ from ferrymq.store.dispatch import Dispatcher
 from ferrymq.store.entries import entry_scan
 from ferrymq.store.errors import StoreError
 from tests.ha.dledger.test_filelog import entries, like_the_memory_log, same
+from tests.store.conftest import read_queue
 
 SEGMENT = 4096
 HOST = pack_host("127.0.0.1", 10911)
@@ -304,3 +308,66 @@ def test_dispatch_refuses_an_entry_whose_record_is_not_where_it_stands(tmp_path)
     with pytest.raises(StoreError, match="corrupt"):
         dispatcher.dispatch()
     queues.close()
+
+
+def leader_put(store: MessageStore, log: CommitLogRaftLog, index: int, c: PutCommand) -> int:
+    """A put as a single-log leader makes it: its records written where its entry's body goes,
+    then proposed (appended) as that body; the message's physical offset."""
+    size = records_size(store, c)
+    assert size is not None
+    pos = log.place(codec.BODY_OFFSET + size)
+    result = put(store, c)
+    assert result.ok and result.wrote_offset == pos + codec.BODY_OFFSET
+    body = store.commitlog.read(result.wrote_offset, size)
+    assert body is not None
+    log.append([Entry(index, 1, body)])
+    return result.wrote_offset
+
+
+def test_a_store_on_the_single_log_dispatches_and_indexes_committed_entries_and_recovers_to_them(tmp_path):
+    """A classic store upgraded in place: its records stay readable, entries are dispatched and
+    indexed up to the commit (the dispatcher's limit) and no further; reopened, the store knows the
+    single log by its `divided` file, dispatches again only what it had, and the Raft log keeps the
+    rest for the leader's commit."""
+    config = StoreConfig(
+        store_path_root_dir=tmp_path, mapped_file_size_commit_log=SEGMENT * 16, max_hash_slot_num=64,
+        max_index_num=256,
+    )  # fmt: skip
+    with MessageStore(config) as store:
+        for n in range(3):
+            assert store.put_message("T", 0, b"classic %d" % n, b"KEYS\x01c%d" % n).ok
+    store = MessageStore(config).open()
+    log = CommitLogRaftLog(tmp_path / "dledger", store.commitlog)
+    store.hold_entries(log.divided)
+    store.dispatcher.limit = store.dispatcher.offset
+    offsets = [
+        leader_put(store, log, n, PutCommand("T", 0, b"entry %d" % n, properties=b"KEYS\x01e%d" % n))
+        for n in range(4)
+    ]
+    assert offsets[0] == log.divided + codec.BODY_OFFSET
+    committed = store.dispatcher.limit = log.end_of(2)  # entries 0-2 committed
+    assert store.dispatch() == 3 and store.wait_dispatched()
+    assert [bytes(m.body) for m in read_queue(store, "T", 0)][2:] == [
+        b"classic 2",
+        b"entry 0",
+        b"entry 1",
+        b"entry 2",
+    ]
+    assert store.visible_offset == log.end_of(2)
+    assert len(store.query_message("T", "e2", 10, 0, 1 << 62)) == 1
+    assert store.query_message("T", "e3", 10, 0, 1 << 62) == []  # not committed: not indexed
+    log.close()
+    store.close()
+
+    store = MessageStore(config).open()
+    assert store.entries_from == log.divided and store.dispatcher.offset == committed
+    assert [bytes(m.body) for m in read_queue(store, "T", 0)][-1] == b"entry 2"
+    log = CommitLogRaftLog(tmp_path / "dledger", store.commitlog)
+    assert log.last_index == 3 and store.commitlog.max_offset == log.end_of(3)
+    store.dispatcher.limit = log.end_of(3)
+    assert store.dispatch() == 1 and store.wait_dispatched()
+    assert [bytes(m.body) for m in read_queue(store, "T", 0)][-2:] == [b"entry 2", b"entry 3"]
+    assert len(store.query_message("T", "e3", 10, 0, 1 << 62)) == 1
+    assert len(store.query_message("T", "c1", 10, 0, 1 << 62)) == 1
+    log.close()
+    store.close()
