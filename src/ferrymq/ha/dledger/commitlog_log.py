@@ -80,18 +80,10 @@ class CommitLogRaftLog(IndexedLog[_Units]):
 
     # -- RaftLog ----------------------------------------------------------------------------------
 
-    def read(self, start: int, max_count: int, max_bytes: int) -> Sequence[Entry]:
-        """Entries from `start` (within one segment), copied out of the mapping at once; their
-        bodies are views of that copy, so a later cut of the log leaves them as they were."""
-        if not self.first_index <= start <= self.last_index:
-            return []
-        recent = self._recent_read(start, max_count, max_bytes)
-        if recent is not None:
-            return recent
-        units, first_pos, span = self._units_read(start, max_count, max_bytes)
+    def _data(self, units: _Units, pos: int, size: int) -> bytes:
+        """Copied out of the mapping at once: a later cut of the log leaves what was read as it was."""
         seg = self._segment(units.base)
-        at = first_pos - seg.base
-        return codec.decode_run(bytes(seg.view[at : at + span]), verify=False)[0]
+        return bytes(seg.view[pos - seg.base : pos - seg.base + size])
 
     def append(self, entries: Sequence[Entry]) -> None:
         """Each entry written at the log's end: its header, then its body, into the mapped segment

@@ -98,16 +98,8 @@ class FileLog(IndexedLog[_Segment]):
 
     # -- RaftLog ----------------------------------------------------------------------------------
 
-    def read(self, start: int, max_count: int, max_bytes: int) -> Sequence[Entry]:
-        """Entries from `start` (within one segment), read with one pread; their bodies are views of
-        that buffer."""
-        if not self.first_index <= start <= self.last_index:
-            return []
-        recent = self._recent_read(start, max_count, max_bytes)
-        if recent is not None:
-            return recent
-        seg, first_pos, span = self._units_read(start, max_count, max_bytes)
-        return codec.decode_run(os.pread(seg.data, span, first_pos - seg.base), verify=False)[0]
+    def _data(self, seg: _Segment, pos: int, size: int) -> bytes:
+        return os.pread(seg.data, size, pos - seg.base)
 
     def append(self, entries: Sequence[Entry]) -> None:
         if not entries:

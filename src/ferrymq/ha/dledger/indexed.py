@@ -79,6 +79,17 @@ class IndexedLog(Generic[S]):
             return self._recent[k].term
         return self._segment_of(index).unit(index)[4]
 
+    def read(self, start: int, max_count: int, max_bytes: int) -> Sequence[Entry]:
+        """Entries from `start` (within one segment): from memory, or read with one read of the
+        index and one of the data; their bodies are views of that buffer."""
+        if not self.first_index <= start <= self.last_index:
+            return []
+        recent = self._recent_read(start, max_count, max_bytes)
+        if recent is not None:
+            return recent
+        seg, first_pos, span = self._units_read(start, max_count, max_bytes)
+        return codec.decode_run(self._data(seg, first_pos, span), verify=False)[0]
+
     def trim(self, before: int, written_before: float | None = None) -> int:
         """Delete the whole segments holding only entries below `before` (never the last one), and
         with `written_before`, only those last written before that time; return the first index
@@ -107,7 +118,11 @@ class IndexedLog(Generic[S]):
     # -- for the logs -----------------------------------------------------------------------------
 
     def _written_at(self, seg: S) -> float:
-        """When a segment was last written (its index file's mtime)."""
+        """When a segment was last written."""
+        raise NotImplementedError
+
+    def _data(self, seg: S, pos: int, size: int) -> bytes:
+        """`size` bytes of a segment's entries from log position `pos`."""
         raise NotImplementedError
 
     def _recent_read(self, start: int, max_count: int, max_bytes: int) -> list[Entry] | None:
