@@ -164,10 +164,17 @@ def run(store_root: Path, slots: int, entries: int, segment_size: int, parent: i
     index = IndexService(store_root / "index", max_hash_slot_num=slots, max_index_num=entries)
     segments = _Segments(store_root / "commitlog", segment_size)
     offset = position.get(INDEXED)
+    dropped_below = 0
     idle = _BUSY_PAUSE
     next_flush = time.monotonic() + 1.0
     while True:
         committed = position.get(COMMITTED)
+        if (low := position.get(MIN_OFFSET)) > dropped_below:  # give deleted segments' space back now
+            segments.drop_below(low)
+            dropped_below = low
+            if offset < low:  # retention deleted records not indexed yet
+                offset = low
+                position.set(INDEXED, offset)
         # A replica's committed offset may cut a record it is still copying: no progress then.
         entries_from = position.get(ENTRIES_FROM) - 1
         indexed = (
