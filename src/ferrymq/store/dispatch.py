@@ -48,7 +48,12 @@ class Prepared(NamedTuple):
 
 
 class Dispatcher:
-    def __init__(self, commitlog: CommitLog, queues: ConsumeQueueTable, offset: int) -> None:
+    def __init__(
+        self, commitlog: CommitLog, queues: ConsumeQueueTable, offset: int, scan: Callable | None = None
+    ) -> None:
+        """`scan`: how a segment's bytes are walked, `scan_segment`'s signature and answers (by
+        default records back to back; DLedger's single log passes its walk over entries)."""
+        self.scan = scan or scan_segment
         self.commitlog = commitlog
         self.queues = queues
         self.offset = offset  # the next CommitLog offset to dispatch; always a record boundary
@@ -109,14 +114,19 @@ class Dispatcher:
         while prepared and prepared[-1].start >= offset:
             prepared.pop()
 
-    def recover(self, verify_crc: bool, progress: Callable[[int], None] | None = None) -> int:
-        """Dispatch from the current offset to the last valid record of the CommitLog; return its end.
+    def recover(
+        self, verify_crc: bool, progress: Callable[[int], None] | None = None, until: int | None = None
+    ) -> int:
+        """Dispatch from the current offset to the last valid record of the CommitLog (or `until`);
+        return its end.
 
         Stops at the first record that is torn, misplaced or (with verify_crc) has a wrong body CRC.
         `progress(offset)` hears every _PROGRESS_STEP bytes how far the log is known valid.
         """
         segments = self.commitlog.segments
         limit = segments[-1].end if segments else self.offset
+        if until is not None:
+            limit = min(limit, until)
         with self.lock:
             while self.offset < limit:
                 end, _, valid = self._scan(limit, self.offset + _PROGRESS_STEP, verify_crc=verify_crc)
@@ -164,7 +174,7 @@ class Dispatcher:
             base = seg.base
             end = min(limit, seg.end) - base
             stop = min(pause_at, prepared[0].start if prepared else limit) - base
-            pos, status, n, store_timestamp, runs = scan_segment(
+            pos, status, n, store_timestamp, runs = self.scan(
                 seg.mm, offset - base, end, stop, base, verify_crc, tag_hash
             )
             for topic, queue_id, queue_offset, entries in runs:

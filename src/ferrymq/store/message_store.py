@@ -46,7 +46,8 @@ from ferrymq.store.cleanup import RetentionService
 from ferrymq.store.commitlog import CommitLog
 from ferrymq.store.config import ASYNC_FLUSH, SYNC_FLUSH, StoreConfig
 from ferrymq.store.consumequeue import BLANK_ENTRY_SIZE, ENTRY, ConsumeQueueTable
-from ferrymq.store.dispatch import Dispatcher, Prepared
+from ferrymq.store.dispatch import Dispatcher, Prepared, scan_segment
+from ferrymq.store.entries import DLEDGER_DIR, divided_of, entry_scan
 from ferrymq.store.errors import DiskFullError, StoreError
 from ferrymq.store.files import MappedFile
 from ferrymq.store.flush import FlushService
@@ -108,7 +109,12 @@ class MessageStore:
         """`background_dispatch=False` leaves calling `dispatch()` after puts to the owner: a broker
         does it on its event loop, which spares a GIL handoff per write and wakes long polls at once.
         With SYNC_FLUSH, a store opened on an event loop must take its puts on that loop: their group
-        commit runs on it (store/group_commit.py)."""
+        commit runs on it (store/group_commit.py).
+
+        A store whose `dledger/divided` file says so is DLedger's single log: from that offset on,
+        its CommitLog holds DLedger entries (store/entries.py), the Raft log (ha/dledger/) recovers
+        their tail and deletes their segments, and only committed ones are dispatched."""
+        self.entries_from: int | None = None
         self.config = config
         self.background_dispatch = background_dispatch
         self.store_host = pack_host(*store_host)
@@ -193,9 +199,12 @@ class MessageStore:
             last_end = cl.segments[-1].end if cl.segments else start
             start = min(max(checkpoint.dispatched_offset, cl.min_offset), last_end)
         self.dispatcher = Dispatcher(cl, self.queues, start)
+        divided = self.entries_from = divided_of(self.root / DLEDGER_DIR)
         if self.index is not None:  # it rebuilds the index while the scan below rebuilds ConsumeQueues
             self.indexer = self._start_indexer(committed=start)
-        if clean and checkpoint is not None and self._ends_cleanly_at(start):
+        if divided is not None:
+            recovered = self._recover_entries(start, divided)
+        elif clean and checkpoint is not None and self._ends_cleanly_at(start):
             cl.max_offset = cl.flushed_offset = start
             recovered = 0
         else:
@@ -217,9 +226,48 @@ class MessageStore:
             self.indexer.committed(cl.max_offset)
         return recovered
 
+    def _recover_entries(self, start: int, divided: int) -> int:
+        """DLedger's single log: dispatch again only what was dispatched before the stop (those
+        entries were committed; the commit index is not persisted, so later ones wait for the
+        leader's), and leave the CommitLog's tail to the Raft log's recovery."""
+        until = max(start, self.hold_entries(divided))
+        self.commitlog.max_offset = start
+        end = self.dispatcher.recover(self.config.check_crc_on_recover, until=until)
+        for cq in self.queues.all():
+            cq.truncate_from_commitlog(end)
+        self.commitlog.max_offset = end
+        return end - start
+
+    def hold_entries(self, divided: int) -> int:
+        """From `divided` on the CommitLog holds DLedger entries (the Raft log decides where when it
+        is first opened on a classic CommitLog: the next segment boundary)."""
+
+        def scan(buf, pos, end, stop, base, verify_crc, tag_hash_of):
+            walk = entry_scan if base >= divided else scan_segment
+            return walk(buf, pos, end, stop, base, verify_crc, tag_hash_of)
+
+        self.entries_from = divided
+        self.dispatcher.scan = scan
+        if self.indexer is not None:
+            self.indexer.hold_entries(divided)
+        return divided
+
+    @property
+    def visible_offset(self) -> int:
+        """The CommitLog's end as readers see it: all of it, or a single log's committed entries."""
+        limit = self.dispatcher.limit
+        cl_max = self.commitlog.max_offset
+        return cl_max if self.entries_from is None or limit is None else min(limit, cl_max)
+
     def next_queue_offset(self, topic: str, queue_id: int) -> int:
         """The queue offset the next put to topic/queue takes."""
         return self._queue_offsets.get((topic, queue_id), 0)
+
+    def reload_queue_offsets(self) -> None:
+        """Continue each queue's offsets from its ConsumeQueue: a DLedger leader's store, once every
+        earlier entry is dispatched (puts it proposed and lost may have taken offsets)."""
+        with self._put_lock:
+            self._reload_queue_offsets()
 
     def _reload_queue_offsets(self) -> None:
         """Continue each queue's offsets from its ConsumeQueue (after recovery, truncation, replication)."""
@@ -230,8 +278,12 @@ class MessageStore:
         cfg = self.config
         return IndexerProcess(
             self.root, cfg.max_hash_slot_num, cfg.max_index_num, cfg.mapped_file_size_commit_log,
-            committed, self.commitlog.min_offset,
+            committed, self.commitlog.min_offset, self.entries_from, self._index_cap,
         )  # fmt: skip
+
+    def _index_cap(self) -> int | None:
+        """A single log's entries are indexed once committed (dispatched), never before."""
+        return self.dispatcher.offset if self.entries_from is not None else None
 
     def check_indexer(self) -> None:
         """Restart the indexer if it died (queries by key would go stale otherwise)."""
@@ -256,11 +308,14 @@ class MessageStore:
             self._dispatch_thread.start()
 
     def dispatch(self) -> int:
-        """Build ConsumeQueue entries for everything written so far (see `background_dispatch`).
+        """Build ConsumeQueue entries for everything written so far (see `background_dispatch`); a
+        single log's indexer follows what was dispatched.
 
         When the disk has no room for them, writes are refused until retention's next pass finds
         it has (`_resume_dispatch`): the CommitLog would otherwise outrun its queues."""
         count = self.dispatcher.dispatch()
+        if count and self.entries_from is not None and self.indexer is not None:
+            self.indexer.committed(self.dispatcher.offset)
         if self.dispatcher.stalled is not None and not self.disk_full:
             self.retention.check_disk()
         return count
@@ -503,6 +558,8 @@ class MessageStore:
             dispatch_target = self.dispatcher.offset  # as far as it may go now
         if self.indexer is not None:
             self.indexer.committed(target)  # also a blank tail left by a failed roll-over
+        if self.entries_from is not None:  # a single log's uncommitted entries are not indexed yet
+            target = dispatch_target
         deadline = time.monotonic() + timeout
         while self.dispatcher.offset < dispatch_target or (
             self.indexer and self.indexer.indexed_offset < target
@@ -809,10 +866,17 @@ class MessageStore:
     def _retired_segments(self, undispatched: bool = False) -> list[MappedFile]:
         """CommitLog segments retention may delete, oldest first: wholly dispatched (or, asked for
         `undispatched`, not), and never the segment being written."""
+        if self.entries_from is not None:  # the Raft log deletes its segments itself (trim)
+            return []
         if undispatched:
             return self.commitlog.segments[:-1]
         dispatched = self.dispatcher.offset
         return list(itertools.takewhile(lambda seg: seg.end <= dispatched, self.commitlog.segments[:-1]))
+
+    def trimmed(self) -> None:
+        """A single log's Raft log deleted CommitLog segments (its retention): the ConsumeQueue and
+        index files wholly below the new minimum follow."""
+        self._delete_files_below(self.commitlog.min_offset)
 
     def _delete_segment(self, seg: MappedFile) -> None:
         with self._put_lock:
