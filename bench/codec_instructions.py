@@ -39,18 +39,22 @@ for _ in range(runs):
 """
 
 
-def instructions(operation: str, runs: int, pure: bool, work: Path) -> int:
-    out = work / "callgrind.out"
-    env = {**os.environ, "FERRYMQ_PURE_PYTHON": "1" if pure else ""}
+def callgrind_instructions(argv: list[str], env: dict[str, str], work: Path) -> int:
+    """The instructions a Python process (this interpreter with `argv`) ran, by callgrind."""
     result = subprocess.run(
-        ["valgrind", "--tool=callgrind", f"--callgrind-out-file={out}", sys.executable, "-c", WORKLOAD,
-         operation, str(runs)],
-        env=env, capture_output=True, text=True, check=True,
+        ["valgrind", "--tool=callgrind", f"--callgrind-out-file={work / 'callgrind.out'}", sys.executable,
+         *argv],
+        env=env, capture_output=True, text=True, check=True, timeout=1800,
     )  # fmt: skip
     match = re.search(r"Collected : (\d+)", result.stderr)
     if match is None:
         raise RuntimeError(f"no instruction count in callgrind's output:\n{result.stderr[-2000:]}")
     return int(match.group(1))
+
+
+def instructions(operation: str, runs: int, pure: bool, work: Path) -> int:
+    env = {**os.environ, "FERRYMQ_PURE_PYTHON": "1" if pure else ""}
+    return callgrind_instructions(["-c", WORKLOAD, operation, str(runs)], env, work)
 
 
 def main() -> None:

@@ -18,6 +18,9 @@ With --per-message it runs the one-message-at-a-time scenarios, ferrymq and its 
   publish-with-confirms (pika), 64 in flight against a window of 64 confirms, and 1 against 1;
 - end to end at --rate msg/s: p50 and p99 <= NATS JetStream's.
 
+Beside the SYNC_FLUSH sends it runs the disk's floor (`fdatasync_floor.py`: 1 KiB written and
+fdatasync'd, one at a time): with one send in flight neither broker can ack durably faster.
+
 Every row has the CPU per message of client and server (`client_us`, `server_us`): for the peers
 from /proc/<pid>/stat of nats-server and RabbitMQ's beam.smp before and after the measured phase.
 """
@@ -62,8 +65,11 @@ def runs(count: int, rate: int, duration: float) -> list[tuple[str, list[str]]]:
     return out
 
 
-def per_message_runs(count: int, rate: int, duration: float) -> list[tuple[str, list[str]]]:
-    """(label, command) for the per-message targets: each ferrymq scenario just before its peer's."""
+def per_message_runs(
+    count: int, rate: int, duration: float, sync_only: bool = False
+) -> list[tuple[str, list[str]]]:
+    """(label, command) for the per-message targets: each ferrymq scenario just before its peer's.
+    `sync_only`: the durable-ack ones only (SYNC_FLUSH sends, pika's confirms, the disk's floor)."""
     ferrymq = [PY, "-m", "ferrymq", "bench"]
     nats = [PY, str(HERE / "peers" / "nats_bench.py")]
     rabbit = [PY, str(HERE / "peers" / "rabbitmq_bench.py")]
@@ -75,13 +81,19 @@ def per_message_runs(count: int, rate: int, duration: float) -> list[tuple[str, 
     def way(name: str) -> list[str]:
         return ["produce", "--produce-way", name]
 
+    durable = [
+        ("ferrymq single 64 sync", [*ferrymq, "produce", "--count", str(count), *single, "64", *sync]),
+        ("rabbitmq pika window 64", [*rabbit, *way("pipelined"), "--count", str(count // 2)]),
+        ("disk fdatasync floor", [PY, str(HERE / "fdatasync_floor.py"), "--count", one_by_one]),
+        ("ferrymq single 1 sync", [*ferrymq, "produce", "--count", one_by_one, *single, "1", *sync]),
+        ("rabbitmq pika 1 in flight", [*rabbit, *way("blocking"), "--count", one_by_one]),
+    ]
+    if sync_only:
+        return durable
     return [
         ("ferrymq single 64 async", [*ferrymq, "produce", "--count", str(count), *single, "64"]),
         ("nats pipelined 64", [*nats, *way("pipelined"), "--count", str(count)]),
-        ("ferrymq single 64 sync", [*ferrymq, "produce", "--count", str(count), *single, "64", *sync]),
-        ("rabbitmq pika window 64", [*rabbit, *way("pipelined"), "--count", str(count // 2)]),
-        ("ferrymq single 1 sync", [*ferrymq, "produce", "--count", one_by_one, *single, "1", *sync]),
-        ("rabbitmq pika 1 in flight", [*rabbit, *way("blocking"), "--count", one_by_one]),
+        *durable,
         (f"ferrymq e2e {rate}", [*ferrymq, "e2e", *e2e]),
         (f"nats e2e {rate}", [*nats, "e2e", *e2e]),
         (f"rabbitmq pika e2e {rate}", [*rabbit, "e2e", *e2e]),
@@ -110,6 +122,10 @@ def per_message_targets(results: list[dict], rate: int) -> list[dict]:
               "rabbitmq pika window 64", 3, "more"),
         check("single 1 sync msg/s >= 3x pika 1 in flight", "ferrymq single 1 sync", "msgs_per_s",
               "rabbitmq pika 1 in flight", 3, "more"),
+        check("pika 1 in flight <= the disk's fdatasync floor", "rabbitmq pika 1 in flight", "msgs_per_s",
+              "disk fdatasync floor", 1, "less"),
+        check("single 1 sync <= the disk's fdatasync floor", "ferrymq single 1 sync", "msgs_per_s",
+              "disk fdatasync floor", 1, "less"),
         check(f"e2e {rate} p50 <= NATS", e2e_ours, "p50_ms", e2e_nats, 1, "less"),
         check(f"e2e {rate} p99 <= NATS", e2e_ours, "p99_ms", e2e_nats, 1, "less"),
     ]  # fmt: skip
@@ -215,11 +231,15 @@ def main() -> None:
         "--per-message", action="store_true", help="single sends (async and sync flush) and e2e: the targets"
     )
     parser.add_argument("--rounds", type=int, default=3, help="with --tls or --per-message: runs of each")
+    parser.add_argument(
+        "--sync-only", action="store_true",
+        help="with --per-message: only SYNC_FLUSH sends, pika's confirms and the disk's fdatasync floor",
+    )  # fmt: skip
     args = parser.parse_args()
     if args.tls:
         plan = tls_runs(args.count, args.rounds)
     elif args.per_message:
-        plan = per_message_runs(args.count, args.rate, args.duration) * args.rounds
+        plan = per_message_runs(args.count, args.rate, args.duration, args.sync_only) * args.rounds
     else:
         plan = runs(args.count, args.rate, args.duration)
     results = [run(label, command) for label, command in plan]

@@ -3,8 +3,9 @@
 Each seed is a whole cluster (3 or 5 nodes) driven through drops, delays, duplicates, reorders,
 partitions, crashes (some between a write and its fsync), leadership transfers and client appends
 on a fake clock; see tests/ha/dledger/sim.py for what is checked. Seeds are split over processes.
-With `--files` the logs live in real files whose recovery runs at every restart; with `--wire` every
-message travels as a frame (ferrymq.ha.dledger.wire).
+With `--files` the logs live in real files whose recovery runs at every restart (with
+`--single-log`, DLedger's single log: entries in CommitLog segments); with `--wire` every message
+travels as a frame (ferrymq.ha.dledger.wire).
 
     .venv/bin/python bench/dledger_sim.py --seeds 10000 --save bench/results/dledger-sim.json
 """
@@ -26,11 +27,11 @@ from tests.ha.dledger.sim import Violation, run_seed
 from ferrymq.bench.machine import machine_info, publish
 
 
-def one(seed: int, files: bool = False, wire: bool = False) -> dict:
+def one(seed: int, files: bool = False, wire: bool = False, single_log: bool = False) -> dict:
     started = time.process_time()
     try:
         with tempfile.TemporaryDirectory(prefix="dledger-sim-") as tmp:
-            c = run_seed(seed, files=Path(tmp) if files else None, wire=wire)
+            c = run_seed(seed, files=Path(tmp) if files else None, wire=wire, single_log=single_log)
     except Violation as e:
         return {"seed": seed, "violation": str(e), "cpu_s": time.process_time() - started}
     return {
@@ -49,6 +50,11 @@ def main() -> None:
     ap.add_argument("--first", type=int, default=0)
     ap.add_argument("--workers", type=int, default=os.cpu_count() or 1)
     ap.add_argument("--files", action="store_true", help="logs in real files (FileLog), recovered at restart")
+    ap.add_argument(
+        "--single-log",
+        action="store_true",
+        help="with --files: the logs in CommitLog segments (CommitLogRaftLog)",
+    )
     ap.add_argument("--wire", action="store_true", help="every message encoded and decoded as a frame")
     ap.add_argument("--save", type=Path)
     args = ap.parse_args()
@@ -61,7 +67,9 @@ def main() -> None:
     done = 0
     seeds = range(args.first, args.first + args.seeds)
     with multiprocessing.Pool(args.workers) as pool:
-        for r in pool.imap_unordered(partial(one, files=args.files, wire=args.wire), seeds, chunksize=50):
+        for r in pool.imap_unordered(
+            partial(one, files=args.files, wire=args.wire, single_log=args.single_log), seeds, chunksize=50
+        ):
             done += 1
             cpu += r["cpu_s"]
             if "violation" in r:
@@ -81,7 +89,7 @@ def main() -> None:
     print(file=sys.stderr)
     result = {
         "figure": "DLedger Raft simulation: seeds run without a broken property",
-        "logs": "FileLog" if args.files else "MemoryLog",
+        "logs": ("CommitLogRaftLog" if args.single_log else "FileLog") if args.files else "MemoryLog",
         "messages_as_frames": args.wire,
         "seeds_run": done,
         "first_seed": args.first,

@@ -46,7 +46,7 @@ STAGES = [
     ("long polling", "ferrymq/broker/long_polling"),
     ("ConsumeQueue dispatch", "ferrymq/store/dispatch"),
     ("group commit", "ferrymq/store/flush"),
-    ("group commit", "ferrymq/broker/group_commit"),
+    ("group commit", "ferrymq/store/group_commit"),
     ("CommitLog and store", "ferrymq/store/"),
     ("other broker", "ferrymq/broker/"),
     ("replication", "ferrymq/ha/"),

@@ -75,10 +75,16 @@ def load(
     toml_path: Path | None = None,
     overrides: Mapping[str, Any] | None = None,
     environ: Mapping[str, str] = os.environ,
+    defaults: Mapping[str, Any] | None = None,
 ) -> T:
-    """`cls` from defaults < the TOML file < FERRYMQ_* environment < `overrides` (None values skipped)."""
+    """`cls` from defaults < the TOML file < FERRYMQ_* environment < `overrides` (None values skipped).
+
+    `defaults`: a command's own choices in place of the dataclass's (`ferrymq dev`'s smaller CommitLog
+    segments), which everything else still overrides."""
     known = settings_of(cls)
     values: dict[str, tuple[Any, str]] = {}  # name: (raw value, where it came from)
+    for key, raw in (defaults or {}).items():
+        values[_known_name(key, known, "the command's defaults")] = (raw, "the command's defaults")
     if toml_path is not None:
         for key, raw in read_toml(toml_path).items():
             values[_known_name(key, known, str(toml_path))] = (raw, str(toml_path))

@@ -12,12 +12,11 @@ import sys
 import pytest
 
 from ferrymq._native import load
-from ferrymq.broker.group_commit import LoopGroupCommit
 from ferrymq.protocol.codes import RequestCode as Req
 from ferrymq.protocol.codes import ResponseCode as Res
 from ferrymq.store import PutStatus
 from ferrymq.store.commitlog import CommitLog
-from ferrymq.store.flush import start_syncer, sync_job
+from ferrymq.store.group_commit import LoopGroupCommit, start_syncer, sync_job
 
 from .test_broker import send
 
@@ -68,6 +67,23 @@ async def test_puts_of_one_pass_share_one_sync_and_complete_once_flushed(commitl
         assert commit._syncing[0][1] is first and len(commit._waiting) == 5
         await asyncio.wait_for(asyncio.gather(first, *later), 5)
         assert commitlog.flushed_offset == commitlog.max_offset
+    finally:
+        commit.stop()
+
+
+async def test_a_put_requested_after_its_sync_began_completes_with_it(commitlog):
+    """As a store used from threads requests: its bytes were written before the sync began."""
+    commit = LoopGroupCommit(commitlog, asyncio.get_running_loop(), timeout=5)
+    commit.start()
+    try:
+        first_end, second_end = append(commitlog, b"a" * 10), append(commitlog, b"b" * 10)
+        first = commit.request(first_end)
+        await asyncio.sleep(0)  # the sync starts: it covers both writes
+        second = commit.request(second_end)
+        seen = []
+        first.add_done_callback(lambda _: seen.append(second.done()))
+        await asyncio.wait_for(first, 5)
+        assert seen == [True]  # completed by the same sync, not by a later one
     finally:
         commit.stop()
 

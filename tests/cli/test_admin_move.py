@@ -67,20 +67,28 @@ async def test_rebalance_spreads_the_busiest_topic_onto_a_new_group(make_cluster
         await admin.create_topic(topic, 2, brokers=["broker-a"])
         await eventually(lambda t=topic: _on(admin, t, {"broker-a"}), "the route")
 
-    async def produce(producer: Producer, stop: asyncio.Event) -> None:
-        for i in range(100_000):  # bounded; stopped by the event long before
+    async def produce(producer: Producer, stop: asyncio.Event, flowing: asyncio.Event) -> None:
+        """Rounds of ten Hot messages (one batch) and one Warm: any measuring window that holds a
+        whole round sees both topics, Hot ten times busier, however slowly the machine runs."""
+        hot = [Message("Hot", b"h") for _ in range(10)]
+        for _ in range(100_000):  # bounded; stopped by the event long before
             if stop.is_set():
                 return
-            await producer.send(Message("Hot", b"h"))
-            if i % 10 == 0:
-                await producer.send(Message("Warm", b"w"))
-            await asyncio.sleep(0.002)
+            await producer.send_batch(hot)
+            await producer.send(Message("Warm", b"w"))
+            flowing.set()
+            await asyncio.sleep(0.005)
 
     async def under_load(*args: str, ok: bool = True) -> str:
-        stop = asyncio.Event()
+        stop, flowing = asyncio.Event(), asyncio.Event()
         async with Producer("Shop", a.namesrv_addr) as producer:
-            sending = asyncio.create_task(produce(producer, stop))
+            sending = asyncio.create_task(produce(producer, stop, flowing))
             try:
+                # routes looked up and a round sent before the window opens, not inside it
+                first_round = asyncio.ensure_future(flowing.wait())
+                await asyncio.wait([sending, first_round], timeout=30, return_when=asyncio.FIRST_COMPLETED)
+                first_round.cancel()
+                assert flowing.is_set(), "the producer never got a round out"
                 return await run("rebalance", "--window", "1", *args, *n, ok=ok)
             finally:
                 stop.set()

@@ -1,5 +1,6 @@
 """`ferrymq dev`, `produce` and `consume` as a newcomer runs them: real processes, Ctrl-C to stop."""
 
+import os
 import re
 import signal
 import subprocess
@@ -12,8 +13,9 @@ from ferrymq.bench.processes import free_port
 FERRYMQ = [sys.executable, "-m", "ferrymq"]
 
 
-def start_dev(data_dir, ferrymq=FERRYMQ):
-    """`ferrymq dev` on free ports (run by the `ferrymq` command line given) and its banner."""
+def start_dev(data_dir, ferrymq=FERRYMQ, env=None):
+    """`ferrymq dev` on free ports (run by the `ferrymq` command line given, with `env` added to the
+    environment) and its banner."""
     proc = subprocess.Popen(
         [
             *ferrymq,
@@ -34,6 +36,7 @@ def start_dev(data_dir, ferrymq=FERRYMQ):
         stdout=subprocess.PIPE,
         stderr=subprocess.STDOUT,
         text=True,
+        env={**os.environ, **(env or {})},
     )
     lines = []
     deadline = time.monotonic() + 30
@@ -100,6 +103,31 @@ def test_dev_runs_a_cluster_that_produce_and_consume_use(tmp_path):
     assert "stopped." in out
     assert not (tmp_path / "data" / "store" / "abort").exists()
     assert (tmp_path / "data" / "store" / "checkpoint").exists()
+
+
+def test_dev_reads_ferrymq_settings_from_the_environment_as_every_role_does(tmp_path):
+    env = {"FERRYMQ_BROKER_NAME": "broker-env", "FERRYMQ_BROKER_CLUSTER_NAME": "EnvCluster",
+           "FERRYMQ_MAPPED_FILE_SIZE_COMMIT_LOG": str(1 << 20)}  # fmt: skip
+    proc, banner = start_dev(tmp_path / "data", env=env)
+    try:
+        assert re.search(r"Broker\s+broker-env at \S+ \(cluster EnvCluster\)", banner), banner
+        namesrv = re.search(r"NameServer\s+(\S+)", banner).group(1)
+        sent = subprocess.run(
+            [*FERRYMQ, "produce", "--namesrv", namesrv, "--topic", "Demo", "one"],
+            capture_output=True, text=True, timeout=60,
+        )  # fmt: skip
+        assert sent.returncode == 0, sent.stderr
+        segments = list((tmp_path / "data" / "store" / "commitlog").iterdir())
+        assert [s.stat().st_size for s in segments] == [1 << 20]  # not dev's own 256 MiB
+    finally:
+        stop(proc)
+    bad = subprocess.run(
+        [*FERRYMQ, "dev", "--data-dir", str(tmp_path / "other")],
+        env={**os.environ, "FERRYMQ_TRANSACTION_CHECK_INTERVAL": "soon"}, capture_output=True, text=True,
+        timeout=30,
+    )  # fmt: skip
+    assert bad.returncode != 0 and "Traceback" not in bad.stderr
+    assert "transaction_check_interval" in bad.stderr and "$FERRYMQ_TRANSACTION_CHECK_INTERVAL" in bad.stderr
 
 
 def test_a_second_dev_on_the_same_data_dir_fails_with_a_clear_message(tmp_path):

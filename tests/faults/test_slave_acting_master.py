@@ -122,17 +122,19 @@ async def timer_low_offset(c: ClassicCluster, broker: str) -> int:
     return decode_body(TimerCheckpoint, response.body).low_offset
 
 
-async def schedule(c: ClassicCluster, label: str, level: int, deliver_ms: int, count: int = 5) -> set[str]:
+async def schedule(
+    c: ClassicCluster, label: str, level: int, deliver_ms: int, count: int = 5, topic: str = TOPIC
+) -> set[str]:
     """`count` messages at delay `level` and `count` due at `deliver_ms`, sent to broker-a's master."""
     names = set()
     for i in range(count):
         delay, timer = f"delay-{label}-{i}", f"timer-{label}-{i}"
         names |= {delay, timer}
         assert (
-            await c.send("a-master", TOPIC, delay.encode(), {Prop.DELAY: str(level)}) == ResponseCode.SUCCESS
+            await c.send("a-master", topic, delay.encode(), {Prop.DELAY: str(level)}) == ResponseCode.SUCCESS
         )
         at = {Prop.TIMER_DELIVER_MS: str(deliver_ms)}
-        assert await c.send("a-master", TOPIC, timer.encode(), at) == ResponseCode.SUCCESS
+        assert await c.send("a-master", topic, timer.encode(), at) == ResponseCode.SUCCESS
     return names
 
 

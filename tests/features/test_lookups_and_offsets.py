@@ -111,10 +111,10 @@ async def test_pull_consumer_commits_only_what_poll_returned(cluster, make_topic
         await consumer.subscribe("Held")
         assert [m.body for m in await consumer.poll(5.0)] == [b"early"]  # the other queue's pull waits
         late = await producer.send(Message("Held", b"late"), selector=second)
-        pending = list(consumer._inflight.values())  # the long-polled pull of the second queue
-        await asyncio.wait_for(asyncio.wait(pending), 10)  # it has answered, but nobody took it yet
-        await consumer.commit()
         held = late.message_queue
+        pulling = consumer._inflight[held]  # the long-polled pull of the second queue
+        await asyncio.wait_for(asyncio.wait([pulling]), 10)  # it has answered, but nobody took it yet
+        await consumer.commit()
         assert await consumer.committed(held) in (None, 0)
         assert [m.body for m in await consumer.poll(5.0)] == [b"late"]
         await consumer.commit()

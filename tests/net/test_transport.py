@@ -280,6 +280,36 @@ async def test_each_call_times_out_at_its_own_deadline(server, client):
     assert (await long).code == ResponseCode.SUCCESS
 
 
+async def test_a_cancelled_call_is_forgotten_at_its_answer_or_at_its_deadline(server, client):
+    """Awaiting the answer's future itself, a cancelled call leaves its entry behind only until its
+    answer comes (then dropped) or its deadline passes, whichever is first."""
+    release = asyncio.Event()
+
+    async def stuck(connection, request):
+        await release.wait()
+        return request.make_response(ResponseCode.SUCCESS)
+
+    async def until(condition) -> None:
+        async with asyncio.timeout(5):
+            while not condition():
+                await asyncio.sleep(0.01)
+
+    server.register(STUCK, stuck)
+    connection = await client.connection(address(server))
+    answered = asyncio.ensure_future(client.invoke(address(server), RemotingCommand(STUCK), timeout=30))
+    expiring = asyncio.ensure_future(client.invoke(address(server), RemotingCommand(STUCK), timeout=0.3))
+    await until(lambda: len(connection._pending) == 2)
+    for call in (answered, expiring):
+        call.cancel()
+    await asyncio.wait((answered, expiring))
+    assert answered.cancelled() and expiring.cancelled()
+    await until(lambda: len(connection._pending) == 1)  # the short deadline passed
+    release.set()
+    await until(lambda: not connection._pending)  # the other's answer came, and was dropped
+    assert (await client.invoke(address(server), RemotingCommand(ECHO, body=b"after"))).body == b"after"
+    assert not connection.closed
+
+
 # --- oneway and calls from the server to the client --------------------------------------------
 
 

@@ -191,6 +191,23 @@ def test_send_message_v2_letters_map_to_the_same_struct():
         SendMessageRequestHeader.from_ext_fields({k: v for k, v in v2.items() if k != "g"})
 
 
+def test_a_frame_is_read_by_one_key_set_only_as_rocketmq_reads_it():
+    """SEND_MESSAGE_V2's letters win over every long name beside them (``n`` over ``bname``), and a
+    frame without ``a`` is read by its long names, a stray letter ignored."""
+    v2 = SEND.to_ext_fields_v2() | {"n": "broker-a"}
+    mixed = {"producerGroup": "Other", "topic": "Elsewhere", "bname": "broker-z", **v2}
+    header = SendMessageRequestHeader.from_ext_fields(mixed)
+    assert (header.producer_group, header.topic, header.broker_name) == ("PG", "T", "broker-a")
+    assert SendMessageRequestHeader.from_ext_fields({**v2, "bname": "broker-z"}).broker_name == "broker-a"
+    without_n = {k: v for k, v in v2.items() if k != "n"} | {"bname": "broker-z"}
+    assert SendMessageRequestHeader.from_ext_fields(without_n).broker_name is None
+    v1 = SEND.to_ext_fields() | {"b": "Elsewhere", "bname": "broker-b"}
+    header = SendMessageRequestHeader.from_ext_fields(v1)
+    assert (header.topic, header.broker_name) == ("T", "broker-b")
+    with pytest.raises(RemotingProtocolError, match="bornTimestamp"):  # a V2 frame's error names the field
+        SendMessageRequestHeader.from_ext_fields({**mixed, "g": "soon", "bornTimestamp": "1"})
+
+
 V2_VALUES = st.one_of(
     st.sampled_from(["0", "4", "-1", "2147483648", "true", "false", "x", "", "1.5", " 7"]),
     st.text(max_size=4),
@@ -215,9 +232,10 @@ VALID_V2 = st.fixed_dictionaries(
     st.dictionaries(st.sampled_from(["zzz", "AccessKey", "bname"]), st.text(max_size=3), max_size=2),
 )
 def test_send_message_v2_letters_read_as_the_long_names_are(v2, extra):
-    """The letters are read in one step; the long names after renaming are the reference."""
+    """The letters are read in one step; the letters renamed to long names (and nothing else: a V2
+    frame's long names, bname among them, are not read) are the reference."""
     ext = {**v2, **extra}
-    long = {headers._V2_TO_LONG.get(key, key): value for key, value in ext.items()}
+    long = {headers._V2_TO_LONG[key]: value for key, value in ext.items() if key in headers._V2_TO_LONG}
 
     def read(read_header, ext):
         try:

@@ -7,6 +7,7 @@ import time
 import pytest
 
 from ferrymq.broker.schedule import SCHEDULE_TOPIC, TIMER_TOPIC
+from ferrymq.broker.schedule.intents import INTENT_TOPIC
 from ferrymq.client import Message
 from ferrymq.client.producer import SendError
 from ferrymq.protocol.codes import RequestCode, ResponseCode
@@ -106,7 +107,7 @@ async def test_bad_schedules_get_a_clear_error(cluster, producer, props, words):
 
 
 async def test_the_system_topics_cannot_be_sent_to(cluster, producer):
-    for topic in (SCHEDULE_TOPIC, TIMER_TOPIC):
+    for topic in (SCHEDULE_TOPIC, TIMER_TOPIC, INTENT_TOPIC):
         with pytest.raises(SendError, match="forbidden"):
             await producer.send(Message(topic, b"x"))
 

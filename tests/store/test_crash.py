@@ -1,4 +1,5 @@
-"""SIGKILL a SYNC_FLUSH writer at seeded random moments; every acknowledged message must survive.
+"""SIGKILL a SYNC_FLUSH writer at seeded random moments and drop every CommitLog byte no fdatasync
+covered (a power loss; tests/durable.py); every acknowledged message must survive.
 
 Rounds run on one store, so each recovery starts from what the previous ones left. Set
 FERRYMQ_CRASH_ROUNDS and FERRYMQ_CRASH_SEED to run longer or other schedules.
@@ -17,6 +18,7 @@ import pytest
 
 from ferrymq.store import MessageStore
 
+from ..durable import build_durable_log, lose_unsynced, preload_env
 from .conftest import read_queue
 from .crash_writer import body_of, crash_config
 
@@ -25,13 +27,15 @@ SEED = int(os.environ.get("FERRYMQ_CRASH_SEED", "20261122"))
 WRITER = Path(__file__).with_name("crash_writer.py")
 
 
-def run_and_kill(root: Path, round_no: int, rnd: random.Random) -> list[tuple[str, int, str]]:
+def run_and_kill(
+    root: Path, round_no: int, rnd: random.Random, env: dict[str, str]
+) -> list[tuple[str, int, str]]:
     """Start a writer, SIGKILL it after a random number of acks (plus a random few ms); return all acks."""
     proc = subprocess.Popen(
         [sys.executable, str(WRITER), str(root), str(round_no), str(SEED)],
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
-        env={**os.environ, "PYTHONPATH": str(Path(__file__).parents[2] / "src")},
+        env={**os.environ, "PYTHONPATH": str(Path(__file__).parents[2] / "src"), **env},
     )
     want = rnd.randint(0, 600)
     seen = 0
@@ -63,10 +67,14 @@ def run_and_kill(root: Path, round_no: int, rnd: random.Random) -> list[tuple[st
 def test_every_acknowledged_message_survives_sigkill(tmp_path):
     rnd = random.Random(SEED)
     root = tmp_path / "store"
+    log = tmp_path / "durable.log"
+    env = preload_env(build_durable_log(tmp_path), log)
     acked: dict[str, tuple[str, int]] = {}
+    dropped = 0
     for round_no in range(ROUNDS):
-        for topic, queue, msg_id in run_and_kill(root, round_no, rnd):
+        for topic, queue, msg_id in run_and_kill(root, round_no, rnd, env):
             acked[msg_id] = (topic, queue)
+        dropped += lose_unsynced(crash_config(root).commitlog_dir, log)
         store = MessageStore(crash_config(root)).open()
         try:
             found = {}
@@ -90,3 +98,4 @@ def test_every_acknowledged_message_survives_sigkill(tmp_path):
         finally:
             store.close()
     assert len(acked) > ROUNDS * 50, "the writer barely wrote anything: the test would prove little"
+    assert dropped, "no kill found unsynced bytes to drop: the rounds tested little"

@@ -392,11 +392,12 @@ def test_commitlog_warm_up_runs_ahead_of_the_writer_and_writes_nothing(open_stor
 
 
 def test_consume_queue_files_take_disk_as_they_fill(tmp_path):
-    """A queue's 6 MB file reserves its blocks a step at a time: thousands of nearly empty queues
-    must not fill a disk, and a written entry always has its blocks (no SIGBUS on a full disk)."""
+    """A queue's 6 MB file reserves its blocks a step at a time, from one page: thousands of nearly
+    empty queues must not fill a disk, and a written entry always has its blocks (no SIGBUS on a
+    full disk)."""
     import os
 
-    from ferrymq.store.consumequeue import ENTRY_SIZE, RESERVE_STEP, ConsumeQueue
+    from ferrymq.store.consumequeue import ENTRY_SIZE, FIRST_RESERVE, RESERVE_STEP, ConsumeQueue
 
     cq = ConsumeQueue(tmp_path / "cq" / "T" / "0", "T", 0, 300_000 * ENTRY_SIZE)
     cq.prepare()
@@ -406,7 +407,7 @@ def test_consume_queue_files_take_disk_as_they_fill(tmp_path):
         return os.stat(file.path).st_blocks * 512
 
     assert os.stat(file.path).st_size == 300_000 * ENTRY_SIZE
-    assert allocated() <= RESERVE_STEP
+    assert allocated() <= FIRST_RESERVE
     entries = RESERVE_STEP // ENTRY_SIZE + 10
     cq.put(0, bytes(range(20)) * entries)
     assert RESERVE_STEP < allocated() <= 2 * RESERVE_STEP + ENTRY_SIZE * entries
@@ -472,3 +473,46 @@ def test_a_thorough_flush_moves_the_checkpoint_past_every_entry(open_store):
             break
         time.sleep(0.01)
     assert saved is not None and saved.dispatched_offset >= end
+
+
+def test_close_lets_a_put_under_way_finish_and_refuses_every_later_one(tmp_path):
+    """Puts racing close never touch a closed CommitLog: each is stored (and found after reopening)
+    or refused with a clear status, as is any put or replicated write after close."""
+    from ferrymq.store.errors import StoreError
+
+    store = MessageStore(small_config(tmp_path / "store")).open()
+    results: list = []
+    errors: list[BaseException] = []
+
+    def put_until_refused() -> None:
+        try:
+            for i in range(200_000):  # bounded; refused once the store closes
+                result = store.put_message("T", 0, f"m{i}".encode() * 20)
+                results.append(result)
+                if not result.ok:
+                    return
+        except BaseException as e:
+            errors.append(e)
+
+    putters = [threading.Thread(target=put_until_refused) for _ in range(3)]
+    for t in putters:
+        t.start()
+    deadline = time.monotonic() + 30
+    while len(results) < 500 and time.monotonic() < deadline:
+        time.sleep(0.001)
+    store.close()
+    for t in putters:
+        t.join(30)
+    assert errors == []
+    refused = [r for r in results if not r.ok]
+    assert len(refused) == len(putters)
+    assert all(r.status is PutStatus.SERVICE_NOT_AVAILABLE and "closed" in r.remark for r in refused)
+    late = store.put_message("T", 0, b"late")
+    assert late.status is PutStatus.SERVICE_NOT_AVAILABLE and "is closed" in late.remark
+    batch = store.put_batch("T", 0, encode_batch([(b"late", b"", 0)]))
+    assert batch.status is PutStatus.SERVICE_NOT_AVAILABLE
+    with pytest.raises(StoreError, match="is closed"):
+        store.append_replicated(store.commitlog.max_offset, b"late")
+    with MessageStore(small_config(tmp_path / "store")) as again:
+        assert again.wait_dispatched()
+        assert len(read_queue(again, "T", 0)) == len(results) - len(refused)

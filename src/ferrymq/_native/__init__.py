@@ -11,7 +11,7 @@ import os
 from types import ModuleType
 
 # one per _native/*.c
-ACCELERATORS = ("batch", "fsync", "hmac", "index", "pop", "records", "remoting", "rows", "scan")
+ACCELERATORS = ("batch", "fsync", "hmac", "index", "pop", "put", "records", "remoting", "rows", "scan")
 
 
 def _pure() -> bool:

@@ -5,7 +5,7 @@
  * woken from that thread. A group commit paid both per cycle: 6 ms for a 0.2 ms fdatasync. This
  * thread never touches Python: it reads a job from one pipe, syncs, writes the outcome to another
  * pipe the event loop watches, and waits for the next job (no thread start per sync).
- * store/flush.py's start_syncer (a Python thread) is the reference this mirrors.
+ * store/group_commit.py's start_syncer (a Python thread) is the reference this mirrors.
  *
  *   start_syncer(job_fd: int, signal_fd: int) -> None
  *       start a detached thread that, until job_fd reaches its end, reads jobs from it -- a native

@@ -87,7 +87,7 @@ def _reserve(port: int) -> bool:
     (the kernel drops a dead process's locks: nothing stale is left behind). Only so many are held
     since each lock is a descriptor: a test run picks thousands of ports, and descriptors numbered
     past 1024 break select()."""
-    if port in _handed or port in _held:
+    if port in _handed:  # every port held was handed out too
         return False
     _RESERVATIONS.mkdir(mode=0o1777, exist_ok=True)
     fd = os.open(_RESERVATIONS / str(port), os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o666)

@@ -14,7 +14,9 @@ Handing back: a returning master (with the same setting) delivers nothing until 
 slave of its group for the duties (ACTING_MASTER_HANDBACK). A slave asked stops acting, waits for
 the deliveries it is in the middle of, and answers its progress — delay-level offsets, timer
 checkpoint, transactions it ended — which the master adopts before it starts. So a due message is
-delivered by one of them, never by both, and none is left behind.
+delivered by one of them, never by both, and none is left behind. The slave forgets none of it
+until the master confirms (the same request with `confirm`) that it saved the progress and its op
+records are on disk: a master that dies in between is handed the same duties back when it returns.
 
 What the master did after the slave last copied its progress (every 10 s) is in the slave's copy of
 its log: the redeliveries name the held-back records they came from (schedule/delivered.py), and
@@ -52,6 +54,8 @@ log = logging.getLogger(__name__)
 CHECK_INTERVAL = 1.0  # seconds between two looks at the group's routes
 HANDBACK_WAIT = 30.0  # seconds a handback waits for deliveries in progress to end
 HOLD_AFTER_HANDBACK = 10.0  # seconds a slave that handed back does not act again (stale routes)
+FLUSH_WAIT = 10.0  # seconds a master waits for the op records it adopted to be on disk
+CONFIRM = "confirm"  # ACTING_MASTER_HANDBACK's field: the master has made the duties handed back its own
 
 
 class Handback(Body):
@@ -98,6 +102,7 @@ class ActingMaster:
         self.acted = self.enabled and load_json(self._state_path, ActingState).acted
         self.reclaimed = not self.enabled  # a master's duties are its own again
         self._hold_until = 0.0
+        self._handed_back: list[int] = []  # transactions of the last answer, forgotten once confirmed
 
     def register(self, server: RemotingServer) -> None:
         server.register(RequestCode.ACTING_MASTER_HANDBACK, self._handback)
@@ -175,16 +180,31 @@ class ActingMaster:
     # --- Handing back ---------------------------------------------------------------------------
 
     async def _handback(self, connection: Connection, request: RemotingCommand) -> RemotingCommand:
-        """A returning master asks for its duties: stop, and answer how far they got."""
+        """A returning master asks for its duties: stop, and answer how far they got; or it confirms
+        it made them its own: forget them."""
+        if request.ext_fields.get(CONFIRM) == "true":
+            if self.acting:  # it took the duties again meanwhile: the master asks for them again
+                return request.make_response(ResponseCode.SYSTEM_ERROR, "acting for the master again")
+            self._forget_duties()
+            return request.make_response(ResponseCode.SUCCESS)
         if self.acting:
             self._hold_until = time.monotonic() + HOLD_AFTER_HANDBACK
             await self._stop_acting(f"master {connection.remote_address} asked")
         body = Handback(acted=self.acted)
         if self.acted:
+            self._handed_back = sorted(self.transactions.acting_ended)
             body = Handback(True, self.scheduler.delays.offset_table(), self.scheduler.timer.checkpoint(),
-                            self.transactions.hand_back_ended())  # fmt: skip
-            self._set_acted(False)
+                            self._handed_back)  # fmt: skip
         return request.make_response(ResponseCode.SUCCESS, body=encode_body(body))
+
+    def _forget_duties(self) -> None:
+        """The master has what was handed back: this slave's progress is its copy again."""
+        self.transactions.forget_ended(self._handed_back)
+        self._handed_back = []
+        for service in (self.scheduler.delays, self.scheduler.timer):
+            service.held.clear()
+        self._set_acted(False)
+        log.info("the master confirmed the duties handed back")
 
     def _set_acted(self, acted: bool) -> None:
         if acted != self.acted:
@@ -210,15 +230,36 @@ class ActingMaster:
                 continue
             if answer is not None and answer.acted:
                 await self._adopt(addr, answer)
+                if not await self._confirm(addr):
+                    return  # asked again next tick: the slave still holds what it handed back
         self.reclaimed = True
         log.info("master duties (scheduled messages, transaction check-backs) are this broker's")
         self._wake()
 
+    async def _confirm(self, addr: str) -> bool:
+        """Make what a slave handed back durable here, then tell it to forget it."""
+        for service in (self.scheduler.delays, self.scheduler.timer):
+            service.progress.save_now()
+        commitlog = self.scheduler.store.commitlog
+        end, deadline = commitlog.max_offset, time.monotonic() + FLUSH_WAIT
+        while commitlog.flushed_offset < end:  # the op records of the transactions it ended
+            if time.monotonic() > deadline:
+                log.warning("op records not flushed in %.0f s: the handback is not confirmed yet", FLUSH_WAIT)
+                return False
+            await asyncio.sleep(0.01)
+        request = RemotingCommand(RequestCode.ACTING_MASTER_HANDBACK, ext_fields={CONFIRM: "true"})
+        try:
+            response = await self.client.invoke(addr, request, HANDBACK_WAIT + 5.0)
+        except (RemotingError, ProtocolError) as e:
+            log.warning("slave %s did not take the confirmation (%s): asking again", addr, e)
+            return False
+        return response.code == ResponseCode.SUCCESS
+
     async def _adopt(self, addr: str, answer: Handback) -> None:
         if answer.delay_offsets is not None:
-            self.scheduler.delays.adopt(answer.delay_offsets)
+            self.scheduler.delays.adopt(answer.delay_offsets, handed_back=True)
         if answer.timer is not None:
-            self.scheduler.timer.adopt(answer.timer)
+            self.scheduler.timer.adopt(answer.timer, handed_back=True)
         await self.transactions.reclaim(answer.ended_transactions)
         log.warning("took the duties back from slave %s: timer %s, delay levels %s, %d transactions ended",
                     addr, msgspec.structs.asdict(answer.timer) if answer.timer else None,

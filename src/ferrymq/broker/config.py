@@ -58,7 +58,7 @@ class BrokerConfig(TLSSettings):
     # Replication (classic master/slave and controller mode).
     broker_role: str = "ASYNC_MASTER"  # ASYNC_MASTER | SYNC_MASTER | SLAVE (static mode)
     ha_listen_port: int = -1  # -1: listen_port + 1 (RocketMQ's default); 0: any free port
-    ha_master_address: str = ""  # a static slave's master HA address; default: learned from NameServers
+    ha_master_address: str = ""  # a static slave's master HA address (NameServers do not override it)
     slave_sync_interval: int = 10_000  # ms between a slave's copies of its master's topics, offsets, ...
     # Most bytes a transfer frame carries. RocketMQ's haTransferBatchSize is 32 KiB; ours is larger
     # because every frame costs both ends Python work, and a replica reads it straight into its log.

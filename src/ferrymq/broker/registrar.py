@@ -121,7 +121,7 @@ class NameServerRegistrar:
         answer = RegisterBrokerResponseHeader.from_ext_fields(response.ext_fields)
         if answer.master_addr:
             self.master_addr = answer.master_addr
-        if answer.ha_server_addr:
+        if answer.ha_server_addr and not self.config.ha_master_address:  # a configured one wins (RocketMQ)
             self._master_ha_addr_learned(answer.ha_server_addr)
 
     async def unregister_all(self) -> None:

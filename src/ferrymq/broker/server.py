@@ -16,7 +16,6 @@ from ferrymq.broker.config import BrokerConfig
 from ferrymq.broker.consumption import ConsumptionControl
 from ferrymq.broker.escape import EscapeBridge
 from ferrymq.broker.filters import FilterCache
-from ferrymq.broker.group_commit import LoopGroupCommit
 from ferrymq.broker.groups import SubscriptionGroupManager
 from ferrymq.broker.locks import RebalanceLockManager
 from ferrymq.broker.long_polling import PullHoldService
@@ -41,6 +40,7 @@ from ferrymq.broker.quota.serving import ConnectionGuard, QuotaProcessor, load_q
 from ferrymq.broker.registrar import NameServerRegistrar
 from ferrymq.broker.replicas import ReplicasManager
 from ferrymq.broker.runtime_stats import GroupRates, RuntimeStats, Totals, store_info
+from ferrymq.broker.schedule.intents import INTENT_TOPIC, DeliveryIntents
 from ferrymq.broker.schedule.recall import RecallService
 from ferrymq.broker.schedule.scheduler import Scheduler
 from ferrymq.broker.services.put import PutService
@@ -55,12 +55,14 @@ from ferrymq.ha.client import HAClient
 from ferrymq.ha.dledger.apply import StoreApplier
 from ferrymq.ha.dledger.node import DLedgerNode, NodeSettings
 from ferrymq.ha.dledger.raft import RaftConfig
+from ferrymq.ha.dledger.single import SingleLogNode, uses_single_log
 from ferrymq.ha.master import HAService
 from ferrymq.net import Connection, RemotingClient, RemotingServer
 from ferrymq.net.tasks import BackgroundTasks
 from ferrymq.net.tls import client_context
 from ferrymq.protocol.codes import Version
 from ferrymq.store import MessageStore, StoreError
+from ferrymq.store.entries import DLEDGER_DIR
 from ferrymq.store.epoch import FILE_NAME as EPOCH_FILE
 from ferrymq.store.epoch import EpochFile
 
@@ -138,15 +140,12 @@ class Broker:
         host, port = config.broker_addr.rsplit(":", 1)
         loop = asyncio.get_running_loop()
         self.store = MessageStore(
-            config.store,
-            store_host=(host, int(port)),
-            background_dispatch=False,
-            group_commit=lambda log: LoopGroupCommit(log, loop, config.store.sync_flush_timeout / 1000),
+            config.store, store_host=(host, int(port)), background_dispatch=False
         ).open()
         self.store.replica = not self.is_master
         self.client_tls = client_context(config.client_tls())  # to NameServers, controllers, master, peers
         if config.enable_dledger_commit_log:
-            self.dledger = self._dledger_node()
+            self.dledger = self._dledger_node(uses_single_log(config.store.store_path_root_dir / DLEDGER_DIR))
         self.writer = MessageWriter(self.store, self.dledger, config.store.sync_flush_timeout / 1000)
         config_dir = config.store.config_dir
         self.topics = TopicConfigManager(
@@ -191,6 +190,9 @@ class Broker:
         )
         self.acting_master.register(self.server)
         self.scheduler.escape_by(self.acting_master.escape)
+        if self.acting_master.enabled:
+            self.topics.ensure(INTENT_TOPIC, 1)
+            self.scheduler.intend_by(DeliveryIntents(self.writer.put, self.written, self.ha.replica_acks))
         self.slave_sync = SlaveSynchronizer(
             self.store, self.topics, self.offsets, self.groups, self.consumption, self.scheduler, self.client,
             is_master=lambda: self.is_master, learned_master=lambda: self.registrar.master_addr,
@@ -410,7 +412,8 @@ class Broker:
 
     # ---------------------------------------------------------------- roles
 
-    def _dledger_node(self) -> DLedgerNode:
+    def _dledger_node(self, single_log: bool) -> DLedgerNode:
+        """A member on the single log (single.py), or on the two files of a store that has them."""
         config = self.config
         tick = max(1, config.dledger_heartbeat_ms // 2)
         raft = RaftConfig(
@@ -430,7 +433,8 @@ class Broker:
             server_tls=self.server_tls,  # the Raft port is TLS as the client and HA ports are
             client_tls=self.client_tls,
         )
-        return DLedgerNode(settings, StoreApplier(self.store, self.written), self._dledger_leader_changed)
+        node = SingleLogNode if single_log else DLedgerNode
+        return node(settings, StoreApplier(self.store, self.written), self._dledger_leader_changed)
 
     def _dledger_leader_changed(self, is_leader: bool) -> None:
         """Raft's leader is the group's master (id 0), the others slaves: NameServers learn it now, so
@@ -441,6 +445,7 @@ class Broker:
             self.writer.lost_leadership()
         if is_leader:  # every earlier term's entry is in the store now (node.py): state from it
             self.store.dispatch()
+            self.store.reload_queue_offsets()
             self.transactions.load()
             self.pops.promoted()
         log.info("broker %s is %s (DLedger)", self.config.broker_name, self.role)
@@ -591,7 +596,7 @@ class Broker:
             "brokerVersionDesc": f"ferrymq {__version__}",
             **store_info(
                 cl_min=cl.min_offset,
-                cl_max=cl.max_offset,
+                cl_max=store.visible_offset,
                 flushed=cl.flushed_offset,
                 dispatched=store.dispatcher.offset,
                 disk_percent=store.disk_usage_ratio(),

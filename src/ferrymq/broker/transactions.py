@@ -218,12 +218,10 @@ class TransactionService:
         save_json(self._acting_path, ActingEnded(sorted(self.acting_ended)))
         return "committed" if state == TRANSACTION_COMMIT_TYPE else "rolled back"
 
-    def hand_back_ended(self) -> list[int]:
-        """The origins this slave ended while acting, forgotten here: the master takes them over."""
-        ended = sorted(self.acting_ended)
-        self.acting_ended.clear()
-        save_json(self._acting_path, ActingEnded())
-        return ended
+    def forget_ended(self, origins: list[int]) -> None:
+        """The master confirmed it has these handed back (its op records are on disk): forget them."""
+        self.acting_ended.difference_update(origins)
+        save_json(self._acting_path, ActingEnded(sorted(self.acting_ended)))
 
     async def reclaim(self, ended: list[int]) -> None:
         """The master back: write op records for the transactions its acting slave ended."""

@@ -16,20 +16,24 @@ import click
 
 from ferrymq.cli.gatewaying import limit_options, open_metadata, start_gateway
 from ferrymq.cli.metrics import metrics_option, start_metrics, stop_metrics
+from ferrymq.cli.option_settings import settings_file
 from ferrymq.cli.proxying import local_message_service, start_local_proxy
-from ferrymq.cli.serving import serve
-from ferrymq.cli.tls import server_tls_options, tls_settings
+from ferrymq.cli.serving import load_settings, serve
+from ferrymq.cli.tls import check_tls, server_tls_options, tls_overrides
 from ferrymq.metrics.registry import Registry
 from ferrymq.metrics.roles import add_amqp, add_broker, add_namesrv, add_proxy
-from ferrymq.store import StoreConfig, StoreError
+from ferrymq.store import StoreError
 
 log = logging.getLogger(__name__)
 CONSOLE_PORT = 8080
+DEV_COMMITLOG_SEGMENT = 256 << 20  # a development disk need not give 1 GiB per segment
 
 if TYPE_CHECKING:
     from ferrymq.amqp.server import AMQPServer
+    from ferrymq.broker.config import BrokerConfig
     from ferrymq.console.app import ConsoleServer
     from ferrymq.metrics.http import MetricsServer
+    from ferrymq.namesrv.config import NamesrvConfig
     from ferrymq.proxy.server import ProxyServer
 
 
@@ -40,6 +44,7 @@ def default_data_dir() -> Path:
 
 
 @click.command()
+@settings_file
 @click.option(
     "--data-dir",
     type=click.Path(path_type=Path, file_okay=False),
@@ -79,9 +84,8 @@ def default_data_dir() -> Path:
 @click.option(
     "--flush-disk-type",
     type=click.Choice(["ASYNC_FLUSH", "SYNC_FLUSH"]),
-    default="ASYNC_FLUSH",
-    show_default=True,
-    help="When a send is acknowledged: written to the page cache, or fdatasync'd (group commit).",
+    help="When a send is acknowledged: written to the page cache, or fdatasync'd (group commit) "
+    "[default: ASYNC_FLUSH].",
 )
 @limit_options
 @server_tls_options
@@ -97,41 +101,30 @@ def dev(
     consumer_timeout: int,
     metrics_port: int | None,
     auth_user: str | None,
-    flush_disk_type: str,
+    flush_disk_type: str | None,
     **tls_options,
 ) -> None:
     """Start a local development cluster on DATA_DIR; stop it cleanly with Ctrl-C.
 
-    The --tls-server-* options (off by default) apply to the NameServer and broker ports; the proxy
-    and the AMQP gateway stay plaintext here (their own commands serve TLS)."""
+    Its NameServer and broker read FERRYMQ_<SETTING> environment variables as `ferrymq namesrv` and
+    `ferrymq broker` do (these options win over them). The --tls-server-* options (off by default)
+    apply to the NameServer and broker ports; the proxy and the AMQP gateway stay plaintext here
+    (their own commands serve TLS)."""
     from ferrymq.amqp.gateway import GatewayLimits
-    from ferrymq.broker.config import BrokerConfig
     from ferrymq.broker.server import Broker
     from ferrymq.console.app import ConsoleServer
     from ferrymq.console.cluster import ClusterData
-    from ferrymq.namesrv.config import NamesrvConfig
     from ferrymq.namesrv.server import NameServer
 
     name, _, password = (auth_user or "").partition(":")
     if auth_user is not None and not (name and password):
         raise click.BadParameter("give NAME:PASSWORD", param_hint="--auth-user")
-    auth: dict[str, Any] = {
-        "auth_enabled": auth_user is not None,
-        "init_username": name,
-        "init_password": password,
-    }
-    tls = vars(tls_settings(tls_options))
-    if tls["tls_server_mode"] != "disabled":  # the broker's hop to its own NameServer, in-process
-        tls.update(tls_enable=True, tls_client_auth_server=False)
-    namesrv = NameServer(NamesrvConfig(listen_host="127.0.0.1", listen_port=namesrv_port, **tls, **auth))
-    store = StoreConfig(
-        store_path_root_dir=data_dir / "store",
-        mapped_file_size_commit_log=256 << 20,
-        flush_disk_type=flush_disk_type,
+    user = (name, password) if auth_user is not None else None
+    namesrv_config, broker_config = dev_settings(
+        data_dir, namesrv_port, broker_port, flush_disk_type, user, tls_overrides(tls_options)
     )
-    broker = Broker(
-        BrokerConfig(listen_host="127.0.0.1", listen_port=broker_port, store=store, **tls, **auth)
-    )
+    namesrv = NameServer(namesrv_config)
+    broker = Broker(broker_config)
     proxy: ProxyServer | None = None
     gateway: AMQPServer | None = None
     metadata, close_metadata = open_metadata(None, data_dir / "meta")
@@ -175,7 +168,12 @@ def dev(
             lines.append(f"  AMQP        127.0.0.1:{port} (RabbitMQ clients, {users}, vhost /)")
         if console_port != -1:
             try:
-                credentials = {"access_key": name, "secret_key": password} if auth_user else {}
+                config = broker.config
+                credentials = (
+                    {"access_key": config.init_username, "secret_key": config.init_password}
+                    if config.auth_enabled
+                    else {}
+                )
                 proxies = f"127.0.0.1:{proxy.port}" if proxy is not None else None
                 cluster = ClusterData(namesrv_addr, metadata=metadata, proxies=proxies, **credentials)
                 console = ConsoleServer(cluster, "127.0.0.1", 0)
@@ -221,6 +219,38 @@ def dev(
         await stop_metrics(metrics)
 
     serve(start, stop, "ferrymq dev")
+
+
+def dev_settings(
+    data_dir: Path,
+    namesrv_port: int,
+    broker_port: int,
+    flush_disk_type: str | None,
+    user: tuple[str, str] | None,
+    tls: dict[str, Any],
+) -> tuple[NamesrvConfig, BrokerConfig]:
+    """The NameServer's and broker's settings: dev's choices (loopback, its ports and data directory,
+    256 MiB CommitLog segments), then FERRYMQ_<SETTING> environment variables, then its options."""
+    from ferrymq.broker.config import BrokerConfig
+    from ferrymq.namesrv.config import NamesrvConfig
+
+    both: dict[str, Any] = {"listen_host": "127.0.0.1", **tls}
+    if user is not None:  # --auth-user: authentication on, with this first super user
+        both.update(auth_enabled=True, init_username=user[0], init_password=user[1])
+    namesrv = load_settings(NamesrvConfig, None, {**both, "listen_port": namesrv_port})
+    broker_overrides = {
+        **both,
+        "listen_port": broker_port,
+        "store_path_root_dir": data_dir / "store",
+        "flush_disk_type": flush_disk_type,
+    }
+    dev_defaults = {"mapped_file_size_commit_log": DEV_COMMITLOG_SEGMENT}
+    broker = load_settings(BrokerConfig, None, broker_overrides, dev_defaults)
+    for config in (namesrv, broker):
+        check_tls(config)
+    if broker.tls_server_mode != "disabled":  # the broker's hop to its own NameServer, in-process
+        broker.tls_enable, broker.tls_client_auth_server = True, False
+    return namesrv, broker
 
 
 async def start_console(console: ConsoleServer, port: int | None) -> int:

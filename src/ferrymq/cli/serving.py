@@ -30,10 +30,12 @@ def host_port(ctx: click.Context, param: click.Parameter, value: str | None) -> 
 T = TypeVar("T")
 
 
-def load_settings(cls: type[T], config_file: Path | None, overrides: dict[str, Any]) -> T:
+def load_settings(
+    cls: type[T], config_file: Path | None, overrides: dict[str, Any], defaults: dict[str, Any] | None = None
+) -> T:
     """A role's settings (see ferrymq.settings), or the command stopped with the one clear line."""
     try:
-        return settings.load(cls, config_file, overrides)
+        return settings.load(cls, config_file, overrides, defaults=defaults)
     except settings.SettingsError as e:
         raise click.ClickException(str(e)) from None
 

@@ -18,6 +18,11 @@ class BrokerAvoidance:
         self._until: dict[str, float] = {}
         self._strikes: dict[str, int] = {}
 
+    @property
+    def benched(self) -> bool:
+        """Whether any broker may be in back-off now (false is the usual, healthy case)."""
+        return bool(self._until)
+
     def available(self, broker: str) -> bool:
         until = self._until.get(broker)
         return until is None or time.monotonic() >= until
@@ -27,8 +32,9 @@ class BrokerAvoidance:
         self._until[broker] = time.monotonic() + min(self.backoff * 2 ** (strikes - 1), self.max_backoff)
 
     def succeeded(self, broker: str, seconds: float) -> None:
-        self._strikes.pop(broker, None)
+        if self._strikes:  # (empty while every broker is fine: one call per send)
+            self._strikes.pop(broker, None)
         if seconds > self.slow:
             self._until[broker] = time.monotonic() + self.backoff
-        else:
+        elif self._until:
             self._until.pop(broker, None)

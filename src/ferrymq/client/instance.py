@@ -20,7 +20,7 @@ import os
 import random
 import socket
 import ssl
-from collections.abc import Callable, Mapping
+from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
 from typing import TypeAlias
 
@@ -259,10 +259,11 @@ class ClientInstance:
         except RemotingError as e:
             log.warning("heartbeat to %s failed: %s", addr, e)
 
-    async def invoke(
+    def invoke(
         self, addr: str, request: RemotingCommand, timeout: float | None = None
-    ) -> RemotingCommand:
-        return await self.remoting.invoke(addr, request, timeout or self.request_timeout)
+    ) -> Awaitable[RemotingCommand]:
+        """A request to `addr` (`request_timeout` unless `timeout`); await what this returns."""
+        return self.remoting.call(addr, request, timeout or self.request_timeout)
 
 
 def _local_ip() -> str:

@@ -37,6 +37,19 @@ class Message:
         """Held back by the broker until due (such messages cannot travel in a batch)."""
         return bool(self.delay_level or self.deliver_time_ms or self.delay_ms)
 
+    @property
+    def bare(self) -> bool:
+        """No properties of its own, not even tags or keys, and not held back: what a producer sends
+        is then only its body and id."""
+        return not (
+            self.properties
+            or self.tags
+            or self.keys
+            or self.delay_level
+            or self.deliver_time_ms
+            or self.delay_ms
+        )
+
     def system_properties(self) -> dict[str, str]:
         props = dict(self.properties)
         if self.tags:

@@ -56,6 +56,10 @@ _RETRY_CODES = {
 }
 
 
+_BARE_PROPS_SIZE = len("UNIQ_KEY\x01\x02") + 32  # the properties of a message with none of its own
+_MAX_HEADER_TEMPLATES = 4096
+
+
 class SendError(ClientError):
     """A send that failed for good; `code` is the broker's response code when it answered;
     `unavailable`: no broker of the cluster could take it (none writable, or every attempt failed)."""
@@ -129,6 +133,7 @@ class Producer:
         self.avoidance = BrokerAvoidance()
         self._uniq = UniqKeyGenerator()
         self._round_robin = 0
+        self._headers: dict[MessageQueue, dict[str, str]] = {}  # each queue's SEND_MESSAGE_V2 header
         self._tasks = BackgroundTasks(f"producer {group}")
         self._async_sends: set[asyncio.Task] = set()  # send_async's in flight, let finish at shutdown
         self._batcher = _Batcher(self, self._tasks, linger_ms / 1000, max_batch_bytes) if auto_batch else None
@@ -193,8 +198,11 @@ class Producer:
             return await self._batcher.add(message)
         if self.hooks.send:
             return await hooked_send(self.hooks.send, [message], self._send_one(message, selector, arg))
-        if self.degradation is None:  # the usual case, one call less
-            return await self._send_here(message, selector, arg)
+        if self.degradation is None:  # the usual case: two coroutines fewer than through _send_here
+            body, props, sys_flag, uniq = self._prepare(message)
+            return await self._send(
+                message.topic, body, props, message.flag, sys_flag, False, selector, message, arg, uniq
+            )
         return await self._send_one(message, selector, arg)
 
     async def _send_one(self, message: Message, selector: QueueSelector | None, arg: object) -> SendResult:
@@ -206,11 +214,9 @@ class Producer:
         self, message: Message, selector: QueueSelector | None = None, arg: object = None
     ) -> SendResult:
         body, props, sys_flag, uniq = self._prepare(message)
-        result = await self._send(
-            message.topic, body, props, message.flag, sys_flag, False, selector, message, arg
+        return await self._send(
+            message.topic, body, props, message.flag, sys_flag, False, selector, message, arg, uniq
         )
-        result.msg_id = uniq
-        return result
 
     async def send_orderly(self, message: Message, sharding_key: object) -> SendResult:
         """Messages with the same sharding key go to the same queue, in order (partitioned order:
@@ -270,7 +276,7 @@ class Producer:
         for i, m in enumerate(messages):
             if m.scheduled:
                 raise SendError("delayed and timed messages cannot be sent in a batch")
-            if not (m.properties or m.tags or m.keys):  # the usual case: the new id is the only property
+            if m.bare:  # the usual case: the new id is the only property
                 encoded = f"UNIQ_KEY\x01{uniq_keys[i]}\x02".encode()
             else:
                 props = m.system_properties()
@@ -282,26 +288,30 @@ class Producer:
                     encoded = encode_properties(props).encode()
             self._check(m, len(encoded))
             entries.append((m.body, encoded, m.flag))
-        result = await self._send(topic, encode_batch(entries), "", 0, 0, True, None, messages[0], None)
-        result.msg_id = ",".join(uniq_keys)
-        return result
+        return await self._send(
+            topic, encode_batch(entries), "", 0, 0, True, None, messages[0], None, ",".join(uniq_keys)
+        )
 
     # --- internals -----------------------------------------------------------------------------
 
     def _prepare(self, message: Message) -> tuple[bytes, str, int, str]:
         """Body (compressed if large), encoded properties, sysFlag and the message's UNIQ_KEY."""
-        props = message.system_properties()
-        uniq = props.setdefault(Prop.UNIQ_KEY, self._uniq.next())
         body, sys_flag = message.body, 0
         if len(body) >= self.compress_over:
             body, sys_flag = compress(body, self.compression, self.compress_level), self.compression.sys_flag
+        if message.bare:  # the usual case: the new id is the only property
+            uniq = self._uniq.next()
+            self._check(message, _BARE_PROPS_SIZE, body)
+            return body, f"UNIQ_KEY\x01{uniq}\x02", sys_flag, uniq
+        props = message.system_properties()
+        uniq = props.setdefault(Prop.UNIQ_KEY, self._uniq.next())
         encoded = encode_properties(props)
         self._check(message, len(encoded) if encoded.isascii() else len(encoded.encode()), body)
         return body, encoded, sys_flag, uniq
 
     def _check(self, message: Message, props_size: int, body: bytes | None = None) -> None:
         """Raise SendError for what no broker would take; `props_size`: the encoded properties' bytes."""
-        if not isinstance(message.body, bytes | bytearray | memoryview):
+        if type(message.body) is not bytes and not isinstance(message.body, bytearray | memoryview):
             raise SendError(f"message body must be bytes, not {type(message.body).__name__}")
         size = len(body if body is not None else message.body)
         if size == 0:
@@ -325,6 +335,9 @@ class Producer:
 
     def _pick(self, queues: Sequence[MessageQueue], avoid: str | None) -> MessageQueue:
         """Round-robin over queues, skipping brokers in back-off (and the one that just failed)."""
+        if avoid is None and not self.avoidance.benched:  # the usual case: every broker is fine
+            self._round_robin += 1
+            return queues[self._round_robin % len(queues)]
         for _ in range(len(queues)):
             self._round_robin += 1
             mq = queues[self._round_robin % len(queues)]
@@ -334,13 +347,21 @@ class Producer:
         return queues[self._round_robin % len(queues)]  # every broker is suspect: try one anyway
 
     def _request(self, mq: MessageQueue, body: bytes, props: str, flag: int, sys_flag: int, batch: bool):
-        # SEND_MESSAGE_V2's one-letter keys: producerGroup, topic, defaultTopic, defaultTopicQueueNums,
-        # queueId, sysFlag, bornTimestamp, flag, properties, reconsumeTimes, unitMode.
-        ext = {
-            "a": self.group, "b": mq.topic, "c": "TBW102", "d": "4", "e": str(mq.queue_id),
-            "f": str(sys_flag), "g": str(time.time_ns() // 1_000_000), "h": str(flag), "i": props, "j": "0",
-            "k": "false",
-        }  # fmt: skip
+        headers = self._headers.get(mq)
+        if headers is None:
+            if len(self._headers) >= _MAX_HEADER_TEMPLATES:  # a producer of very many topics
+                self._headers.clear()
+            # SEND_MESSAGE_V2's one-letter keys: producerGroup, topic, defaultTopic, defaultTopicQueueNums,
+            # queueId, sysFlag, bornTimestamp, flag, properties, reconsumeTimes, unitMode.
+            headers = self._headers[mq] = {
+                "a": self.group, "b": mq.topic, "c": "TBW102", "d": "4", "e": str(mq.queue_id), "f": "0",
+                "g": "", "h": "0", "i": "", "j": "0", "k": "false",
+            }  # fmt: skip
+        born = str(time.time_ns() // 1_000_000)
+        if flag or sys_flag:
+            ext = dict(headers, f=str(sys_flag), g=born, h=str(flag), i=props)
+        else:  # copying the queue's headers costs a third of building them
+            ext = dict(headers, g=born, i=props)
         if batch:
             ext["m"] = "true"
         elif mq.topic.startswith(RETRY_PREFIX):  # a consumer's redelivery: the broker reads its count here
@@ -351,7 +372,9 @@ class Producer:
         code = RequestCode.SEND_BATCH_MESSAGE if batch else RequestCode.SEND_MESSAGE_V2
         return RemotingCommand(code, ext_fields=ext, body=body)
 
-    async def _send(self, topic, body, props, flag, sys_flag, batch, selector, message, arg) -> SendResult:
+    async def _send(
+        self, topic, body, props, flag, sys_flag, batch, selector, message, arg, msg_id
+    ) -> SendResult:
         failed_broker = None
         last_error: Exception | None = None
         for attempt in range(1 + (0 if selector else self.retries)):
@@ -381,7 +404,7 @@ class Producer:
                     self.avoidance.succeeded(mq.broker_name, time.monotonic() - started)
                     ext = response.ext_fields
                     return SendResult(
-                        status, "", ext.get("msgId", ""), mq, int(ext.get("queueOffset", -1)),
+                        status, msg_id, ext.get("msgId", ""), mq, int(ext.get("queueOffset", -1)),
                         ext.get("MSG_REGION", "DefaultRegion"), ext.get("TRACE_ON") != "false",
                     )  # fmt: skip
                 last_error = SendError(f"broker {mq.broker_name} refused: {response.remark}", response.code)
@@ -401,7 +424,7 @@ class Producer:
         for every send to pass through)."""
         request = self._request(mq, body, props, flag, sys_flag, batch)
         timeout = self.send_timeout or self.instance.request_timeout
-        return self.instance.remoting.invoke(addr, request, timeout)
+        return self.instance.remoting.call(addr, request, timeout)
 
     async def _resend_while_busy(self, response, started, addr, *request) -> RemotingCommand:
         """After a flow-control answer: wait (10 ms doubling to 250 ms) and send again while `addr`

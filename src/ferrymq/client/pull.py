@@ -7,7 +7,7 @@ import enum
 from dataclasses import dataclass
 from typing import TypedDict, Unpack
 
-from ferrymq.client.instance import ClientError, ClientInstance
+from ferrymq.client.instance import ClientError, ClientInstance, TopicRoute
 from ferrymq.client.message import MessageExt, MessageQueue
 from ferrymq.client.selector import MessageSelector
 from ferrymq.net import RemotingError
@@ -198,15 +198,24 @@ async def master_addr(instance: ClientInstance, mq: MessageQueue) -> str:
 async def pull_addr(instance: ClientInstance, mq: MessageQueue) -> str:
     """Where to pull `mq` from: the broker id its last pull suggested (suggestWhichBrokerId), else the
     master, else any broker of its group: a slave serves reads while its master is gone."""
-    wanted = instance.suggested_broker_ids.get(mq, 0)
     route = await instance.route(mq.topic)
     for _ in range(2):
-        addrs = next((b.broker_addrs for b in route.data.broker_datas if b.broker_name == mq.broker_name), {})
-        addr = addrs.get(wanted) or addrs.get(0) or (addrs[min(addrs)] if addrs else None)
+        addr = _pull_addr_in(route, mq, instance.suggested_broker_ids.get(mq, 0))
         if addr is not None:
             return addr
         route = await instance.refresh_route(mq.topic)
     raise ClientError(f"broker {mq.broker_name} of {mq.topic} has no address now")
+
+
+def known_pull_addr(instance: ClientInstance, mq: MessageQueue) -> str | None:
+    """`pull_addr` from the cached route alone, without a coroutine (None: ask `pull_addr`)."""
+    route = instance.routes.get(mq.topic)
+    return _pull_addr_in(route, mq, instance.suggested_broker_ids.get(mq, 0)) if route is not None else None
+
+
+def _pull_addr_in(route: TopicRoute, mq: MessageQueue, wanted: int) -> str | None:
+    addrs = next((b.broker_addrs for b in route.data.broker_datas if b.broker_name == mq.broker_name), {})
+    return addrs.get(wanted) or addrs.get(0) or (addrs[min(addrs)] if addrs else None)
 
 
 async def initial_offset(

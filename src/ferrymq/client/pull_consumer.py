@@ -13,7 +13,6 @@ import time
 from typing import NamedTuple
 
 from ferrymq.client import notices
-from ferrymq.client.aio import outcome
 from ferrymq.client.instance import ClientError, ClientInstance, TLSOption
 from ferrymq.client.message import MessageExt, MessageQueue
 from ferrymq.client.pull import (
@@ -21,6 +20,7 @@ from ferrymq.client.pull import (
     PullStatus,
     commit_offset,
     initial_offset,
+    known_pull_addr,
     master_addr,
     pull,
     pull_addr,
@@ -44,6 +44,11 @@ class _Pulled(NamedTuple):
     start: int
     next: int
     messages: list[MessageExt]
+
+
+def _wake(waiter: asyncio.Future[None]) -> None:
+    if not waiter.done():
+        waiter.set_result(None)
 
 
 class PullConsumer:
@@ -76,7 +81,10 @@ class PullConsumer:
         # One pull in flight per queue; a failed one's error is poll()'s to raise, not the group's to log.
         # A queue's position moves only when poll() hands its answer over, so commit() never covers
         # messages that were pulled but not yet returned (nor those dropped at shutdown).
-        self._inflight: dict[MessageQueue, asyncio.Task[_Pulled | Exception]] = {}
+        self._inflight: dict[MessageQueue, asyncio.Task[None]] = {}
+        self._landed: list[tuple[MessageQueue, _Pulled | Exception]] = []  # answers poll() has not taken
+        self._waiters: list[asyncio.Future[None]] = []  # polls waiting for the next answer
+        self._task_names: dict[MessageQueue, str] = {}
         self._tasks = BackgroundTasks(f"pull consumer {group}")
 
     async def start(self) -> None:
@@ -88,6 +96,7 @@ class PullConsumer:
     async def shutdown(self) -> None:
         await self._tasks.close()
         self._inflight.clear()
+        self._landed.clear()
         try:
             await self.commit()
         except (ClientError, RemotingError) as e:  # the master is gone: it cannot take offsets now
@@ -161,44 +170,73 @@ class PullConsumer:
         """The next messages of the assigned queues, waiting up to `timeout` s if none are there.
 
         Each queue has one pull in flight at a time: queues with messages are pulled back to back,
-        empty ones wait at the broker (long polling) without holding the others up.
+        empty ones wait at the broker (long polling) without holding the others up. The queues
+        answered are pulled again before their messages are returned, so the next pulls travel
+        while the caller works on these.
         """
         if not self.positions:
             raise ClientError("no queue assigned: call subscribe() or assign() first")
-        deadline = time.monotonic() + timeout
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + timeout
         while True:
-            for mq in self.positions:
-                if mq not in self._inflight:  # held by the broker only while the queue has nothing
-                    self._inflight[mq] = self._tasks.spawn(outcome(self._pull(mq)), name=f"pull {mq}")
-            remaining = deadline - time.monotonic()
-            done, _ = await asyncio.wait(
-                self._inflight.values(), timeout=max(remaining, 0), return_when=asyncio.FIRST_COMPLETED
-            )
-            messages, failure = [], None
-            for mq, task in list(self._inflight.items()):
-                if task in done:
-                    del self._inflight[mq]
-                    pulled = task.result()
-                    if isinstance(pulled, Exception):  # other queues' messages first; pulled again next poll
-                        failure = failure or pulled
-                    elif self.positions.get(mq) == pulled.start:  # else seek() moved the queue: drop it
-                        self.positions[mq] = pulled.next
-                        messages += pulled.messages
+            self._pull_idle_queues()
+            if not self._landed:
+                await self._wait_landing(loop, deadline)
+            messages: list[MessageExt] = []
+            failure = None
+            landed, self._landed = self._landed, []
+            for mq, pulled in landed:
+                self._inflight.pop(mq, None)
+                if isinstance(pulled, Exception):  # other queues' messages first; pulled again next poll
+                    failure = failure or pulled
+                elif self.positions.get(mq) == pulled.start:  # else seek() moved the queue: drop it
+                    self.positions[mq] = pulled.next
+                    messages += pulled.messages
             if failure is not None and not messages:
                 raise failure  # a failed pull, with its reason
-            if messages or time.monotonic() >= deadline:
+            if messages or loop.time() >= deadline:
+                if messages:
+                    self._pull_idle_queues()
                 return messages
 
-    async def _pull(self, mq: MessageQueue) -> _Pulled:
+    def _pull_idle_queues(self) -> None:
+        """Start a pull for each assigned queue that has none in flight."""
+        for mq in self.positions:
+            if mq not in self._inflight:  # held by the broker only while the queue has nothing
+                name = self._task_names.get(mq) or self._task_names.setdefault(mq, f"pull {mq}")
+                self._inflight[mq] = self._tasks.spawn(self._pull(mq), name=name)
+
+    async def _wait_landing(self, loop: asyncio.AbstractEventLoop, deadline: float) -> None:
+        """Until a pull answers or `deadline` (loop time) passes: one future woken by whichever
+        comes first, rather than a wait over every queue's task."""
+        waiter = loop.create_future()
+        self._waiters.append(waiter)
+        timer = loop.call_at(deadline, _wake, waiter)
+        try:
+            await waiter
+        finally:
+            timer.cancel()
+            if waiter in self._waiters:
+                self._waiters.remove(waiter)
+
+    async def _pull(self, mq: MessageQueue) -> None:
+        """One pull of `mq`; its answer (or error, poll()'s to raise) lands for poll() to take."""
         offset = self.positions[mq]
-        result = await pull(
-            self.instance, await pull_addr(self.instance, mq), mq, self.group, offset,
-            selector=self.selectors.get(mq.topic, EVERY_TAG), max_messages=self.pull_batch_size,
-            suspend_ms=_LONG_POLL_MS,
-        )  # fmt: skip
-        # found, filtered out, or moved: go on from there
-        nxt = offset if result.status is PullStatus.NO_NEW_MSG else result.next_begin_offset
-        return _Pulled(offset, nxt, result.messages)
+        try:
+            result = await pull(
+                self.instance, known_pull_addr(self.instance, mq) or await pull_addr(self.instance, mq), mq,
+                self.group, offset, selector=self.selectors.get(mq.topic, EVERY_TAG),
+                max_messages=self.pull_batch_size, suspend_ms=_LONG_POLL_MS,
+            )  # fmt: skip
+            # found, filtered out, or moved: go on from there
+            nxt = offset if result.status is PullStatus.NO_NEW_MSG else result.next_begin_offset
+            pulled: _Pulled | Exception = _Pulled(offset, nxt, result.messages)
+        except Exception as e:
+            pulled = e
+        self._landed.append((mq, pulled))
+        waiters, self._waiters = self._waiters, []
+        for waiter in waiters:
+            _wake(waiter)
 
     async def commit(self) -> None:
         """Commit the current positions of every queue that moved since the last commit."""

@@ -111,11 +111,8 @@ class TransactionProducer(Producer):
 
     async def _send_half(self, half: Message) -> SendResult:
         body, props, sys_flag, uniq = self._prepare(half)
-        result = await self._send(
-            half.topic, body, props, half.flag, sys_flag | TRANSACTION_PREPARED_TYPE, False, None, half, None
-        )
-        result.msg_id = uniq
-        return result
+        prepared = sys_flag | TRANSACTION_PREPARED_TYPE
+        return await self._send(half.topic, body, props, half.flag, prepared, False, None, half, None, uniq)
 
     async def _end(self, addr: str, result: SendResult, topic: str, state: TransactionState, remark) -> None:
         _, _, commit_log_offset = parse_offset_msg_id(result.offset_msg_id)

@@ -115,6 +115,8 @@ class HAClient:
             CONNECT_TIMEOUT,
         )
         self._transport = transport
+        if transport.is_closing():  # accepted and closed at once (a relay whose master is down)
+            raise ConnectionResetError("the master closed the connection")
         transport.write(replica_handshake(ReplicaHandshake(config.broker_id)))
         housekeeping = config.ha_housekeeping_interval / 1000
         heartbeat = config.ha_send_heartbeat_interval / 1000

@@ -17,7 +17,7 @@ import logging
 import math
 import sys
 from collections import deque
-from collections.abc import Callable, Coroutine, Iterable
+from collections.abc import Awaitable, Callable, Coroutine, Iterable
 from dataclasses import dataclass
 from typing import Any, cast
 
@@ -71,6 +71,9 @@ class Flusher:
             connection._flush()
 
 
+_Call = tuple["asyncio.Future[RemotingCommand]", float, int, float]
+"""A request waiting for its answer: (the answer's future, loop-time deadline, code, timeout)."""
+
 RequestRunner = Callable[["Connection", RemotingCommand], Coroutine[Any, Any, None]]
 """Runs one request of the peer and sends its answer (``RequestDispatcher.handle``)."""
 
@@ -105,8 +108,7 @@ class Connection(asyncio.Protocol):
         self._on_close = on_close
         self._loop = asyncio.get_running_loop()
         self._transport: asyncio.Transport | None = None
-        self._pending: dict[int, asyncio.Future[RemotingCommand]] = {}
-        self._deadlines: dict[int, tuple[float, int, float]] = {}  # opaque: (loop time, code, timeout)
+        self._pending: dict[int, _Call] = {}
         self._sweep: asyncio.TimerHandle | None = None  # one timer for every request's timeout
         self._sweep_at = math.inf
         self._outgoing: list[bytes | memoryview] = []
@@ -136,25 +138,36 @@ class Connection(asyncio.Protocol):
         Raises ``RemotingTimeoutError`` after ``timeout`` seconds (the connection stays usable; a late
         answer is dropped) and ``RemotingConnectionError`` if the connection closes first.
         """
+        return await self.call(command, timeout)
+
+    def call(self, command: RemotingCommand, timeout: float) -> Awaitable[RemotingCommand]:
+        """``request`` for the hot paths: what this returns is, while the peer reads, the answer's
+        future itself (no coroutine around it); await it. A call whose awaiting task is cancelled
+        is forgotten at its answer or its deadline, whichever comes first."""
         if self.closed:
             raise self._closed_error()
+        loop = self._loop
         opaque = self._opaque = (self._opaque + 1) & _OPAQUE_MASK
         command.opaque = opaque
-        future = self._loop.create_future()
-        self._pending[opaque] = future
-        deadline = self._loop.time() + timeout
-        self._deadlines[opaque] = (deadline, command.code, timeout)
+        future = loop.create_future()
+        deadline = loop.time() + timeout
+        self._pending[opaque] = (future, deadline, command.code, timeout)
         if deadline < self._sweep_at:
             self._arm_sweep(deadline)
-        try:
-            if self._writing_paused:
-                await self._wait_writable(future)
-            if not future.done():  # closing fails every pending future, so the connection is open
-                self._write(command)
-            return await future
-        finally:
-            self._pending.pop(opaque, None)
-            self._deadlines.pop(opaque, None)
+        if self._writing_paused:
+            return self._write_when_writable(command, future)
+        self._write(command)
+        return future
+
+    async def _write_when_writable(
+        self, command: RemotingCommand, answer: asyncio.Future[RemotingCommand]
+    ) -> RemotingCommand:
+        """A request made while the peer is not reading: written once it reads (unless its deadline
+        or the connection's close comes first, which fail `answer`)."""
+        await self._wait_writable(answer)
+        if not answer.done():
+            self._write(command)
+        return await answer
 
     async def send_oneway(self, command: RemotingCommand) -> None:
         """Send a request that gets no answer (its flag and ``opaque`` are set here)."""
@@ -167,6 +180,14 @@ class Connection(asyncio.Protocol):
         if self._writing_paused:
             await self._wait_writable()
         self._write(command)
+
+    def try_send(self, command: RemotingCommand) -> bool:
+        """``send`` without a coroutine (every answer goes through here): False, with nothing
+        written, while the peer is not reading; then await ``send``."""
+        if self._writing_paused:
+            return False
+        self._write(command)
+        return True
 
     def close(self) -> None:
         """Close after the buffered bytes are sent; calls waiting for an answer fail at once."""
@@ -215,9 +236,16 @@ class Connection(asyncio.Protocol):
             self.abort()
             return
         late: list[RemotingCommand] = []
+        pending = self._pending
         for command in commands:
-            if command.flag & RESPONSE_FLAG:
-                self._complete(command)
+            if command.flag & RESPONSE_FLAG:  # an answer: inline, as there is one per request
+                call = pending.pop(command.opaque, None)
+                if call is None:
+                    log.debug(
+                        "dropping an answer from %s to opaque %d: no call waits for it", self, command.opaque
+                    )
+                elif not call[0].done():
+                    call[0].set_result(command)
             elif self._waiting or len(self._handlers) >= self._limits.max_requests_in_flight:
                 self._waiting.append(command)
                 if not self._reading_paused:
@@ -282,13 +310,6 @@ class Connection(asyncio.Protocol):
             self.last_activity = self._loop.time()
         self._outgoing = []
 
-    def _complete(self, response: RemotingCommand) -> None:
-        future = self._pending.pop(response.opaque, None)
-        if future is None:
-            log.debug("dropping a response from %s to opaque %d: no call waits for it", self, response.opaque)
-        elif not future.done():
-            future.set_result(response)
-
     def _start_handler(self, request: RemotingCommand) -> None:
         """Run the request's handler in a task of its own.
 
@@ -336,12 +357,13 @@ class Connection(asyncio.Protocol):
     def _expire(self) -> None:
         self._sweep, self._sweep_at = None, math.inf
         now, earliest = self._loop.time(), math.inf
-        for opaque, (deadline, code, timeout) in list(self._deadlines.items()):
+        pending = self._pending
+        for opaque, (future, deadline, code, timeout) in list(pending.items()):
             if deadline > now:
                 earliest = min(earliest, deadline)
                 continue
-            future = self._pending.get(opaque)
-            if future is not None and not future.done():
+            del pending[opaque]
+            if not future.done():
                 future.set_exception(
                     RemotingTimeoutError(
                         f"no answer to request code {code} from {self.remote_address} in {timeout:g} s"
@@ -388,7 +410,7 @@ class Connection(asyncio.Protocol):
         if self._sweep is not None:
             self._sweep.cancel()
             self._sweep, self._sweep_at = None, math.inf
-        for future in pending.values():
+        for future, *_ in pending.values():
             if not future.done():
                 future.set_exception(self._closed_error())
         self._wake_writers()  # the stall timer stays: a close that cannot flush still ends in an abort

@@ -98,7 +98,8 @@ class RequestDispatcher:
         response.flag |= RESPONSE_FLAG
         try:
             try:
-                await connection.send(response)
+                if not connection.try_send(response):
+                    await connection.send(response)
             except RemotingProtocolError as exc:  # e.g. a code that the peer's binary header cannot hold
                 log.exception("cannot encode the answer to request code %d", request.code)
                 await connection.send(request.make_response(ResponseCode.SYSTEM_ERROR, str(exc)))

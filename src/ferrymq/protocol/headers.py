@@ -5,8 +5,8 @@ name (the attribute in camelCase, or ``msgspec.field(name=...)`` where Java's na
 field without a default is mandatory (Java's ``@CFNotNull``, which a 5.x broker no longer enforces
 itself), and unknown keys are ignored: the ACL fields of the C++ client (``AccessKey``,
 ``Signature``, ``OnsChannel``) and the 5.x RPC extras (``ns``, ``nsd``, ``bname``, ``oway``, ``lo``;
-only the send header keeps ``bname``, which SEND_MESSAGE_V2 carries as ``n``). Decoding is one
-``msgspec.convert`` call, cheap enough to run on every request.
+only the send header keeps ``bname``, which SEND_MESSAGE_V2 carries as ``n`` and reads instead).
+Decoding is one ``msgspec.convert`` call, cheap enough to run on every request.
 """
 
 from __future__ import annotations
@@ -121,17 +121,18 @@ class SendMessageRequestHeader(CustomHeader):
 
     @classmethod
     def from_ext_fields(cls, ext: dict[str, Any]) -> Self:
-        """Accept both key sets; the V2 form is recognised by its mandatory ``a``. It is read into
-        the same fields under their letters, in one ``convert`` (the renaming loop cost as much);
-        what that does not read goes the long way, which names the field at fault."""
-        if "a" in ext and "producerGroup" not in ext:
-            if "bname" not in ext:  # a 5.x RPC field beside the letters: the renaming decides which wins
-                try:
-                    v2 = msgspec.convert(ext, _SendMessageRequestHeaderV2, strict=False)
-                    return cls(*msgspec.structs.astuple(v2))
-                except msgspec.ValidationError:
-                    pass
-            ext = {_V2_TO_LONG.get(key, key): value for key, value in ext.items()}
+        """Either key set, never a mix, as RocketMQ's broker reads them: a frame with the mandatory
+        ``a`` is SEND_MESSAGE_V2's (SendMessageRequestHeaderV2 declares the letters only, ``n`` the
+        broker name), so its long names, ``bname`` among them, are ignored; any other frame is read
+        by its long names (SendMessageRequestHeader), its letters ignored. The letters go in one
+        ``convert`` (a renaming loop cost as much); what that does not read goes the long way, which
+        names the field at fault."""
+        if "a" in ext:
+            try:
+                v2 = msgspec.convert(ext, _SendMessageRequestHeaderV2, strict=False)
+                return cls(*msgspec.structs.astuple(v2))
+            except msgspec.ValidationError:
+                ext = {_V2_TO_LONG[key]: value for key, value in ext.items() if key in _V2_TO_LONG}
         return super().from_ext_fields(ext)
 
     def to_ext_fields_v2(self) -> dict[str, str]:

@@ -9,15 +9,21 @@ from __future__ import annotations
 import functools
 import struct
 
+from ferrymq._native import load
 from ferrymq.protocol.errors import MessageDecodeError
 from ferrymq.protocol.record import CQ_ENTRY, unpack_host
 
 _LONG = struct.Struct(">q")
 
 
-def offset_msg_id(store_host: bytes, physical_offset: int) -> str:
+def py_offset_msg_id(store_host: bytes, physical_offset: int) -> str:
     """The broker-made id: store host address + port + CommitLog offset, as uppercase hex."""
     return (store_host + _LONG.pack(physical_offset)).hex().upper()
+
+
+_native = load("put")
+offset_msg_id = py_offset_msg_id if _native is None else _native.offset_msg_id
+"""The offset message id: in C where built (every send's answer carries one)."""
 
 
 def offset_msg_ids(store_host: bytes, entries: bytes | bytearray) -> str:

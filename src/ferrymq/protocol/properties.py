@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
+from ferrymq._native import load
 from ferrymq.protocol.errors import MessageDecodeError
 
 NAME_VALUE_SEPARATOR = "\x01"
@@ -57,7 +58,7 @@ def decode_properties(text: str | bytes | memoryview) -> dict[str, str]:
     return props
 
 
-def find_property(props: bytes, key: bytes) -> bytes | None:
+def py_find_property(props: bytes, key: bytes) -> bytes | None:
     """One property's raw value from an encoded properties string, without decoding the rest.
 
     `key` must end with the \\x01 separator (b"TAGS\\x01").
@@ -70,3 +71,10 @@ def find_property(props: bytes, key: bytes) -> bytes | None:
     start = pos + len(key)
     end = props.find(b"\x02", start)
     return props[start:end] if end >= 0 else props[start:]
+
+
+_native = load("put")
+if _native is not None:
+    _native.bind_find_property(py_find_property)
+find_property = py_find_property if _native is None else _native.find_property
+"""One property's raw value: in C where built (the put path looks up TAGS and UNIQ_KEY per message)."""

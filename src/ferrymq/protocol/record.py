@@ -17,6 +17,7 @@ from typing import Final, Literal, NamedTuple
 
 from isal.isal_zlib import crc32
 
+from ferrymq._native import load
 from ferrymq.protocol.sys_flag import BORNHOST_V6_FLAG, STOREHOST_V6_FLAG
 
 # Magic codes as signed 32-bit ints, the way Java writes them.
@@ -103,7 +104,7 @@ def record_size(body_len: int, topic_len: int, props_len: int, born_len: int = 8
     return HEAD_SIZE + born_len + 8 + store_len + 16 + body_len + topic_width + topic_len + 2 + props_len
 
 
-def write_record(
+def py_write_record(
     buf,
     pos: int,
     topic_block: bytes,
@@ -141,6 +142,13 @@ def write_record(
     p += body_len
     buf[p : pos + size] = tail
     return size
+
+
+_native = load("put")
+if _native is not None:
+    _native.bind(crc32)
+write_record = py_write_record if _native is None else _native.write_record
+"""The record writer: the C one where built (one call per put), else py_write_record (the reference)."""
 
 
 def write_blank(buf, pos: int, size: int) -> None:

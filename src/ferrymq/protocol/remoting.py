@@ -33,6 +33,10 @@ _PREFIX = struct.Struct(">iI")
 _BINARY_FIXED = struct.Struct(">hbhii")  # code, language, version, opaque, flag
 
 
+_LANGUAGE = LanguageCode.PYTHON
+_VERSION = Version.V5_3_3
+
+
 class RemotingProtocolError(ProtocolError):
     """Bytes that are not a valid remoting frame, header, custom header or body."""
 
@@ -80,15 +84,10 @@ class RemotingCommand:
         body: bytes | memoryview = b"",
     ) -> RemotingCommand:
         """The answer to this request: same opaque, and the same header encoding the peer chose."""
-        return RemotingCommand(
-            code,
-            opaque=self.opaque,
-            flag=RESPONSE_FLAG,
-            remark=remark,
-            ext_fields={} if ext_fields is None else ext_fields,
-            body=body,
-            serialize_type=self.serialize_type,
-        )
+        return RemotingCommand(  # positional: one call per answer, keywords cost more
+            code, _LANGUAGE, _VERSION, self.opaque, RESPONSE_FLAG, remark,
+            {} if ext_fields is None else ext_fields, body, self.serialize_type,
+        )  # fmt: skip
 
     def encode_parts(self) -> tuple[bytes, bytes | memoryview]:
         """Length fields + header, and the body apart, so a large body is written without a copy."""

@@ -55,7 +55,10 @@ class CommitLog:
         warmer = self.warmer
         if warmer is not None and offset + need > warmer.wake_at:
             warmer.wake()
-        seg = self.segment_for(offset)
+        segments = self.segments
+        seg = segments[-1] if segments else None  # writing goes on in the last segment
+        if seg is None or not seg.base <= offset < seg.end:
+            seg = self.segment_for(offset)
         if seg is not None:
             pos = offset - seg.base
             room = seg.size - pos

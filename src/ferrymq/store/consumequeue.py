@@ -12,12 +12,14 @@ from pathlib import Path
 
 from ferrymq.protocol.record import CQ_ENTRY as ENTRY
 from ferrymq.store.errors import StoreError
-from ferrymq.store.files import MappedFile, list_offset_files, offset_name
+from ferrymq.store.files import MappedFile, io_error, list_offset_files, offset_name
 
 ENTRY_SIZE = ENTRY.size  # 20
 BLANK_ENTRY_SIZE = 0x7FFFFFFF  # size field of a hole-filling entry (offset 0, tag 0)
 # Disk blocks a ConsumeQueue file takes ahead of its entries: a queue holds few messages as often as
-# many, and a 6 MB file reserved whole per queue would fill a disk with thousands of queues.
+# many, and a 6 MB file reserved whole per queue would fill a disk with thousands of queues. A new
+# file takes one page (204 entries); a filling one doubles what it has, up to RESERVE_STEP at a time.
+FIRST_RESERVE = 4096
 RESERVE_STEP = 64 * 1024
 _BLANK_ENTRY = ENTRY.pack(0, BLANK_ENTRY_SIZE, 0)
 _PAGE = 4096  # what flush_consume_queue_least_pages counts
@@ -69,9 +71,12 @@ class ConsumeQueue:
         if mf is not None:
             return mf
         base = offset * ENTRY_SIZE // self.file_size * self.file_size
-        self.directory.mkdir(parents=True, exist_ok=True)
+        try:
+            self.directory.mkdir(parents=True, exist_ok=True)
+        except OSError as e:
+            raise io_error("create", self.directory, e) from None
         mf = MappedFile(
-            self.directory / offset_name(base), base, self.file_size, create=True, reserve=RESERVE_STEP
+            self.directory / offset_name(base), base, self.file_size, create=True, reserve=FIRST_RESERVE
         )
         self.files = [*self.files, mf]
         if len(self.files) == 1:
@@ -83,7 +88,7 @@ class ConsumeQueue:
         (writing the zero that is there): the first message's dispatch then costs neither."""
         mf = self._writable_file(self.max_offset)
         position = self.max_offset * ENTRY_SIZE - mf.base
-        mf.reserve_to(position + ENTRY_SIZE, RESERVE_STEP)
+        mf.reserve_to(position + ENTRY_SIZE, _step(mf))
         mf.mm[position] = 0
 
     def put(self, queue_offset: int, entries: bytes | bytearray) -> None:
@@ -105,7 +110,7 @@ class ConsumeQueue:
             start = queue_offset * ENTRY_SIZE - mf.base
             n = min(len(data), mf.size - start)
             if start + n > mf.reserved:
-                mf.reserve_to(start + n, RESERVE_STEP)
+                mf.reserve_to(start + n, _step(mf))
             mf.mm[start : start + n] = data[:n]
             data = data[n:]
             queue_offset += n // ENTRY_SIZE
@@ -241,6 +246,11 @@ class ConsumeQueueTable:
     def close(self) -> None:
         for cq in self.all():
             cq.close()
+
+
+def _step(mf: MappedFile) -> int:
+    """How much more a file reserves when its entries outgrow its blocks: as much as it has."""
+    return min(RESERVE_STEP, max(FIRST_RESERVE, mf.reserved))
 
 
 def _rmdir_quietly(path: Path) -> None:

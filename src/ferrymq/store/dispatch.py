@@ -11,6 +11,7 @@ parses only what it finds without them (recovery, a future replica).
 
 from __future__ import annotations
 
+import logging
 import struct
 import threading
 from collections import deque
@@ -28,8 +29,9 @@ from ferrymq.protocol.sys_flag import (
 )
 from ferrymq.store.commitlog import CommitLog
 from ferrymq.store.consumequeue import ENTRY, ENTRY_SIZE, ConsumeQueue, ConsumeQueueTable
-from ferrymq.store.errors import StoreError
+from ferrymq.store.errors import DiskFullError, StoreError
 
+log = logging.getLogger(__name__)
 _TAGS = b"TAGS\x01"
 
 
@@ -46,7 +48,12 @@ class Prepared(NamedTuple):
 
 
 class Dispatcher:
-    def __init__(self, commitlog: CommitLog, queues: ConsumeQueueTable, offset: int) -> None:
+    def __init__(
+        self, commitlog: CommitLog, queues: ConsumeQueueTable, offset: int, scan: Callable | None = None
+    ) -> None:
+        """`scan`: how a segment's bytes are walked, `scan_segment`'s signature and answers (by
+        default records back to back; DLedger's single log passes its walk over entries)."""
+        self.scan = scan or scan_segment
         self.commitlog = commitlog
         self.queues = queues
         self.offset = offset  # the next CommitLog offset to dispatch; always a record boundary
@@ -61,17 +68,42 @@ class Dispatcher:
         self.limit: int | None = None
         """Where dispatching stops, if not at the end of the log: a replica in controller mode
         makes visible only what its master confirmed the whole SyncStateSet holds."""
+        self.stalled: str | None = None
+        """Why dispatching waits at `offset` (the disk has no room for a ConsumeQueue file), or None.
+        Nothing is lost meanwhile: the records wait in the CommitLog, and the next call tries again."""
 
     def dispatch(self) -> int:
-        """Dispatch everything written so far (up to `limit`); return how many records were dispatched."""
+        """Dispatch everything written so far (up to `limit`); return how many records were dispatched.
+
+        A full disk stops it at the first record it cannot file (see `stalled`); a corrupt record
+        raises StoreError."""
         with self.lock:
             limit = self.commitlog.max_offset
             if self.limit is not None and self.limit < limit:
                 limit = self.limit
-            end, count, valid = self._scan(limit, limit, verify_crc=False, partial_tail=True)
+            try:
+                end, count, valid = self._scan(limit, limit, verify_crc=False, partial_tail=True)
+            except DiskFullError as e:
+                if self.stalled is None:
+                    log.error("dispatch waits at CommitLog offset %d for disk space: %s", self.offset, e)
+                self.stalled = str(e)
+                return 0
+            if self.stalled is not None:
+                log.warning("dispatch goes on from CommitLog offset %d: the disk has room again", self.offset)
+                self.stalled = None
             if not valid:
                 raise StoreError(f"CommitLog record at offset {end} is corrupt; the store needs recovery")
             return count
+
+    def skip_to(self, offset: int) -> None:
+        """The CommitLog below `offset` (a segment's start) was deleted before it was all dispatched
+        (retention's last resort on a full disk): go on from there. The caller holds `lock`."""
+        if offset > self.offset:
+            log.error(
+                "CommitLog [%d, %d) deleted before it was dispatched: its messages never reach a queue",
+                self.offset, offset,
+            )  # fmt: skip
+            self.offset = offset
 
     def cut(self, offset: int) -> None:
         """The CommitLog was cut at `offset` (a record boundary; the caller holds `lock`): dispatch
@@ -82,14 +114,19 @@ class Dispatcher:
         while prepared and prepared[-1].start >= offset:
             prepared.pop()
 
-    def recover(self, verify_crc: bool, progress: Callable[[int], None] | None = None) -> int:
-        """Dispatch from the current offset to the last valid record of the CommitLog; return its end.
+    def recover(
+        self, verify_crc: bool, progress: Callable[[int], None] | None = None, until: int | None = None
+    ) -> int:
+        """Dispatch from the current offset to the last valid record of the CommitLog (or `until`);
+        return its end.
 
         Stops at the first record that is torn, misplaced or (with verify_crc) has a wrong body CRC.
         `progress(offset)` hears every _PROGRESS_STEP bytes how far the log is known valid.
         """
         segments = self.commitlog.segments
         limit = segments[-1].end if segments else self.offset
+        if until is not None:
+            limit = min(limit, until)
         with self.lock:
             while self.offset < limit:
                 end, _, valid = self._scan(limit, self.offset + _PROGRESS_STEP, verify_crc=verify_crc)
@@ -119,13 +156,14 @@ class Dispatcher:
             while prepared and prepared[0].start < offset:
                 prepared.popleft()  # already dispatched by parsing (cannot happen, but never misapply)
             if prepared and prepared[0].start == offset:
-                p = prepared.popleft()
+                p = prepared[0]  # taken off once filed: a full disk leaves it for the next pass
                 if p.entries:
                     key = (p.topic, p.queue_id)
                     cq = queue_cache.get(key)
                     if cq is None:
                         cq = queue_cache[key] = queues.get_or_create(p.topic, p.queue_id)
                     cq.put(p.queue_offset, p.entries)
+                prepared.popleft()
                 last_store_timestamp = p.store_timestamp
                 count += len(p.entries) // ENTRY_SIZE or 1
                 offset = self.offset = p.end
@@ -136,7 +174,7 @@ class Dispatcher:
             base = seg.base
             end = min(limit, seg.end) - base
             stop = min(pause_at, prepared[0].start if prepared else limit) - base
-            pos, status, n, store_timestamp, runs = scan_segment(
+            pos, status, n, store_timestamp, runs = self.scan(
                 seg.mm, offset - base, end, stop, base, verify_crc, tag_hash
             )
             for topic, queue_id, queue_offset, entries in runs:

@@ -21,6 +21,7 @@ import struct
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 from ferrymq._native import load
@@ -28,6 +29,7 @@ from ferrymq.protocol.properties import find_property
 from ferrymq.protocol.record import BLANK, read_record_meta
 from ferrymq.protocol.sys_flag import TRANSACTION_ROLLBACK_TYPE, TRANSACTION_TYPE_MASK
 from ferrymq.store.dispatch import SCAN_BLANK, SCAN_MALFORMED, SCAN_STOPPED
+from ferrymq.store.entries import index_entry_scan
 from ferrymq.store.files import offset_name
 from ferrymq.store.index import IndexService, key_hash_bytes
 
@@ -36,6 +38,7 @@ log = logging.getLogger(__name__)
 # index/position: int64 fields.
 _FIELDS = struct.Struct(">qqqqq")
 COMMITTED, MIN_OFFSET, INDEXED, FLUSHED, STOP = 0, 8, 16, 24, 32
+ENTRIES_FROM = 40  # 1 + where DLedger entries begin in the CommitLog (the single log); 0: none
 _LONG = struct.Struct(">q")
 _KEYS = b"KEYS\x01"
 _UNIQ_KEY = b"UNIQ_KEY\x01"
@@ -78,8 +81,14 @@ class IndexerProcess:
         segment_size: int,
         commit_offset: int,
         min_offset: int,
+        entries_from: int | None = None,
+        cap: Callable[[], int | None] | None = None,
     ) -> None:
+        """`entries_from`: where the CommitLog holds DLedger entries (see `hold_entries`); `cap()`:
+        how far the store allows indexing whatever is written (a DLedger store: its commit)."""
+        self.cap = cap
         self.position = Position(store_root / "index" / "position")
+        self.hold_entries(entries_from)
         # Restart from what is known flushed: anything after it is indexed again (queries dedupe).
         restart = min(max(self.position.get(FLUSHED), min_offset), commit_offset)
         self.position.set(INDEXED, restart)
@@ -95,7 +104,12 @@ class IndexerProcess:
         )  # fmt: skip
 
     def committed(self, offset: int) -> None:
-        _LONG.pack_into(self.position.mm, COMMITTED, offset)
+        cap = self.cap() if self.cap is not None else None
+        _LONG.pack_into(self.position.mm, COMMITTED, offset if cap is None else min(offset, cap))
+
+    def hold_entries(self, entries_from: int | None) -> None:
+        """From `entries_from` on, the CommitLog holds DLedger entries (store/entries.py)."""
+        self.position.set(ENTRIES_FROM, 0 if entries_from is None else entries_from + 1)
 
     def min_offset(self, offset: int) -> None:
         self.position.set(MIN_OFFSET, offset)
@@ -150,12 +164,22 @@ def run(store_root: Path, slots: int, entries: int, segment_size: int, parent: i
     index = IndexService(store_root / "index", max_hash_slot_num=slots, max_index_num=entries)
     segments = _Segments(store_root / "commitlog", segment_size)
     offset = position.get(INDEXED)
+    dropped_below = 0
     idle = _BUSY_PAUSE
     next_flush = time.monotonic() + 1.0
     while True:
         committed = position.get(COMMITTED)
+        if (low := position.get(MIN_OFFSET)) > dropped_below:  # give deleted segments' space back now
+            segments.drop_below(low)
+            dropped_below = low
+            if offset < low:  # retention deleted records not indexed yet
+                offset = low
+                position.set(INDEXED, offset)
         # A replica's committed offset may cut a record it is still copying: no progress then.
-        indexed = _index_range(index, segments, offset, committed) if offset < committed else offset
+        entries_from = position.get(ENTRIES_FROM) - 1
+        indexed = (
+            _index_range(index, segments, offset, committed, entries_from) if offset < committed else offset
+        )
         if indexed > offset:
             offset = indexed
             position.set(INDEXED, offset)
@@ -220,8 +244,11 @@ _scan_c = load("scan")
 scan_segment = _scan_c.index_scan if _scan_c is not None else index_scan
 
 
-def _index_range(index: IndexService, segments: _Segments, offset: int, committed: int) -> int:
+def _index_range(
+    index: IndexService, segments: _Segments, offset: int, committed: int, entries_from: int = -1
+) -> int:
     """Index the records in [offset, committed); return where it stopped (a record boundary).
+    Segments from `entries_from` on (if not -1) hold DLedger entries, walked whole.
 
     Segments are scanned a slice at a time, so keys reach the index a few thousand at a time.
     """
@@ -232,8 +259,10 @@ def _index_range(index: IndexService, segments: _Segments, offset: int, committe
         if mm is None:
             return offset  # not visible yet, or deleted by retention: try again later
         pos = offset - base
-        end = min(committed - base, size, pos + _SCAN_BYTES)
-        pos, status, items = scan_segment(mm, pos, end, base)
+        if 0 <= entries_from <= base:
+            pos, status, items = index_entry_scan(mm, pos, min(committed - base, size), base, scan_segment)
+        else:
+            pos, status, items = scan_segment(mm, pos, min(committed - base, size, pos + _SCAN_BYTES), base)
         if items:
             index.put_hashed(items)
         if status == SCAN_BLANK:

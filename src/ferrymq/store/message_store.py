@@ -16,9 +16,10 @@ import shutil
 import struct
 import threading
 import time
-from collections.abc import Callable
+from collections import deque
 from typing import cast
 
+from ferrymq._native import load
 from ferrymq.protocol.batch import batch_records_size, scan_batch, write_batch_records
 from ferrymq.protocol.errors import MessageDecodeError
 from ferrymq.protocol.hashes import tag_hash
@@ -45,10 +46,12 @@ from ferrymq.store.cleanup import RetentionService
 from ferrymq.store.commitlog import CommitLog
 from ferrymq.store.config import ASYNC_FLUSH, SYNC_FLUSH, StoreConfig
 from ferrymq.store.consumequeue import BLANK_ENTRY_SIZE, ENTRY, ConsumeQueueTable
-from ferrymq.store.dispatch import Dispatcher, Prepared
+from ferrymq.store.dispatch import Dispatcher, Prepared, scan_segment
+from ferrymq.store.entries import DLEDGER_DIR, divided_of, entry_scan
 from ferrymq.store.errors import DiskFullError, StoreError
 from ferrymq.store.files import MappedFile
-from ferrymq.store.flush import FlushService, GroupCommit, GroupCommitService
+from ferrymq.store.flush import FlushService
+from ferrymq.store.group_commit import group_commit
 from ferrymq.store.index import IndexService
 from ferrymq.store.indexer import IndexerProcess
 from ferrymq.store.status import GetResult, GetStatus, PutResult, PutStatus
@@ -59,7 +62,40 @@ _INT = struct.Struct(">i")
 _LONG = struct.Struct(">q")
 MAX_TOPIC_BYTES = 255
 _TAGS = b"TAGS\x01"
+_NO_QUEUE_OFFSET = (TRANSACTION_PREPARED_TYPE, TRANSACTION_ROLLBACK_TYPE)
 _new_prepared = tuple.__new__  # a Prepared without its Python-level __new__: one per put
+
+
+def py_append(
+    buf, pos: int, base: int, block: bytes, queue_id: int, flag: int, sys_flag: int, born_timestamp: int,
+    born_host: bytes, now: int, store_host: bytes, reconsume_times: int, prepared_transaction_offset: int,
+    body: bytes | memoryview, properties: bytes, queue_offsets: dict[tuple[str, int], int],
+    key: tuple[str, int] | None, tags_code: int | None, prepared: deque[Prepared],
+    prepared_cls: type[Prepared], topic: str,
+) -> int:  # fmt: skip
+    """One message's record written at `pos` of a segment starting at CommitLog offset `base`, its
+    queue offset taken from `queue_offsets` (none if `key` is None: half and rolled-back
+    transaction messages) and its ConsumeQueue entry prepared for the dispatcher; the queue offset.
+    The reference of the C `append` the put path calls (with `now` the store time, ms)."""
+    phys = base + pos
+    queue_offset = queue_offsets.get(key, 0) if key is not None else 0
+    size = write_record(
+        buf, pos, block, queue_id, flag, queue_offset, phys, sys_flag, born_timestamp or now, born_host, now,
+        store_host, reconsume_times, prepared_transaction_offset, body, properties,
+    )  # fmt: skip
+    if key is not None:
+        queue_offsets[key] = queue_offset + 1
+        entry = ENTRY.pack(phys, size, tags_code)
+    else:
+        entry = b""
+    prepared.append(
+        _new_prepared(prepared_cls, (phys, phys + size, topic, queue_id, queue_offset, entry, now))
+    )
+    return queue_offset
+
+
+_native = load("put")
+append = py_append if _native is None else _native.append
 
 
 class MessageStore:
@@ -69,17 +105,20 @@ class MessageStore:
         store_host: tuple[str, int] = ("127.0.0.1", 10911),
         *,
         background_dispatch: bool = True,
-        group_commit: Callable[[CommitLog], GroupCommit] = GroupCommitService,
     ) -> None:
         """`background_dispatch=False` leaves calling `dispatch()` after puts to the owner: a broker
         does it on its event loop, which spares a GIL handoff per write and wakes long polls at once.
-        `group_commit` makes SYNC_FLUSH's group commit for the CommitLog: by default a thread whose
-        futures callers block on (`PutResult.wait`); a broker's completes asyncio futures."""
+        With SYNC_FLUSH, a store opened on an event loop must take its puts on that loop: their group
+        commit runs on it (store/group_commit.py).
+
+        A store whose `dledger/divided` file says so is DLedger's single log: from that offset on,
+        its CommitLog holds DLedger entries (store/entries.py), the Raft log (ha/dledger/) recovers
+        their tail and deletes their segments, and only committed ones are dispatched."""
+        self.entries_from: int | None = None
         self.config = config
         self._thorough_at = 0.0  # when ConsumeQueues were last flushed whole (see _checkpoint) ...
         self._queues_durable = (0, 0)  # ... and the store timestamp and dispatched offset they then had
         self.background_dispatch = background_dispatch
-        self._group_commit = group_commit
         self.store_host = pack_host(*store_host)
         self.root = config.store_path_root_dir
         self.disk_full = False
@@ -88,7 +127,8 @@ class MessageStore:
         self._queue_offsets: dict[tuple[str, int], int] = {}
         self._topic_blocks: dict[str, bytes] = {}
         self._max_body = config.max_message_size
-        self._store_host_flag = host_sys_flags(self.store_host, self.store_host)
+        # the V6 bits of a record's sys flag, by the width of its packed born host
+        self._host_flags = {w: host_sys_flags(b"\0" * w, self.store_host) for w in (8, 20)}
         # Record bytes besides body, topic block and properties, by born host width.
         self._fixed_size = {w: record_size(0, 0, 0, w, len(self.store_host)) - 3 for w in (8, 20)}
         self._opened = False
@@ -133,6 +173,7 @@ class MessageStore:
             self.config, disk_usage=self.disk_usage_ratio, disk_full=self._set_disk_full,
             deletable=self._retired_segments, delete_segment=self._delete_segment,
             min_offset=lambda: self.commitlog.min_offset, delete_below=self._delete_files_below,
+            resume=self._resume_dispatch,
         )  # fmt: skip
         cfg = self.config
         flush_period = cfg.flush_interval_commit_log / 1000 if cfg.flush_disk_type == ASYNC_FLUSH else None
@@ -141,7 +182,11 @@ class MessageStore:
             "checkpoint": (cfg.flush_interval_consume_queue / 1000, self._periodic_checkpoint),
             "retention": (cfg.clean_resource_interval / 1000, self.retention.run),
         })  # fmt: skip
-        self.group_commit = self._group_commit(self.commitlog) if cfg.flush_disk_type == SYNC_FLUSH else None
+        self.group_commit = (
+            group_commit(self.commitlog, cfg.sync_flush_timeout / 1000)
+            if cfg.flush_disk_type == SYNC_FLUSH
+            else None
+        )
         self._start_dispatch_thread()
         self.flush_service.start()
         if self.group_commit:
@@ -156,9 +201,12 @@ class MessageStore:
             last_end = cl.segments[-1].end if cl.segments else start
             start = min(max(checkpoint.dispatched_offset, cl.min_offset), last_end)
         self.dispatcher = Dispatcher(cl, self.queues, start)
+        divided = self.entries_from = divided_of(self.root / DLEDGER_DIR)
         if self.index is not None:  # it rebuilds the index while the scan below rebuilds ConsumeQueues
             self.indexer = self._start_indexer(committed=start)
-        if clean and checkpoint is not None and self._ends_cleanly_at(start):
+        if divided is not None:
+            recovered = self._recover_entries(start, divided)
+        elif clean and checkpoint is not None and self._ends_cleanly_at(start):
             cl.max_offset = cl.flushed_offset = start
             recovered = 0
         else:
@@ -180,9 +228,48 @@ class MessageStore:
             self.indexer.committed(cl.max_offset)
         return recovered
 
+    def _recover_entries(self, start: int, divided: int) -> int:
+        """DLedger's single log: dispatch again only what was dispatched before the stop (those
+        entries were committed; the commit index is not persisted, so later ones wait for the
+        leader's), and leave the CommitLog's tail to the Raft log's recovery."""
+        until = max(start, self.hold_entries(divided))
+        self.commitlog.max_offset = start
+        end = self.dispatcher.recover(self.config.check_crc_on_recover, until=until)
+        for cq in self.queues.all():
+            cq.truncate_from_commitlog(end)
+        self.commitlog.max_offset = end
+        return end - start
+
+    def hold_entries(self, divided: int) -> int:
+        """From `divided` on the CommitLog holds DLedger entries (the Raft log decides where when it
+        is first opened on a classic CommitLog: the next segment boundary)."""
+
+        def scan(buf, pos, end, stop, base, verify_crc, tag_hash_of):
+            walk = entry_scan if base >= divided else scan_segment
+            return walk(buf, pos, end, stop, base, verify_crc, tag_hash_of)
+
+        self.entries_from = divided
+        self.dispatcher.scan = scan
+        if self.indexer is not None:
+            self.indexer.hold_entries(divided)
+        return divided
+
+    @property
+    def visible_offset(self) -> int:
+        """The CommitLog's end as readers see it: all of it, or a single log's committed entries."""
+        limit = self.dispatcher.limit
+        cl_max = self.commitlog.max_offset
+        return cl_max if self.entries_from is None or limit is None else min(limit, cl_max)
+
     def next_queue_offset(self, topic: str, queue_id: int) -> int:
         """The queue offset the next put to topic/queue takes."""
         return self._queue_offsets.get((topic, queue_id), 0)
+
+    def reload_queue_offsets(self) -> None:
+        """Continue each queue's offsets from its ConsumeQueue: a DLedger leader's store, once every
+        earlier entry is dispatched (puts it proposed and lost may have taken offsets)."""
+        with self._put_lock:
+            self._reload_queue_offsets()
 
     def _reload_queue_offsets(self) -> None:
         """Continue each queue's offsets from its ConsumeQueue (after recovery, truncation, replication)."""
@@ -193,8 +280,12 @@ class MessageStore:
         cfg = self.config
         return IndexerProcess(
             self.root, cfg.max_hash_slot_num, cfg.max_index_num, cfg.mapped_file_size_commit_log,
-            committed, self.commitlog.min_offset,
+            committed, self.commitlog.min_offset, self.entries_from, self._index_cap,
         )  # fmt: skip
+
+    def _index_cap(self) -> int | None:
+        """A single log's entries are indexed once committed (dispatched), never before."""
+        return self.dispatcher.offset if self.entries_from is not None else None
 
     def check_indexer(self) -> None:
         """Restart the indexer if it died (queries by key would go stale otherwise)."""
@@ -219,14 +310,29 @@ class MessageStore:
             self._dispatch_thread.start()
 
     def dispatch(self) -> int:
-        """Build ConsumeQueue entries for everything written so far (see `background_dispatch`)."""
-        return self.dispatcher.dispatch()
+        """Build ConsumeQueue entries for everything written so far (see `background_dispatch`); a
+        single log's indexer follows what was dispatched.
+
+        When the disk has no room for them, writes are refused until retention's next pass finds
+        it has (`_resume_dispatch`): the CommitLog would otherwise outrun its queues."""
+        count = self.dispatcher.dispatch()
+        if count and self.entries_from is not None and self.indexer is not None:
+            self.indexer.committed(self.dispatcher.offset)
+        if self.dispatcher.stalled is not None and not self.disk_full:
+            self.retention.check_disk()
+        return count
+
+    def _resume_dispatch(self) -> int | None:
+        """Retry a dispatch the full disk held up; the CommitLog offset where it still waits, or None."""
+        if self.dispatcher.stalled is not None:
+            self.dispatch()
+        return self.dispatcher.offset if self.dispatcher.stalled is not None else None
 
     def _dispatch_loop(self) -> None:
         while not self._stopping:
             seen = self.commitlog.max_offset
             try:
-                self.dispatcher.dispatch()
+                self.dispatch()
             except StoreError:
                 log.exception("dispatch stopped")
                 return
@@ -242,7 +348,8 @@ class MessageStore:
         """Stop cleanly: dispatch and flush everything, checkpoint, and remove the abort marker."""
         if not self._opened:
             return
-        self._opened = False
+        with self._put_lock:  # a put under way finishes first; later ones are refused (`_place`)
+            self._opened = False
         self._stopping = True
         self._dispatch_wake.set()
         if self.background_dispatch:
@@ -330,7 +437,6 @@ class MessageStore:
         queue_id: int,
         body: bytes | memoryview,
         properties: bytes | str = b"",
-        *,
         flag: int = 0,
         sys_flag: int = 0,
         born_timestamp: int = 0,
@@ -340,7 +446,8 @@ class MessageStore:
         tags_code: int | None = None,
     ) -> PutResult:
         """Append one message. `properties` is the encoded properties string; hosts are packed.
-        `tags_code`: the ConsumeQueue tag hash, when the caller knows it (else found in TAGS)."""
+        `tags_code`: the ConsumeQueue tag hash, when the caller knows it (else found in TAGS).
+        Positional-friendly: the send path calls it once per message."""
         if isinstance(properties, str):
             properties = properties.encode()
         block = self._topic_blocks.get(topic)
@@ -355,40 +462,30 @@ class MessageStore:
             if refused:
                 return refused
             block = self._topic_blocks[topic]
+        store_host = self.store_host
         if born_host is None:
-            born_host = self.store_host
-            sys_flag = (sys_flag & ~0x30) | self._store_host_flag
-        else:
-            sys_flag = (sys_flag & ~0x30) | host_sys_flags(born_host, self.store_host)
-        size = self._fixed_size[len(born_host)] + len(body) + len(block) + 2 + len(properties)
-        tran = sys_flag & TRANSACTION_TYPE_MASK
+            born_host = store_host
+        width = len(born_host)
+        sys_flag = (sys_flag & ~0x30) | self._host_flags[width]
+        size = self._fixed_size[width] + len(body) + len(block) + 2 + len(properties)
         # Half and rolled-back transaction messages never reach a ConsumeQueue, so take no offset.
-        takes_offset = tran != TRANSACTION_PREPARED_TYPE and tran != TRANSACTION_ROLLBACK_TYPE
-        key = (topic, queue_id)
+        takes_offset = (sys_flag & TRANSACTION_TYPE_MASK) not in _NO_QUEUE_OFFSET
+        if takes_offset and tags_code is None:
+            tag = find_property(properties, _TAGS) if _TAGS in properties else None
+            tags_code = tag_hash(tag) if tag else 0
+        key = (topic, queue_id) if takes_offset else None
         with self._put_lock:
             placed = self._place(size)
             if placed.__class__ is PutResult:
                 return placed
             seg, pos = placed
-            phys = seg.base + pos
-            queue_offset = self._queue_offsets.get(key, 0) if takes_offset else 0
             now = time.time_ns() // 1_000_000
-            write_record(
-                seg.mm, pos, block, queue_id, flag, queue_offset, phys, sys_flag,
-                born_timestamp or now, born_host, now, self.store_host, reconsume_times,
-                prepared_transaction_offset, body, properties,
+            queue_offset = append(
+                seg.mm, pos, seg.base, block, queue_id, flag, sys_flag, born_timestamp, born_host, now,
+                store_host, reconsume_times, prepared_transaction_offset, body, properties,
+                self._queue_offsets, key, tags_code, self.dispatcher.prepared, Prepared, topic,
             )  # fmt: skip
-            if takes_offset:
-                self._queue_offsets[key] = queue_offset + 1
-                if tags_code is None:
-                    tag = find_property(properties, _TAGS) if _TAGS in properties else None
-                    tags_code = tag_hash(tag) if tag else 0
-                entry = ENTRY.pack(phys, size, tags_code)
-            else:
-                entry = b""
-            self.dispatcher.prepared.append(
-                _new_prepared(Prepared, (phys, phys + size, topic, queue_id, queue_offset, entry, now))
-            )
+            phys = seg.base + pos
             self.commitlog.max_offset = phys + size
         return self._written(PutResult(PutStatus.PUT_OK, "", phys, size, queue_offset, 1, now))
 
@@ -437,7 +534,10 @@ class MessageStore:
         return self._written(PutResult(PutStatus.PUT_OK, "", first, total, queue_offset, count, now, entries))
 
     def _place(self, size: int):
-        """Where `size` bytes go next, or a PutResult saying why they cannot be written."""
+        """Where `size` bytes go next, or a PutResult saying why they cannot be written (the caller
+        holds the put lock)."""
+        if not self._opened:
+            return PutResult(PutStatus.SERVICE_NOT_AVAILABLE, f"store {self.root} is closed")
         if size + BLANK_MIN_SIZE > self.config.mapped_file_size_commit_log:
             return PutResult(
                 PutStatus.MESSAGE_ILLEGAL, f"a {size}-byte record does not fit in a CommitLog segment"
@@ -466,11 +566,13 @@ class MessageStore:
         """Block until everything written so far has ConsumeQueue and index entries (tests, tools)."""
         target = dispatch_target = self.commitlog.max_offset
         if not self.background_dispatch or self.dispatcher.limit is not None:
-            self.dispatcher.dispatch()
+            self.dispatch()
         if self.dispatcher.limit is not None and self.dispatcher.limit < target:
             dispatch_target = self.dispatcher.offset  # as far as it may go now
         if self.indexer is not None:
             self.indexer.committed(target)  # also a blank tail left by a failed roll-over
+        if self.entries_from is not None:  # a single log's uncommitted entries are not indexed yet
+            target = dispatch_target
         deadline = time.monotonic() + timeout
         while self.dispatcher.offset < dispatch_target or (
             self.indexer and self.indexer.indexed_offset < target
@@ -510,16 +612,23 @@ class MessageStore:
         """The mapped CommitLog bytes where up to `size` bytes copied from the master at `offset` (this
         store's write position) go, cut at a segment's end; `replicated` then appends them."""
         with self._put_lock:
+            self._check_open()
             empty = not self.commitlog.segments
             window = self.commitlog.raw_window(offset, size)
             if empty:
                 self.dispatcher.offset = offset
             return window
 
+    def _check_open(self) -> None:
+        """StoreError for a write to the CommitLog after `close` (the caller holds the put lock)."""
+        if not self._opened:
+            raise StoreError(f"store {self.root} is closed")
+
     def replicated(self, end: int) -> None:
         """The bytes written into `replica_window`s up to `end` are appended; the owner dispatches
         afterwards, as after a put."""
         with self._put_lock:
+            self._check_open()
             self.commitlog.commit_raw(end)
         if self._dispatch_idle:
             self._dispatch_wake.set()
@@ -530,6 +639,7 @@ class MessageStore:
         """Cut the CommitLog at `offset` (a record boundary), with the ConsumeQueue entries and index
         progress after it: a replica drops the tail its new master never had."""
         with self._put_lock, self.dispatcher.lock:
+            self._check_open()
             self.commitlog.truncate(offset)
             for cq in self.queues.all():
                 cq.truncate_from_commitlog(offset)
@@ -755,7 +865,9 @@ class MessageStore:
         self.check_indexer()
 
     def _set_disk_full(self, usage: float, full: bool) -> None:
-        """Retention's disk check: refuse writes past the warning level, take them again below it."""
+        """Retention's disk check: refuse writes past the warning level, or while dispatch waits for
+        room; take them again once neither holds."""
+        full = full or self.dispatcher.stalled is not None
         if full != self.disk_full:
             if full:
                 log.error("disk %.1f%% used, over %d%%: refusing writes", usage,
@@ -764,15 +876,29 @@ class MessageStore:
                 log.warning("disk %.1f%% used: accepting writes again", usage)
         self.disk_full = full
 
-    def _retired_segments(self) -> list[MappedFile]:
-        """CommitLog segments retention may delete, oldest first: wholly dispatched, and never the
-        segment being written."""
+    def _retired_segments(self, undispatched: bool = False) -> list[MappedFile]:
+        """CommitLog segments retention may delete, oldest first: wholly dispatched (or, asked for
+        `undispatched`, not), and never the segment being written."""
+        if self.entries_from is not None:  # the Raft log deletes its segments itself (trim)
+            return []
+        if undispatched:
+            return self.commitlog.segments[:-1]
         dispatched = self.dispatcher.offset
         return list(itertools.takewhile(lambda seg: seg.end <= dispatched, self.commitlog.segments[:-1]))
 
+    def trimmed(self) -> None:
+        """A single log's Raft log deleted CommitLog segments (its retention): the ConsumeQueue and
+        index files wholly below the new minimum follow."""
+        self._delete_files_below(self.commitlog.min_offset)
+
     def _delete_segment(self, seg: MappedFile) -> None:
         with self._put_lock:
-            self.commitlog.delete_segment(seg)
+            if seg.end <= self.dispatcher.offset:  # dispatch has left it for good
+                self.commitlog.delete_segment(seg)
+                return
+            with self.dispatcher.lock:  # dispatch is in it or before it: it goes on after it
+                self.commitlog.delete_segment(seg)
+                self.dispatcher.skip_to(seg.end)
 
     def _delete_files_below(self, min_offset: int) -> None:
         """ConsumeQueue and index files wholly below the CommitLog's new minimum follow its segments."""

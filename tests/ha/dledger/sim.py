@@ -31,10 +31,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from ferrymq.ha.dledger import wire
+from ferrymq.ha.dledger.commitlog_log import CommitLogRaftLog
 from ferrymq.ha.dledger.filelog import FileLog
 from ferrymq.ha.dledger.log import Entry, MemoryLog
 from ferrymq.ha.dledger.pending import PendingAppends
 from ferrymq.ha.dledger.raft import HardState, NotLeader, RaftConfig, RaftNode, RaftSafetyError, Role
+from ferrymq.store.commitlog import CommitLog
 
 TICK, DELIVER, CLIENT, FAULT, HEAL_LINKS, RESTART, TRANSFER = range(7)
 SETTLE_MS = 5000  # after the schedule ends, how long the calm cluster gets to converge
@@ -112,6 +114,64 @@ class FileDisk:
                 os.truncate(path, rng.randint(min(self.sizes.get(path, 0), now), now))
 
 
+class CommitLogDisk:
+    """A node's log as DLedger's single log: entries in CommitLog segments of 4 KiB, index units in
+    their own files (`CommitLogRaftLog`), reopened and recovered after every crash.
+
+    A crash before a sync cuts each index file as `FileDisk` cuts its files, and tears the
+    CommitLog: its bytes from somewhere between the end at the last sync and the end now are lost
+    (zeros), the first few of them sometimes garbage.
+    """
+
+    SEGMENT_BYTES = 4096
+
+    def __init__(self, root: Path) -> None:
+        self.root = root
+        self.sizes: dict[Path, int] = {}
+        self.synced_end = 0
+        self.commitlog: CommitLog | None = None
+
+    def open(self) -> CommitLogRaftLog:
+        self.commitlog = CommitLog(self.root / "commitlog", self.SEGMENT_BYTES)
+        return CommitLogRaftLog(self.root / "dledger", self.commitlog)
+
+    def _now(self) -> dict[Path, int]:
+        return {p: p.stat().st_size for p in (self.root / "dledger").glob("*.index")}
+
+    def synced(self, log) -> None:
+        self.sizes = self._now()
+        self.synced_end = log.commitlog.max_offset
+
+    def crashed(self, log, torn: bool, rng: random.Random) -> None:
+        end = log.commitlog.max_offset
+        log.close()
+        assert self.commitlog is not None
+        self.commitlog.close()
+        if not torn:
+            return
+        for path, now in sorted(self._now().items()):
+            os.truncate(path, rng.randint(min(self.sizes.get(path, 0), now), now))
+        cut = rng.randint(min(self.synced_end, end), end)
+        size = self.SEGMENT_BYTES
+        while cut < end:  # the lost bytes, segment by segment
+            base = cut // size * size
+            stop = min(end, base + size)
+            path = self.root / "commitlog" / f"{base:020d}"
+            if path.exists():
+                lost = bytearray(stop - cut)
+                if rng.random() < 0.5:
+                    noise = rng.randbytes(min(len(lost), 16))
+                    lost[: len(noise)] = noise
+                with open(path, "r+b") as f:
+                    f.seek(cut - base)
+                    f.write(lost)
+            cut = stop
+
+
+def _disk(root: Path, single_log: bool) -> FileDisk | CommitLogDisk:
+    return CommitLogDisk(root) if single_log else FileDisk(root)
+
+
 def entries_of(log) -> Sequence[Entry]:
     if isinstance(log, MemoryLog):
         return log.entries
@@ -125,7 +185,7 @@ def entries_of(log) -> Sequence[Entry]:
 class SimNode:
     id: str
     tick_ms: int
-    disk: MemoryDisk | FileDisk
+    disk: MemoryDisk | FileDisk | CommitLogDisk
     hard: HardState = field(default_factory=HardState)
     raft: RaftNode | None = None
     applied: int = -1
@@ -154,8 +214,10 @@ class Cluster:
         node_factory: type[RaftNode] = RaftNode,
         files: Path | None = None,
         wire: bool = False,
+        single_log: bool = False,
     ) -> None:
-        """`files`: keep the logs in FileLogs under this directory instead of in memory.
+        """`files`: keep the logs in FileLogs under this directory instead of in memory (with
+        `single_log`, in CommitLog segments: `CommitLogRaftLog`).
         `wire`: send every message as a frame (`wire.encode`) and deliver what `wire.decode` makes of it.
         """
         self.wire = wire
@@ -181,7 +243,7 @@ class Cluster:
         self.node_factory = node_factory
         self.ids = [f"n{i}" for i in range(self.size)]
         self.nodes = {
-            i: SimNode(i, rng.randint(90, 110), FileDisk(files / i) if files else MemoryDisk())
+            i: SimNode(i, rng.randint(90, 110), _disk(files / i, single_log) if files else MemoryDisk())
             for i in self.ids
         }
         self.cut: set[tuple[str, str]] = set()  # (src, dst) links that lose everything

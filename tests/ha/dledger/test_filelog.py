@@ -43,16 +43,19 @@ def test_the_files_are_dledger_entries_and_index_units(tmp_path):
     assert offset == len(data) and len(index) == 4 * 32 and h.magic == codec.MAGIC_NOOP
 
 
-@pytest.mark.parametrize("segment_bytes", [1 << 30, 300])
-def test_it_answers_like_the_memory_log_through_appends_truncations_and_reopening(tmp_path, segment_bytes):
-    """In small segments, a read stops at the end of a segment: a prefix of the memory log's."""
-    rng = random.Random(5)
-    mem, log = MemoryLog(), FileLog(tmp_path, segment_bytes)
+def like_the_memory_log(rng: random.Random, log, reopen, body: int, limit: int):
+    """300 random appends (bodies up to `body` bytes), truncations and reopenings (`reopen(log)`
+    gives the log opened again), each followed by a read (up to `limit` bytes) and a term checked
+    against a MemoryLog's. In small segments, a read stops at the end of a segment: a prefix of the
+    memory log's. Returns the log and the memory log."""
+    mem = MemoryLog()
     term = 1
     for step in range(300):
         op = rng.random()
         if op < 0.5:
-            batch = [Entry(mem.last_index + 1 + k, term, rng.randbytes(rng.randint(0, 40))) for k in range(3)]
+            batch = [
+                Entry(mem.last_index + 1 + k, term, rng.randbytes(rng.randint(0, body))) for k in range(3)
+            ]
             mem.append(batch)
             log.append(batch)
         elif op < 0.65 and mem.last_index >= 0:
@@ -61,10 +64,9 @@ def test_it_answers_like_the_memory_log_through_appends_truncations_and_reopenin
             log.truncate(cut)
             term += 1
         elif op < 0.75:
-            log.close()
-            log = FileLog(tmp_path, segment_bytes)
+            log = reopen(log)
         start = rng.randint(0, mem.last_index + 1)
-        count, limit = rng.randint(1, 10), rng.randint(0, 200)
+        count, limit = rng.randint(1, 10), rng.randint(0, limit)
         assert log.last_index == mem.last_index, step
         got, want = log.read(start, count, limit), mem.read(start, count, limit)
         assert same(got, want[: len(got)]) and bool(got) == bool(want), step
@@ -75,6 +77,16 @@ def test_it_answers_like_the_memory_log_through_appends_truncations_and_reopenin
         log.term_at(log.last_index + 1)
     with pytest.raises(ValueError):
         log.append(entries(log.last_index + 2, term, 1))
+    return log, mem
+
+
+@pytest.mark.parametrize("segment_bytes", [1 << 30, 300])
+def test_it_answers_like_the_memory_log_through_appends_truncations_and_reopening(tmp_path, segment_bytes):
+    def reopen(log: FileLog) -> FileLog:
+        log.close()
+        return FileLog(tmp_path, segment_bytes)
+
+    like_the_memory_log(random.Random(5), FileLog(tmp_path, segment_bytes), reopen, 40, 200)
 
 
 def test_an_append_of_more_entries_than_one_system_call_takes(tmp_path):

@@ -12,6 +12,8 @@ import pytest
 from ferrymq.bench.processes import free_ports
 from ferrymq.broker.config import BrokerConfig
 from ferrymq.broker.server import Broker
+from ferrymq.ha.dledger.commitlog_log import CommitLogRaftLog
+from ferrymq.ha.dledger.entry import BODY_OFFSET, decode_header
 from ferrymq.protocol.codes import RequestCode, ResponseCode
 from ferrymq.protocol.message_ext import decode_records
 from ferrymq.protocol.pop import pop_retry_topic
@@ -22,9 +24,14 @@ from tests.store.conftest import read_queue
 MEMBERS = ("n0", "n1", "n2")
 
 
-async def start_group(group, **settings) -> list[Broker]:
-    """Three members on free loopback Raft ports, with fast elections."""
+async def start_group(group, *, two_files: bool = False, **settings) -> list[Broker]:
+    """Three members on free loopback Raft ports, with fast elections; on the single log, or with
+    `two_files` as members whose stores earlier versions wrote (a FileLog beside the CommitLog)."""
     peers = ";".join(f"{n}-127.0.0.1:{p}" for n, p in zip(MEMBERS, free_ports(3), strict=True))
+    for n in MEMBERS if two_files else ():
+        root = group.tmp_path / n / "store" / "dledger"
+        root.mkdir(parents=True)
+        (root / "applied_to").touch()  # an applied mark: this member runs the two files
     return [
         await group.start(
             n,
@@ -71,6 +78,27 @@ async def stored_everywhere(brokers: list[Broker], expected: list[bytes], topic:
                 30,
                 f"{topic} on {b.config.dledger_self_id}",
             )
+
+
+async def test_members_hold_the_sends_in_dledger_entries_at_the_same_positions(group):
+    """The single log: each member's CommitLog holds DLedger entries whose bodies are the records
+    (a message's physical offset is its entry's position + 48), at the same positions everywhere,
+    and no Raft log files beside it."""
+    brokers = await start_group(group)
+    master = await elect(brokers)
+    expected = [b"e%d" % i * (i * 10000) for i in range(12)]  # 2.2 MB: entries roll to the next segment
+    await send_all(group, master, expected)
+    await stored_everywhere(brokers, expected)
+    layouts = []
+    for b in brokers:
+        log = b.dledger.log if b.dledger is not None else None
+        assert isinstance(log, CommitLogRaftLog) and not list(log.root.glob("*.data"))
+        offsets = [m.commitlog_offset for m in read_queue(b.store, "T", 0)]
+        for offset in offsets:
+            header = b.store.commitlog.read(offset - BODY_OFFSET, BODY_OFFSET)
+            assert header is not None and decode_header(header).pos == offset - BODY_OFFSET
+        layouts.append(([log.end_of(i) for i in range(log.first_index, log.last_index + 1)], offsets))
+    assert layouts[0] == layouts[1] == layouts[2]
 
 
 async def test_a_group_elects_a_master_and_stores_sends_on_every_member(group):

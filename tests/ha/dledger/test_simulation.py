@@ -78,3 +78,10 @@ def test_after_the_leader_crashes_a_new_one_acknowledges_appends():
     for seed in range(5):
         ms, c = leader_failover(seed, RaftConfig())  # raises Violation if no append is acknowledged
         assert ms > 0 and c.stats["crashes"] == 1
+
+
+def test_logs_in_commitlog_segments(tmp_path):
+    """The same schedules with DLedger's single log (entries in CommitLog segments, recovered at
+    every restart, torn by crashes before a sync) and every message sent as a wire frame."""
+    clusters = [run_seed(seed, files=tmp_path / str(seed), wire=True, single_log=True) for seed in range(12)]
+    assert sum(c.stats["torn"] for c in clusters) >= 3 and all(c.acked for c in clusters)

@@ -11,11 +11,13 @@ import time
 
 import pytest
 
+from ferrymq.ha.dledger.commitlog_log import CommitLogRaftLog
 from ferrymq.ha.dledger.filelog import FileLog
 from ferrymq.ha.dledger.log import Entry, MemoryLog
 from ferrymq.ha.dledger.messages import Append
 from ferrymq.ha.dledger.raft import RaftConfig, RaftNode, Role
 from ferrymq.ha.dledger.retention import LogRetention
+from ferrymq.store.commitlog import CommitLog
 from ferrymq.store.config import StoreConfig
 from tests.ha.dledger.test_raft import Net
 
@@ -113,9 +115,21 @@ def test_a_log_in_the_single_files_of_earlier_versions_becomes_the_first_segment
     assert not (old / "data").exists()
 
 
-def group(root) -> Net:
-    """Three nodes on FileLogs in small segments, each Ready carried out at once."""
-    return Net(config=CFG, make_log=lambda i: FileLog(root / i, SEGMENT))
+LOGS = {
+    "two files": lambda root: FileLog(root, SEGMENT),
+    "single log": lambda root: CommitLogRaftLog(root / "dledger", CommitLog(root / "commitlog", SEGMENT)),
+}
+
+
+@pytest.fixture(params=list(LOGS))
+def make_log(request):
+    """Each Raft log kind in small segments: `FileLog`, and the single log in CommitLog segments."""
+    return LOGS[request.param]
+
+
+def group(root, make_log) -> Net:
+    """Three nodes on file-backed logs in small segments, each Ready carried out at once."""
+    return Net(config=CFG, make_log=lambda i: make_log(root / i))
 
 
 def propose(net: Net, leader: RaftNode, n: int, tag: str) -> None:
@@ -124,9 +138,9 @@ def propose(net: Net, leader: RaftNode, n: int, tag: str) -> None:
         net.flush()
 
 
-def split(root, before: int, after: int) -> tuple[Net, RaftNode]:
+def split(root, make_log, before: int, after: int) -> tuple[Net, RaftNode]:
     """A group whose n2 was cut off after `before` entries, while the leader n0 took `after` more."""
-    g = group(root)
+    g = group(root, make_log)
     leader = g.elect("n0")
     propose(g, leader, before, "a")
     g.isolated.add("n2")
@@ -134,8 +148,8 @@ def split(root, before: int, after: int) -> tuple[Net, RaftNode]:
     return g, leader
 
 
-def test_a_follower_behind_the_leaders_trimmed_start_is_stranded_the_others_go_on(tmp_path):
-    g, leader = split(tmp_path, 5, 40)
+def test_a_follower_behind_the_leaders_trimmed_start_is_stranded_the_others_go_on(tmp_path, make_log):
+    g, leader = split(tmp_path, make_log, 5, 40)
     assert leader.log.trim(leader.commit) > g.nodes["n2"].log.last_index + 1
     g.isolated.clear()
     g.tick(times=30)
@@ -145,8 +159,8 @@ def test_a_follower_behind_the_leaders_trimmed_start_is_stranded_the_others_go_o
     assert g.nodes["n2"].log.last_index < leader.log.first_index
 
 
-def test_a_follower_holding_the_entry_before_the_trimmed_start_catches_up(tmp_path):
-    g, leader = split(tmp_path, 30, 20)
+def test_a_follower_holding_the_entry_before_the_trimmed_start_catches_up(tmp_path, make_log):
+    g, leader = split(tmp_path, make_log, 30, 20)
     follower_end = g.nodes["n2"].log.last_index
     first = leader.log.trim(follower_end + 1)
     assert first == follower_end + 1 or first <= follower_end  # a segment boundary at or below it
@@ -157,8 +171,8 @@ def test_a_follower_holding_the_entry_before_the_trimmed_start_catches_up(tmp_pa
     assert all_bodies(g.nodes["n2"].log)[-20:] == all_bodies(leader.log)[-20:]
 
 
-def test_a_follower_that_trimmed_its_own_log_matches_appends_from_below_it(tmp_path):
-    g = group(tmp_path)
+def test_a_follower_that_trimmed_its_own_log_matches_appends_from_below_it(tmp_path, make_log):
+    g = group(tmp_path, make_log)
     leader = g.elect("n0")
     propose(g, leader, 40, "a")
     n1 = g.nodes["n1"]

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from ferrymq._native import load
 from ferrymq.broker.services.outcomes import STORED_CODES
 from ferrymq.broker.services.put import PutService
 from ferrymq.net.connection import Connection
@@ -13,6 +14,24 @@ from ferrymq.protocol.remoting import RemotingCommand, ext_str
 
 _BATCH = int(RequestCode.SEND_BATCH_MESSAGE)
 _SUCCESS = int(ResponseCode.SUCCESS)
+
+SendFields = tuple[str, int, "str | None", int, int, int, int, "int | None", bool, str, int]
+"""What a send's header says: topic, queue id, properties, flag, sys flag, born timestamp, reconsume
+times, max reconsume times, batch, default topic, default topic's queue count."""
+
+
+def send_fields(ext: dict[str, str]) -> SendFields:
+    """The fields of a send header (either key set), the reference for the C reader of the plain
+    SEND_MESSAGE_V2 form. Raises RemotingProtocolError naming a missing or bad field."""
+    h = SendMessageRequestHeader.from_ext_fields(ext)
+    return (
+        h.topic, h.queue_id, h.properties, h.flag, h.sys_flag, h.born_timestamp, h.reconsume_times,
+        h.max_reconsume_times, h.batch, h.default_topic, h.default_topic_queue_nums,
+    )  # fmt: skip
+
+
+_native = load("put")
+_plain_fields = None if _native is None else _native.send_header  # None: not the plain V2 form
 
 
 class SendProcessor:
@@ -41,20 +60,23 @@ class SendProcessor:
         return packed
 
     async def send(self, conn: Connection, request: RemotingCommand) -> RemotingCommand:
-        h = SendMessageRequestHeader.from_ext_fields(request.ext_fields)
+        ext = request.ext_fields
+        fields = None if _plain_fields is None else _plain_fields(ext)
+        topic, queue_id, props, flag, sys_flag, born, reconsume, max_reconsume, batch, default, nums = (
+            send_fields(ext) if fields is None else fields
+        )
+        born_host = self._born_hosts.get(conn.remote_address) or self._born_host(conn)
         outcome = await self.puts.put(
-            h.topic, h.queue_id, request.body, (h.properties or "").encode(), h.flag, h.sys_flag,
-            h.born_timestamp, self._born_host(conn), h.reconsume_times, h.max_reconsume_times,
-            request.code == _BATCH or h.batch, h.default_topic, h.default_topic_queue_nums,
-            request.ext_fields.get(ACCESS_KEY),
+            topic, queue_id, request.body, props.encode() if props else b"", flag, sys_flag, born, born_host,
+            reconsume, max_reconsume, request.code == _BATCH or batch, default, nums, ext.get(ACCESS_KEY),
         )  # fmt: skip
         code = outcome.code
         if code not in STORED_CODES:
             return request.make_response(code, outcome.remark)
         ext = {
             "msgId": outcome.msg_id,
-            "queueId": ext_str(outcome.queue_id),
-            "queueOffset": ext_str(outcome.queue_offset),
+            "queueId": str(outcome.queue_id),
+            "queueOffset": str(outcome.queue_offset),
             "MSG_REGION": self._region_id,
             "TRACE_ON": self._trace_on,
         }

@@ -18,6 +18,11 @@ class ScheduleError(ValueError):
     """A delivery time or delay level the broker refuses (answered as MESSAGE_ILLEGAL)."""
 
 
+def may_divert(props: bytes) -> bool:
+    """Whether `divert` could hold a message back: the common case (no) decided without parsing."""
+    return b"DELAY\x01" in props or b"TIMER_" in props
+
+
 def divert(
     props: bytes,
     topic: str,
@@ -35,7 +40,7 @@ def divert(
     is absolute; a time already past is delivered at once; one further than `max_delay_sec` raises
     ScheduleError. Half and rolled-back transaction messages are left alone (their commit is diverted).
     """
-    if b"DELAY\x01" not in props and b"TIMER_" not in props:  # the common case, decided without parsing
+    if not may_divert(props):
         return None
     tran = sys_flag & TRANSACTION_TYPE_MASK
     if tran != TRANSACTION_NOT_TYPE and tran != TRANSACTION_COMMIT_TYPE:

@@ -59,6 +59,10 @@ class Scheduler:
         """Where both services put due messages: `escape()` when it names a bridge, else this log."""
         self.delays.escape = self.timer.escape = escape
 
+    def intend_by(self, intend: Callable[[list[int]], Awaitable[bool]]) -> None:
+        """What both services say before storing deliveries in this log (see intents.py)."""
+        self.delays.intend = self.timer.intend = intend
+
     def wake(self) -> None:
         """Look again at once (whether this broker delivers has changed)."""
         self.delays.arrived()

@@ -1,5 +1,6 @@
 """What the delay-level and timer services share: a loop that sleeps until the next message is due
-(or a new one arrives), and progress saved only once its redeliveries are on disk."""
+(or a new one arrives), progress saved only once its redeliveries are on disk, and the messages a
+slave acting for its master left undecided (intents.py)."""
 
 from __future__ import annotations
 
@@ -8,8 +9,10 @@ import time
 from collections.abc import Awaitable, Callable, Iterable
 
 from ferrymq.broker.schedule.delivered import delivered_since
+from ferrymq.broker.schedule.intents import no_intent
 from ferrymq.broker.schedule.redeliver import redelivery
 from ferrymq.ha.dledger.command import PutCommand
+from ferrymq.protocol.record import BLANK, read_record_meta
 from ferrymq.store import MessageStore, PutResult, PutStatus
 
 Escape = Callable[[memoryview | None, tuple[bytes, ...], bytes], Awaitable[PutResult]]
@@ -39,6 +42,14 @@ class DueService:
         # Where redeliveries go instead of this broker's log: a slave acting for its missing master
         # sends them to another master (the escape bridge); None: here.
         self.escape: Callable[[], Escape | None] = lambda: None
+        # Said before this broker stores deliveries in its own log (CommitLog offsets of the
+        # held-back records): False means not now. A master whose slave may act for it waits for
+        # the slave to have the intent (intents.py).
+        self.intend: Callable[[list[int]], Awaitable[bool]] = no_intent
+        # CommitLog offsets of held-back messages its master may or may not have delivered (an intent
+        # and no delivery in a slave's copy of the log): a slave acting for it leaves them to the
+        # master, whose log knows; kept in the progress, and handed back with it.
+        self.held: set[int] = set()
         self.stepping = False  # inside a step: a handback waits for it to end
         # The progress as loaded or adopted counts every redelivery stored before `log_offset`
         # (-1: unknown, as in files written before there was one); the first step after it counts
@@ -66,12 +77,59 @@ class DueService:
 
     async def _recounted(self, topic: str) -> dict[int, set[int]]:
         """Once after a load or adoption: the held-back messages of `topic` the log shows redelivered
-        past the progress (queue id → queue offsets). Read on a worker thread: seconds of traffic
-        may take a second to walk, and pulls are served meanwhile."""
+        past the progress (queue id → queue offsets); a slave acting for its master also holds the
+        undecided ones. Read on a worker thread: seconds of traffic may take a second to walk, and
+        pulls are served meanwhile."""
         self._recount = False
         if self.log_offset < 0:
             return {}
-        return await asyncio.to_thread(delivered_since, self.store, self.log_offset, topic)
+        recount = await asyncio.to_thread(delivered_since, self.store, self.log_offset, topic)
+        if self.escape() is not None:
+            self.held |= recount.undecided
+        return recount.delivered
+
+    def _adopt_held(self, held: list[int], handed_back: bool) -> None:
+        """A progress adopted: a slave's copy of its master's replaces what it held (the master has
+        settled them since); a handback adds to what this master still holds."""
+        self.held = self.held | set(held) if handed_back else set(held)
+
+    async def _settle_held(self, delivered: dict[int, set[int]]) -> bool:
+        """Delivering to this log (a master that took the duties back, a promoted slave): deliver the
+        messages an acting slave held, except those `delivered` (by the recount) shows this log has.
+        False if a put failed (the rest stay held, for the next step)."""
+        if not self.held or self.escape() is not None:
+            return True
+        todo = []
+        for origin in sorted(self.held):
+            record = self.store.look_message_by_offset(origin)
+            meta = read_record_meta(record, 0, len(record)) if record is not None else None
+            if (
+                meta is None
+                or meta is BLANK
+                or meta.queue_offset in delivered.get(meta.queue_id, ())
+                or not self._passed(meta.queue_id, meta.queue_offset)  # delivered in turn
+            ):
+                self.held.discard(origin)
+            else:
+                todo.append((origin, record))
+        if todo and not await self.intend([origin for origin, _ in todo]):
+            return False
+        for origin, record in todo:
+            result = await self._deliver_here(record, origin)
+            if result.status is PutStatus.PUT_OK:
+                self._written()
+            elif result.status is not PutStatus.MESSAGE_ILLEGAL:
+                return False
+            self.held.discard(origin)
+        return True
+
+    def _passed(self, queue_id: int, queue_offset: int) -> bool:
+        """Whether the progress is past a held-back message (so it is delivered only if held)."""
+        raise NotImplementedError
+
+    async def _deliver_here(self, record: memoryview | None, origin: int) -> PutResult:
+        """Redeliver the held-back message at CommitLog `origin` to this log, naming it."""
+        raise NotImplementedError
 
     async def _redeliver(
         self, record: memoryview | None, drop: Iterable[bytes], add: bytes = b""

@@ -25,16 +25,19 @@ from array import array
 from collections.abc import Iterator
 from pathlib import Path
 
+import msgspec
+
 from ferrymq.broker.persisted import load_json, save_json
 from ferrymq.broker.schedule.delivered import ORIGIN_OFFSET, origin_property
 from ferrymq.broker.schedule.divert import TIMER_DEQUEUE_MS, TIMER_OUT_MS, TIMER_TOPIC
+from ferrymq.broker.schedule.intents import INTENT_CHUNK
 from ferrymq.broker.schedule.redeliver import prop_keys
 from ferrymq.broker.schedule.service import DueService, now_ms
 from ferrymq.protocol.bodies import Body
 from ferrymq.protocol.properties import Prop, find_property
 from ferrymq.protocol.recall import DELETE_KEY, delete_key
 from ferrymq.protocol.record import BLANK, read_record_meta
-from ferrymq.store import MessageStore, PutStatus
+from ferrymq.store import MessageStore, PutResult, PutStatus
 from ferrymq.store.consumequeue import BLANK_ENTRY_SIZE, ENTRY
 
 log = logging.getLogger(__name__)
@@ -54,11 +57,17 @@ def _out_ms(props: bytes) -> int | None:
     return int(raw) if raw is not None and raw.isdigit() else None
 
 
+def _dequeued() -> bytes:
+    """The property a timer message is delivered with: when it was."""
+    return f"{TIMER_DEQUEUE_MS}\x01{now_ms()}\x02".encode()
+
+
 class TimerCheckpoint(Body):
     enqueue_offset: int = 0
     delivered_before_ms: int = 0
     low_offset: int = 0
     log_offset: int = -1  # redeliveries not counted here are stored from this CommitLog offset on
+    held: list[int] = msgspec.field(default_factory=list)  # see DueService.held
 
 
 class TimerService(DueService):
@@ -84,14 +93,17 @@ class TimerService(DueService):
         """Take in new timer messages, redeliver the due ones, note the checkpoint; return when the
         next slot is due (ms), or None when nothing waits."""
         adopted = self._adopted
+        recounted: dict[int, set[int]] = {}
         if adopted is not None:  # carry on from the progress loaded or adopted
-            delivered = (await self._recounted(TIMER_TOPIC)).get(0, set())
+            recounted = await self._recounted(TIMER_TOPIC)
             self._slots, self._heap, self._recalled = {}, [], {}
-            self._reload(adopted, delivered)
+            self._reload(adopted, recounted.get(0, set()))
             if self._adopted is adopted:  # else another came meanwhile: the next step takes it
                 self._adopted = None
         await self._take_in()
         now = now_ms()
+        if not await self._settle_held(recounted):
+            self._retry_at = now + RETRY_AFTER_FAILURE_MS
         current = now // self.precision  # slots before this one are due: slot s is due at (s+1)*precision
         if self._retry_at <= now:
             while self._heap and self._heap[0] < current:
@@ -173,15 +185,20 @@ class TimerService(DueService):
         read = self.store.commitlog.read
         escape = self.escape()
         while entries:
-            for i in range(0, min(len(entries), 3 * BATCH), 3):
+            end = min(len(entries), 3 * INTENT_CHUNK)
+            chunk = []  # (index, record) of the messages to deliver
+            for i in range(0, end, 3):
                 record = read(entries[i + 1], entries[i + 2])
-                if recalled is not None and self._dropped(record, recalled):
+                if entries[i + 1] in self.held or (recalled is not None and self._dropped(record, recalled)):
                     continue
-                dequeued = f"{TIMER_DEQUEUE_MS}\x01{now_ms()}\x02".encode()
+                chunk.append((i, record))
+            if escape is None and not await self.intend([entries[i + 1] for i, _ in chunk]):
+                return False
+            for done, (i, record) in enumerate(chunk, 1):
                 if escape is None:
-                    result = await self._redeliver(record, _DROP, dequeued + origin_property(entries[i + 1]))
+                    result = await self._deliver_here(record, entries[i + 1])
                 else:
-                    result = await escape(record, _DROP, dequeued)
+                    result = await escape(record, _DROP, _dequeued())
                 if result.status is PutStatus.PUT_OK:
                     if escape is None:
                         self._written()
@@ -194,26 +211,35 @@ class TimerService(DueService):
                     )  # fmt: skip
                     del entries[:i]
                     return False
-            del entries[: 3 * BATCH]
-            if entries:
-                await asyncio.sleep(0)
+                if done % BATCH == 0:
+                    await asyncio.sleep(0)
+            del entries[:end]
         del self._slots[slot]
         self._recalled.pop(slot, None)
         return True
 
+    def _passed(self, queue_id: int, queue_offset: int) -> bool:
+        return True  # the wheel holds none of them (_reload)
+
+    async def _deliver_here(self, record: memoryview | None, origin: int) -> PutResult:
+        return await self._redeliver(record, _DROP, _dequeued() + origin_property(origin))
+
     def _checkpoint(self) -> TimerCheckpoint:
         low = min((entries[0] for entries in self._slots.values()), default=self.enqueue_offset)
-        return TimerCheckpoint(self.enqueue_offset, self.delivered_before, low, self.log_mark())
+        return TimerCheckpoint(
+            self.enqueue_offset, self.delivered_before, low, self.log_mark(), sorted(self.held)
+        )
 
     def checkpoint(self) -> TimerCheckpoint:
         """Where the service got to (what a slave copies, what an acting slave hands back)."""
         return self._adopted if self._adopted is not None else self._checkpoint()
 
-    def adopt(self, checkpoint: TimerCheckpoint) -> None:
+    def adopt(self, checkpoint: TimerCheckpoint, *, handed_back: bool = False) -> None:
         """Take a progress: this broker's own at start, or another's (a slave's copy of its master's,
         the caller having checked this log holds the redeliveries behind it; a master's of the slave
-        that acted for it). The wheel is rebuilt from it when this broker delivers."""
+        that acted for it: `handed_back`). The wheel is rebuilt from it when this broker delivers."""
         self._adopted = checkpoint
+        self._adopt_held(checkpoint.held, handed_back)
         self._took_over(checkpoint.log_offset)
         self.progress.note(checkpoint)
 
@@ -226,6 +252,7 @@ class TimerService(DueService):
             if (
                 out_ms is not None
                 and offset not in delivered
+                and phys not in self.held  # settled apart (DueService._settle_held)
                 and (offset >= saved.enqueue_offset or out_ms >= saved.delivered_before_ms)
             ):
                 self._add(out_ms // self.precision, offset, phys, size, props)

@@ -18,6 +18,8 @@ from ferrymq.broker.config import BrokerConfig
 from ferrymq.broker.groups import SubscriptionGroupManager
 from ferrymq.broker.quota import QuotaLimiter
 from ferrymq.broker.schedule import SCHEDULE_TOPIC, TIMER_TOPIC, ScheduleError
+from ferrymq.broker.schedule.divert import may_divert
+from ferrymq.broker.schedule.intents import INTENT_TOPIC
 from ferrymq.broker.services.outcomes import STORED_CODES, SendOutcome
 from ferrymq.broker.services.writer import MessageWriter
 from ferrymq.broker.topics import (
@@ -42,7 +44,7 @@ from ferrymq.protocol.topic_names import topic_problem
 from ferrymq.store import MessageStore, PutStatus
 
 DLQ_NUMS_PER_GROUP = 1
-HELD_BACK_TOPICS = (SCHEDULE_TOPIC, TIMER_TOPIC)  # only the broker itself writes these
+HELD_BACK_TOPICS = (SCHEDULE_TOPIC, TIMER_TOPIC, INTENT_TOPIC)  # only the broker itself writes these
 _DLQ_PERM = PERM_READ | PERM_WRITE  # RocketMQ 5 makes DLQs readable, so dead letters can be re-sent
 
 PUT_STATUS_CODES = {
@@ -205,22 +207,23 @@ class PutService:
                     return SendOutcome(_MESSAGE_ILLEGAL, str(e))
                 properties = store_props = self._half(topic, queue_id, properties)
                 sys_flag, store_topic, store_queue = sys_flag & ~TRANSACTION_TYPE_MASK, HALF_TOPIC, 0
-            else:  # retries past their limit go to the DLQ, delayed and timed messages wait
+            elif topic in HELD_BACK_TOPICS or topic.startswith(RETRY_GROUP_PREFIX) or may_divert(properties):
+                # retries past their limit go to the DLQ, delayed and timed messages wait
                 destination = self._destination(topic, queue_id, properties, sys_flag, reconsume_times,
                                                 max_reconsume_times)  # fmt: skip
                 if isinstance(destination, SendOutcome):
                     return destination
                 store_topic, store_queue, store_props = destination
+            else:  # the common case: stored as sent
+                store_topic, store_queue, store_props = topic, queue_id, properties
             if logged is not None:
                 result = await self.writer.put(
                     PutCommand(store_topic, store_queue, body, store_props, flag, sys_flag, born_timestamp,
                                born_host, reconsume_times)
                 )  # fmt: skip
             else:
-                result = store.put_message(
-                    store_topic, store_queue, body, store_props, flag=flag, sys_flag=sys_flag,
-                    born_timestamp=born_timestamp, born_host=born_host, reconsume_times=reconsume_times,
-                )  # fmt: skip
+                result = store.put_message(store_topic, store_queue, body, store_props, flag, sys_flag,
+                                           born_timestamp, born_host, reconsume_times)  # fmt: skip
         status = result.status
         if status is _PUT_OK:
             self._written()

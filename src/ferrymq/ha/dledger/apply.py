@@ -81,7 +81,7 @@ class StoreApplier:
     def __init__(self, store: MessageStore, written: Callable[[], None]) -> None:
         """`written`: after a put (the broker dispatches soon and wakes long polls)."""
         self.store = store
-        self._written = written
+        self.written = written
 
     @property
     def end(self) -> int:
@@ -98,7 +98,7 @@ class StoreApplier:
         finally:
             store.replica = replica
         if result.ok:
-            self._written()
+            self.written()
         return result
 
     @property

@@ -24,22 +24,16 @@ A log written by earlier versions as one `data` and one `index` file becomes the
 
 from __future__ import annotations
 
-import bisect
 import os
-import struct
-import threading
 from collections.abc import Sequence
 from pathlib import Path
 
 from ferrymq.ha.dledger import entry as codec
+from ferrymq.ha.dledger.indexed import UNIT, IndexedLog
 from ferrymq.ha.dledger.log import Entry
-from ferrymq.store.files import fsync_dir
 
-UNIT = codec.INDEX_UNIT.size
-RECENT_ENTRIES = 16384  # kept in memory for the leader's appends to followers
 SEGMENT_BYTES = 1 << 30  # DLedger's data file size
 IOV_MAX = os.sysconf("SC_IOV_MAX") if "SC_IOV_MAX" in os.sysconf_names else 1024
-START = struct.Struct(">qq")  # index and term of the last entry trimmed
 
 
 def _write_all(fd: int, parts: list[bytes | memoryview], offset: int, total: int) -> None:
@@ -96,72 +90,16 @@ class _Segment:
             path.unlink(missing_ok=True)
 
 
-class FileLog:
+class FileLog(IndexedLog[_Segment]):
     def __init__(self, root: Path, segment_bytes: int = SEGMENT_BYTES) -> None:
-        root.mkdir(parents=True, exist_ok=True)
-        self.root = root
+        super().__init__(root)
         self.segment_bytes = segment_bytes
-        self._segments: list[_Segment] = []
-        self._firsts: list[int] = []  # each segment's first index, for bisect
-        self._start = (-1, 0)  # index and term of the entry before the first one kept
-        self._last_term = 0
-        self._last_chain = 0
-        self._recent: list[Entry] = []  # the last entries appended, served without reading the file
-        self._closing = threading.Lock()  # a segment is not closed while another thread syncs it
         self._recover()
 
     # -- RaftLog ----------------------------------------------------------------------------------
 
-    @property
-    def first_index(self) -> int:
-        return self._start[0] + 1
-
-    @property
-    def last_index(self) -> int:
-        tail = self._segments[-1]
-        return tail.first + tail.count - 1
-
-    def term_at(self, index: int) -> int:
-        if index == self.last_index:
-            return self._last_term
-        if index == self._start[0]:
-            return self._start[1]
-        if index < self._start[0]:
-            raise IndexError(f"entry {index} was trimmed (the log starts at {self.first_index})")
-        k = index - (self.last_index + 1 - len(self._recent))
-        if 0 <= k < len(self._recent):  # the leader asks of recent entries for every append it sends
-            return self._recent[k].term
-        return self._segment_of(index).unit(index)[4]
-
-    def read(self, start: int, max_count: int, max_bytes: int) -> Sequence[Entry]:
-        """Entries from `start` (within one segment), read with one pread; their bodies are views of
-        that buffer."""
-        count = self.last_index + 1
-        if not self.first_index <= start < count:
-            return []
-        first_recent = count - len(self._recent)
-        if start >= first_recent:
-            return self._from_recent(start - first_recent, max_count, max_bytes)
-        seg = self._segment_of(start)
-        stop = min(seg.first + seg.count, start + max(1, max_count))
-        units = os.pread(seg.index, (stop - start) * UNIT, (start - seg.first) * UNIT)
-        first_pos = codec.decode_index(units)[1]
-        span = 0
-        for k in range(stop - start):  # max_bytes counts bodies, as MemoryLog does
-            _, pos, size, _, _ = codec.decode_index(units, k * UNIT)
-            if k and pos + size - first_pos - (k + 1) * codec.BODY_OFFSET > max_bytes:
-                break
-            span = pos + size - first_pos
-        return codec.decode_run(os.pread(seg.data, span, first_pos - seg.base), verify=False)[0]
-
-    def _from_recent(self, k: int, max_count: int, max_bytes: int) -> list[Entry]:
-        out = self._recent[k : k + max(1, max_count)]
-        size = 0
-        for n, e in enumerate(out):
-            size += len(e.body)
-            if n and size > max_bytes:
-                return out[:n]
-        return out
+    def _data(self, seg: _Segment, pos: int, size: int) -> bytes:
+        return os.pread(seg.data, size, pos - seg.base)
 
     def append(self, entries: Sequence[Entry]) -> None:
         if not entries:
@@ -183,17 +121,12 @@ class FileLog:
         _write_all(seg.index, [units], seg.count * UNIT, len(units))
         seg.count += len(entries)
         seg.end, seg.dirty = end, True
-        self._last_chain, self._last_term = chain, entries[-1].term
-        self._recent += entries
-        if len(self._recent) > 2 * RECENT_ENTRIES:
-            del self._recent[:-RECENT_ENTRIES]
+        self._last_chain = chain
+        self._remember(entries)
 
     def truncate(self, from_index: int) -> None:
-        if from_index > self.last_index:
+        if not self._cutting(from_index):
             return
-        if from_index < self.first_index:
-            raise ValueError(f"cannot truncate from {from_index}: the log starts at {self.first_index}")
-        del self._recent[max(0, len(self._recent) - (self.last_index + 1 - from_index)) :]
         while len(self._segments) > 1 and self._segments[-1].first >= from_index:
             self._remove(self._segments.pop())
             self._firsts.pop()
@@ -203,26 +136,6 @@ class FileLog:
         self._reload_tail()
 
     # -- retention and durability ---------------------------------------------------------------
-
-    def trim(self, before: int, written_before: float | None = None) -> int:
-        """Delete the whole segments holding only entries below `before` (never the last one), and
-        with `written_before`, only those last written before that time; return the first index
-        kept. The caller makes sure no one needs them (applied here)."""
-        doomed = 0
-        segments = self._segments
-        while (
-            doomed + 1 < len(segments)
-            and segments[doomed + 1].first <= before
-            and (written_before is None or os.fstat(segments[doomed].data).st_mtime < written_before)
-        ):
-            doomed += 1
-        if doomed:
-            last = self._segments[doomed].first - 1
-            self._save_start(last, self.term_at(last))
-            for seg in self._segments[:doomed]:
-                self._remove(seg)
-            del self._segments[:doomed], self._firsts[:doomed]
-        return self.first_index
 
     def sync(self) -> None:
         """fsync the segments written since the last sync. The driver may call it on another thread
@@ -234,40 +147,13 @@ class FileLog:
                     seg.dirty = False
                     seg.sync()
 
-    def close(self) -> None:
-        for seg in self._segments:
-            with self._closing:
-                seg.close()
-
-    def _remove(self, seg: _Segment) -> None:
-        """Delete a segment's files, never while `sync` is at it."""
-        with self._closing:
-            seg.remove()
-
     # -- inside -----------------------------------------------------------------------------------
 
-    def _segment_of(self, index: int) -> _Segment:
-        if not self.first_index <= index <= self.last_index:
-            raise IndexError(f"no entry {index} (the log holds {self.first_index} .. {self.last_index})")
-        return self._segments[bisect.bisect_right(self._firsts, index) - 1]
+    def _written_at(self, seg: _Segment) -> float:
+        return os.fstat(seg.data).st_mtime
 
     def _add_segment(self, first: int, base: int) -> _Segment:
-        seg = _Segment(self.root, first, base)
-        self._segments.append(seg)
-        self._firsts.append(first)
-        return seg
-
-    def _save_start(self, index: int, term: int) -> None:
-        """Durably, before any segment below it is deleted (the directory too: the rename must not
-        be lost while the deletes survive)."""
-        tmp = self.root / "start.tmp"
-        with open(tmp, "wb") as f:
-            f.write(START.pack(index, term))
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, self.root / "start")
-        fsync_dir(self.root)
-        self._start = (index, term)
+        return self._add(_Segment(self.root, first, base))
 
     def _reload_tail(self) -> None:
         """Last term and chain CRC from the last entry on disk (after a cut)."""
@@ -287,9 +173,6 @@ class FileLog:
 
     def _recover(self) -> None:
         self._upgrade_single_files()
-        raw = (self.root / "start").read_bytes() if (self.root / "start").exists() else b""
-        if len(raw) == START.size:
-            self._start = START.unpack(raw)
         firsts = sorted(int(p.stem) for p in self.root.glob("*.data") if p.stem.isdigit())
         after: tuple[int, int, int] | None = None  # (end, term, chain) of the segment before
         for n, first in enumerate(firsts):
@@ -306,8 +189,7 @@ class FileLog:
                 for later in firsts[n + 1 :]:
                     _Segment(self.root, later, 0).remove()
                 break
-            self._segments.append(seg)
-            self._firsts.append(first)
+            self._add(seg)
             after = (seg.end, *recovered)
         if not self._segments:
             self._add_segment(self.first_index, 0)

@@ -19,9 +19,11 @@ from collections import deque
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from ferrymq.ha.dledger import command, hardstate
 from ferrymq.ha.dledger.apply import AppliedMark, StoreApplier
+from ferrymq.ha.dledger.commitlog_log import CommitLogRaftLog
 from ferrymq.ha.dledger.entry import MAGIC_NORMAL
 from ferrymq.ha.dledger.filelog import SEGMENT_BYTES, FileLog
 from ferrymq.ha.dledger.log import Entry
@@ -69,9 +71,7 @@ class DLedgerNode:
         self.applier = applier
         self._leader_changed = leader_changed
         settings.root.mkdir(parents=True, exist_ok=True)
-        self.log = FileLog(settings.root, settings.segment_bytes)
-        self.mark = AppliedMark(settings.root, applier.end)
-        self._unsaved: deque[tuple[int, int]] = deque()  # (index, CommitLog end after it) not yet marked
+        self.log = self._open_log()
         self.raft = RaftNode(
             settings.self_id, list(settings.peers), self.log, hardstate.load(settings.root),
             random.Random(), settings.raft,
@@ -79,19 +79,26 @@ class DLedgerNode:
         self.applied = self._recover_applied()
         store = applier.store
         self.retention = LogRetention(
-            self.log, store.config, store.disk_usage_ratio, self.raft.stranded, settings.self_id
-        )
+            self.log, store.config, store.disk_usage_ratio, self.raft.stranded, settings.self_id,
+            on_hours=isinstance(self.log, CommitLogRaftLog),
+        )  # fmt: skip
         self.transport = PeerTransport(
             settings.self_id, settings.peers, self._received, server_tls=settings.server_tls,
             client_tls=settings.client_tls,
         )  # fmt: skip
         self.pending: PendingAppends[tuple[int, asyncio.Future]] = PendingAppends()
-        self._proposals: list[tuple[bytes, command.PutCommand, asyncio.Future]] = []
-        self._proposed: dict[int, tuple[int, command.PutCommand]] = {}  # index: (term, put) proposed here
+        self._proposals: list[tuple[bytes | memoryview, Any, asyncio.Future]] = []
+        self._proposed: dict[int, tuple[int, Any]] = {}  # index: (term, what `_proposal` kept) proposed here
         self._scheduled = False
         self._tasks = BackgroundTasks(f"DLedger {settings.self_id}")
         self.is_leader = False  # the Raft leader, and every entry of earlier terms applied here
         self._elected_at: tuple[int, int] | None = None  # (term, NOOP index) of the term it leads
+
+    def _open_log(self) -> FileLog | CommitLogRaftLog:
+        """The Raft log (FileLog) and the applied mark beside it."""
+        self.mark = AppliedMark(self.settings.root, self.applier.end)
+        self._unsaved: deque[tuple[int, int]] = deque()  # (index, CommitLog end after it) not yet marked
+        return FileLog(self.settings.root, self.settings.segment_bytes)
 
     def _recover_applied(self) -> int:
         """The last entry whose put is in the store: the mark's, then each later entry whose records
@@ -141,6 +148,10 @@ class DLedgerNode:
             if not fut.done():
                 fut.set_result(PutResult(PutStatus.SERVICE_NOT_AVAILABLE, "broker stopping"))
         self.log.sync()
+        self._close_log()
+
+    def _close_log(self) -> None:
+        """The log synced: the mark saved up to its end, both closed."""
         self._save_mark(self.log.last_index)
         self.log.close()
         self.mark.close()
@@ -153,15 +164,23 @@ class DLedgerNode:
         """Propose `c`; its store result once committed and applied here, or why not."""
         if not self.is_leader:
             return PutResult(PutStatus.SERVICE_NOT_AVAILABLE, f"not the DLedger leader ({self.leader_id})")
+        proposal = self._proposal(c)
+        if isinstance(proposal, PutResult):
+            return proposal
         loop = asyncio.get_running_loop()
         fut = loop.create_future()
-        self._proposals.append((b"".join(command.encode(c)), c, fut))
+        self._proposals.append((*proposal, fut))
         self._schedule()
         expiry = loop.call_later(timeout, _expire, fut)  # cheaper than wait_for, which makes a task
         try:
             return await fut
         finally:
             expiry.cancel()
+
+    def _proposal(self, c: command.PutCommand) -> tuple[bytes | memoryview, Any] | PutResult:
+        """The entry body proposed for `c`, and what `_apply` gets back for it when it commits (or
+        why it cannot be proposed)."""
+        return b"".join(command.encode(c)), c
 
     # -- driving the core ---------------------------------------------------------------------
 
@@ -250,6 +269,7 @@ class DLedgerNode:
         try:
             first = self.raft.propose([body for body, _, _ in proposals])
         except NotLeader as e:
+            self._refused()
             for _, _, fut in proposals:
                 fut.set_result(PutResult(PutStatus.SERVICE_NOT_AVAILABLE, str(e)))
             return
@@ -258,6 +278,9 @@ class DLedgerNode:
         for k, (_, c, fut) in enumerate(proposals):
             self.pending.add(first + k, term, (first + k, fut))
             proposed[first + k] = (term, c)
+
+    def _refused(self) -> None:
+        """Proposals the core refused (no longer the leader): nothing to undo here."""
 
     def _apply(self, commit: int) -> None:
         """Store the committed entries not yet stored; answer the puts they settle."""

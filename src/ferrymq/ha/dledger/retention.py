@@ -14,24 +14,32 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Callable
+from typing import Protocol
 
-from ferrymq.ha.dledger.filelog import FileLog
 from ferrymq.store.config import StoreConfig
 
 log = logging.getLogger(__name__)
 
 
+class TrimmedLog(Protocol):
+    def trim(self, before: int, written_before: float | None = None) -> int: ...
+
+
 class LogRetention:
     def __init__(
         self,
-        raft_log: FileLog,
+        raft_log: TrimmedLog,
         config: StoreConfig,
         disk_usage: Callable[[], float],
         stranded: Callable[[], list[str]],
         name: str,
+        *,
+        on_hours: bool = False,
     ) -> None:
         """`disk_usage`: percent of the store's file system in use; `stranded`: followers the leader
-        can no longer bring up to date."""
+        can no longer bring up to date; `on_hours`: the log is the CommitLog itself (the single
+        log), so its segments go only at the CommitLog's `delete_when` hours, or under pressure."""
+        self.hours = {int(h) for h in config.delete_when.split(";") if h.strip()} if on_hours else None
         self.log = raft_log
         self.config = config
         self.disk_usage = disk_usage
@@ -44,7 +52,10 @@ class LogRetention:
         cfg = self.config
         now = time.time() if now is None else now
         pressure = self.disk_usage() > cfg.disk_max_used_space_ratio
-        first = self.log.trim(applied, None if pressure else now - cfg.file_reserved_time * 3600)
+        if self.hours is None or pressure or time.localtime(now).tm_hour in self.hours:
+            first = self.log.trim(applied, None if pressure else now - cfg.file_reserved_time * 3600)
+        else:
+            first = self.log.trim(-1)  # nothing goes: the first index kept
         stranded = self.stranded()
         if stranded != self._reported:
             if stranded:

@@ -1,0 +1,138 @@
+"""Slave acting master, the two ways a message could be delivered twice, with real processes: broker-a
+(a master, and a slave replicating through a relay the test can freeze and cut) and broker-b (where
+the acting slave's puts escape to).
+
+The master's unreplicated tail: messages the slave has fall due while its replication is stalled;
+the master would deliver them (consumers may read that copy at once) and die before the slave has
+the deliveries, and the slave would deliver them again. With intents the master waits for its slave
+to know what it is about to deliver, and the slave delivers what it knows the master did not.
+
+The handback lost with the master: the returning master adopts what the slave did while acting and
+is SIGKILLed before it saved that (the slave stopped meanwhile, so that it does not act again and
+keep its progress that way); back once more, the master must still not deliver what the slave did.
+"""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+import pytest_asyncio
+
+from ferrymq.bench.processes import free_port
+from ferrymq.protocol.bodies import ClusterInfo, decode_body
+from ferrymq.protocol.codes import RequestCode
+from ferrymq.protocol.remoting import RemotingCommand
+from tests.faults.classic import SETTLE, ClassicCluster
+from tests.faults.link import Link
+from tests.faults.test_slave_acting_master import (
+    ACTING,
+    ACTS,
+    TOOK_BACK,
+    delay_progress,
+    read_topic,
+    schedule,
+    timer_low_offset,
+    twice,
+    until,
+)
+
+pytestmark = [pytest.mark.faults, pytest.mark.timeout(600), pytest.mark.asyncio(loop_scope="module")]
+
+TAIL_TOPIC, HANDBACK_TOPIC = "TailTopic", "HandbackTopic"
+WAITS = "scheduled delivery waits"  # the master's line when its slave does not acknowledge an intent
+RECLAIMED = "master duties (scheduled messages, transaction check-backs) are this broker's"
+
+
+@pytest_asyncio.fixture(scope="module", loop_scope="module")
+async def cluster(tmp_path_factory):
+    c = ClassicCluster(tmp_path_factory.mktemp("tail"), "TailCluster")
+    ha_port = free_port()
+    link = Link(f"127.0.0.1:{ha_port}")
+    relay = await link.start()
+    c.add_broker("a-master", "broker-a", {**ACTING, "FERRYMQ_HA_LISTEN_PORT": str(ha_port)})
+    c.add_broker("a-slave", "broker-a", {**ACTING, "FERRYMQ_HA_MASTER_ADDRESS": relay}, slave_id=1)
+    c.add_broker("b-master", "broker-b", ACTING)
+    try:
+        await c.start(c.namesrv)
+        for name in c.brokers:
+            await c.start(c.brokers[name])
+        for topic in (TAIL_TOPIC, HANDBACK_TOPIC):
+            for broker in ("a-master", "b-master"):
+                await c.create_topic(broker, topic)
+        yield c, link
+    finally:
+        await c.stop()
+        await link.close()
+
+
+async def master_listed(c: ClassicCluster) -> bool:
+    request = RemotingCommand(RequestCode.GET_BROKER_CLUSTER_INFO)
+    info = decode_body(ClusterInfo, (await c.client.invoke(c.namesrv_addr, request, 5.0)).body)
+    group = info.broker_addr_table.get("broker-a")
+    return group is not None and group.broker_addrs.get(0) == c.addrs["a-master"]
+
+
+async def slave_caught_up(c: ClassicCluster) -> bool:
+    master = int((await c.runtime("a-master"))["commitLogMaxOffset"])
+    return int((await c.runtime("a-slave"))["commitLogMaxOffset"]) >= master
+
+
+async def test_a_delivery_the_slave_never_got_is_not_made_again(cluster):
+    c, link = cluster
+    master, slave = c.brokers["a-master"], c.brokers["a-slave"]
+    now_ms = int(time.time() * 1000)
+    due = await schedule(c, "tail", 3, now_ms + 10_000, topic=TAIL_TOPIC)  # 10 s
+    later = await schedule(c, "later", 4, now_ms + 30_000, topic=TAIL_TOPIC)  # 30 s: the slave's
+    await until("the slave has them", lambda: slave_caught_up(c))
+    link.freeze()
+    assert time.time() * 1000 < now_ms + 9000, "the freeze comes too late"
+    since = len(master.log_text())
+
+    async def delivered_or_waiting() -> bool:
+        if WAITS in master.log_text()[since:]:
+            return True
+        return await delay_progress(c, "a-master", 3) >= 5 and await timer_low_offset(c, "a-master") >= 5
+
+    await until("the master delivered the due ones or waits for its slave", delivered_or_waiting)
+    master.kill()
+    link.cut()
+    slave_since = len(slave.log_text())
+    await slave.wait_for_line(ACTS, SETTLE, slave_since)
+    seen = await read_topic(c, TAIL_TOPIC, due | later)
+    assert set(seen) == due | later, sorted(set(seen) ^ (due | later))
+
+    since = len(master.log_text())
+    await c.start(master)
+    await master.wait_for_line(RECLAIMED, SETTLE, since)
+    seen = await read_topic(c, TAIL_TOPIC, due | later)
+    assert set(seen) == due | later, sorted(set(seen) ^ (due | later))
+    assert not twice(seen), f"delivered more than once: {twice(seen)}"
+
+
+async def test_a_handback_the_master_did_not_save_is_handed_back_again(cluster):
+    c, _ = cluster
+    master, slave = c.brokers["a-master"], c.brokers["a-slave"]
+    now_ms = int(time.time() * 1000)
+    escaped = await schedule(c, "escaped", 3, now_ms + 10_000, topic=HANDBACK_TOPIC)  # 10 s
+    await until("the slave has them", lambda: slave_caught_up(c))
+    master.kill()
+    slave_since = len(slave.log_text())
+    await slave.wait_for_line(ACTS, SETTLE, slave_since)
+    seen = await read_topic(c, HANDBACK_TOPIC, escaped)  # delivered by the slave, through broker-b
+    assert set(seen) == escaped and all(hosts == [c.addrs["b-master"]] for hosts in seen.values()), seen
+
+    since = len(master.log_text())
+    await c.start(master)
+    await master.wait_for_line(TOOK_BACK, SETTLE, since)
+    master.pause()  # before it saved what it took back (it saves progress every 0.5 s) ...
+    slave.pause()  # ... and the slave, so that it does not act (again) while the master is away
+    master.kill()
+    since = len(master.log_text())
+    await c.start(master)
+    await until("the master is listed again", lambda: master_listed(c))
+    slave.resume()  # it sees the master listed, and is asked for the duties
+    await master.wait_for_line(RECLAIMED, SETTLE, since)
+    seen = await read_topic(c, HANDBACK_TOPIC, escaped)
+    assert set(seen) == escaped
+    assert not twice(seen), f"delivered more than once: {twice(seen)}"
