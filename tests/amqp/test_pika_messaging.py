@@ -126,6 +126,16 @@ def test_two_gateways_share_one_cluster_and_one_metadata_service(pika_python, tw
     }
 
 
+def test_declarations_route_publishes_through_another_gateway_at_once(pika_python, two_gateways):
+    first, second = two_gateways
+    assert run_scenario(pika_python, SCRIPT, "declared_elsewhere", first, str(second.port)) == {
+        "routed": 20,
+        "returned": 0,
+        "no_exchange": 0,
+        "got": [f"m{i}" for i in range(20)],
+    }
+
+
 def test_what_the_gateway_adds_to_rabbitmq(pika_python, gateway):
     assert run_scenario(pika_python, SCRIPT, "ferrymq_extras", gateway) == {
         "past_max_retries": ["last job", "rejected"],

@@ -1,6 +1,7 @@
 """MessageStore end to end: puts, gets, look-ups, restarts and recovery, all on real files."""
 
 import asyncio
+import shutil
 import struct
 import threading
 import time
@@ -13,6 +14,7 @@ from ferrymq.protocol.message_ext import decode_record
 from ferrymq.protocol.message_id import offset_msg_id, parse_offset_msg_id
 from ferrymq.protocol.sys_flag import TRANSACTION_PREPARED_TYPE
 from ferrymq.store import SYNC_FLUSH, GetStatus, MessageStore, PutStatus
+from ferrymq.store.checkpoint import Checkpoint
 from ferrymq.store.files import list_offset_files
 
 from .conftest import props, read_queue, small_config
@@ -432,6 +434,45 @@ def test_a_cut_tail_not_yet_dispatched_gives_way_to_the_bytes_copied_in_its_plac
     finally:
         master.close()
         replica.close()
+
+
+def test_consume_queues_with_few_new_entries_wait_for_a_thorough_flush(open_store):
+    """Between thorough flushes a ConsumeQueue with less than flush_consume_queue_least_pages of new
+    entries is not synced, and the checkpoint keeps the dispatched offset of the last thorough flush:
+    entries lost with the page cache are rebuilt from there."""
+    store = open_store(flush_interval_consume_queue=20, flush_consume_queue_thorough_interval=3_600_000)
+    results = put_many(store, "T", 0, 5)
+    assert store.wait_dispatched()
+    deadline = time.monotonic() + 10
+    while time.monotonic() < deadline:
+        saved = Checkpoint.load(store.root / "checkpoint")
+        if saved is not None and saved.master_flushed_offset > results[-1].wrote_offset:
+            break
+        time.sleep(0.01)
+    assert saved is not None and saved.master_flushed_offset > results[-1].wrote_offset
+    assert saved.dispatched_offset <= results[0].wrote_offset  # the position at the open's thorough flush
+    root = store.root
+    store.close()
+    (root / "abort").touch()  # as if the process died after that checkpoint, the queues' pages unsynced
+    shutil.rmtree(root / "consumequeue")
+    saved.save(root / "checkpoint")
+    (root / "checkpoint.bak").unlink(missing_ok=True)
+    again = open_store()
+    assert [m.body for m in read_queue(again, "T", 0)] == [f"T-0-{i}".encode() for i in range(5)]
+
+
+def test_a_thorough_flush_moves_the_checkpoint_past_every_entry(open_store):
+    store = open_store(flush_interval_consume_queue=20, flush_consume_queue_thorough_interval=0)
+    results = put_many(store, "T", 0, 5)
+    assert store.wait_dispatched()
+    end = results[-1].wrote_offset + results[-1].wrote_bytes
+    deadline = time.monotonic() + 10
+    while time.monotonic() < deadline:
+        saved = Checkpoint.load(store.root / "checkpoint")
+        if saved is not None and saved.dispatched_offset >= end:
+            break
+        time.sleep(0.01)
+    assert saved is not None and saved.dispatched_offset >= end
 
 
 def test_close_lets_a_put_under_way_finish_and_refuses_every_later_one(tmp_path):

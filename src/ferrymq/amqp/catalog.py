@@ -28,6 +28,8 @@ class VhostCatalog:
         self._topologies: dict[str, Topology] = {}
         self._loading: dict[str, asyncio.Future[Topology]] = {}
         self._queue_gone: list[Callable[[Queue], None]] = []
+        self._looks: dict[str, tuple[float, asyncio.Future[None]]] = {}  # by vhost: (begun, look)
+        self._looked: dict[str, float] = {}  # by vhost: when the last look that succeeded began
 
     def on_queue_gone(self, listener: Callable[[Queue], None]) -> None:
         """Call `listener` with each queue deleted from any vhost this catalog watches."""
@@ -66,6 +68,32 @@ class VhostCatalog:
         its next method must see the result."""
         await self._catch_up(vhost, await self.get(vhost), 0.0)
         return self._topologies[vhost]
+
+    async def current(self, vhost: str, since: float) -> Topology:
+        """The vhost's topology as the metadata service had it at loop time `since` or later: with every
+        declaration another gateway answered before then, which this gateway's watch may not have
+        brought yet. One look begun at or after `since` serves every caller alike; with the metadata
+        service away, the topology as known."""
+        topology = await self.get(vhost)
+        if self._looked.get(vhost, -1.0) >= since:
+            return topology
+        look = self._looks.get(vhost)
+        if look is None or look[0] < since:
+            begun = asyncio.get_running_loop().time()
+            look = self._looks[vhost] = (begun, asyncio.ensure_future(self._look(vhost, begun)))
+        try:
+            await asyncio.shield(look[1])
+        except Exception as e:
+            log.warning("looking for changes of vhost %s: %s", vhost, e)
+        return self._topologies[vhost]
+
+    async def _look(self, vhost: str, begun: float) -> None:
+        try:
+            await self._catch_up(vhost, self._topologies[vhost], 0.0)
+            self._looked[vhost] = max(begun, self._looked.get(vhost, begun))
+        finally:
+            if self._looks.get(vhost, (0.0, None))[1] is asyncio.current_task():
+                del self._looks[vhost]
 
     async def _watch(self, vhost: str) -> None:
         while True:

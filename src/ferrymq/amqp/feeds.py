@@ -406,10 +406,19 @@ class FeedRegistry:
             self._settle_timer = asyncio.get_running_loop().call_later(SETTLE_AFTER_S, self._settle_pending)
 
     def _settle_pending(self) -> None:
+        """One task for the round's acknowledgements of every queue (thousands of cold queues each
+        with an acknowledgement a round would otherwise cost a task each)."""
         self._settle_timer = None
         pending, self._to_settle = self._to_settle, {}
-        for queue, handles in pending.values():
-            self.tasks.spawn(self._ack(queue, handles), "settle deliveries")
+        if pending:
+            self.tasks.spawn(self._ack_all(list(pending.values())), "settle deliveries")
+
+    async def _ack_all(self, pending: list[tuple[Queue, list[str]]]) -> None:
+        if self.service.in_process:  # (each call is done at once: no round trips to overlap)
+            for queue, handles in pending:
+                await self._ack(queue, handles)
+        else:
+            await asyncio.gather(*(self._ack(queue, handles) for queue, handles in pending))
 
     async def _ack(self, queue: Queue, handles: list[str]) -> None:
         try:

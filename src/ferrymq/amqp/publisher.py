@@ -9,6 +9,7 @@ import asyncio
 import logging
 import time
 from collections.abc import Sequence
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Protocol
 
 from pamqp import commands
@@ -59,6 +60,19 @@ class PublishOutput(Protocol):
     def throttle(self) -> PublisherThrottle: ...
 
 
+@dataclass(slots=True)
+class _Routed:
+    """A batch routed through the topology at `version`: its entries by (topic, queue id), the frames
+    and direct replies it sends, and the error that cut it short (`batch`: the publishes before it)."""
+
+    version: int
+    batch: Sequence[ContentReceived]
+    by_place: dict[tuple[str, int], tuple[Queue, list[Entry]]] = field(default_factory=dict)
+    frames: list[bytes] = field(default_factory=list)
+    replies: list[tuple[ContentReceived, bytes]] = field(default_factory=list)
+    error: AMQPError | None = None
+
+
 class Publisher:
     """One task per channel stores, each round taking every publish flushed meanwhile (up to ROUND):
     a channel whose reads come faster than their puts has them merged, never a chain of tasks each
@@ -77,6 +91,7 @@ class Publisher:
         # many clients (pika's users, a migration's source) publish alike message after message
         self._last_key: tuple[bytes, str, str] | None = None
         self._last: tuple[BasicProperties, str] = (BasicProperties(), "")
+        self._missed = False  # a publish of the batch being routed found no queue (or no exchange)
 
     def add(self, event: ContentReceived) -> None:
         self._batch.append(event)
@@ -113,23 +128,23 @@ class Publisher:
     async def _store(self, batch: Sequence[ContentReceived]) -> None:
         """Route and store the publishes up to the first that fails the channel (or connection), confirm
         those, then fail."""
-        topology = await self.gateway.catalog.get(self.vhost)
+        catalog, since = self.gateway.catalog, asyncio.get_running_loop().time()
+        topology = await catalog.get(self.vhost)
         self.gateway.counts.received += len(batch)
         now_ms = int(time.time() * 1000)
-        by_place: dict[tuple[str, int], tuple[Queue, list[Entry]]] = {}  # (topic, queue id): entries
-        frames: list[bytes] = []
-        replies: list[tuple[ContentReceived, bytes]] = []
-        error: AMQPError | None = None
-        for index, event in enumerate(batch):
-            try:
-                routes = self._routes(topology, event, frames, replies, now_ms)
-            except AMQPError as e:
-                error, batch = e, batch[:index]
-                break
-            for queue, queue_id, properties in routes:
-                by_place.setdefault((queue.topic, queue_id), (queue, []))[1].append(
-                    (index, event, properties)
-                )
+        self._missed = False
+        routed = self._route_batch(topology, batch, now_ms)
+        if self._missed:  # declared through another gateway a moment ago, not yet here by the watch?
+            fresh = await catalog.current(self.vhost, since)
+            if fresh is not topology or fresh.version != routed.version:
+                topology, routed = fresh, self._route_batch(fresh, batch, now_ms)
+        by_place, frames, replies, error, batch = (
+            routed.by_place,
+            routed.frames,
+            routed.replies,
+            routed.error,
+            routed.batch,
+        )
         for event, wire in replies:
             delivered = await self.gateway.replies.reply(event.publish.routing_key, wire, event.body)
             if not delivered and event.publish.mandatory:
@@ -160,6 +175,21 @@ class Publisher:
         self.out.send(self._confirms(batch, stored))
         if error is not None:
             self.out.fail(error)
+
+    def _route_batch(self, topology: Topology, batch: Sequence[ContentReceived], now_ms: int) -> _Routed:
+        """Route the publishes up to the first that fails the channel (or connection)."""
+        routed = _Routed(topology.version, batch)
+        for index, event in enumerate(batch):
+            try:
+                routes = self._routes(topology, event, routed.frames, routed.replies, now_ms)
+            except AMQPError as e:
+                routed.error, routed.batch = e, batch[:index]
+                break
+            for queue, queue_id, properties in routes:
+                routed.by_place.setdefault((queue.topic, queue_id), (queue, []))[1].append(
+                    (index, event, properties)
+                )
+        return routed
 
     def _routes(
         self,
@@ -219,9 +249,11 @@ class Publisher:
     ) -> list[tuple[Queue, int, str]]:
         """The routes of a publish whose properties are decoded and mapped (see `_routes`)."""
         routed = topology.route(publish.exchange, publish.routing_key, decoded.headers)
+        queues = routed.queues
+        if not queues:
+            self._missed = True
         if routed.error is not None:
             raise routed.error
-        queues = routed.queues
         self.out.access.check_routed(queues, *_PUBLISH)
         if not queues:
             if publish.mandatory:

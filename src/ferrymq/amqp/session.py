@@ -35,6 +35,7 @@ log = logging.getLogger(__name__)
 READ_SIZE = 4096  # bytes handled per loop turn: a busy connection holds the event loop briefly
 STREAMING_WRITE_S = 0.002  # while the peer streams (reads come full), what goes to it waits this long
 # at most, so that the confirms of many reads share one write (each write is a costly system call)
+WRITE_BUFFER_HIGH = 1 << 20  # bytes waiting for the peer past which its connection is not read from
 
 
 class Session:
@@ -61,7 +62,7 @@ class Session:
         self._acl_user = False  # logged in as a user of the cluster's ACL
         peer = writer.get_extra_info("peername")
         self.peer = f"{peer[0]}:{peer[1]}" if isinstance(peer, tuple) and len(peer) >= 2 else "-"
-        self._write_scheduled = False
+        self._write: asyncio.Handle | None = None  # the write to come, on the next turn or a timer
         self._streaming = False  # the last read came full: more is on its way
         self._timer: asyncio.TimerHandle | None = None
         self._closed_by_peer = False
@@ -163,10 +164,12 @@ class Session:
                 events += self.connection.close(error, self._clock())
         for channel in self.channels.values():
             channel.flush()
-        if self._streaming and not self.connection.closed:
-            self.send(b"")
-        else:
+        if self.connection.closed:
             await self._flush()
+            return
+        self.send(b"")  # one write a turn with the deliveries of that turn (a write is a system call)
+        if self._writer.transport.get_write_buffer_size() > WRITE_BUFFER_HIGH:
+            await self._writer.drain()  # a peer that does not read is not read from either
 
     async def _answer(self, event: ev.Event) -> list[ev.Event]:
         connection, now = self.connection, self._clock
@@ -257,16 +260,21 @@ class Session:
         while the peer streams, a moment later with what follows."""
         if data:
             self.connection.send_frames(data, self._clock())
-        if not self._write_scheduled:
-            self._write_scheduled = True
-            loop = asyncio.get_running_loop()
-            if self._streaming:
-                loop.call_later(STREAMING_WRITE_S, self._write_pending)
-            else:
-                loop.call_soon(self._write_pending)
+        write = self._write
+        if write is not None and (self._streaming or not isinstance(write, asyncio.TimerHandle)):
+            return
+        if write is not None:  # the peer stopped streaming: what waits goes on the next turn
+            write.cancel()
+        loop = asyncio.get_running_loop()
+        if self._streaming:
+            self._write = loop.call_later(STREAMING_WRITE_S, self._write_pending)
+        else:
+            self._write = loop.call_soon(self._write_pending)
 
     def _write_pending(self) -> None:
-        self._write_scheduled = False
+        if self._write is not None:  # (a tick writes before the write scheduled)
+            self._write.cancel()
+            self._write = None
         data = self.connection.data_to_send()
         if data and not self._writer.is_closing():
             self._writer.write(data)

@@ -24,6 +24,8 @@ class StoreConfig:
     flush_disk_type: str = ASYNC_FLUSH
     flush_interval_commit_log: int = 500  # ms between async CommitLog flushes
     flush_interval_consume_queue: int = 1000  # ms between ConsumeQueue/index flushes and checkpoints
+    flush_consume_queue_least_pages: int = 2  # a ConsumeQueue is flushed with this many new pages ...
+    flush_consume_queue_thorough_interval: int = 60_000  # ... or at a thorough flush, this often (ms)
     sync_flush_timeout: int = 5000  # ms a SYNC_FLUSH put waits before FLUSH_DISK_TIMEOUT
     max_message_size: int = 4 * 1024 * 1024
     check_crc_on_recover: bool = True

@@ -22,6 +22,7 @@ BLANK_ENTRY_SIZE = 0x7FFFFFFF  # size field of a hole-filling entry (offset 0, t
 FIRST_RESERVE = 4096
 RESERVE_STEP = 64 * 1024
 _BLANK_ENTRY = ENTRY.pack(0, BLANK_ENTRY_SIZE, 0)
+_PAGE = 4096  # what flush_consume_queue_least_pages counts
 
 
 class ConsumeQueue:
@@ -173,8 +174,9 @@ class ConsumeQueue:
         self.files = [f for f in self.files if f is not mf]
         mf.destroy()
 
-    def flush(self, *, everything: bool = False) -> None:
-        """fdatasync the files holding entries written since the last flush (or all of them).
+    def flush(self, *, everything: bool = False, least_pages: int = 0) -> None:
+        """fdatasync the files holding entries written since the last flush (or all of them), once
+        those span `least_pages` pages or more.
 
         Entries are written in order, so [flushed offset, max offset) is exactly what is new;
         recovery, which rewrites older entries, asks for everything.
@@ -182,6 +184,12 @@ class ConsumeQueue:
         end = self.max_offset
         start = self.min_offset if everything else self._flushed_offset
         if start >= end and not everything:
+            return
+        if (
+            least_pages
+            and not everything
+            and (end * ENTRY_SIZE) // _PAGE - (start * ENTRY_SIZE) // _PAGE < least_pages
+        ):
             return
         for mf in self.files:
             if mf.end > start * ENTRY_SIZE and mf.base <= end * ENTRY_SIZE:

@@ -116,6 +116,8 @@ class MessageStore:
         their tail and deletes their segments, and only committed ones are dispatched."""
         self.entries_from: int | None = None
         self.config = config
+        self._thorough_at = 0.0  # when ConsumeQueues were last flushed whole (see _checkpoint) ...
+        self._queues_durable = (0, 0)  # ... and the store timestamp and dispatched offset they then had
         self.background_dispatch = background_dispatch
         self.store_host = pack_host(*store_host)
         self.root = config.store_path_root_dir
@@ -374,13 +376,24 @@ class MessageStore:
         self.close()
 
     def _checkpoint(self, *, flush_all: bool = False) -> None:
-        """Flush CommitLog, then ConsumeQueues and index, then record how far all of it is durable."""
+        """Flush CommitLog, then ConsumeQueues and index, then record how far all of it is durable.
+
+        As RocketMQ's: between thorough passes a ConsumeQueue is flushed only once it has
+        flush_consume_queue_least_pages of new entries (thousands of queues taking a message a second
+        would cost thousands of fdatasyncs a second), and the checkpoint keeps the ConsumeQueue
+        position of the last thorough pass, from which recovery rebuilds them."""
+        cfg, now = self.config, time.monotonic()
         dispatched = self.dispatcher.offset
-        flushed = self.commitlog.flush()
-        for cq in self.queues.all():
-            cq.flush(everything=flush_all)
         ts = self.dispatcher.last_store_timestamp
-        Checkpoint(ts, ts, ts, flushed, flushed, min(dispatched, flushed)).save(self.root / "checkpoint")
+        flushed = self.commitlog.flush()
+        thorough = flush_all or now - self._thorough_at >= cfg.flush_consume_queue_thorough_interval / 1000
+        least = 0 if thorough else cfg.flush_consume_queue_least_pages
+        for cq in self.queues.all():
+            cq.flush(everything=flush_all, least_pages=least)
+        if thorough:
+            self._thorough_at, self._queues_durable = now, (ts, min(dispatched, flushed))
+        logics_ts, durable = self._queues_durable
+        Checkpoint(ts, logics_ts, ts, flushed, flushed, durable).save(self.root / "checkpoint")
 
     # ---------------------------------------------------------------- writes
 

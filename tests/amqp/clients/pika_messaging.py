@@ -475,6 +475,40 @@ def two_gateways() -> dict:
     return {"moved": got, "replies": replies, "cancelled": cancelled}
 
 
+def declared_elsewhere() -> dict:
+    """Exchanges and bindings declared through one gateway, published to through the other at once,
+    mandatory with confirms, round after round: every publish routed (RabbitMQ's declare-ok and
+    bind-ok mean every node routes by them), none returned or refused for a missing exchange."""
+    rounds = 20
+    first = connect()
+    second = pika.BlockingConnection(pika.ConnectionParameters(host, int(sys.argv[4]), socket_timeout=10))
+    one = first.channel()
+    outcomes: dict[str, int] = {"routed": 0, "returned": 0, "no_exchange": 0}
+    two = second.channel()
+    two.confirm_delivery()
+    for i in range(rounds):
+        exchange, queue = name(f"x{i}"), name(f"q{i}")
+        one.exchange_declare(exchange, "direct" if i % 2 else "topic")
+        one.queue_declare(queue)
+        one.queue_bind(queue, exchange, f"key.{i}")
+        try:
+            two.basic_publish(exchange, f"key.{i}", f"m{i}".encode(), mandatory=True)
+            outcomes["routed"] += 1
+        except UnroutableError:
+            outcomes["returned"] += 1
+        except ChannelClosedByBroker:
+            outcomes["no_exchange"] += 1
+            two = second.channel()
+            two.confirm_delivery()
+    got = [m["body"] for i in range(rounds) for m in drain(one, name(f"q{i}"))]
+    for i in range(rounds):
+        one.queue_delete(name(f"q{i}"))
+        one.exchange_delete(name(f"x{i}"))
+    first.close()
+    second.close()
+    return {**outcomes, "got": got}
+
+
 def ferrymq_extras() -> dict:
     """What the gateway adds to RabbitMQ: graded retry (a requeued message comes back after a delay,
     and past x-max-retries goes to the dead-letter exchange), broadcast queues (every consumer gets
@@ -522,4 +556,5 @@ def ferrymq_extras() -> dict:
 
 SCENARIOS["two_gateways"] = two_gateways
 SCENARIOS["ferrymq_extras"] = ferrymq_extras
+SCENARIOS["declared_elsewhere"] = declared_elsewhere
 print(json.dumps(SCENARIOS[scenario]()), flush=True)
