@@ -156,3 +156,17 @@ def start_migrate(target: Target, log: Path, *args: str) -> subprocess.Popen:
 def migrate_env() -> dict[str, str]:
     root = Path(__file__).resolve().parents[2]
     return {**os.environ, "PYTHONPATH": f"{root / 'src'}:{root}"}
+
+
+DIRECT = "stored straight into the brokers"  # what the summary says of such a queue
+
+
+@pytest.fixture(params=["gateway", "brokers"])
+def into(request, target: Target) -> tuple[str, ...]:
+    """Through the gateway (publishes and confirms), or straight into its brokers (`--namesrv`)."""
+    return ("--namesrv", target.namesrv) if request.param == "brokers" else ()
+
+
+def went(output: str, into: tuple[str, ...]) -> bool:
+    """Whether a migrator's output says it stored where it was asked to."""
+    return (DIRECT in output) == bool(into)

@@ -11,11 +11,18 @@ import time
 from collections import Counter
 
 import pika
-import pytest
 
-from tests.migrate.conftest import Source, Target, migrate, migrate_argv, migrate_env, start_migrate
+from tests.migrate.conftest import (
+    DIRECT,
+    Source,
+    Target,
+    migrate,
+    migrate_argv,
+    migrate_env,
+    start_migrate,
+    went,
+)  # fmt: skip
 
-DIRECT = "stored straight into the brokers"
 FIELDS = (
     "content_type", "content_encoding", "headers", "delivery_mode", "priority", "correlation_id",
     "reply_to", "expiration", "message_id", "timestamp", "type", "user_id", "app_id",
@@ -88,17 +95,6 @@ def _take_all(target: Target, queue: str, expected: int, quiet_s: float = 3.0, t
     return got
 
 
-@pytest.fixture(params=["gateway", "brokers"])
-def into(request, target: Target) -> tuple[str, ...]:
-    """Through the gateway (publishes and confirms), or straight into its brokers (`--namesrv`)."""
-    return ("--namesrv", target.namesrv) if request.param == "brokers" else ()
-
-
-def _went(done: subprocess.CompletedProcess, into: tuple[str, ...]) -> bool:
-    """Whether the run stored where it was asked to."""
-    return (DIRECT in done.stdout) == bool(into)
-
-
 def test_every_message_crosses_with_its_properties(
     source: Source, target: Target, into: tuple[str, ...]
 ) -> None:
@@ -108,7 +104,7 @@ def test_every_message_crosses_with_its_properties(
 
     done = migrate(target, "-q", queue, "--prefetch", "300", *into)
 
-    assert f"{count:,} moved" in done.stdout and _went(done, into)
+    assert f"{count:,} moved" in done.stdout and went(done.stdout, into)
     assert source.count(queue) == 0
     got = _take_all(target, queue, count)
     assert len(got) == count  # no duplicates without a crash
@@ -142,7 +138,7 @@ def test_killed_mid_drain_then_restarted_loses_nothing(
 
     # through the gateway, the restart stores through three channels at once: still nothing lost
     done = migrate(target, "-q", queue, "--prefetch", str(prefetch), "--lanes", "3", *into)
-    assert source.count(queue) == 0 and _went(done, into)
+    assert source.count(queue) == 0 and went(done.stdout, into)
 
     seen = Counter(message_id for message_id, _, _ in _take_all(target, queue, count))
     assert set(seen) == {f"m{i}" for i in range(count)}  # nothing lost
