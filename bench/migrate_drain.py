@@ -1,13 +1,14 @@
 """Draining a live RabbitMQ into the gateway, against consuming the same backlog from RabbitMQ directly.
 
-    python bench/migrate_drain.py [--messages 1000000] [--size 100] [--prefetch N] [--lanes N] [--runs 1]
-                                  [--aio-pika-sample 200000] [--save bench/results/migrate-drain.json]
+    python bench/migrate_drain.py [--messages 1000000] [--size 100] [--prefetch N] [--lanes N] [--direct]
+                                  [--runs 1] [--aio-pika-sample 200000] [--save FILE.json]
 
 Each run fills one RabbitMQ queue (127.0.0.1:5672, guest) with --messages bodies of --size bytes
 (pipelined publisher confirms), then (a) consumes them from RabbitMQ with the migrator's own AMQP
 client (manual acks, one multiple ack per read, the same prefetch), refills, and (b) drains them with
 `ferrymq migrate`'s drainer into the gateway of a `ferrymq dev` started here (the migrator's defaults
-unless --prefetch and --lanes say otherwise); runs alternate which of (a) and (b) goes first. Rates
+unless --prefetch and --lanes say otherwise; --direct stores straight into the brokers, as
+`ferrymq migrate rabbitmq --namesrv` does); runs alternate which of (a) and (b) goes first. Rates
 are msg/s from the first message to the last acknowledgement; CPU per message is read from /proc for
 RabbitMQ's beam.smp, the `ferrymq dev` process (broker + gateway) and this process (the client or the
 migrator). Zero lost means the gateway's queue then holds exactly --messages. For context, aio-pika
@@ -20,6 +21,7 @@ import argparse
 import asyncio
 import json
 import os
+import re
 import resource
 import shutil
 import statistics
@@ -36,6 +38,7 @@ from ferrymq.bench.machine import machine_info
 from ferrymq.bench.processes import free_port
 from ferrymq.migrate.drain import DrainOptions, QueueProgress
 from ferrymq.migrate.runner import drain_queues
+from ferrymq.migrate.store import BrokerAccess
 from ferrymq.migrate.wire import Channel, Connection
 from ferrymq.protocol.amqp import fast
 from ferrymq.protocol.amqp.methods import encode_method
@@ -147,7 +150,9 @@ async def consume_aio_pika(queue: str, count: int, prefetch: int) -> float:
     return finished - started
 
 
-async def drain(queue: str, gateway: str, count: int, options: DrainOptions) -> tuple[float, QueueProgress]:
+async def drain(
+    queue: str, gateway: str, count: int, options: DrainOptions, brokers: BrokerAccess | None
+) -> tuple[float, QueueProgress]:
     """The migrator's drain of `queue`; seconds from the start to the last upstream ack."""
 
     class Watch:
@@ -174,6 +179,7 @@ async def drain(queue: str, gateway: str, count: int, options: DrainOptions) -> 
         options,
         1,
         watch,  # type: ignore[arg-type]
+        brokers,
     )
     watcher.cancel()
     return (watch.reached or time.monotonic()) - started, outcome[0]
@@ -216,7 +222,9 @@ def cpu_now(pids: dict[str, int]) -> dict[str, float]:
     return {name: own_cpu() if pid == 0 else cpu_of(pid) for name, pid in pids.items()}
 
 
-async def one_run(args, gateway: str, dev_pid: int, options: DrainOptions, drain_first: bool) -> dict:
+async def one_run(
+    args, gateway: str, dev_pid: int, options: DrainOptions, brokers: BrokerAccess | None, drain_first: bool
+) -> dict:
     queue = f"bench-migrate-{uuid.uuid4().hex[:8]}"
     beam = beam_pid()
     try:
@@ -235,7 +243,7 @@ async def one_run(args, gateway: str, dev_pid: int, options: DrainOptions, drain
             await declare_in_gateway(gateway, queue)
             pids = {"rabbitmq": beam, "migrator": 0, "gateway": dev_pid}
             before = cpu_now(pids)
-            seconds, progress = await drain(queue, gateway, args.messages, options)
+            seconds, progress = await drain(queue, gateway, args.messages, options, brokers)
             moved = measured("drain into the gateway", pids, args.messages, seconds, before)
             in_gateway = await declare_in_gateway(gateway, queue)
             moved.update(state=progress.state, in_gateway=in_gateway, lost=args.messages - in_gateway,
@@ -266,7 +274,7 @@ async def one_run(args, gateway: str, dev_pid: int, options: DrainOptions, drain
         await declare_in_gateway(gateway, queue, delete=True)
 
 
-def start_dev(where: Path) -> tuple[subprocess.Popen, str]:
+def start_dev(where: Path) -> tuple[subprocess.Popen, str, BrokerAccess]:
     port = free_port()
     argv = [sys.executable, "-m", "ferrymq", "dev", "--data-dir", str(where / "data"), "--namesrv-port", "0",
             "--broker-port", "0", "--proxy-port", "-1", "--console-port", "-1",
@@ -278,7 +286,10 @@ def start_dev(where: Path) -> tuple[subprocess.Popen, str]:
         if proc.poll() is not None or time.monotonic() > deadline:
             sys.exit("ferrymq dev did not start:\n" + (where / "dev.log").read_text()[-3000:])
         time.sleep(0.1)
-    return proc, f"amqp://guest:guest@127.0.0.1:{port}/"
+    namesrv = re.search(rb"NameServer\s+(\S+)", (where / "dev.log").read_bytes())
+    assert namesrv is not None, "ferrymq dev did not say where its NameServer is"
+    meta = f"sqlite:///{(where / 'data' / 'meta' / 'meta.db').resolve()}"
+    return proc, f"amqp://guest:guest@127.0.0.1:{port}/", BrokerAccess(namesrv[1].decode(), None, meta)
 
 
 def main() -> None:
@@ -290,18 +301,24 @@ def main() -> None:
     defaults = DrainOptions()
     parser.add_argument("--prefetch", type=int, default=defaults.prefetch, help="the migrator's default")
     parser.add_argument("--lanes", type=int, default=defaults.lanes, help="the migrator's gateway channels")
+    parser.add_argument(
+        "--direct", action="store_true", help="store straight into the brokers (migrate's --namesrv)"
+    )
     parser.add_argument("--runs", type=int, default=1)
     parser.add_argument("--aio-pika-sample", type=int, default=200_000, help="0: skip the aio-pika context")
     parser.add_argument("--save", type=Path)
     args = parser.parse_args()
     where = Path(tempfile.mkdtemp(prefix="migrate-drain-"))
-    dev, gateway = start_dev(where)
+    dev, gateway, access = start_dev(where)
     load_before = os.getloadavg()[0]
     runs = []
     try:
         options = DrainOptions(prefetch=args.prefetch, lanes=args.lanes, settle_s=0.5)
+        brokers = access if args.direct else None
         for i in range(args.runs):
-            runs.append(asyncio.run(one_run(args, gateway, dev.pid, options, drain_first=i % 2 == 1)))
+            runs.append(
+                asyncio.run(one_run(args, gateway, dev.pid, options, brokers, drain_first=i % 2 == 1))
+            )
     finally:
         dev.terminate()
         dev.wait(60)

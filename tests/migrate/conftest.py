@@ -5,6 +5,7 @@ and deletes what it made on RabbitMQ."""
 from __future__ import annotations
 
 import os
+import re
 import subprocess
 import sys
 import uuid
@@ -17,7 +18,7 @@ import pytest
 
 from ferrymq.bench.processes import free_port
 from tests.amqp.conftest import RABBITMQ, rabbitmq_running
-from tests.compat.conftest import ServerProcess
+from tests.compat.conftest import ServerProcess, wait_until
 
 MIGRATE_TIMEOUT = 180.0
 SOURCE = f"amqp://guest:guest@{RABBITMQ[0]}:{RABBITMQ[1]}/"
@@ -34,6 +35,13 @@ class Target:
     @property
     def url(self) -> str:
         return f"amqp://guest:guest@127.0.0.1:{self.port}/"
+
+    @property
+    def namesrv(self) -> str:
+        """The NameServer's address, as `ferrymq dev` printed it."""
+        found = re.search(r"NameServer\s+(\S+)", self.server.log.read_text())
+        assert found is not None, self.server.describe()
+        return found[1]
 
     def connect(self, user: str = "guest", password: str = "guest") -> pika.BlockingConnection:
         credentials = pika.PlainCredentials(user, password)
@@ -108,6 +116,7 @@ def target(tmp_path_factory) -> Iterator[Target]:
     server = ServerProcess("dev", [*argv, "--amqp-port", str(port)], where)
     try:
         server.wait_listening(f"127.0.0.1:{port}")
+        wait_until(lambda: "ferrymq dev is running" in server.log.read_text(), 60, server.describe)
         yield Target(port, f"sqlite:///{(data / 'meta' / 'meta.db').resolve()}", server)
     finally:
         server.stop()
@@ -147,3 +156,17 @@ def start_migrate(target: Target, log: Path, *args: str) -> subprocess.Popen:
 def migrate_env() -> dict[str, str]:
     root = Path(__file__).resolve().parents[2]
     return {**os.environ, "PYTHONPATH": f"{root / 'src'}:{root}"}
+
+
+DIRECT = "stored straight into the brokers"  # what the summary says of such a queue
+
+
+@pytest.fixture(params=["gateway", "brokers"])
+def into(request, target: Target) -> tuple[str, ...]:
+    """Through the gateway (publishes and confirms), or straight into its brokers (`--namesrv`)."""
+    return ("--namesrv", target.namesrv) if request.param == "brokers" else ()
+
+
+def went(output: str, into: tuple[str, ...]) -> bool:
+    """Whether a migrator's output says it stored where it was asked to."""
+    return (DIRECT in output) == bool(into)

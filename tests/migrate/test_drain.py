@@ -1,5 +1,6 @@
-"""Draining: every message crosses with its properties and body as they were, none is lost, and a
-migrator killed mid-drain and started again loses nothing either (its last window comes twice)."""
+"""Draining, through the gateway and straight into its brokers (`--namesrv`): every message crosses
+with its properties and body as they were, none is lost, and a migrator killed mid-drain and started
+again loses nothing either (its last window comes twice)."""
 
 from __future__ import annotations
 
@@ -11,7 +12,16 @@ from collections import Counter
 
 import pika
 
-from tests.migrate.conftest import Source, Target, migrate, migrate_argv, migrate_env, start_migrate
+from tests.migrate.conftest import (
+    DIRECT,
+    Source,
+    Target,
+    migrate,
+    migrate_argv,
+    migrate_env,
+    start_migrate,
+    went,
+)  # fmt: skip
 
 FIELDS = (
     "content_type", "content_encoding", "headers", "delivery_mode", "priority", "correlation_id",
@@ -85,14 +95,16 @@ def _take_all(target: Target, queue: str, expected: int, quiet_s: float = 3.0, t
     return got
 
 
-def test_every_message_crosses_with_its_properties(source: Source, target: Target) -> None:
+def test_every_message_crosses_with_its_properties(
+    source: Source, target: Target, into: tuple[str, ...]
+) -> None:
     count = 3000
-    queue = source.queue("props")
+    queue = source.queue("props", **{"x-message-ttl": 3_600_000})
     _fill(source, queue, count)
 
-    done = migrate(target, "-q", queue, "--prefetch", "300")
+    done = migrate(target, "-q", queue, "--prefetch", "300", *into)
 
-    assert f"{count:,} moved" in done.stdout
+    assert f"{count:,} moved" in done.stdout and went(done.stdout, into)
     assert source.count(queue) == 0
     got = _take_all(target, queue, count)
     assert len(got) == count  # no duplicates without a crash
@@ -104,12 +116,14 @@ def test_every_message_crosses_with_its_properties(source: Source, target: Targe
         assert body == _body(i)
 
 
-def test_killed_mid_drain_then_restarted_loses_nothing(source: Source, target: Target, tmp_path) -> None:
+def test_killed_mid_drain_then_restarted_loses_nothing(
+    source: Source, target: Target, into: tuple[str, ...], tmp_path
+) -> None:
     count, prefetch = 30_000, 500
     queue = source.queue("kill")
     _fill(source, queue, count, varied=False)
 
-    first = start_migrate(target, tmp_path / "first.log", "-q", queue, "--prefetch", str(prefetch))
+    first = start_migrate(target, tmp_path / "first.log", "-q", queue, "--prefetch", str(prefetch), *into)
     deadline = time.monotonic() + 120
     try:
         while source.count(queue) > count * 2 // 3:  # a third moved: kill it mid-stream
@@ -122,14 +136,14 @@ def test_killed_mid_drain_then_restarted_loses_nothing(source: Source, target: T
     left = source.count(queue)
     assert 0 < left < count
 
-    # the restart stores through three gateway channels at once: still nothing lost
-    done = migrate(target, "-q", queue, "--prefetch", str(prefetch), "--lanes", "3")
-    assert source.count(queue) == 0
+    # through the gateway, the restart stores through three channels at once: still nothing lost
+    done = migrate(target, "-q", queue, "--prefetch", str(prefetch), "--lanes", "3", *into)
+    assert source.count(queue) == 0 and went(done.stdout, into)
 
     seen = Counter(message_id for message_id, _, _ in _take_all(target, queue, count))
     assert set(seen) == {f"m{i}" for i in range(count)}  # nothing lost
     duplicates = sum(seen.values()) - count
-    # only what was confirmed by the gateway but not yet acknowledged upstream comes twice: at most
+    # only what was stored but not yet acknowledged upstream comes twice: at most
     # one prefetch window, and each of them was flagged redelivered by RabbitMQ
     assert duplicates <= prefetch
     if duplicates:
@@ -148,7 +162,9 @@ def test_a_queue_missing_in_the_gateway_fails_and_keeps_its_messages(source: Sou
     assert source.count(queue) == 10
 
 
-def test_a_message_too_large_for_the_gateway_stays_in_rabbitmq(source: Source, target: Target) -> None:
+def test_a_message_too_large_for_the_gateway_stays_in_rabbitmq(
+    source: Source, target: Target, into: tuple[str, ...]
+) -> None:
     queue = source.queue("large")
     with source.connect() as c:
         ch = c.channel()
@@ -159,11 +175,11 @@ def test_a_message_too_large_for_the_gateway_stays_in_rabbitmq(source: Source, t
         ch.basic_publish("", queue, b"after", pika.BasicProperties(message_id="after"))
     migrate(target, "-q", queue, "--no-drain")
     done = subprocess.run(
-        migrate_argv(target, "-q", queue, "--no-import"), capture_output=True, text=True, timeout=120,
-        stdin=subprocess.DEVNULL, env=migrate_env(),
+        migrate_argv(target, "-q", queue, "--no-import", *into), capture_output=True, text=True,
+        timeout=120, stdin=subprocess.DEVNULL, env=migrate_env(),
     )  # fmt: skip
     assert done.returncode == 1, done.stdout + done.stderr
-    assert "larger than" in done.stdout
+    assert ("the broker refused a put" if into else "larger than") in done.stdout
     assert source.count(queue) >= 2  # the large one and what came after it are still in RabbitMQ
     with target.connect() as c:
         ch = c.channel()
@@ -171,3 +187,14 @@ def test_a_message_too_large_for_the_gateway_stays_in_rabbitmq(source: Source, t
         while (m := ch.basic_get(queue, auto_ack=True))[0] is not None:
             got.append(m[1].message_id)
     assert got == [f"s{i}" for i in range(5)]
+
+
+def test_a_length_limited_queue_goes_through_the_gateway(source: Source, target: Target) -> None:
+    """Its puts are the gateway's to shape (drop the oldest past the limit): not stored directly."""
+    queue = source.queue("limited", **{"x-max-length": 1000})
+    _fill(source, queue, 50, varied=False)
+
+    done = migrate(target, "-q", queue, "--namesrv", target.namesrv)
+
+    assert "50 moved" in done.stdout and DIRECT not in done.stdout
+    assert [m for m, _, _ in _take_all(target, queue, 50)] == [f"m{i}" for i in range(50)]

@@ -14,7 +14,7 @@ from collections.abc import Callable
 import pika
 import pika.exceptions
 
-from tests.migrate.conftest import RABBITMQ, Source, Target, migrate, start_migrate
+from tests.migrate.conftest import RABBITMQ, Source, Target, migrate, start_migrate, went
 
 PRODUCERS, CONSUMERS = 3, 2
 RUN_S = 20.0  # the application's whole run; the switches happen at even steps inside it
@@ -85,7 +85,9 @@ def _wait(condition: Callable[[], bool], timeout: float, what: str) -> None:
         time.sleep(0.1)
 
 
-def test_producers_and_consumers_switch_one_by_one(source: Source, target: Target, tmp_path) -> None:
+def test_producers_and_consumers_switch_one_by_one(
+    source: Source, target: Target, into: tuple[str, ...], tmp_path
+) -> None:
     queue = source.queue("app")
     migrate(target, "-q", queue, "--no-drain")  # the definitions first: the queue exists in the gateway
     sent: list[str] = []  # list.append is atomic: one list shared by the threads
@@ -104,7 +106,7 @@ def test_producers_and_consumers_switch_one_by_one(source: Source, target: Targe
     for thread in threads:
         thread.start()
     log = tmp_path / "migrate.log"
-    migrator = start_migrate(target, log, "-q", queue, "--no-import", "--follow", "--prefetch", "200")
+    migrator = start_migrate(target, log, "-q", queue, "--no-import", "--follow", "--prefetch", "200", *into)
     try:
         # one client at a time: consumers and producers alternate, each after an even step
         order = [
@@ -124,6 +126,7 @@ def test_producers_and_consumers_switch_one_by_one(source: Source, target: Targe
         _wait(lambda: source.count(queue) == 0, 60, "RabbitMQ's queue to empty after the producers stopped")
         migrator.send_signal(signal.SIGINT)
         assert migrator.wait(60) == 0, log.read_text()
+        assert went(log.read_text(), into), log.read_text()
         expected = set(sent)
         _wait(lambda: expected <= set(got), DELIVERY_TIMEOUT_S, "every sent message at a consumer")
     finally:

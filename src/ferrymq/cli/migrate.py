@@ -75,19 +75,27 @@ def migrate() -> None:
     type=click.FloatRange(0),
     help="Seconds a queue must stay empty in RabbitMQ to count as drained.",
 )
+@click.option(
+    "--namesrv",
+    default=None,
+    help="The gateway's NameServer (host:port): store each queue's messages straight into its brokers, "
+    "a batch per read, instead of publishing them through the gateway (needs --meta or --meta-database).",
+)
 @click.option("--follow", is_flag=True, help="Keep draining until interrupted (producers still switching).")
 @click.option("--dry-run", is_flag=True, help="Show what would be imported and drained, change nothing.")
 def rabbitmq(
     source: str, gateway_url: str, meta: str | None, meta_database: str | None, definitions: Path | None,
     management_url: str | None, no_import: bool, no_drain: bool, queues: tuple[str, ...], prefetch: int,
-    lanes: int, parallel: int, settle: float, follow: bool, dry_run: bool,
+    lanes: int, parallel: int, settle: float, namesrv: str | None, follow: bool, dry_run: bool,
 ) -> None:  # fmt: skip
     """Import RabbitMQ's definitions into the gateway's metadata, then drain every queue's backlog into
     the gateway: each message is acknowledged in RabbitMQ only after the gateway confirmed it."""
+    from ferrymq.messaging.api import MessagingError
     from ferrymq.migrate import definitions as defs
     from ferrymq.migrate.drain import DrainOptions
     from ferrymq.migrate.progress import Display
     from ferrymq.migrate.runner import declare_queues, drain_queues
+    from ferrymq.migrate.store import BrokerAccess
     from ferrymq.migrate.wire import AMQPURL, WireError
 
     try:
@@ -98,6 +106,8 @@ def rabbitmq(
         raise click.UsageError(f"--source vhost '{src.vhost}' and --gateway vhost '{dst.vhost}' differ")
     if not (no_import or dry_run or meta or meta_database):
         raise click.UsageError("give --meta host:port or --meta-database URL (or --no-import)")
+    if namesrv and not (meta or meta_database):
+        raise click.UsageError("--namesrv needs --meta host:port or --meta-database URL")
     need_doc = not no_import or not queues
     try:
         doc: dict = {}
@@ -131,9 +141,10 @@ def rabbitmq(
         return
     options = DrainOptions(prefetch=prefetch, lanes=lanes, settle_s=settle, follow=follow)
     display = Display([])
+    brokers = BrokerAccess(namesrv, meta, meta_database) if namesrv else None
     try:
-        outcome = asyncio.run(drain_queues(source, gateway_url, names, options, parallel, display))
-    except WireError as e:
+        outcome = asyncio.run(drain_queues(source, gateway_url, names, options, parallel, display, brokers))
+    except (WireError, defs.DefinitionsError, MessagingError) as e:
         raise click.ClickException(str(e)) from None
     finally:
         display.finish()

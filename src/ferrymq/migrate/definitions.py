@@ -6,15 +6,19 @@ API's GET /api/definitions, or a JSON file exported earlier."""
 from __future__ import annotations
 
 import base64
+import contextlib
 import json
 import shutil
 import subprocess
 import urllib.error
 import urllib.request
+from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
+from ferrymq.meta.client import MetaClient
 from ferrymq.meta.definitions import ImportReport
+from ferrymq.meta.service import MetaService
 
 EXPORT_TIMEOUT_S = 120.0
 SKIPPED_QUEUE_TYPES = ("stream",)  # a stream is a log, read by offset: nothing to drain
@@ -92,30 +96,38 @@ def queues_to_drain(doc: dict[str, Any], vhost: str) -> tuple[list[str], list[st
 async def import_into(doc: dict[str, Any], meta: str | None, meta_database: str | None) -> ImportReport:
     """Import `doc` into the metadata service at host:port (`meta`), or straight into the database a
     gateway's metadata lives in (`meta_database`, a SQLAlchemy URL)."""
-    if meta:
-        from ferrymq.meta.client import MetaClient
+    from sqlalchemy.exc import SQLAlchemyError
 
+    async with metadata(meta, meta_database) as service:
+        try:
+            return await service.import_definitions(doc)
+        except OSError as e:
+            raise DefinitionsError(f"cannot reach the metadata service at {meta}: {e}") from None
+        except SQLAlchemyError as e:
+            raise DefinitionsError(f"importing into {meta_database} failed: {e}") from None
+
+
+@contextlib.asynccontextmanager
+async def metadata(meta: str | None, meta_database: str | None) -> AsyncIterator[MetaClient | MetaService]:
+    """The gateway's metadata: its service at host:port (`meta`), or the database it lives in
+    (`meta_database`, a SQLAlchemy URL)."""
+    if meta:
         async with MetaClient(meta) as client:
-            try:
-                return await client.import_definitions(doc)
-            except OSError as e:
-                raise DefinitionsError(f"cannot reach the metadata service at {meta}: {e}") from None
+            yield client
+        return
     if not meta_database:
         raise DefinitionsError("say where the gateway's metadata is: --meta host:port or --meta-database URL")
     from sqlalchemy.exc import SQLAlchemyError
 
     from ferrymq.meta.database import make_engine
-    from ferrymq.meta.service import MetaService
     from ferrymq.meta.store import MetaStore
 
     try:
         store = MetaStore(make_engine(meta_database))
+        store.ensure_defaults()
     except (SQLAlchemyError, ValueError) as e:
         raise DefinitionsError(f"cannot open {meta_database}: {e}") from None
     try:
-        store.ensure_defaults()
-        return await MetaService(store).import_definitions(doc)
-    except SQLAlchemyError as e:
-        raise DefinitionsError(f"importing into {meta_database} failed: {e}") from None
+        yield MetaService(store)
     finally:
         store.engine.dispose()

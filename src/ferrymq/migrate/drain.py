@@ -15,6 +15,7 @@ import collections
 import functools
 import itertools
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from pamqp import commands
@@ -37,6 +38,7 @@ class QueueProgress:
     remaining: int | None = None  # ready in RabbitMQ plus in flight
     redelivered: int = 0  # came with redelivered=true: maybe copied already by an earlier run
     nacked: int = 0  # refused by the gateway and handed back to RabbitMQ
+    direct: bool = False  # stored straight into the brokers, not published through the gateway
     error: str = ""
     started: float = field(default_factory=time.monotonic)
     finished: float | None = None
@@ -121,6 +123,7 @@ class QueueDrain:
         self._failed = ""
         self._consuming: Channel | None = None
         self._consumer_tag = f"ferrymq-migrate-{next(self._tags)}"
+        self._hooks: list[tuple[Connection, Callable[[], None]]] = []
 
     async def run(self) -> QueueProgress:
         progress = self.progress
@@ -138,29 +141,14 @@ class QueueDrain:
         return progress
 
     async def _run(self) -> None:
-        source, sink, options, progress = self._source, self._sink, self._options, self.progress
-        checking = await sink.channel()
-        try:
-            await checking.call(commands.Queue.Declare(queue=self.name, passive=True))
-        except WireError as e:
-            missing = f"queue '{self.name}' is not in the gateway ({e}); import the definitions first"
-            raise WireError(missing) from None
-        await checking.close()
-        publish = commands.Basic.Publish(exchange="", routing_key=self.name, mandatory=True)
-        for _ in range(max(1, options.lanes)):
-            channel = await sink.channel()
-            await channel.call(commands.Confirm.Select())
-            lane = _Lane(channel, encode_method(channel.number, publish))
-            channel.on_confirm = functools.partial(self._confirm, lane)
-            channel.on_return = self._returned
-            self._lanes.append(lane)
+        source, options, progress = self._source, self._options, self.progress
+        await self._open_sink()
         control = await source.channel()
         consuming = self._consuming = await source.channel()
         await consuming.call(commands.Basic.Qos(prefetch_count=options.prefetch))
         consuming.on_deliver = self._deliver
         consuming.on_cancel = lambda: self._fail(f"RabbitMQ cancelled the consumer of '{self.name}'")
-        source.after_read.append(self._flush_publishes)
-        sink.after_read.append(self._flush_acks)
+        self._attach(source, self._flush_publishes)
         progress.state, progress.started = "draining", time.monotonic()
         await consuming.call(commands.Basic.Consume(queue=self.name, consumer_tag=self._consumer_tag))
         await self._watch(control)
@@ -171,8 +159,31 @@ class QueueDrain:
         if progress.state == "draining":
             progress.state = "stopped"
         # closing hands RabbitMQ back what it delivered and was not confirmed (after a failure)
-        for channel in (consuming, control, *(lane.channel for lane in self._lanes)):
+        for channel in (consuming, control, *self._sink_channels()):
             await channel.close()
+
+    async def _open_sink(self) -> None:
+        """The gateway's confirming channels (lanes), once the queue is found there."""
+        sink = self._sink
+        checking = await sink.channel()
+        try:
+            await checking.call(commands.Queue.Declare(queue=self.name, passive=True))
+        except WireError as e:
+            missing = f"queue '{self.name}' is not in the gateway ({e}); import the definitions first"
+            raise WireError(missing) from None
+        await checking.close()
+        publish = commands.Basic.Publish(exchange="", routing_key=self.name, mandatory=True)
+        for _ in range(max(1, self._options.lanes)):
+            channel = await sink.channel()
+            await channel.call(commands.Confirm.Select())
+            lane = _Lane(channel, encode_method(channel.number, publish))
+            channel.on_confirm = functools.partial(self._confirm, lane)
+            channel.on_return = self._returned
+            self._lanes.append(lane)
+        self._attach(sink, self._flush_acks)
+
+    def _sink_channels(self) -> list[Channel]:
+        return [lane.channel for lane in self._lanes]
 
     async def _count(self, control: Channel) -> int:
         ok = await control.call(commands.Queue.Declare(queue=self.name, passive=True))
@@ -202,7 +213,7 @@ class QueueDrain:
     def _check_channels(self) -> None:
         """Fail the queue when a channel it moves messages on was closed (by the gateway, say, for a
         message larger than it takes) or its connection was lost."""
-        for channel in (self._consuming, *(lane.channel for lane in self._lanes)):
+        for channel in (self._consuming, *self._sink_channels()):
             if channel is not None and channel.closed is not None:
                 self._fail(str(channel.closed))
                 return
@@ -226,10 +237,16 @@ class QueueDrain:
         if consuming is not None:
             consuming.on_deliver = None
 
+    def _attach(self, connection: Connection, hook: Callable[[], None]) -> None:
+        """Run `hook` after each read of `connection` while the queue drains."""
+        connection.after_read.append(hook)
+        self._hooks.append((connection, hook))
+
     def _detach(self) -> None:
-        for connection, hook in ((self._source, self._flush_publishes), (self._sink, self._flush_acks)):
+        for connection, hook in self._hooks:
             if hook in connection.after_read:
                 connection.after_read.remove(hook)
+        self._hooks.clear()
 
     # -- the hot path --------------------------------------------------------------------------------
 

@@ -15,7 +15,8 @@ PLAIN_EVERY_S = 5.0
 
 def _line(p: QueueProgress) -> str:
     remaining = "?" if p.remaining is None else f"{p.remaining:,}"
-    extra = f", {p.redelivered:,} redelivered" if p.redelivered else ""
+    extra = ", stored straight into the brokers" if p.direct else ""
+    extra += f", {p.redelivered:,} redelivered" if p.redelivered else ""
     extra += f", {p.nacked:,} handed back" if p.nacked else ""
     extra += f": {p.error}" if p.error else ""
     return f"{p.name}: {p.state}, {p.drained:,} moved, {remaining} left, {p.rate():,.0f} msg/s{extra}"

@@ -13,7 +13,8 @@ from pamqp import commands
 
 from ferrymq.migrate.drain import DrainOptions, QueueDrain, QueueProgress
 from ferrymq.migrate.progress import Display
-from ferrymq.migrate.wire import Connection, WireError
+from ferrymq.migrate.store import BrokerAccess, Brokers, StoreDrain
+from ferrymq.migrate.wire import AMQPURL, Connection, WireError
 
 REFRESH_S = 0.5
 
@@ -48,8 +49,28 @@ async def drain_queues(
     options: DrainOptions,
     parallel: int = 4,
     display: Display | None = None,
+    brokers: BrokerAccess | None = None,
 ) -> list[QueueProgress]:
-    """Drain `queues` (at most `parallel` at a time); each queue's outcome, in order."""
+    """Drain `queues` (at most `parallel` at a time); each queue's outcome, in order. With `brokers`,
+    queues are stored straight into the gateway's brokers where they can be (see store.py)."""
+    async with contextlib.AsyncExitStack() as stack:
+        into = (
+            None
+            if brokers is None
+            else await stack.enter_async_context(Brokers.open(brokers, AMQPURL.parse(gateway_url).vhost))
+        )
+        return await _drain(source_url, gateway_url, queues, options, parallel, display, into)
+
+
+async def _drain(
+    source_url: str,
+    gateway_url: str,
+    queues: Sequence[str],
+    options: DrainOptions,
+    parallel: int,
+    display: Display | None,
+    brokers: Brokers | None,
+) -> list[QueueProgress]:
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGINT, signal.SIGTERM):
@@ -61,7 +82,13 @@ async def drain_queues(
     except BaseException:
         source.abort()
         raise
-    drains = [QueueDrain(name, source, sink, options, stop) for name in queues]
+    drains: list[QueueDrain] = []
+    for name in queues:
+        place = None if brokers is None else await brokers.place(name)
+        if brokers is None or place is None:
+            drains.append(QueueDrain(name, source, sink, options, stop))
+        else:
+            drains.append(StoreDrain(name, source, sink, options, stop, brokers, place))
     if display is not None:
         display.queues = [d.progress for d in drains]
     slots = asyncio.Semaphore(max(1, parallel))
