@@ -107,9 +107,11 @@ async def test_bad_schedules_get_a_clear_error(cluster, producer, props, words):
 
 
 async def test_the_system_topics_cannot_be_sent_to(cluster, producer):
-    for topic in (SCHEDULE_TOPIC, TIMER_TOPIC, INTENT_TOPIC):
+    for topic in (SCHEDULE_TOPIC, TIMER_TOPIC, INTENT_TOPIC, "RMQ_SYS_TRANS_HALF_TOPIC", "SELF_TEST_TOPIC"):
         with pytest.raises(SendError, match="forbidden"):
             await producer.send(Message(topic, b"x"))
+        with pytest.raises(SendError, match="forbidden"):  # nor in a batch
+            await producer.send_batch([Message(topic, b"x"), Message(topic, b"y")])
 
 
 async def test_pending_messages_survive_a_clean_restart_and_arrive_once(make_cluster, tmp_path):

@@ -156,7 +156,11 @@ class Connection(asyncio.Protocol):
             self._arm_sweep(deadline)
         if self._writing_paused:
             return self._write_when_writable(command, future)
-        self._write(command)
+        try:
+            self._write(command)
+        except BaseException:  # nothing went out (a header that cannot be encoded): no answer comes
+            del self._pending[opaque]
+            raise
         return future
 
     async def _write_when_writable(
@@ -164,10 +168,15 @@ class Connection(asyncio.Protocol):
     ) -> RemotingCommand:
         """A request made while the peer is not reading: written once it reads (unless its deadline
         or the connection's close comes first, which fail `answer`)."""
-        await self._wait_writable(answer)
-        if not answer.done():
-            self._write(command)
-        return await answer
+        try:
+            await self._wait_writable(answer)
+            if not answer.done():
+                self._write(command)
+            return await answer
+        except BaseException:  # cancelled, or not written: forget the call now
+            self._pending.pop(command.opaque, None)
+            answer.cancel()
+            raise
 
     async def send_oneway(self, command: RemotingCommand) -> None:
         """Send a request that gets no answer (its flag and ``opaque`` are set here)."""

@@ -381,12 +381,19 @@ class MessageStore:
         As RocketMQ's: between thorough passes a ConsumeQueue is flushed only once it has
         flush_consume_queue_least_pages of new entries (thousands of queues taking a message a second
         would cost thousands of fdatasyncs a second), and the checkpoint keeps the ConsumeQueue
-        position of the last thorough pass, from which recovery rebuilds them."""
+        position of the last thorough pass, from which recovery rebuilds them. DLedger's single log
+        makes every pass thorough: that position is its only record of what was committed, so recovery
+        dispatches nothing past it (a member would hide what consumers had seen until a leader's
+        commit reached it again)."""
         cfg, now = self.config, time.monotonic()
         dispatched = self.dispatcher.offset
         ts = self.dispatcher.last_store_timestamp
         flushed = self.commitlog.flush()
-        thorough = flush_all or now - self._thorough_at >= cfg.flush_consume_queue_thorough_interval / 1000
+        thorough = (
+            flush_all
+            or self.entries_from is not None
+            or now - self._thorough_at >= cfg.flush_consume_queue_thorough_interval / 1000
+        )
         least = 0 if thorough else cfg.flush_consume_queue_least_pages
         for cq in self.queues.all():
             cq.flush(everything=flush_all, least_pages=least)

@@ -20,6 +20,7 @@ from ferrymq.ha.dledger.single import records_size
 from ferrymq.protocol.message_ext import decode_record
 from ferrymq.protocol.record import BLANK, pack_host, read_record_meta, record_size, topic_block, write_record
 from ferrymq.store import MessageStore, StoreConfig
+from ferrymq.store.checkpoint import Checkpoint
 from ferrymq.store.commitlog import CommitLog
 from ferrymq.store.consumequeue import ConsumeQueueTable
 from ferrymq.store.dispatch import Dispatcher
@@ -340,6 +341,7 @@ def test_a_store_on_the_single_log_dispatches_and_indexes_committed_entries_and_
     log = CommitLogRaftLog(tmp_path / "dledger", store.commitlog)
     store.hold_entries(log.divided)
     store.dispatcher.limit = store.dispatcher.offset
+    store._periodic_checkpoint()  # a pass before the entries, so the next is within the thorough interval
     offsets = [
         leader_put(store, log, n, PutCommand("T", 0, b"entry %d" % n, properties=b"KEYS\x01e%d" % n))
         for n in range(4)
@@ -356,6 +358,9 @@ def test_a_store_on_the_single_log_dispatches_and_indexes_committed_entries_and_
     assert store.visible_offset == log.end_of(2)
     assert len(store.query_message("T", "e2", 10, 0, 1 << 62)) == 1
     assert store.query_message("T", "e3", 10, 0, 1 << 62) == []  # not committed: not indexed
+    store._periodic_checkpoint()  # the checkpoint is the single log's only mark of what was committed
+    saved = Checkpoint.load(tmp_path / "checkpoint")
+    assert saved is not None and saved.dispatched_offset == committed
     log.close()
     store.close()
 

@@ -29,7 +29,7 @@ from ferrymq.broker.topics import (
     RETRY_GROUP_PREFIX,
     TopicConfigManager,
 )
-from ferrymq.broker.transactions import HALF_TOPIC
+from ferrymq.broker.transactions import HALF_TOPIC, OP_TOPIC
 from ferrymq.ha.dledger.command import PutCommand
 from ferrymq.metrics.tally import Tally
 from ferrymq.protocol.codes import ResponseCode
@@ -44,7 +44,12 @@ from ferrymq.protocol.topic_names import topic_problem
 from ferrymq.store import MessageStore, PutStatus
 
 DLQ_NUMS_PER_GROUP = 1
-HELD_BACK_TOPICS = (SCHEDULE_TOPIC, TIMER_TOPIC, INTENT_TOPIC)  # only the broker itself writes these
+NOT_SENDABLE_TOPICS = frozenset({
+    SCHEDULE_TOPIC, TIMER_TOPIC, INTENT_TOPIC, HALF_TOPIC, OP_TOPIC, "TRANS_CHECK_MAX_TIME_TOPIC",
+    "SELF_TEST_TOPIC", "OFFSET_MOVED_EVENT",
+})  # fmt: skip
+"""Only the broker writes these (RocketMQ's TopicValidator.isNotAllowedSendTopic): a producer's send,
+batch or half message to one is refused."""
 _DLQ_PERM = PERM_READ | PERM_WRITE  # RocketMQ 5 makes DLQs readable, so dead letters can be re-sent
 
 PUT_STATUS_CODES = {
@@ -159,6 +164,8 @@ class PutService:
             return SendOutcome(ResponseCode.SERVICE_NOT_AVAILABLE, fenced)
         if not config.broker_permission & PERM_WRITE:
             return SendOutcome(ResponseCode.NO_PERMISSION, f"broker {config.broker_name} is not writable")
+        if topic in NOT_SENDABLE_TOPICS:
+            return SendOutcome(ResponseCode.NO_PERMISSION, f"sending to system topic {topic} is forbidden")
         quotas = self.quotas
         if quotas.produce and (refusal := quotas.admit_put(topic, user)) is not None:
             return SendOutcome(ResponseCode.SYSTEM_BUSY, refusal)
@@ -207,7 +214,7 @@ class PutService:
                     return SendOutcome(_MESSAGE_ILLEGAL, str(e))
                 properties = store_props = self._half(topic, queue_id, properties)
                 sys_flag, store_topic, store_queue = sys_flag & ~TRANSACTION_TYPE_MASK, HALF_TOPIC, 0
-            elif topic in HELD_BACK_TOPICS or topic.startswith(RETRY_GROUP_PREFIX) or may_divert(properties):
+            elif topic.startswith(RETRY_GROUP_PREFIX) or may_divert(properties):
                 # retries past their limit go to the DLQ, delayed and timed messages wait
                 destination = self._destination(topic, queue_id, properties, sys_flag, reconsume_times,
                                                 max_reconsume_times)  # fmt: skip
@@ -276,8 +283,6 @@ class PutService:
         group's) goes to %DLQ%<group> (RocketMQ's handleRetryAndDLQ); a message with DELAY or a
         delivery time is held back in a system topic until due.
         """
-        if topic in HELD_BACK_TOPICS:
-            return SendOutcome(ResponseCode.NO_PERMISSION, f"sending to system topic {topic} is forbidden")
         if topic.startswith(RETRY_GROUP_PREFIX):
             name = topic[len(RETRY_GROUP_PREFIX) :]
             group = self.groups.get(name)
