@@ -30,44 +30,47 @@ async def test_traffic_lag_and_exporter_names(make_cluster, serve):
     async with Producer("MetricsProducers", cluster.namesrv_addr) as producer:
         for i in range(10):
             await producer.send(Message(TOPIC, f"m{i}".encode()))
+        # a running pull consumer pulls ahead of poll(): this one ends once it has committed
         async with PullConsumer(GROUP, cluster.namesrv_addr, consume_from="first") as consumer:
             await consumer.subscribe(TOPIC)
             await poll_until(consumer, 10)
             await consumer.commit()
-            await producer.send_batch([Message(TOPIC, b"b%d" % i) for i in range(7)])
-            await cluster.settled()
-            lag = {**BROKER, "consumer_group": GROUP}
+        await producer.send_batch([Message(TOPIC, b"b%d" % i) for i in range(7)])
+        await cluster.settled()
+        lag = {**BROKER, "consumer_group": GROUP}
 
-            async def lag_is(n: int, inflight: int):
-                text = await scraper.metrics()
-                return (
-                    value(text, "rocketmq_consumer_lag_messages", **lag) == n
-                    and value(text, "rocketmq_consumer_inflight_messages", **lag) == inflight
-                    and text
-                )
-
-            text = await eventually(lambda: lag_is(7, 0), what="a lag of 7 after the commit")
-            assert value(text, "rocketmq_messages_in_total", **BROKER) == 17
-            assert value(text, "rocketmq_throughput_in_total", **BROKER) > 17 * 100  # whole records
-            assert value(text, "rocketmq_messages_out_total", **lag) == 10
-            assert value(text, "rocketmq_consumer_ready_messages", **lag) == 7
-            assert value(text, "rocketmq_producer_offset", broker="broker-a", topic=TOPIC) == 17
-            assert value(text, "rocketmq_consumer_offset", topic=TOPIC, group=GROUP) == 10
-            assert value(text, "rocketmq_group_diff", topic=TOPIC, group=GROUP, msgModel="CLUSTERING") == 7
-            assert value(text, "rocketmq_brokeruntime_msg_put_total_today_now") == 17
-            assert (
-                value(text, "rocketmq_brokeruntime_commitlog_maxoffset")
-                == cluster.broker.store.commitlog.max_offset
+        async def lag_is(n: int, inflight: int):
+            text = await scraper.metrics()
+            return (
+                value(text, "rocketmq_consumer_lag_messages", **lag) == n
+                and value(text, "rocketmq_consumer_inflight_messages", **lag) == inflight
+                and text
             )
-            assert 0 < value(text, "rocketmq_brokeruntime_commitlog_disk_ratio") < 1
-            sends = value(text, "rocketmq_rpc_latency_count", node_type="broker",
-                          request_code=str(int(RequestCode.SEND_MESSAGE_V2)))  # fmt: skip
-            batches = value(text, "rocketmq_rpc_latency_count", node_type="broker",
-                            request_code=str(int(RequestCode.SEND_BATCH_MESSAGE)))  # fmt: skip
-            assert (sends, batches) == (10, 1)
-            assert value(text, "rocketmq_rpc_latency_count", node_type="namesrv") >= 1
-            assert value(text, "ferrymq_namesrv_routes", kind="live_brokers") == 1
 
+        text = await eventually(lambda: lag_is(7, 0), what="a lag of 7 after the commit")
+        assert value(text, "rocketmq_messages_in_total", **BROKER) == 17
+        assert value(text, "rocketmq_throughput_in_total", **BROKER) > 17 * 100  # whole records
+        assert value(text, "rocketmq_messages_out_total", **lag) == 10
+        assert value(text, "rocketmq_consumer_ready_messages", **lag) == 7
+        assert value(text, "rocketmq_producer_offset", broker="broker-a", topic=TOPIC) == 17
+        assert value(text, "rocketmq_consumer_offset", topic=TOPIC, group=GROUP) == 10
+        assert value(text, "rocketmq_group_diff", topic=TOPIC, group=GROUP, msgModel="CLUSTERING") == 7
+        assert value(text, "rocketmq_brokeruntime_msg_put_total_today_now") == 17
+        assert (
+            value(text, "rocketmq_brokeruntime_commitlog_maxoffset")
+            == cluster.broker.store.commitlog.max_offset
+        )
+        assert 0 < value(text, "rocketmq_brokeruntime_commitlog_disk_ratio") < 1
+        sends = value(text, "rocketmq_rpc_latency_count", node_type="broker",
+                      request_code=str(int(RequestCode.SEND_MESSAGE_V2)))  # fmt: skip
+        batches = value(text, "rocketmq_rpc_latency_count", node_type="broker",
+                        request_code=str(int(RequestCode.SEND_BATCH_MESSAGE)))  # fmt: skip
+        assert (sends, batches) == (10, 1)
+        assert value(text, "rocketmq_rpc_latency_count", node_type="namesrv") >= 1
+        assert value(text, "ferrymq_namesrv_routes", kind="live_brokers") == 1
+
+        async with PullConsumer(GROUP, cluster.namesrv_addr, consume_from="first") as consumer:
+            await consumer.subscribe(TOPIC)
             await poll_until(consumer, 7)  # pulled, not committed: in flight
             await eventually(lambda: lag_is(7, 7), what="7 messages in flight")
     assert await scraper.ready() == (200, "ready\n")

@@ -107,7 +107,13 @@ async def test_bad_schedules_get_a_clear_error(cluster, producer, props, words):
 
 
 async def test_the_system_topics_cannot_be_sent_to(cluster, producer):
-    for topic in (SCHEDULE_TOPIC, TIMER_TOPIC, INTENT_TOPIC, "RMQ_SYS_TRANS_HALF_TOPIC", "SELF_TEST_TOPIC"):
+    for topic in (
+        SCHEDULE_TOPIC,
+        TIMER_TOPIC,
+        INTENT_TOPIC,
+        "RMQ_SYS_TRANS_HALF_TOPIC",
+        "OFFSET_MOVED_EVENT",
+    ):
         with pytest.raises(SendError, match="forbidden"):
             await producer.send(Message(topic, b"x"))
         with pytest.raises(SendError, match="forbidden"):  # nor in a batch

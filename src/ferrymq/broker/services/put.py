@@ -46,10 +46,11 @@ from ferrymq.store import MessageStore, PutStatus
 DLQ_NUMS_PER_GROUP = 1
 NOT_SENDABLE_TOPICS = frozenset({
     SCHEDULE_TOPIC, TIMER_TOPIC, INTENT_TOPIC, HALF_TOPIC, OP_TOPIC, "TRANS_CHECK_MAX_TIME_TOPIC",
-    "SELF_TEST_TOPIC", "OFFSET_MOVED_EVENT",
+    "OFFSET_MOVED_EVENT",
 })  # fmt: skip
 """Only the broker writes these (RocketMQ's TopicValidator.isNotAllowedSendTopic): a producer's send,
-batch or half message to one is refused."""
+batch or half message to one is refused. SELF_TEST_TOPIC stays open: the AMQP gateway's resource
+alarm probes with it (amqp/alarm.py)."""
 _DLQ_PERM = PERM_READ | PERM_WRITE  # RocketMQ 5 makes DLQs readable, so dead letters can be re-sent
 
 PUT_STATUS_CODES = {
