@@ -29,7 +29,7 @@ from ferrymq.broker.topics import (
     RETRY_GROUP_PREFIX,
     TopicConfigManager,
 )
-from ferrymq.broker.transactions import HALF_TOPIC, OP_TOPIC
+from ferrymq.broker.transactions import CHECK_MAX_TIME_TOPIC, HALF_TOPIC, OP_TOPIC
 from ferrymq.ha.dledger.command import PutCommand
 from ferrymq.metrics.tally import Tally
 from ferrymq.protocol.codes import ResponseCode
@@ -45,7 +45,7 @@ from ferrymq.store import MessageStore, PutStatus
 
 DLQ_NUMS_PER_GROUP = 1
 NOT_SENDABLE_TOPICS = frozenset({
-    SCHEDULE_TOPIC, TIMER_TOPIC, INTENT_TOPIC, HALF_TOPIC, OP_TOPIC, "TRANS_CHECK_MAX_TIME_TOPIC",
+    SCHEDULE_TOPIC, TIMER_TOPIC, INTENT_TOPIC, HALF_TOPIC, OP_TOPIC, CHECK_MAX_TIME_TOPIC,
     "OFFSET_MOVED_EVENT",
 })  # fmt: skip
 """Only the broker writes these (RocketMQ's TopicValidator.isNotAllowedSendTopic): a producer's send,
