@@ -23,3 +23,25 @@ async def client():
     remoting = RemotingClient()
     yield remoting
     await remoting.close()
+
+
+# `./run test` runs the suite on several pytest-xdist workers (`-n`); a directory whose tests share a
+# costly session fixture runs on one worker, so that it is started once rather than once per worker.
+SHARED_DIRECTORIES = ("tests/spark/",)  # one SparkSession, one standalone cluster and one broker
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_xdist_make_scheduler(config: pytest.Config, log):
+    """`--dist load` (the default with `-n`), except that a shared directory's tests are one unit."""
+    if config.getvalue("dist") != "load":
+        return None
+    from xdist.scheduler import LoadScopeScheduling
+
+    class SharedDirectoryScheduling(LoadScopeScheduling):
+        """Each test is a unit of its own, but the tests of a shared directory are one (scheduled
+        first: units go out largest first)."""
+
+        def _split_scope(self, nodeid: str) -> str:
+            return next((shared for shared in SHARED_DIRECTORIES if nodeid.startswith(shared)), nodeid)
+
+    return SharedDirectoryScheduling(config, log)
