@@ -51,6 +51,7 @@ async def main(args: argparse.Namespace) -> dict:
             proc.stop()
     result["scenario"] += f", master + slave, enable_slave_acting_master={str(args.acting).lower()}"
     result["intent_waits"] = master.log_text().count("scheduled delivery waits")
+    result["intent_left_out"] = master.log_text().count("scheduled delivery goes on without slave")
     return result
 
 
