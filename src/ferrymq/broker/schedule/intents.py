@@ -22,6 +22,8 @@ trip per chunk of up to INTENT_CHUNK deliveries (per commit), paid only while a 
 from __future__ import annotations
 
 import asyncio
+import heapq
+import itertools
 import logging
 import struct
 import time
@@ -72,6 +74,9 @@ class Intents:
         self.ack_timeout = ack_timeout
         self.left_out: set[int] = set()  # slaves that did not acknowledge in time, until they catch up
         self._last_end = 0  # where the last intent stored ends
+        self._waiting: list[tuple[int, int, asyncio.Future[None], str]] = []  # heap: (end, seq, waiter, what)
+        self._seq = itertools.count()
+        self._ticker: asyncio.Task[None] | None = None
         self.written_intents = 0
 
     async def deliveries(self, origins: list[int]) -> bool:
@@ -93,28 +98,45 @@ class Intents:
         self._written()
         self.written_intents += 1
         end = result.wrote_offset + result.wrote_bytes
-        started = time.monotonic()
-        said = False
-        while lagging := self._lagging(end):
-            waited = time.monotonic() - started
-            if waited > self.ack_timeout:
+        lagging = self._lagging(end, self._replica_acks())  # a slave left out may be waited for again
+        self._last_end = max(self._last_end, end)
+        if not lagging:
+            return True
+        waiter: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        heapq.heappush(self._waiting, (end, next(self._seq), waiter, what))
+        if self._ticker is None or self._ticker.done():
+            self._ticker = asyncio.create_task(self._tick())
+        try:
+            await asyncio.wait_for(waiter, self.ack_timeout)
+        except TimeoutError:
+            if lagging := self._lagging(end, self._replica_acks()):
                 self.left_out |= lagging
                 log.warning("%s goes on without slave %s: it has not acknowledged the intent at %d in %.1f s "
                             "(should it act for this broker, what is done meanwhile may be done twice)",
-                            what, _ids(lagging), result.wrote_offset, waited)  # fmt: skip
-                break
-            if waited > WAITS_AFTER and not said:
-                said = True
-                log.warning("%s waits: slave %s has not acknowledged the intent at %d",
-                            what, _ids(lagging), result.wrote_offset)  # fmt: skip
-            await asyncio.sleep(_ACK_POLL)
-        self._last_end = max(self._last_end, end)
+                            what, _ids(lagging), result.wrote_offset, self.ack_timeout)  # fmt: skip
         return True
 
-    def _lagging(self, end: int) -> set[int]:
-        """The connected slaves waited for that do not have the log up to `end` yet; a slave left out
-        is waited for again once it has every intent stored before."""
-        acks = self._replica_acks()
+    async def _tick(self) -> None:
+        """While intents wait (commits may be many at once): look at the slaves' progress every
+        millisecond and release the intents every slave waited for has."""
+        waiting, started, said = self._waiting, time.monotonic(), False
+        while waiting:
+            await asyncio.sleep(_ACK_POLL)
+            acks = self._replica_acks()
+            lagging = self._lagging(waiting[0][0], acks)
+            floor = min((acks[s] for s in lagging), default=None)
+            while waiting and (floor is None or waiting[0][0] <= floor):
+                waiter = heapq.heappop(waiting)[2]
+                if not waiter.done():
+                    waiter.set_result(None)
+            if waiting and not said and time.monotonic() - started > WAITS_AFTER:
+                said = True
+                log.warning("%s waits: slave %s has not acknowledged the intent ending at %d",
+                            waiting[0][3], _ids(lagging), waiting[0][0])  # fmt: skip
+
+    def _lagging(self, end: int, acks: dict[int, int]) -> set[int]:
+        """The connected slaves waited for whose acknowledgement `acks` is short of `end`; a slave
+        left out is waited for again once it has every intent stored so far."""
         for slave in [s for s in self.left_out if acks.get(s, -1) >= self._last_end or s not in acks]:
             self.left_out.discard(slave)
             if slave in acks:
