@@ -144,3 +144,35 @@ async def test_a_slave_that_does_not_acknowledge_is_left_out_until_it_catches_up
         assert intents.written_intents == 3
     finally:
         store.close()
+
+
+async def test_intents_waiting_at_once_are_released_as_the_slave_gets_each(tmp_path):
+    """Many commits may wait at once: each is released once the slave has its own intent, not before."""
+    store = MessageStore(small_config(tmp_path / "store")).open()
+    try:
+
+        async def put(c: PutCommand) -> PutResult:
+            return store.put_message(c.topic, c.queue_id, bytes(c.body), bytes(c.properties))
+
+        acks = {1: store.commitlog.max_offset}
+        intents = Intents(put, lambda: None, lambda: dict(acks), ack_timeout=60.0)
+
+        async def stored(task_count: int) -> int:
+            for _ in range(500):
+                if intents.written_intents == task_count:
+                    return store.commitlog.max_offset
+                await asyncio.sleep(0.01)
+            raise AssertionError("the intent was not stored")
+
+        first = asyncio.create_task(intents.deliveries([1]))
+        first_end = await stored(1)
+        second = asyncio.create_task(intents.deliveries([2]))
+        second_end = await stored(2)
+        acks[1] = first_end
+        assert await asyncio.wait_for(first, 5.0)
+        await asyncio.sleep(0.05)
+        assert not second.done()
+        acks[1] = second_end
+        assert await asyncio.wait_for(second, 5.0) and intents.left_out == set()
+    finally:
+        store.close()

@@ -124,7 +124,7 @@ class Intents:
             await asyncio.sleep(_ACK_POLL)
             acks = self._replica_acks()
             lagging = self._lagging(waiting[0][0], acks)
-            floor = min((acks[s] for s in lagging), default=None)
+            floor = min((acked for slave, acked in acks.items() if slave not in self.left_out), default=None)
             while waiting and (floor is None or waiting[0][0] <= floor):
                 waiter = heapq.heappop(waiting)[2]
                 if not waiter.done():
