@@ -11,11 +11,9 @@ import time
 import pytest
 import pytest_asyncio
 
-from ferrymq.bench.processes import free_port
 from tests.faults.classic import SETTLE, ClassicCluster
-from tests.faults.link import Link
-from tests.faults.test_acting_master_tail import slave_caught_up
-from tests.faults.test_slave_acting_master import ACTING, read_topic, schedule, twice, until
+from tests.faults.test_acting_master_tail import relayed_group, slave_caught_up
+from tests.faults.test_slave_acting_master import read_topic, schedule, twice, until
 
 pytestmark = [pytest.mark.faults, pytest.mark.timeout(600), pytest.mark.asyncio(loop_scope="module")]
 
@@ -28,12 +26,7 @@ DROPPED = "replica 1: "  # the master's line when it drops a replica silent for 
 @pytest_asyncio.fixture(scope="module", loop_scope="module")
 async def cluster(tmp_path_factory):
     c = ClassicCluster(tmp_path_factory.mktemp("stall"), "StallCluster")
-    ha_port = free_port()
-    link = Link(f"127.0.0.1:{ha_port}")
-    relay = await link.start()
-    quick = {"FERRYMQ_SLAVE_ACTING_INTENT_TIMEOUT": "2000", "FERRYMQ_HA_LISTEN_PORT": str(ha_port)}
-    c.add_broker("a-master", "broker-a", {**ACTING, **quick})
-    c.add_broker("a-slave", "broker-a", {**ACTING, "FERRYMQ_HA_MASTER_ADDRESS": relay}, slave_id=1)
+    link = await relayed_group(c, {"FERRYMQ_SLAVE_ACTING_INTENT_TIMEOUT": "2000"})
     try:
         await c.start(c.namesrv)
         for name in c.brokers:

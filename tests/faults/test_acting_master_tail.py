@@ -59,11 +59,7 @@ PATIENT = {"FERRYMQ_SLAVE_ACTING_INTENT_TIMEOUT": "600000"}  # ms: the master wa
 @pytest_asyncio.fixture(scope="module", loop_scope="module")
 async def cluster(tmp_path_factory):
     c = ClassicCluster(tmp_path_factory.mktemp("tail"), "TailCluster")
-    ha_port = free_port()
-    link = Link(f"127.0.0.1:{ha_port}")
-    relay = await link.start()
-    c.add_broker("a-master", "broker-a", {**ACTING, **PATIENT, "FERRYMQ_HA_LISTEN_PORT": str(ha_port)})
-    c.add_broker("a-slave", "broker-a", {**ACTING, "FERRYMQ_HA_MASTER_ADDRESS": relay}, slave_id=1)
+    link = await relayed_group(c, PATIENT)
     c.add_broker("b-master", "broker-b", ACTING)
     try:
         await c.start(c.namesrv)
@@ -77,6 +73,18 @@ async def cluster(tmp_path_factory):
     finally:
         await c.stop()
         await link.close()
+
+
+async def relayed_group(c: ClassicCluster, master_settings: dict[str, str]) -> Link:
+    """Add broker-a: a master (with `master_settings`) and its slave, which replicates through a relay
+    the test can freeze and cut (returned, listening)."""
+    ha_port = free_port()
+    link = Link(f"127.0.0.1:{ha_port}")
+    relay = await link.start()
+    master = {**ACTING, **master_settings, "FERRYMQ_HA_LISTEN_PORT": str(ha_port)}
+    c.add_broker("a-master", "broker-a", master)
+    c.add_broker("a-slave", "broker-a", {**ACTING, "FERRYMQ_HA_MASTER_ADDRESS": relay}, slave_id=1)
+    return link
 
 
 async def master_listed(c: ClassicCluster) -> bool:
