@@ -10,6 +10,14 @@ to know what it is about to deliver, and the slave delivers what it knows the ma
 The handback lost with the master: the returning master adopts what the slave did while acting and
 is SIGKILLed before it saved that (the slave stopped meanwhile, so that it does not act again and
 keep its progress that way); back once more, the master must still not deliver what the slave did.
+
+A commit the slave never got: the master's check-back is answered COMMIT while the slave's
+replication is stalled; the master would store the committed message (consumers may read it at once)
+and die; the acting slave would ask the producer again and commit a second time through broker-b.
+With intents the master commits only once its slave knows it is about to.
+
+The master here waits for its stalled slave as long as the test needs (a slave that does not
+acknowledge an intent in `slave_acting_intent_timeout` is otherwise left out: the default is 3 s).
 """
 
 from __future__ import annotations
@@ -20,6 +28,7 @@ import pytest
 import pytest_asyncio
 
 from ferrymq.bench.processes import free_port
+from ferrymq.client import LocalTransactionState, Message, TransactionProducer
 from ferrymq.protocol.bodies import ClusterInfo, decode_body
 from ferrymq.protocol.codes import RequestCode
 from ferrymq.protocol.remoting import RemotingCommand
@@ -41,17 +50,16 @@ pytestmark = [pytest.mark.faults, pytest.mark.timeout(600), pytest.mark.asyncio(
 
 TAIL_TOPIC, HANDBACK_TOPIC = "TailTopic", "HandbackTopic"
 WAITS = "scheduled delivery waits"  # the master's line when its slave does not acknowledge an intent
+TX_WAITS = "transaction commit waits"
 RECLAIMED = "master duties (scheduled messages, transaction check-backs) are this broker's"
+TX_TOPIC = "TailTxTopic"
+PATIENT = {"FERRYMQ_SLAVE_ACTING_INTENT_TIMEOUT": "600000"}  # ms: the master waits for its stalled slave
 
 
 @pytest_asyncio.fixture(scope="module", loop_scope="module")
 async def cluster(tmp_path_factory):
     c = ClassicCluster(tmp_path_factory.mktemp("tail"), "TailCluster")
-    ha_port = free_port()
-    link = Link(f"127.0.0.1:{ha_port}")
-    relay = await link.start()
-    c.add_broker("a-master", "broker-a", {**ACTING, "FERRYMQ_HA_LISTEN_PORT": str(ha_port)})
-    c.add_broker("a-slave", "broker-a", {**ACTING, "FERRYMQ_HA_MASTER_ADDRESS": relay}, slave_id=1)
+    link = await relayed_group(c, PATIENT)
     c.add_broker("b-master", "broker-b", ACTING)
     try:
         await c.start(c.namesrv)
@@ -60,10 +68,23 @@ async def cluster(tmp_path_factory):
         for topic in (TAIL_TOPIC, HANDBACK_TOPIC):
             for broker in ("a-master", "b-master"):
                 await c.create_topic(broker, topic)
+        await c.create_topic("a-master", TX_TOPIC)  # broker-b gets it once the half messages are sent
         yield c, link
     finally:
         await c.stop()
         await link.close()
+
+
+async def relayed_group(c: ClassicCluster, master_settings: dict[str, str]) -> Link:
+    """Add broker-a: a master (with `master_settings`) and its slave, which replicates through a relay
+    the test can freeze and cut (returned, listening)."""
+    ha_port = free_port()
+    link = Link(f"127.0.0.1:{ha_port}")
+    relay = await link.start()
+    master = {**ACTING, **master_settings, "FERRYMQ_HA_LISTEN_PORT": str(ha_port)}
+    c.add_broker("a-master", "broker-a", master)
+    c.add_broker("a-slave", "broker-a", {**ACTING, "FERRYMQ_HA_MASTER_ADDRESS": relay}, slave_id=1)
+    return link
 
 
 async def master_listed(c: ClassicCluster) -> bool:
@@ -136,3 +157,56 @@ async def test_a_handback_the_master_did_not_save_is_handed_back_again(cluster):
     seen = await read_topic(c, HANDBACK_TOPIC, escaped)
     assert set(seen) == escaped
     assert not twice(seen), f"delivered more than once: {twice(seen)}"
+
+
+async def test_a_commit_the_slave_never_got_is_not_made_again(cluster):
+    c, link = cluster
+    master, slave = c.brokers["a-master"], c.brokers["a-slave"]
+    frozen = False
+
+    def checker(msg) -> LocalTransactionState:  # COMMIT once the slave can no longer copy it
+        return LocalTransactionState.COMMIT_MESSAGE if frozen else LocalTransactionState.UNKNOW
+
+    async with TransactionProducer("tail-tx", c.namesrv_addr, checker=checker) as producer:
+        bodies = {f"tx-tail-{i}" for i in range(3)}
+        for body in sorted(bodies):
+            result = await producer.send_message_in_transaction(
+                Message(TX_TOPIC, body.encode()), lambda m, a: LocalTransactionState.UNKNOW
+            )
+            assert result.message_queue.broker_name == "broker-a"
+        await c.create_topic("b-master", TX_TOPIC)  # where the acting slave's commits go
+        await until("the slave has the half messages", lambda: slave_caught_up(c))
+        link.freeze()
+        frozen = True
+        since = len(master.log_text())
+        committed_before = int((await c.runtime("a-master"))["transactionCommitted"])
+        escaped_before = int((await c.runtime("a-slave"))["transactionCommitted"])
+
+        async def committed_or_waiting() -> bool:
+            if TX_WAITS in master.log_text()[since:]:
+                return True
+            return int((await c.runtime("a-master"))["transactionCommitted"]) >= committed_before + len(
+                bodies
+            )
+
+        await until("the master committed them or waits for its slave", committed_or_waiting)
+        slave_since = len(slave.log_text())
+        master.kill()
+        link.cut()
+        await slave.wait_for_line(ACTS, SETTLE, slave_since)
+
+        async def slave_committed() -> bool:
+            await producer.instance.refresh_route(TX_TOPIC)  # the acting slave stands in for the master
+            await producer.instance.heartbeat_all()
+            return int((await c.runtime("a-slave"))["transactionCommitted"]) >= escaped_before + len(bodies)
+
+        await until("the acting slave committed them", slave_committed)
+        seen = await read_topic(c, TX_TOPIC, bodies)
+        assert set(seen) == bodies, seen
+
+        since = len(master.log_text())
+        await c.start(master)
+        await master.wait_for_line(RECLAIMED, SETTLE, since)
+        seen = await read_topic(c, TX_TOPIC, bodies)
+    assert set(seen) == bodies, seen
+    assert not twice(seen), f"committed more than once: {twice(seen)}"

@@ -136,7 +136,8 @@ class ActingMaster:
         self.reclaimed = False  # a master again one day, it asks its slaves first
         act = await self._should_act()
         if act and not self.acting:
-            self.transactions.load()  # what its copy of the log says is still open
+            self.transactions.start_acting()
+            self.scheduler.acting_started(self.config.slave_acting_undecided_timeout)
             self.acting = True
             self._set_acted(True)
             log.warning("master of %s is gone: this slave acts for it (scheduled messages, "

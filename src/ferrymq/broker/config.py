@@ -96,6 +96,12 @@ class BrokerConfig(TLSSettings):
     # Classic mode: while the master is down, the slave with the lowest id delivers due scheduled
     # messages and checks back transactions, putting through other masters (broker/acting_master.py).
     enable_slave_acting_master: bool = False
+    # ms a master waits for a connected slave to acknowledge an intent (schedule/intents.py) before it
+    # goes on without that slave, until the slave catches up
+    slave_acting_intent_timeout: int = 3000
+    # ms an acting slave leaves to its master what the master may have done (an intent without the
+    # deed in its copy of the log); then it does it, at least once
+    slave_acting_undecided_timeout: int = 60_000
     access_message_in_memory_max_ratio: int = 40  # % of RAM: pulls further behind go to a slave
     # Authentication and access control (RocketMQ 5's ACL 2.0). Users and rules live in the store's
     # config dir (auth.json) and change at run time by the AUTH_* requests (`ferrymq admin acl`).

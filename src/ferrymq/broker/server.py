@@ -40,7 +40,7 @@ from ferrymq.broker.quota.serving import ConnectionGuard, QuotaProcessor, load_q
 from ferrymq.broker.registrar import NameServerRegistrar
 from ferrymq.broker.replicas import ReplicasManager
 from ferrymq.broker.runtime_stats import GroupRates, RuntimeStats, Totals, store_info
-from ferrymq.broker.schedule.intents import INTENT_TOPIC, DeliveryIntents
+from ferrymq.broker.schedule.intents import INTENT_TOPIC, Intents
 from ferrymq.broker.schedule.recall import RecallService
 from ferrymq.broker.schedule.scheduler import Scheduler
 from ferrymq.broker.services.put import PutService
@@ -192,7 +192,11 @@ class Broker:
         self.scheduler.escape_by(self.acting_master.escape)
         if self.acting_master.enabled:
             self.topics.ensure(INTENT_TOPIC, 1)
-            self.scheduler.intend_by(DeliveryIntents(self.writer.put, self.written, self.ha.replica_acks))
+            intents = Intents(
+                self.writer.put, self.written, self.ha.replica_acks, config.slave_acting_intent_timeout / 1000
+            )
+            self.scheduler.intend_by(intents.deliveries)
+            self.transactions.intend_by(intents.record)
         self.slave_sync = SlaveSynchronizer(
             self.store, self.topics, self.offsets, self.groups, self.consumption, self.scheduler, self.client,
             is_master=lambda: self.is_master, learned_master=lambda: self.registrar.master_addr,

@@ -20,6 +20,14 @@ asks producers about the half messages due a check, escapes the commits they ans
 master, and remembers the origins it ended in a file of its own (config/actingEndedTransactions.json,
 written before the answer, so a restart of the slave does not end them again); the returning
 master takes them over and writes their op records (`reclaim`).
+
+A commit the master stored and had not replicated when it died would be committed again by the slave
+(the producer, asked, says COMMIT once more). So a master whose slave may act for it stores an
+intent first — an op record tagged `i` naming the origin — and commits only once its connected
+slaves have it (schedule/intents.py). A slave that finds an intent without its op record in its copy
+leaves that transaction to the master, whose log knows whether it committed, for
+`slave_acting_undecided_timeout`; then it asks the producer (at least once). A rollback stores
+nothing a consumer can read: asking about it again is harmless, and it goes without an intent.
 """
 
 from __future__ import annotations
@@ -58,10 +66,12 @@ OP_TOPIC = "RMQ_SYS_TRANS_OP_HALF_TOPIC"
 CHECK_MAX_TIME_TOPIC = "TRANS_CHECK_MAX_TIME_TOPIC"
 CHECK_GROUP = "CID_RMQ_SYS_TRANS"  # the group whose offsets hold the checker's cursors
 OP_TAG = "d"
+INTENT_TAG = "i"  # an op record saying the master is about to commit the origins it names
 ORIGIN = "TRAN_PREPARED_QUEUE_OFFSET"
 CHECK_IMMUNITY = "CHECK_IMMUNITY_TIME_IN_SECONDS"
 _SCAN_BATCH = 64
 _OP_PROPS = encode_properties({Prop.TAGS: OP_TAG}).encode()
+_INTENT_PROPS = encode_properties({Prop.TAGS: INTENT_TAG}).encode()
 
 
 class ActingEnded(Body):
@@ -105,6 +115,18 @@ class TransactionService:
         # origins a slave acting for its master ended
         self.acting_ended: set[int] = set(load_json(self._acting_path, ActingEnded).origins)
         self._acting_checks: dict[int, int] = {}  # origin -> check-backs asked while acting
+        # Said before a commit is stored (schedule/intents.py): False means not now. The default:
+        # no slave may act for this broker.
+        self._intend: Callable[[PutCommand, str], Awaitable[bool]] = _no_intent
+        self._ending: dict[int, int] = {}  # origin -> op queue offset at or after its intent: committing
+        # origins an intent names and no op record ends, in a slave's copy of its master's log
+        self.undecided: set[int] = set()
+        self.undecided_timeout = config.slave_acting_undecided_timeout / 1000
+        self._undecided_until = 0.0  # monotonic time until which an acting slave leaves them alone
+
+    def intend_by(self, intend: Callable[[PutCommand, str], Awaitable[bool]]) -> None:
+        """What to say before a commit is stored (see schedule/intents.py)."""
+        self._intend = intend
 
     # --- start-up ---------------------------------------------------------------------------------
 
@@ -122,10 +144,25 @@ class TransactionService:
             origin = _origin(msg)
             if origin != msg.queue_offset:
                 self.copies_ahead[origin] = self.copies_ahead.get(origin, 0) + 1
+        intended: set[int] = set()
         for msg in self._read(OP_TOPIC, op_from, store.get_max_offset(OP_TOPIC, 0)):
+            if msg.properties.get(Prop.TAGS) == INTENT_TAG:
+                intended.update(_op_origins(msg.body))
+                continue
             for origin in _op_origins(msg.body):
                 self.ended.setdefault(origin, msg.queue_offset)
         self._prune()
+        cursor, ahead = self.half_cursor, self.copies_ahead
+        self.undecided = {o for o in intended if o not in self.ended and (o >= cursor or o in ahead)}
+
+    def start_acting(self) -> None:
+        """This slave acts for its master from now on: what its copy of the log says is still open,
+        and how long it leaves the undecided commits to the master."""
+        self.load()
+        self._undecided_until = time.monotonic() + self.undecided_timeout
+        if self.undecided:
+            log.warning("%d transactions the master may have committed are left to it for %.0f s",
+                        len(self.undecided), self.undecided_timeout)  # fmt: skip
 
     def _read(self, topic: str, start: int, end: int):
         """The messages of queue 0 of `topic` from `start` to `end`, decoded, in batches."""
@@ -162,19 +199,30 @@ class TransactionService:
     # --- END_TRANSACTION --------------------------------------------------------------------------
 
     async def end(self, group: str, commit_log_offset: int, queue_offset: int, state: int) -> str:
-        """Commit (8) or roll back (12) the half message; the answer says what happened."""
+        """Commit (8) or roll back (12) the half message; the answer says what happened. A commit
+        waits for its intent outside the lock (one replication round trip), marked as being ended."""
         async with self._deciding:
-            return await self._end(group, commit_log_offset, queue_offset, state)
-
-    async def _end(self, group: str, commit_log_offset: int, queue_offset: int, state: int) -> str:
-        msg, origin = self._to_end(group, commit_log_offset, queue_offset)
-        if origin is None:
-            return "already ended"
-        if state == TRANSACTION_COMMIT_TYPE:
-            await self._commit(msg)
-        self._count(state)
-        await self._mark_ended(origin)
-        return "committed" if state == TRANSACTION_COMMIT_TYPE else "rolled back"
+            msg, origin = self._to_end(group, commit_log_offset, queue_offset)
+            if origin is None:
+                return "already ended"
+            if state != TRANSACTION_COMMIT_TYPE:
+                self._count(state)
+                await self._mark_ended(origin)
+                return "rolled back"
+            self._ending[origin] = self._op_max()
+        try:
+            intent = PutCommand(OP_TOPIC, 0, str(origin).encode(), _INTENT_PROPS, born_timestamp=_now_ms())
+            if not await self._intend(intent, "transaction commit"):
+                raise EndError("the intent to commit was not stored")
+            async with self._deciding:
+                if self._ended(origin):  # discarded by the check meanwhile
+                    return "already ended"
+                await self._commit(msg)
+                self._count(state)
+                await self._mark_ended(origin)
+        finally:
+            del self._ending[origin]
+        return "committed"
 
     def _to_end(self, group: str, commit_log_offset: int, queue_offset: int) -> tuple[MessageExt, int | None]:
         """The half message an END_TRANSACTION names, and its origin (None: already ended)."""
@@ -187,13 +235,14 @@ class TransactionService:
         if msg.properties.get(Prop.PGROUP) != group:
             raise EndError(f"the half message belongs to producer group {msg.properties.get(Prop.PGROUP)!r}")
         origin = _origin(msg)
-        if (
+        return msg, None if self._ended(origin) or origin in self._ending else origin
+
+    def _ended(self, origin: int) -> bool:
+        return (
             origin in self.ended
             or origin in self.acting_ended
             or (origin < self.half_cursor and not self.copies_ahead.get(origin))
-        ):
-            return msg, None
-        return msg, origin
+        )
 
     def _count(self, state: int) -> None:
         self.counts["committed" if state == TRANSACTION_COMMIT_TYPE else "rolledBack"] += 1
@@ -207,6 +256,8 @@ class TransactionService:
         msg, origin = self._to_end(group, commit_log_offset, queue_offset)
         if origin is None:
             return "already ended"
+        if self._leaves_to_master(origin):
+            raise EndError("the master may have committed it: left to the master for now")
         if state == TRANSACTION_COMMIT_TYPE:
             topic, queue_id, props, sys_flag = _committed(msg)
             result = await put(topic, queue_id, msg.body, props, msg.flag, sys_flag, msg.born_timestamp,
@@ -288,7 +339,8 @@ class TransactionService:
         async with self._deciding:
             checks = await self._scan(_now_ms())
         self.offsets.commit(CHECK_GROUP, HALF_TOPIC, 0, self.half_cursor)
-        self.offsets.commit(CHECK_GROUP, OP_TOPIC, 0, min(self.ended.values(), default=self._op_max()))
+        marks = [*self.ended.values(), *self._ending.values()]  # intents of commits under way stay ahead
+        self.offsets.commit(CHECK_GROUP, OP_TOPIC, 0, min(marks, default=self._op_max()))
         for copy in checks:
             await self._ask_producer(copy)
 
@@ -351,6 +403,8 @@ class TransactionService:
             origin = _origin(msg)
             if origin in self.ended or origin in self.acting_ended or origin in asked:
                 continue
+            if self._leaves_to_master(origin):
+                continue
             props = msg.properties
             immunity = _int(props.get(CHECK_IMMUNITY), 0) * 1000 or self.timeout_ms
             if now - min(msg.born_timestamp, msg.store_timestamp) < immunity:
@@ -361,6 +415,17 @@ class TransactionService:
             asked.add(origin)
             self._acting_checks[origin] = self._acting_checks.get(origin, 0) + 1
             await self._ask_producer(msg)
+
+    def _leaves_to_master(self, origin: int) -> bool:
+        """Whether an acting slave leaves the transaction to its master (it may have committed it)."""
+        if origin not in self.undecided:
+            return False
+        if time.monotonic() < self._undecided_until:
+            return True
+        log.warning("transaction %d: the master may have committed it and is still away after %.0f s: "
+                    "asking the producer (at least once)", origin, self.undecided_timeout)  # fmt: skip
+        self.undecided.discard(origin)
+        return False
 
     async def _ask_producer(self, msg: MessageExt) -> None:
         group = msg.properties.get(Prop.PGROUP, "")
@@ -400,6 +465,10 @@ class TransactionService:
             "transactionHalfPending": str(self.store.get_max_offset(HALF_TOPIC, 0) - self.half_cursor),
             "transactionDiscarded": str(self.store.get_max_offset(CHECK_MAX_TIME_TOPIC, 0)),
         }
+
+
+async def _no_intent(command: PutCommand, what: str) -> bool:
+    return True
 
 
 def _now_ms() -> int:

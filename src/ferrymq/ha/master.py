@@ -249,9 +249,9 @@ class HAService:
         acks = sorted((self.tracker.acked_offset(i) for i in self.connections), reverse=True)
         return acks[needed - 1] if len(acks) >= needed else -1
 
-    def replica_acks(self) -> list[int]:
-        """How far each connected replica has acknowledged the log (none while not serving)."""
-        return [self.tracker.acked_offset(i) for i in self.connections] if self.serving else []
+    def replica_acks(self) -> dict[int, int]:
+        """How far each connected replica (by broker id) has acknowledged the log (none while not serving)."""
+        return {i: self.tracker.acked_offset(i) for i in self.connections} if self.serving else {}
 
     def _refusal(self) -> PutStatus | None:
         """Why a send cannot wait for replicas at all (RocketMQ answers at once then)."""

@@ -18,7 +18,7 @@ from ferrymq.broker.schedule.delivered import ORIGIN_OFFSET, origin_property
 from ferrymq.broker.schedule.divert import SCHEDULE_TOPIC
 from ferrymq.broker.schedule.intents import INTENT_CHUNK
 from ferrymq.broker.schedule.redeliver import prop_keys
-from ferrymq.broker.schedule.service import DueService, now_ms
+from ferrymq.broker.schedule.service import DueService, Escape, now_ms
 from ferrymq.protocol.bodies import Body, DataVersion
 from ferrymq.protocol.properties import Prop
 from ferrymq.protocol.record import BLANK, RecordMeta, read_record_meta
@@ -75,7 +75,7 @@ class DelayLevelService(DueService):
             if due is not None and (earliest is None or due < earliest):
                 earliest = due
         self.progress.note(self.offset_table())
-        return earliest
+        return self._held_due(earliest)
 
     async def _deliver_level(self, level: int) -> int | None:
         cq = self.store.queues.get(SCHEDULE_TOPIC, level - 1)
@@ -100,7 +100,7 @@ class DelayLevelService(DueService):
                     if escape is None:
                         result = await self._deliver_here(record, phys)
                     else:
-                        result = await escape(record, _DROP, b"")
+                        result = await self._escape(escape, record)
                     if result.status is PutStatus.PUT_OK:
                         if escape is None:
                             self._written()
@@ -159,6 +159,9 @@ class DelayLevelService(DueService):
 
     async def _deliver_here(self, record: memoryview | None, origin: int) -> PutResult:
         return await self._redeliver(record, _DROP, origin_property(origin))
+
+    async def _escape(self, escape: Escape, record: memoryview | None) -> PutResult:
+        return await escape(record, _DROP, b"")
 
     def _save(self, wrapper: DelayOffsetSerializeWrapper) -> None:
         save_json(self.path, wrapper)

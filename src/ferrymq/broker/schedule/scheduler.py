@@ -63,6 +63,12 @@ class Scheduler:
         """What both services say before storing deliveries in this log (see intents.py)."""
         self.delays.intend = self.timer.intend = intend
 
+    def acting_started(self, undecided_timeout_ms: int) -> None:
+        """This slave acts for its master from now on: it leaves to the master the messages the
+        master may have delivered (DueService.held) for `undecided_timeout_ms`."""
+        for service in (self.delays, self.timer):
+            service.held_until = now_ms() + undecided_timeout_ms
+
     def wake(self) -> None:
         """Look again at once (whether this broker delivers has changed)."""
         self.delays.arrived()

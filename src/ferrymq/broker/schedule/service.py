@@ -5,6 +5,7 @@ slave acting for its master left undecided (intents.py)."""
 from __future__ import annotations
 
 import asyncio
+import logging
 import time
 from collections.abc import Awaitable, Callable, Iterable
 
@@ -17,6 +18,8 @@ from ferrymq.store import MessageStore, PutResult, PutStatus
 
 Escape = Callable[[memoryview | None, tuple[bytes, ...], bytes], Awaitable[PutResult]]
 """`redeliver` elsewhere: (record, properties to drop, properties to add) → the put's result."""
+
+log = logging.getLogger(__name__)
 
 _INACTIVE_RECHECK_MS = 1000
 
@@ -50,6 +53,9 @@ class DueService:
         # and no delivery in a slave's copy of the log): a slave acting for it leaves them to the
         # master, whose log knows; kept in the progress, and handed back with it.
         self.held: set[int] = set()
+        # ms until which a slave acting for its master leaves `held` alone; then it delivers them, at
+        # least once (the master may be gone for good): set when it starts acting (None: not set)
+        self.held_until: int | None = None
         self.stepping = False  # inside a step: a handback waits for it to end
         # The progress as loaded or adopted counts every redelivery stored before `log_offset`
         # (-1: unknown, as in files written before there was one); the first step after it counts
@@ -96,9 +102,13 @@ class DueService:
     async def _settle_held(self, delivered: dict[int, set[int]]) -> bool:
         """Delivering to this log (a master that took the duties back, a promoted slave): deliver the
         messages an acting slave held, except those `delivered` (by the recount) shows this log has.
-        False if a put failed (the rest stay held, for the next step)."""
-        if not self.held or self.escape() is not None:
+        Acting for the master: deliver them once the master stayed away `held_until`. False if a put
+        failed (the rest stay held, for the next step)."""
+        if not self.held:
             return True
+        escape = self.escape()
+        if escape is not None:
+            return await self._release_held(escape)
         todo = []
         for origin in sorted(self.held):
             record = self.store.look_message_by_offset(origin)
@@ -123,12 +133,35 @@ class DueService:
             self.held.discard(origin)
         return True
 
+    async def _release_held(self, escape: Escape) -> bool:
+        """Acting for a master still away at `held_until`: escape what it held (at least once)."""
+        if self.held_until is None or now_ms() < self.held_until:
+            return True
+        log.warning("%d scheduled messages the master may have delivered: it is still away, this slave "
+                    "delivers them (at least once)", len(self.held))  # fmt: skip
+        for origin in sorted(self.held):
+            result = await self._escape(escape, self.store.look_message_by_offset(origin))
+            if result.status is not PutStatus.PUT_OK and result.status is not PutStatus.MESSAGE_ILLEGAL:
+                return False
+            self.held.discard(origin)
+        return True
+
+    def _held_due(self, due: int | None) -> int | None:
+        """`due`, or earlier when an acting slave's held messages are released first."""
+        if not self.held or self.escape() is None or self.held_until is None:
+            return due
+        return self.held_until if due is None else min(due, self.held_until)
+
     def _passed(self, queue_id: int, queue_offset: int) -> bool:
         """Whether the progress is past a held-back message (so it is delivered only if held)."""
         raise NotImplementedError
 
     async def _deliver_here(self, record: memoryview | None, origin: int) -> PutResult:
         """Redeliver the held-back message at CommitLog `origin` to this log, naming it."""
+        raise NotImplementedError
+
+    async def _escape(self, escape: Escape, record: memoryview | None) -> PutResult:
+        """Redeliver the held-back `record` elsewhere (acting for the master)."""
         raise NotImplementedError
 
     async def _redeliver(

@@ -32,7 +32,7 @@ from ferrymq.broker.schedule.delivered import ORIGIN_OFFSET, origin_property
 from ferrymq.broker.schedule.divert import TIMER_DEQUEUE_MS, TIMER_OUT_MS, TIMER_TOPIC
 from ferrymq.broker.schedule.intents import INTENT_CHUNK
 from ferrymq.broker.schedule.redeliver import prop_keys
-from ferrymq.broker.schedule.service import DueService, now_ms
+from ferrymq.broker.schedule.service import DueService, Escape, now_ms
 from ferrymq.protocol.bodies import Body
 from ferrymq.protocol.properties import Prop, find_property
 from ferrymq.protocol.recall import DELETE_KEY, delete_key
@@ -115,8 +115,8 @@ class TimerService(DueService):
         self.delivered_before = min(first, current) * self.precision
         self.progress.note(self._checkpoint())
         if not self._heap:
-            return None
-        return max((self._heap[0] + 1) * self.precision, self._retry_at)
+            return self._held_due(None)
+        return self._held_due(max((self._heap[0] + 1) * self.precision, self._retry_at))
 
     async def _take_in(self) -> None:
         for offset, phys, size, props in self._entries(self.enqueue_offset):
@@ -198,7 +198,7 @@ class TimerService(DueService):
                 if escape is None:
                     result = await self._deliver_here(record, entries[i + 1])
                 else:
-                    result = await escape(record, _DROP, _dequeued())
+                    result = await self._escape(escape, record)
                 if result.status is PutStatus.PUT_OK:
                     if escape is None:
                         self._written()
@@ -223,6 +223,9 @@ class TimerService(DueService):
 
     async def _deliver_here(self, record: memoryview | None, origin: int) -> PutResult:
         return await self._redeliver(record, _DROP, _dequeued() + origin_property(origin))
+
+    async def _escape(self, escape: Escape, record: memoryview | None) -> PutResult:
+        return await escape(record, _DROP, _dequeued())
 
     def _checkpoint(self) -> TimerCheckpoint:
         low = min((entries[0] for entries in self._slots.values()), default=self.enqueue_offset)
