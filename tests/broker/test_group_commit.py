@@ -41,11 +41,9 @@ def append(log: CommitLog, data: bytes) -> int:
     return log.max_offset
 
 
-def committer(log: CommitLog, syncer, timeout: float = 5, inline_bound: float = 0) -> LoopGroupCommit:
-    """A group commit whose syncs all go to `syncer` (a lone put's too, unless `inline_bound`)."""
+def committer(log: CommitLog, syncer, timeout: float = 5) -> LoopGroupCommit:
     commit = LoopGroupCommit(log, asyncio.get_running_loop(), timeout)
     commit._start_syncer = syncer
-    commit.inline_bound = inline_bound
     commit.start()
     return commit
 
@@ -75,7 +73,8 @@ async def test_puts_of_one_pass_share_one_sync_and_complete_once_flushed(commitl
 
 async def test_a_put_requested_after_its_sync_began_completes_with_it(commitlog):
     """As a store used from threads requests: its bytes were written before the sync began."""
-    commit = committer(commitlog, start_syncer)
+    commit = LoopGroupCommit(commitlog, asyncio.get_running_loop(), timeout=5)
+    commit.start()
     try:
         first_end, second_end = append(commitlog, b"a" * 10), append(commitlog, b"b" * 10)
         first = commit.request(first_end)
@@ -165,33 +164,6 @@ async def test_a_stuck_sync_answers_flush_disk_timeout(commitlog):
         os.write(signal, bytes(4))  # the disk answers at last: stop() waits for it
         commit.stop()
         os.close(jobs)
-
-
-async def test_a_lone_put_is_synced_on_the_loop_while_the_disk_is_fast(commitlog):
-    """A sender that waits for each answer: its put's sync runs at the end of the pass, on the loop
-    (the syncer here never syncs); two puts of a pass, or a slow last sync, go to the syncer."""
-    held: list[tuple[int, int]] = []
-    commit = committer(commitlog, lambda jobs, signal: held.append((jobs, signal)), inline_bound=0.002)
-    try:
-        lone = commit.request(append(commitlog, b"a" * 10))
-        assert not lone.done()
-        await asyncio.sleep(0)  # the pass ends
-        assert lone.result() is None and commitlog.flushed_offset == commitlog.max_offset
-        pair = [commit.request(append(commitlog, b"b" * 10)) for _ in range(2)]
-        await asyncio.sleep(0)
-        assert len(commit._syncing) == 2 and not any(f.done() for f in pair)
-        os.write(held[0][1], bytes(4))  # the syncer's answer
-        await asyncio.wait_for(asyncio.gather(*pair), 5)
-        commit._last_sync = 0.5  # a slow disk: the loop does not wait for it
-        slow = commit.request(append(commitlog, b"c" * 10))
-        await asyncio.sleep(0)
-        assert len(commit._syncing) == 1 and not slow.done()
-        os.write(held[0][1], bytes(4))
-        await asyncio.wait_for(slow, 5)
-        assert commitlog.flushed_offset == commitlog.max_offset
-    finally:
-        commit.stop()
-        os.close(held[0][0])
 
 
 async def test_stop_completes_the_puts_it_flushed(commitlog):

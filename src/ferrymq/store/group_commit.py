@@ -6,11 +6,7 @@ one sync covers every put of the pass), and at once again when a sync ends with 
 RocketMQ's GroupCommitService swaps its request lists. (Starting a sync the moment a put is written
 gave the first put of a burst read at once a sync of its own and made the rest wait for a second
 one: 81 % of the throughput with 64 sends in flight, bench/results/ab-sync-immediate-start-single64.json.)
-A sync that covers a single put (a sender
-waiting for each answer before the next send) runs on the loop itself while the disk answers fast:
-handing it to a thread and back costs two thread wake-ups per put, more than the loop would do
-meanwhile (bench/results/ab-inline-sync-single1.json); a slow disk sends it to the thread again.
-Any other fdatasync runs on a thread that never
+The fdatasync runs on a thread that never
 takes the GIL (ferrymq/_native/fsync.c; `start_syncer` here is its Python reference), fed jobs
 through one pipe and writing each outcome to another that the loop watches; the loop then completes
 the asyncio futures of every put the sync covered. (A group commit thread of its own, as the store had
@@ -30,7 +26,6 @@ import os
 import struct
 import sys
 import threading
-import time
 from concurrent.futures import Future
 
 from ferrymq._native import load
@@ -42,7 +37,6 @@ _native = load("fsync")
 _OUTCOME = 4  # bytes per sync written to the pipe: 0 or an errno, native order
 MAX_SYNC_FDS = 64  # files one job may name (ferrymq/_native/fsync.c's bound)
 _INT32 = struct.Struct("=i")
-INLINE_SYNC_BOUND = 0.002  # s: a lone put's sync runs on the loop while the last sync took less
 
 Waiter = tuple[int, asyncio.Future]  # (CommitLog offset that must be durable, its put's future)
 
@@ -115,9 +109,6 @@ class LoopGroupCommit:
         self._scheduled = False
         self._timer: asyncio.TimerHandle | None = None
         self._read_fd = self._write_fd = self._job_fd = -1
-        self.inline_bound = INLINE_SYNC_BOUND  # 0: every sync runs on the syncer thread
-        self._last_sync = 0.0  # seconds the last sync took (inline or on the thread)
-        self._sync_began = 0.0
 
     def start(self) -> None:
         self._read_fd, self._write_fd = os.pipe()
@@ -156,12 +147,8 @@ class LoopGroupCommit:
             self._syncing = [w for w in self._waiting if w[0] <= target]
             self._waiting = [w for w in self._waiting if w[0] > target]
         self._target = target
-        self._sync_began = time.monotonic()
         if not segments:  # a checkpoint synced it meanwhile
             self._finish(0)
-            return
-        if len(self._syncing) == 1 and self._last_sync < self.inline_bound:
-            self._sync_here(segments)
             return
         try:
             os.write(self._job_fd, sync_job(tuple(seg.fd for seg in segments)))
@@ -169,19 +156,6 @@ class LoopGroupCommit:
             self._finish(e.errno or 0, e)
             return
         self._timer = self._loop.call_later(self._timeout, self._overdue)
-
-    def _sync_here(self, segments: list) -> None:
-        """fdatasync on the loop's thread, as the syncer would: the first errno is the outcome."""
-        outcome = 0
-        for seg in segments:
-            try:
-                os.fdatasync(seg.fd)
-            except OSError as e:
-                outcome = outcome or e.errno or errno.EIO
-        if time.monotonic() - self._sync_began > self._timeout:  # as the timer would have answered
-            for _, future in self._syncing:
-                future.set_result(PutStatus.FLUSH_DISK_TIMEOUT)
-        self._finish(outcome)
 
     def _signalled(self) -> None:
         try:
@@ -194,7 +168,6 @@ class LoopGroupCommit:
     def _finish(self, outcome: int, error: OSError | None = None) -> None:
         """The running sync ended: `outcome` 0 or its errno."""
         target, self._target = self._target, -1
-        self._last_sync = time.monotonic() - self._sync_began
         if self._timer is not None:
             self._timer.cancel()
             self._timer = None
