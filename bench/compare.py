@@ -235,11 +235,17 @@ def main() -> None:
         "--sync-only", action="store_true",
         help="with --per-message: only SYNC_FLUSH sends, pika's confirms and the disk's fdatasync floor",
     )  # fmt: skip
+    parser.add_argument(
+        "--only", action="append", metavar="TEXT",
+        help="with --per-message: only the runs whose label holds TEXT (repeatable: sync, e2e...)",
+    )  # fmt: skip
     args = parser.parse_args()
     if args.tls:
         plan = tls_runs(args.count, args.rounds)
     elif args.per_message:
         plan = per_message_runs(args.count, args.rate, args.duration, args.sync_only) * args.rounds
+        if args.only:
+            plan = [(label, command) for label, command in plan if any(text in label for text in args.only)]
     else:
         plan = runs(args.count, args.rate, args.duration)
     results = [run(label, command) for label, command in plan]
