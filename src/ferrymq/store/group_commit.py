@@ -233,6 +233,7 @@ class ThreadGroupCommit:
         )
         self._lock = threading.Lock()
         self._incoming: list[tuple[int, Future]] = []  # not yet handed to the loop
+        self._stopping = False
 
     def start(self) -> None:
         self._commit.start()
@@ -240,13 +241,16 @@ class ThreadGroupCommit:
 
     def request(self, end_offset: int) -> Future:
         """A future completed (None, or FLUSH_DISK_TIMEOUT) once the CommitLog is durable up to
-        `end_offset`; from any thread."""
+        `end_offset`; from any thread. Once `stop` has begun, completed at once with
+        SERVICE_NOT_AVAILABLE: the store is closing, and the put is not acknowledged."""
         future: Future = Future()
         with self._lock:
+            if self._stopping:
+                future.set_result(PutStatus.SERVICE_NOT_AVAILABLE)
+                return future
             self._incoming.append((end_offset, future))
-            first = len(self._incoming) == 1  # the others find a hand-over already on its way
-        if first:
-            self._loop.call_soon_threadsafe(self._hand_over)
+            if len(self._incoming) == 1:  # the others find a hand-over already on its way
+                self._loop.call_soon_threadsafe(self._hand_over)  # (under the lock: before any stop)
         return future
 
     def _hand_over(self) -> None:
@@ -267,12 +271,16 @@ class ThreadGroupCommit:
 
     def stop(self) -> None:
         """Complete the requests made so far (`LoopGroupCommit.stop`), then end the thread."""
-        if not self._thread.is_alive():
-            return
+        with self._lock:
+            if self._stopping or not self._thread.is_alive():
+                return
+            self._stopping = True  # every hand-over asked for is on the loop before `stop_on_loop`
 
         def stop_on_loop() -> None:
-            self._commit.stop()
-            self._loop.stop()
+            try:
+                self._commit.stop()
+            finally:  # after the callbacks that complete the puts' futures, which stop scheduled
+                self._loop.call_soon(self._loop.stop)
 
         self._loop.call_soon_threadsafe(stop_on_loop)
         self._thread.join()
