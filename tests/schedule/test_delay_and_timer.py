@@ -6,11 +6,12 @@ import time
 
 import pytest
 
-from ferrymq.broker.schedule import SCHEDULE_TOPIC, TIMER_TOPIC
+from ferrymq.broker.schedule import TIMER_TOPIC
 from ferrymq.broker.schedule.intents import INTENT_TOPIC
 from ferrymq.client import Message
 from ferrymq.client.producer import SendError
 from ferrymq.protocol.codes import RequestCode, ResponseCode
+from ferrymq.protocol.topic_names import SCHEDULE_TOPIC
 
 from .conftest import collect
 

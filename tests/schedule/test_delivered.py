@@ -4,8 +4,9 @@ names is a held-back message of the topic asked about, with the same UNIQ_KEY; n
 from __future__ import annotations
 
 from ferrymq.broker.schedule.delivered import delivered_since, origin_property
-from ferrymq.broker.schedule.divert import SCHEDULE_TOPIC, TIMER_TOPIC
+from ferrymq.broker.schedule.divert import TIMER_TOPIC
 from ferrymq.broker.schedule.intents import INTENT_TOPIC, encode_origins
+from ferrymq.protocol.topic_names import SCHEDULE_TOPIC
 from ferrymq.store import MessageStore
 from tests.store.conftest import small_config
 

@@ -6,9 +6,10 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from ferrymq.broker.schedule import SCHEDULE_TOPIC, TIMER_TOPIC, ScheduleError, divert
+from ferrymq.broker.schedule import TIMER_TOPIC, ScheduleError, divert
 from ferrymq.protocol.properties import decode_properties, encode_properties
 from ferrymq.protocol.sys_flag import TRANSACTION_COMMIT_TYPE, TRANSACTION_PREPARED_TYPE
+from ferrymq.protocol.topic_names import SCHEDULE_TOPIC
 from ferrymq.store.delay_levels import parse_delay_levels
 
 NOW = 1_800_000_000_123

@@ -11,11 +11,11 @@ import time
 
 from ferrymq.broker.schedule.delay import DelayLevelService, DelayOffsetSerializeWrapper
 from ferrymq.broker.schedule.delivered import origin_property
-from ferrymq.broker.schedule.divert import SCHEDULE_TOPIC
 from ferrymq.broker.schedule.intents import INTENT_TOPIC, Intents, encode_origins
 from ferrymq.broker.schedule.service import now_ms
 from ferrymq.ha.dledger.command import PutCommand
 from ferrymq.protocol.message_ext import decode_record
+from ferrymq.protocol.topic_names import SCHEDULE_TOPIC
 from ferrymq.store import MessageStore, PutResult, PutStatus
 from tests.store.conftest import small_config
 

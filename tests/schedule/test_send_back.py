@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import json
 
-from ferrymq.broker.schedule import SCHEDULE_TOPIC
 from ferrymq.client import Message
 from ferrymq.protocol.codes import RequestCode, ResponseCode
+from ferrymq.protocol.topic_names import SCHEDULE_TOPIC
 
 from .conftest import collect
 

@@ -1,10 +1,12 @@
 """MessageStore end to end: puts, gets, look-ups, restarts and recovery, all on real files."""
 
 import asyncio
+import collections
 import shutil
 import struct
 import threading
 import time
+from concurrent import futures
 
 import pytest
 
@@ -13,7 +15,7 @@ from ferrymq.protocol.hashes import java_hash
 from ferrymq.protocol.message_ext import decode_record
 from ferrymq.protocol.message_id import offset_msg_id, parse_offset_msg_id
 from ferrymq.protocol.sys_flag import TRANSACTION_PREPARED_TYPE
-from ferrymq.store import SYNC_FLUSH, GetStatus, MessageStore, PutStatus
+from ferrymq.store import SYNC_FLUSH, GetStatus, MessageStore, PutResult, PutStatus
 from ferrymq.store.checkpoint import Checkpoint
 from ferrymq.store.files import list_offset_files
 
@@ -516,3 +518,50 @@ def test_close_lets_a_put_under_way_finish_and_refuses_every_later_one(tmp_path)
     with MessageStore(small_config(tmp_path / "store")) as again:
         assert again.wait_dispatched()
         assert len(read_queue(again, "T", 0)) == len(results) - len(refused)
+
+
+def close_under_puts(store: MessageStore, puts_first: int) -> list[PutResult]:
+    """Four threads put into `store` until it refuses them, not waiting for their answers, while
+    this one closes it once they have made `puts_first` puts; every put made, once they end."""
+    results: list[PutResult] = []
+    errors: list[BaseException] = []
+    started = threading.Barrier(5)
+
+    def producer(n: int) -> None:
+        started.wait()
+        try:
+            for i in range(100_000):  # until the store refuses
+                results.append(result := store.put_message("T", n, b"%d" % i))
+                if not result.ok:
+                    return
+        except BaseException as e:
+            errors.append(e)
+
+    threads = [threading.Thread(target=producer, args=(n,), daemon=True) for n in range(4)]
+    for t in threads:
+        t.start()
+    started.wait()
+    deadline = time.monotonic() + 10
+    while len(results) < puts_first and time.monotonic() < deadline:
+        time.sleep(0.001)
+    store.close()
+    for t in threads:
+        t.join(5)
+    assert not any(t.is_alive() for t in threads) and not errors, errors
+    return results
+
+
+def test_puts_racing_close_from_other_threads_end_promptly(tmp_path):
+    """A put whose group commit is asked for while another thread closes the store is answered at
+    once: durable (the close's last flush covered it) or the store-closed refusal, never left to
+    wait out its flush timeout."""
+    closed, ok = PutStatus.SERVICE_NOT_AVAILABLE, PutStatus.PUT_OK
+    seen: collections.Counter[tuple[PutStatus, PutStatus]] = collections.Counter()
+    for round_ in range(10):
+        config = small_config(tmp_path / f"s{round_}", flush_disk_type=SYNC_FLUSH, sync_flush_timeout=60_000)
+        results = close_under_puts(MessageStore(config).open(), 50 * round_)
+        durable = [r.flush_future for r in results if r.flush_future is not None]
+        assert not futures.wait(durable, timeout=5).not_done  # none waits for its flush timeout
+        seen.update((r.status, r.wait()) for r in results)
+    assert set(seen) <= {(ok, ok), (ok, closed), (closed, closed)}, seen
+    assert seen[ok, ok] and seen[closed, closed]

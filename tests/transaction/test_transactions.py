@@ -5,10 +5,10 @@ from __future__ import annotations
 import asyncio
 import time
 
-from ferrymq.broker.transactions import CHECK_MAX_TIME_TOPIC, HALF_TOPIC
 from ferrymq.client import LocalTransactionState, Message, TransactionProducer
 from ferrymq.protocol.codes import RequestCode, ResponseCode
 from ferrymq.protocol.message_id import parse_offset_msg_id
+from ferrymq.protocol.topic_names import CHECK_MAX_TIME_TOPIC, HALF_TOPIC
 
 from .conftest import make_cluster, read_all, wait_for  # noqa: F401  (fixture)
 
@@ -169,7 +169,8 @@ async def _refusal(awaitable) -> str:
 
 
 async def test_concurrent_ends_each_leave_one_op_record(make_cluster, fast_checks):  # noqa: F811
-    from ferrymq.broker.transactions import OP_TOPIC, _op_origins
+    from ferrymq.broker.transactions import _op_origins
+    from ferrymq.protocol.topic_names import OP_TOPIC
 
     cluster = await make_cluster(**{**fast_checks, "transaction_check_max": 1000})
     checked: list[bytes] = []

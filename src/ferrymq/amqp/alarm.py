@@ -13,12 +13,13 @@ from typing import TYPE_CHECKING
 from ferrymq.messaging.api import MessagingError, SendOutcome
 from ferrymq.protocol.caller import CALLER
 from ferrymq.protocol.codes import ResponseCode
+from ferrymq.protocol.topic_names import SELF_TEST_TOPIC
 
 if TYPE_CHECKING:
     from ferrymq.amqp.gateway import Gateway
 
 log = logging.getLogger(__name__)
-PROBE_TOPIC = "SELF_TEST_TOPIC"  # every broker has it (RocketMQ's self-test topic)
+PROBE_TOPIC = SELF_TEST_TOPIC  # every broker has it (RocketMQ's self-test topic)
 PROBE_S = 1.0
 BLOCKING_CODES = frozenset((ResponseCode.SERVICE_NOT_AVAILABLE, ResponseCode.SYSTEM_BUSY))
 

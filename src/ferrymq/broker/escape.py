@@ -22,6 +22,7 @@ from ferrymq.protocol.headers import SendMessageRequestHeader
 from ferrymq.protocol.message_ext import decode_record
 from ferrymq.protocol.properties import Prop, decode_properties, encode_properties
 from ferrymq.protocol.remoting import RemotingCommand
+from ferrymq.protocol.topic_names import AUTO_CREATE_TOPIC
 from ferrymq.store import PutResult, PutStatus
 
 log = logging.getLogger(__name__)
@@ -74,9 +75,9 @@ class EscapeBridge:
             )
         addr, queues = targets[next(self._turn) % len(targets)]
         header = SendMessageRequestHeader(
-            producer_group=props.get(Prop.PGROUP, PRODUCER_GROUP), topic=topic, default_topic="TBW102",
-            default_topic_queue_nums=4, queue_id=queue_id % queues, sys_flag=sys_flag,
-            born_timestamp=born_timestamp, flag=flag, properties=encode_properties(props),
+            producer_group=props.get(Prop.PGROUP, PRODUCER_GROUP), topic=topic,
+            default_topic=AUTO_CREATE_TOPIC, default_topic_queue_nums=4, queue_id=queue_id % queues,
+            sys_flag=sys_flag, born_timestamp=born_timestamp, flag=flag, properties=encode_properties(props),
             reconsume_times=reconsume_times,
         )  # fmt: skip
         request = RemotingCommand(RequestCode.SEND_MESSAGE, ext_fields=header.to_ext_fields(), body=body)

@@ -7,12 +7,9 @@ from pathlib import Path
 
 from ferrymq.broker.persisted import CoalescedSave, load_json, next_version
 from ferrymq.protocol.bodies import TopicConfig, TopicConfigSerializeWrapper
+from ferrymq.protocol.topic_names import AUTO_CREATE_TOPIC, SELF_TEST_TOPIC
 
 PERM_PRIORITY, PERM_READ, PERM_WRITE, PERM_INHERIT = 8, 4, 2, 1
-AUTO_CREATE_TOPIC = (
-    "TBW102"  # the template auto-created topics copy (TopicValidator.AUTO_CREATE_TOPIC_KEY_TOPIC)
-)
-SELF_TEST_TOPIC = "SELF_TEST_TOPIC"
 RETRY_GROUP_PREFIX = "%RETRY%"
 DLQ_GROUP_PREFIX = "%DLQ%"
 

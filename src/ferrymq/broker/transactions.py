@@ -57,13 +57,11 @@ from ferrymq.protocol.properties import Prop, encode_properties, find_property
 from ferrymq.protocol.record import pack_host
 from ferrymq.protocol.remoting import RemotingCommand
 from ferrymq.protocol.sys_flag import TRANSACTION_COMMIT_TYPE, TRANSACTION_TYPE_MASK
+from ferrymq.protocol.topic_names import CHECK_MAX_TIME_TOPIC, HALF_TOPIC, OP_TOPIC
 from ferrymq.store import MessageStore, PutResult, PutStatus
 
 log = logging.getLogger(__name__)
 
-HALF_TOPIC = "RMQ_SYS_TRANS_HALF_TOPIC"
-OP_TOPIC = "RMQ_SYS_TRANS_OP_HALF_TOPIC"
-CHECK_MAX_TIME_TOPIC = "TRANS_CHECK_MAX_TIME_TOPIC"
 CHECK_GROUP = "CID_RMQ_SYS_TRANS"  # the group whose offsets hold the checker's cursors
 OP_TAG = "d"
 INTENT_TAG = "i"  # an op record saying the master is about to commit the origins it names

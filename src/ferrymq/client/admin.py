@@ -27,6 +27,7 @@ from ferrymq.protocol.controller import (
 )
 from ferrymq.protocol.errors import ProtocolError
 from ferrymq.protocol.remoting import RemotingCommand
+from ferrymq.protocol.topic_names import AUTO_CREATE_TOPIC
 
 
 @dataclass(frozen=True)
@@ -131,7 +132,7 @@ class Admin(ConsumerControl, MessageLookups, AdminStats, QuotaAdmin):
         or only on the masters of the broker groups named in `brokers` (a topic pinned to them)."""
         ext = {
             "topic": topic,
-            "defaultTopic": "TBW102",
+            "defaultTopic": AUTO_CREATE_TOPIC,
             "readQueueNums": str(queue_nums),
             "writeQueueNums": str(queue_nums),
             "perm": str(perm),

@@ -40,10 +40,10 @@ from ferrymq.protocol.bodies import (
 )
 from ferrymq.protocol.codes import RequestCode, ResponseCode
 from ferrymq.protocol.remoting import RemotingCommand
+from ferrymq.protocol.topic_names import AUTO_CREATE_TOPIC
 
 log = logging.getLogger(__name__)
 
-AUTO_CREATE_TOPIC = "TBW102"
 PERM_READ, PERM_WRITE = 4, 2
 _instance_ids = itertools.count()
 

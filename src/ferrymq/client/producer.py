@@ -37,6 +37,7 @@ from ferrymq.protocol.compression import Compression, compress
 from ferrymq.protocol.hashes import java_hash
 from ferrymq.protocol.properties import MAX_PROPERTIES_SIZE, Prop, encode_properties, find_property
 from ferrymq.protocol.remoting import RemotingCommand
+from ferrymq.protocol.topic_names import AUTO_CREATE_TOPIC
 
 log = logging.getLogger(__name__)
 
@@ -354,8 +355,8 @@ class Producer:
             # SEND_MESSAGE_V2's one-letter keys: producerGroup, topic, defaultTopic, defaultTopicQueueNums,
             # queueId, sysFlag, bornTimestamp, flag, properties, reconsumeTimes, unitMode.
             headers = self._headers[mq] = {
-                "a": self.group, "b": mq.topic, "c": "TBW102", "d": "4", "e": str(mq.queue_id), "f": "0",
-                "g": "", "h": "0", "i": "", "j": "0", "k": "false",
+                "a": self.group, "b": mq.topic, "c": AUTO_CREATE_TOPIC, "d": "4", "e": str(mq.queue_id),
+                "f": "0", "g": "", "h": "0", "i": "", "j": "0", "k": "false",
             }  # fmt: skip
         born = str(time.time_ns() // 1_000_000)
         if flag or sys_flag:

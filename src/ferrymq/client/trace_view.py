@@ -26,6 +26,7 @@ from ferrymq.protocol.message_ext import (
 from ferrymq.protocol.message_id import parse_offset_msg_id
 from ferrymq.protocol.properties import Prop
 from ferrymq.protocol.remoting import RemotingCommand
+from ferrymq.protocol.topic_names import HALF_TOPIC
 from ferrymq.protocol.trace import (
     TRACE_TOPIC,
     EndTransactionRecord,
@@ -39,7 +40,6 @@ from ferrymq.protocol.trace import (
 from ferrymq.protocol.trace import decode_records as decode_trace
 
 DLQ_PREFIX = "%DLQ%"
-HALF_TOPIC = "RMQ_SYS_TRANS_HALF_TOPIC"  # where brokers keep transactional messages until they end
 _QUERY_MAX = 64
 
 

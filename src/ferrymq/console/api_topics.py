@@ -9,11 +9,12 @@ import re
 from aiohttp import web
 
 from ferrymq.console.web import BadInput, answer, body, data, number
+from ferrymq.protocol.topic_names import AUTO_CREATE_TOPIC, OFFSET_MOVED_EVENT, SCHEDULE_TOPIC
 
 routes = web.RouteTableDef()
 
 _NAME = re.compile(r"^[%|a-zA-Z0-9_-]{1,127}$")  # RocketMQ's rule for topic names
-SYSTEM_TOPICS = ("TBW102", "SCHEDULE_TOPIC_XXXX", "OFFSET_MOVED_EVENT")
+SYSTEM_TOPICS = (AUTO_CREATE_TOPIC, SCHEDULE_TOPIC, OFFSET_MOVED_EVENT)
 
 
 def kind(topic: str, order: bool) -> str:

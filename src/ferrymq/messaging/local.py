@@ -35,8 +35,9 @@ from ferrymq.protocol.message_id import parse_offset_msg_id
 from ferrymq.protocol.pop import INIT_MODE_MAX
 from ferrymq.protocol.remoting import RemotingCommand
 from ferrymq.protocol.sys_flag import TRANSACTION_COMMIT_TYPE, TRANSACTION_ROLLBACK_TYPE
+from ferrymq.protocol.topic_names import AUTO_CREATE_TOPIC
 
-_DEFAULT_TOPIC, _DEFAULT_QUEUE_NUMS = "TBW102", 4
+_DEFAULT_QUEUE_NUMS = 4
 
 _UNLIMITED = (float("inf"), 0.0)  # no consume quota: (messages allowed now, wait)
 
@@ -133,7 +134,7 @@ class LocalMessageService:
     ) -> SendOutcome:
         return await self.puts.put(
             topic, self._queue_id(queue), body, properties.encode(), flag, sys_flag, born_timestamp,
-            born_host, reconsume_times, None, False, _DEFAULT_TOPIC, _DEFAULT_QUEUE_NUMS, CALLER.get(),
+            born_host, reconsume_times, None, False, AUTO_CREATE_TOPIC, _DEFAULT_QUEUE_NUMS, CALLER.get(),
         )  # fmt: skip
 
     async def send_batch(
@@ -149,7 +150,7 @@ class LocalMessageService:
     ) -> SendOutcome:
         return await self.puts.put(
             topic, self._queue_id(queue), batch_body, b"", 0, sys_flag, born_timestamp, born_host, 0, None,
-            True, _DEFAULT_TOPIC, _DEFAULT_QUEUE_NUMS, CALLER.get(),
+            True, AUTO_CREATE_TOPIC, _DEFAULT_QUEUE_NUMS, CALLER.get(),
         )  # fmt: skip
 
     async def end_transaction(

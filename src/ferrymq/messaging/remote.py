@@ -63,10 +63,11 @@ from ferrymq.protocol.pop import INIT_MODE_MAX, ReceiptHandle, real_topic
 from ferrymq.protocol.recall import RecallHandle
 from ferrymq.protocol.remoting import RemotingCommand
 from ferrymq.protocol.sys_flag import TRANSACTION_COMMIT_TYPE, TRANSACTION_ROLLBACK_TYPE
+from ferrymq.protocol.topic_names import AUTO_CREATE_TOPIC
 
 log = logging.getLogger(__name__)
 
-AUTO_CREATE_TOPIC, AUTO_CREATE_QUEUE_NUMS = "TBW102", 4
+AUTO_CREATE_QUEUE_NUMS = 4
 TOPIC_CONFIG_TTL_S = 20.0  # RocketMQ proxy's topicConfigCacheExpiredSeconds
 QUOTA_TTL_S = 10.0  # how long the brokers' per-user quotas are taken as read
 TOPIC_VISIBLE_TIMEOUT_S = 5.0  # a topic just created is in the NameServers' routes by then

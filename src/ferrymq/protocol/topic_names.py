@@ -3,6 +3,18 @@ answers ILLEGAL_TOPIC for them before asking a broker. Pure."""
 
 from __future__ import annotations
 
+from ferrymq.protocol.trace import TRACE_TOPIC
+
+# The topics brokers keep for themselves (RocketMQ's TopicValidator), one definition each.
+AUTO_CREATE_TOPIC = "TBW102"  # the template auto-created topics copy (AUTO_CREATE_TOPIC_KEY_TOPIC)
+SCHEDULE_TOPIC = "SCHEDULE_TOPIC_XXXX"  # delayed messages: one queue per delay level, queue id = level - 1
+BENCHMARK_TOPIC = "BenchmarkTest"
+HALF_TOPIC = "RMQ_SYS_TRANS_HALF_TOPIC"  # transactional messages until they end
+OP_TOPIC = "RMQ_SYS_TRANS_OP_HALF_TOPIC"  # the ends of transactions, by half message offset
+CHECK_MAX_TIME_TOPIC = "TRANS_CHECK_MAX_TIME_TOPIC"  # half messages checked too often
+SELF_TEST_TOPIC = "SELF_TEST_TOPIC"
+OFFSET_MOVED_EVENT = "OFFSET_MOVED_EVENT"
+
 MAX_TOPIC_LENGTH = 127
 _TOPIC_CHARS = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789%|-_")
 
@@ -19,8 +31,8 @@ def topic_problem(topic: str) -> str | None:
 
 
 SYSTEM_TOPICS = frozenset({
-    "TBW102", "SCHEDULE_TOPIC_XXXX", "BenchmarkTest", "RMQ_SYS_TRANS_HALF_TOPIC", "RMQ_SYS_TRACE_TOPIC",
-    "RMQ_SYS_TRANS_OP_HALF_TOPIC", "TRANS_CHECK_MAX_TIME_TOPIC", "SELF_TEST_TOPIC", "OFFSET_MOVED_EVENT",
+    AUTO_CREATE_TOPIC, SCHEDULE_TOPIC, BENCHMARK_TOPIC, HALF_TOPIC, TRACE_TOPIC, OP_TOPIC,
+    CHECK_MAX_TIME_TOPIC, SELF_TEST_TOPIC, OFFSET_MOVED_EVENT,
 })  # fmt: skip
 """RocketMQ's TopicValidator system topic set (GET_SYSTEM_TOPIC_LIST_FROM_BROKER)."""
 

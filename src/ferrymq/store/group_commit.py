@@ -221,8 +221,9 @@ class LoopGroupCommit:
 class ThreadGroupCommit:
     """The same group commit for a store used without an event loop: a `LoopGroupCommit` on a loop
     run by a thread of its own. Puts get concurrent futures, which `PutResult.wait` blocks on; the
-    requests that gather while the loop is busy go over together, as one request for the furthest
-    of them (one wake-up of the loop, one asyncio future, instead of one each per put)."""
+    requests that gather while the loop is busy share one future and go over together, as one
+    request for the furthest of them (one wake-up of the loop and one future on each side per
+    batch, instead of one each per put: a put costs a lock and a comparison)."""
 
     def __init__(self, commitlog: CommitLog, timeout: float) -> None:
         self.commitlog = commitlog
@@ -232,7 +233,9 @@ class ThreadGroupCommit:
             target=self._loop.run_forever, name="ferrymq-group-commit", daemon=True
         )
         self._lock = threading.Lock()
-        self._incoming: list[tuple[int, Future]] = []  # not yet handed to the loop
+        self._incoming: Future | None = None  # the future of the requests not yet handed over ...
+        self._furthest = -1  # ... and the furthest offset they wait for
+        self._stopping = False
 
     def start(self) -> None:
         self._commit.start()
@@ -240,39 +243,50 @@ class ThreadGroupCommit:
 
     def request(self, end_offset: int) -> Future:
         """A future completed (None, or FLUSH_DISK_TIMEOUT) once the CommitLog is durable up to
-        `end_offset`; from any thread."""
-        future: Future = Future()
+        `end_offset`, shared with the requests made with it; from any thread. Once `stop` has
+        begun, completed at once with SERVICE_NOT_AVAILABLE: the store is closing, and the put is
+        not acknowledged."""
         with self._lock:
-            self._incoming.append((end_offset, future))
-            first = len(self._incoming) == 1  # the others find a hand-over already on its way
-        if first:
-            self._loop.call_soon_threadsafe(self._hand_over)
+            if self._stopping:
+                closed: Future = Future()
+                closed.set_result(PutStatus.SERVICE_NOT_AVAILABLE)
+                return closed
+            if end_offset > self._furthest:
+                self._furthest = end_offset
+            future = self._incoming
+            if future is None:  # the first since the last hand-over: ask for the next one
+                future = self._incoming = Future()
+                future.set_running_or_notify_cancel()  # so no waiter cancels it for the others
+                self._loop.call_soon_threadsafe(self._hand_over)  # (under the lock: before any stop)
         return future
 
     def _hand_over(self) -> None:
         with self._lock:
-            batch, self._incoming = self._incoming, []
-        if not batch:
-            return
+            future, furthest = self._incoming, self._furthest
+            self._incoming, self._furthest = None, -1
+        assert future is not None  # one hand-over is asked for each future
 
         def settle(done: asyncio.Future) -> None:
             error = done.exception()
-            for _, future in batch:
-                if error is not None:
-                    future.set_exception(error)
-                else:
-                    future.set_result(done.result())
+            if error is not None:
+                future.set_exception(error)
+            else:
+                future.set_result(done.result())
 
-        self._commit.request(max(end for end, _ in batch)).add_done_callback(settle)
+        self._commit.request(furthest).add_done_callback(settle)
 
     def stop(self) -> None:
         """Complete the requests made so far (`LoopGroupCommit.stop`), then end the thread."""
-        if not self._thread.is_alive():
-            return
+        with self._lock:
+            if self._stopping or not self._thread.is_alive():
+                return
+            self._stopping = True  # every hand-over asked for is on the loop before `stop_on_loop`
 
         def stop_on_loop() -> None:
-            self._commit.stop()
-            self._loop.stop()
+            try:
+                self._commit.stop()
+            finally:  # after the callbacks that complete the puts' futures, which stop scheduled
+                self._loop.call_soon(self._loop.stop)
 
         self._loop.call_soon_threadsafe(stop_on_loop)
         self._thread.join()

@@ -6,7 +6,7 @@ REAL_QID (`divert`), kept there until due, then stored again under its real topi
 """
 
 from ferrymq.broker.schedule.delay import DelayLevelService
-from ferrymq.broker.schedule.divert import SCHEDULE_TOPIC, TIMER_TOPIC, ScheduleError, divert
+from ferrymq.broker.schedule.divert import TIMER_TOPIC, ScheduleError, divert
 from ferrymq.broker.schedule.timer import TimerService
 
-__all__ = ["SCHEDULE_TOPIC", "TIMER_TOPIC", "DelayLevelService", "ScheduleError", "TimerService", "divert"]
+__all__ = ["TIMER_TOPIC", "DelayLevelService", "ScheduleError", "TimerService", "divert"]

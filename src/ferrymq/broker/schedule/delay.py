@@ -15,13 +15,13 @@ import msgspec
 
 from ferrymq.broker.persisted import load_json, save_json
 from ferrymq.broker.schedule.delivered import ORIGIN_OFFSET, origin_property
-from ferrymq.broker.schedule.divert import SCHEDULE_TOPIC
 from ferrymq.broker.schedule.intents import INTENT_CHUNK
 from ferrymq.broker.schedule.redeliver import prop_keys
 from ferrymq.broker.schedule.service import DueService, Escape, now_ms
 from ferrymq.protocol.bodies import Body, DataVersion
 from ferrymq.protocol.properties import Prop
 from ferrymq.protocol.record import BLANK, RecordMeta, read_record_meta
+from ferrymq.protocol.topic_names import SCHEDULE_TOPIC
 from ferrymq.store import MessageStore, PutResult, PutStatus
 from ferrymq.store.consumequeue import BLANK_ENTRY_SIZE, ENTRY, ConsumeQueue
 from ferrymq.store.delay_levels import parse_delay_levels

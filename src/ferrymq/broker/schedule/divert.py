@@ -6,8 +6,8 @@ from __future__ import annotations
 from ferrymq.protocol.errors import MessageDecodeError
 from ferrymq.protocol.properties import Prop, decode_properties, encode_properties
 from ferrymq.protocol.sys_flag import TRANSACTION_COMMIT_TYPE, TRANSACTION_NOT_TYPE, TRANSACTION_TYPE_MASK
+from ferrymq.protocol.topic_names import SCHEDULE_TOPIC
 
-SCHEDULE_TOPIC = "SCHEDULE_TOPIC_XXXX"  # one queue per delay level: queue id = level - 1
 TIMER_TOPIC = "rmq_sys_wheel_timer"  # every delivery-time message, queue 0
 TIMER_OUT_MS = "TIMER_OUT_MS"  # the delivery time the broker settled on (rounded to its precision)
 TIMER_DEQUEUE_MS = "TIMER_DEQUEUE_MS"

@@ -7,12 +7,13 @@ import logging
 from collections.abc import Awaitable, Callable
 
 from ferrymq.broker.schedule.delay import DelayLevelService
-from ferrymq.broker.schedule.divert import SCHEDULE_TOPIC, TIMER_TOPIC, ScheduleError, divert
+from ferrymq.broker.schedule.divert import TIMER_TOPIC, ScheduleError, divert
 from ferrymq.broker.schedule.service import Escape, now_ms
 from ferrymq.broker.schedule.timer import TimerService
 from ferrymq.broker.topics import PERM_READ, PERM_WRITE, TopicConfigManager
 from ferrymq.ha.dledger.command import PutCommand
 from ferrymq.net.tasks import BackgroundTasks
+from ferrymq.protocol.topic_names import SCHEDULE_TOPIC
 from ferrymq.store import MessageStore, PutResult, StoreConfig
 
 log = logging.getLogger(__name__)

@@ -17,7 +17,7 @@ from typing import Protocol
 from ferrymq.broker.config import BrokerConfig
 from ferrymq.broker.groups import SubscriptionGroupManager
 from ferrymq.broker.quota import QuotaLimiter
-from ferrymq.broker.schedule import SCHEDULE_TOPIC, TIMER_TOPIC, ScheduleError
+from ferrymq.broker.schedule import TIMER_TOPIC, ScheduleError
 from ferrymq.broker.schedule.divert import may_divert
 from ferrymq.broker.schedule.intents import INTENT_TOPIC
 from ferrymq.broker.services.outcomes import STORED_CODES, SendOutcome
@@ -29,7 +29,6 @@ from ferrymq.broker.topics import (
     RETRY_GROUP_PREFIX,
     TopicConfigManager,
 )
-from ferrymq.broker.transactions import CHECK_MAX_TIME_TOPIC, HALF_TOPIC, OP_TOPIC
 from ferrymq.ha.dledger.command import PutCommand
 from ferrymq.metrics.tally import Tally
 from ferrymq.protocol.codes import ResponseCode
@@ -40,13 +39,21 @@ from ferrymq.protocol.properties import Prop, decode_properties, encode_properti
 from ferrymq.protocol.recall import RecallHandle
 from ferrymq.protocol.record import pack_host
 from ferrymq.protocol.sys_flag import TRANSACTION_TYPE_MASK
-from ferrymq.protocol.topic_names import topic_problem
+from ferrymq.protocol.topic_names import (
+    AUTO_CREATE_TOPIC,
+    CHECK_MAX_TIME_TOPIC,
+    HALF_TOPIC,
+    OFFSET_MOVED_EVENT,
+    OP_TOPIC,
+    SCHEDULE_TOPIC,
+    topic_problem,
+)
 from ferrymq.store import MessageStore, PutStatus
 
 DLQ_NUMS_PER_GROUP = 1
 NOT_SENDABLE_TOPICS = frozenset({
     SCHEDULE_TOPIC, TIMER_TOPIC, INTENT_TOPIC, HALF_TOPIC, OP_TOPIC, CHECK_MAX_TIME_TOPIC,
-    "OFFSET_MOVED_EVENT",
+    OFFSET_MOVED_EVENT,
 })  # fmt: skip
 """Only the broker writes these (RocketMQ's TopicValidator.isNotAllowedSendTopic): a producer's send,
 batch or half message to one is refused. SELF_TEST_TOPIC stays open: the AMQP gateway's resource
@@ -147,7 +154,7 @@ class PutService:
         reconsume_times: int = 0,
         max_reconsume_times: int | None = None,
         batch: bool = False,
-        default_topic: str = "TBW102",
+        default_topic: str = AUTO_CREATE_TOPIC,
         default_queue_nums: int = 4,
         user: str | None = None,
     ) -> SendOutcome:
