@@ -26,13 +26,8 @@ from pathlib import Path
 
 from codec_instructions import callgrind_instructions
 from ferrymq.bench.machine import machine_info
-from ferrymq.broker.config import BrokerConfig
-from ferrymq.broker.server import Broker
-from ferrymq.namesrv.config import NamesrvConfig
-from ferrymq.namesrv.server import NameServer
 from ferrymq.net import install_uvloop
-from ferrymq.store import StoreConfig
-from put_path import request
+from put_path import request, running_broker
 
 
 class Transport:
@@ -71,15 +66,7 @@ class Transport:
 
 
 async def run(sends: int, rounds: int, inflight: int, root: Path) -> list[float]:
-    namesrv = NameServer(NamesrvConfig(listen_host="127.0.0.1", listen_port=0))
-    await namesrv.start()
-    store = StoreConfig(store_path_root_dir=root, mapped_file_size_commit_log=1 << 30)
-    broker = Broker(
-        BrokerConfig(namesrv_addr=f"127.0.0.1:{namesrv.port}", listen_host="127.0.0.1", listen_port=0,
-                     ha_listen_port=0, store=store)
-    )  # fmt: skip
-    await broker.start()
-    try:
+    async with running_broker(root) as broker:
         connection = broker.server._new_connection()
         transport = Transport(connection.connection_lost)
         connection.connection_made(transport)  # type: ignore[arg-type]
@@ -103,9 +90,6 @@ async def run(sends: int, rounds: int, inflight: int, root: Path) -> list[float]
             await asyncio.sleep(0.05)  # the dispatcher's turn
         assert transport.written or not sends, "no answer was written"
         return per_send
-    finally:
-        await broker.stop()
-        await namesrv.stop()
 
 
 def main() -> None:
