@@ -11,9 +11,11 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import json
 import tempfile
 import time
+from collections.abc import AsyncIterator
 from pathlib import Path
 
 from ferrymq.bench.machine import machine_info
@@ -44,7 +46,9 @@ def request(queue_id: int, body: bytes) -> RemotingCommand:
     return RemotingCommand(int(RequestCode.SEND_MESSAGE_V2), ext_fields=ext, body=body)
 
 
-async def measure(count: int, rounds: int, root: Path) -> list[float]:
+@contextlib.asynccontextmanager
+async def running_broker(root: Path) -> AsyncIterator[Broker]:
+    """A NameServer and a Broker (ASYNC_FLUSH, one 1 GiB CommitLog segment) on free ports, stopped after."""
     namesrv = NameServer(NamesrvConfig(listen_host="127.0.0.1", listen_port=0))
     await namesrv.start()
     store = StoreConfig(store_path_root_dir=root, mapped_file_size_commit_log=1 << 30)
@@ -54,12 +58,20 @@ async def measure(count: int, rounds: int, root: Path) -> list[float]:
     )  # fmt: skip
     await broker.start()
     try:
+        yield broker
+    finally:
+        await broker.stop()
+        await namesrv.stop()
+
+
+async def measure(count: int, rounds: int, root: Path) -> list[float]:
+    async with running_broker(root) as broker:
         send = SendProcessor(broker.puts, broker.config.region_id, broker.config.trace_on).send
         peer = Peer()
         body = b"x" * 1024
         requests = [request(i % 4, body) for i in range(count)]
         answer = await send(peer, requests[0])  # type: ignore[arg-type]
-        assert answer.code == 0, answer.remark
+        assert answer.code == 0, answer
         per_send = []
         for _ in range(rounds):
             started = time.thread_time()
@@ -68,9 +80,6 @@ async def measure(count: int, rounds: int, root: Path) -> list[float]:
             per_send.append((time.thread_time() - started) / count * 1e6)
             await asyncio.sleep(0.05)  # the dispatcher's turn
         return per_send
-    finally:
-        await broker.stop()
-        await namesrv.stop()
 
 
 def main() -> None:

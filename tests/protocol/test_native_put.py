@@ -1,5 +1,6 @@
 """The C put path (ferrymq/_native/put.c) against its Python references: the record writer, the
-SEND_MESSAGE_V2 header reader and the property look-up (the store's append: tests/store)."""
+SEND_MESSAGE_V2 header reader, the property look-up and the send's answer (the store's append:
+tests/store)."""
 
 from __future__ import annotations
 
@@ -9,11 +10,11 @@ import pytest
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
-from ferrymq.broker.processors.send import send_fields
+from ferrymq.broker.processors.send import py_send_answer, send_fields
 from ferrymq.protocol.message_id import py_offset_msg_id
 from ferrymq.protocol.properties import py_find_property
 from ferrymq.protocol.record import pack_host, py_write_record, record_size, topic_block
-from ferrymq.protocol.remoting import RemotingProtocolError
+from ferrymq.protocol.remoting import RemotingCommand, RemotingProtocolError
 
 native = importlib.import_module("ferrymq._native.put")  # built at install; a missing build fails here
 
@@ -119,3 +120,33 @@ def test_property_lookup_finds_what_the_python_one_finds(text, key, kind):
 @given(hosts, longs)
 def test_offset_message_id_is_the_python_one(host, offset):
     assert native.offset_msg_id(host, offset) == py_offset_msg_id(host, offset)
+
+
+texts = st.one_of(
+    st.sampled_from(["DefaultRegion", "true", "7F0000010001B4AAC2F3A1B2C3D4E5F6"]), st.text(max_size=40)
+)
+
+
+@settings(max_examples=1000)
+@given(ints, texts, ints, longs, st.one_of(st.none(), texts), texts, texts)
+@example(7, "0A0000010000AB12", 3, 12345, "UNIQ", 'Default"Region', "true")
+def test_send_answer_is_the_reference_frame_or_left_to_it(
+    opaque, msg_id, queue_id, offset, uniq, region, trace
+):
+    args = (opaque, msg_id, queue_id, offset, uniq, region, trace)
+    ours = native.send_answer(*args)
+    plain = all(
+        t is None or (t.isascii() and all(" " <= c < "\x7f" and c not in '"\\' for c in t))
+        for t in (msg_id, uniq, region, trace)
+    )  # fmt: skip
+    assert ours == (py_send_answer(*args) if plain else None)
+
+
+def test_send_answer_decodes_as_the_answer_the_sdk_reads():
+    frame = native.send_answer(9, "0A000001", 2, 40, "U1", "DefaultRegion", "false")
+    answer = RemotingCommand.decode(frame)
+    assert (answer.code, answer.opaque, answer.is_response, answer.remark) == (0, 9, True, None)
+    assert answer.ext_fields == {
+        "msgId": "0A000001", "queueId": "2", "queueOffset": "40", "MSG_REGION": "DefaultRegion",
+        "TRACE_ON": "false", "transactionId": "U1",
+    }  # fmt: skip

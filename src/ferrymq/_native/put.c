@@ -242,6 +242,50 @@ done:
     return result;
 }
 
+/* The whole key `key` (ending in \x01) in RocketMQ's encoded properties: its value's start and
+ * length, or NULL (find_property's rule: the key starts the text or follows a \x02). */
+static const char *property_value(const char *props, Py_ssize_t n, const char *key, Py_ssize_t k, Py_ssize_t *len) {
+    const char *end = props + n, *at = props;
+    for (;;) {
+        const char *hit = memmem(at, (size_t)(end - at), key, (size_t)k);
+        if (hit == NULL) return NULL;
+        if (hit == props || hit[-1] == 2) {
+            const char *start = hit + k;
+            const char *stop = memchr(start, 2, (size_t)(end - start));
+            *len = (stop == NULL ? end : stop) - start;
+            return start;
+        }
+        at = hit + 1;
+    }
+}
+
+/* Java's String.hashCode of the TAGS value decoded as UTF-8 (errors replaced), 0 without one:
+ * the ConsumeQueue tag hash (protocol/hashes.py's tag_hash). -1 with an exception set on failure. */
+static int tags_hash(PyObject *props, long long *out) {
+    Py_ssize_t len;
+    const char *tag = property_value(PyBytes_AS_STRING(props), PyBytes_GET_SIZE(props), "TAGS\x01", 5, &len);
+    uint32_t h = 0;
+    if (tag != NULL && len > 0) {
+        PyObject *text = PyUnicode_DecodeUTF8(tag, len, "replace");
+        if (text == NULL) return -1;
+        int kind = PyUnicode_KIND(text);
+        const void *data = PyUnicode_DATA(text);
+        for (Py_ssize_t i = 0, n = PyUnicode_GET_LENGTH(text); i < n; i++) {
+            Py_UCS4 c = PyUnicode_READ(kind, data, i);
+            if (c < 0x10000) {
+                h = h * 31 + c;
+            } else { /* a UTF-16 surrogate pair, as Java counts it */
+                c -= 0x10000;
+                h = h * 31 + (0xD800 + (c >> 10));
+                h = h * 31 + (0xDC00 + (c & 0x3FF));
+            }
+        }
+        Py_DECREF(text);
+    }
+    *out = (int32_t)h;
+    return 0;
+}
+
 PyDoc_STRVAR(append_doc,
 "append(buf, pos, base, topic_block, queue_id, flag, sys_flag, born_timestamp, born_host, now, store_host,\n"
 "reconsume_times, prepared_transaction_offset, body, properties, queue_offsets, key, tags_code, prepared,\n"
@@ -293,8 +337,9 @@ static PyObject *append(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
         entry = PyBytes_FromStringAndSize(NULL, 0);
     } else {
         long long qo, tags, n = PyLong_AsLongLong(size);
-        if (!ranged(queue_offset, INT64_MIN, INT64_MAX - 1, "queue_offset", &qo) ||
-            !ranged(tags_code, INT64_MIN, INT64_MAX, "tags_code", &tags))
+        if (!ranged(queue_offset, INT64_MIN, INT64_MAX - 1, "queue_offset", &qo)) goto done;
+        if (tags_code == Py_None ? tags_hash(args[14], &tags) < 0
+                                 : !ranged(tags_code, INT64_MIN, INT64_MAX, "tags_code", &tags))
             goto done;
         PyObject *next = PyLong_FromLongLong(qo + 1);
         if (next == NULL) goto done;
@@ -375,19 +420,105 @@ static PyObject *find_property(PyObject *self, PyObject *const *args, Py_ssize_t
         }
         return PyObject_Vectorcall(py_find, args, 2, NULL);
     }
-    const char *props = PyBytes_AS_STRING(args[0]), *key = PyBytes_AS_STRING(args[1]);
-    Py_ssize_t n = PyBytes_GET_SIZE(args[0]), k = PyBytes_GET_SIZE(args[1]);
-    const char *end = props + n, *at = props;
-    for (;;) {
-        const char *hit = memmem(at, (size_t)(end - at), key, (size_t)k);
-        if (hit == NULL) Py_RETURN_NONE;
-        if (hit == props || hit[-1] == 2) { /* a whole key, not the tail of a longer one */
-            const char *start = hit + k;
-            const char *stop = memchr(start, 2, (size_t)(end - start));
-            return PyBytes_FromStringAndSize(start, (stop == NULL ? end : stop) - start);
-        }
-        at = hit + 1;
+    Py_ssize_t len;
+    const char *value = property_value(PyBytes_AS_STRING(args[0]), PyBytes_GET_SIZE(args[0]),
+                                       PyBytes_AS_STRING(args[1]), PyBytes_GET_SIZE(args[1]), &len);
+    if (value == NULL) Py_RETURN_NONE;
+    return PyBytes_FromStringAndSize(value, len);
+}
+
+PyDoc_STRVAR(send_answer_doc,
+"send_answer(opaque, msg_id, queue_id, queue_offset, transaction_id, region, trace_on) -> bytes | None:\n"
+"the length fields and JSON header of a SUCCESS answer to a send (broker/processors/send.py's\n"
+"py_send_answer), or None when a text is not plain ASCII (the reference encodes it then).");
+
+static PyObject *answer_head; /* b'{"code":0,"language":...,"version":...,"opaque":' */
+
+/* Printable ASCII that JSON writes as it is (no quote, backslash or control character). */
+static int plain_text(PyObject *s, const char **out, Py_ssize_t *n) {
+    if (!PyUnicode_CheckExact(s) || !PyUnicode_IS_ASCII(s)) return 0;
+    *n = PyUnicode_GET_LENGTH(s);
+    *out = (const char *)PyUnicode_DATA(s);
+    for (Py_ssize_t i = 0; i < *n; i++) {
+        char c = (*out)[i];
+        if (c < 0x20 || c == '"' || c == '\\' || c == 0x7F) return 0;
     }
+    return 1;
+}
+
+static char *put_text(char *q, const char *s, Py_ssize_t n) {
+    memcpy(q, s, (size_t)n);
+    return q + n;
+}
+
+#define PUT_LITERAL(q, lit) put_text((q), (lit), (Py_ssize_t)(sizeof(lit) - 1))
+
+static PyObject *send_answer(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
+    if (nargs != 7) {
+        PyErr_SetString(PyExc_TypeError, "send_answer takes 7 arguments");
+        return NULL;
+    }
+    if (answer_head == NULL) {
+        PyErr_SetString(PyExc_RuntimeError, "send_answer: bind_answer(head) first");
+        return NULL;
+    }
+    long long opaque, queue_id, queue_offset;
+    if (!ranged(args[0], INT_MIN32, INT_MAX32, "opaque", &opaque) ||
+        !ranged(args[2], INT_MIN32, INT_MAX32, "queue_id", &queue_id) ||
+        !ranged(args[3], INT64_MIN, INT64_MAX, "queue_offset", &queue_offset))
+        return NULL;
+    const char *text[4];
+    Py_ssize_t len[4] = {0, 0, 0, 0};
+    PyObject *strings[4] = {args[1], args[4], args[5], args[6]};
+    for (int i = 0; i < 4; i++) {
+        if (i == 1 && strings[i] == Py_None) continue;
+        if (!plain_text(strings[i], &text[i], &len[i])) Py_RETURN_NONE;
+    }
+    char numbers[3][24];
+    int digits[3] = {
+        snprintf(numbers[0], sizeof numbers[0], "%lld", opaque),
+        snprintf(numbers[1], sizeof numbers[1], "%lld", queue_id),
+        snprintf(numbers[2], sizeof numbers[2], "%lld", queue_offset),
+    };
+    Py_ssize_t head = PyBytes_GET_SIZE(answer_head);
+    Py_ssize_t size = 8 + head + digits[0] + digits[1] + digits[2] + len[0] + len[1] + len[2] + len[3] + 160;
+    PyObject *frame = PyBytes_FromStringAndSize(NULL, size);
+    if (frame == NULL) return NULL;
+    char *start = PyBytes_AS_STRING(frame), *q = start + 8;
+    q = put_text(q, PyBytes_AS_STRING(answer_head), head);
+    q = put_text(q, numbers[0], digits[0]);
+    q = PUT_LITERAL(q, ",\"flag\":1,\"extFields\":{\"msgId\":\"");
+    q = put_text(q, text[0], len[0]);
+    q = PUT_LITERAL(q, "\",\"queueId\":\"");
+    q = put_text(q, numbers[1], digits[1]);
+    q = PUT_LITERAL(q, "\",\"queueOffset\":\"");
+    q = put_text(q, numbers[2], digits[2]);
+    q = PUT_LITERAL(q, "\",\"MSG_REGION\":\"");
+    q = put_text(q, text[2], len[2]);
+    q = PUT_LITERAL(q, "\",\"TRACE_ON\":\"");
+    q = put_text(q, text[3], len[3]);
+    if (len[1] > 0) { /* None or "": no transactionId */
+        q = PUT_LITERAL(q, "\",\"transactionId\":\"");
+        q = put_text(q, text[1], len[1]);
+    }
+    q = PUT_LITERAL(q, "\"}}");
+    Py_ssize_t header = q - start - 8;
+    put32((unsigned char *)start, (uint32_t)(4 + header));
+    put32((unsigned char *)start + 4, (uint32_t)header); /* serialize type JSON (0) in the top byte */
+    if (_PyBytes_Resize(&frame, q - start) < 0) return NULL;
+    return frame;
+}
+
+PyDoc_STRVAR(bind_answer_doc,
+"bind_answer(head): the answer header's constant start, up to '\"opaque\":' (send_answer's).");
+
+static PyObject *bind_answer(PyObject *self, PyObject *head) {
+    if (!PyBytes_CheckExact(head)) {
+        PyErr_SetString(PyExc_TypeError, "bind_answer(head: bytes)");
+        return NULL;
+    }
+    Py_XSETREF(answer_head, Py_NewRef(head));
+    Py_RETURN_NONE;
 }
 
 static PyObject *bound(PyObject **slot, PyObject *fn) {
@@ -416,11 +547,13 @@ static PyMethodDef put_methods[] = {
     {"offset_msg_id", (PyCFunction)(void (*)(void))offset_msg_id, METH_FASTCALL, offset_msg_id_doc},
     {"find_property", (PyCFunction)(void (*)(void))find_property, METH_FASTCALL, find_property_doc},
     {"write_record", (PyCFunction)(void (*)(void))write_record, METH_FASTCALL, write_record_doc},
+    {"send_answer", (PyCFunction)(void (*)(void))send_answer, METH_FASTCALL, send_answer_doc},
+    {"bind_answer", bind_answer, METH_O, bind_answer_doc},
     {NULL, NULL, 0, NULL},
 };
 
 static struct PyModuleDef put_module = {
-    PyModuleDef_HEAD_INIT, "put", "The per-send put path: send headers and CommitLog records.", -1, put_methods,
+    PyModuleDef_HEAD_INIT, "put", "The per-send put path: send headers, CommitLog records and send answers.", -1, put_methods,
 };
 
 PyMODINIT_FUNC PyInit_put(void) {

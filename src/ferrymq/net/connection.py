@@ -23,7 +23,13 @@ from typing import Any, cast
 
 from ferrymq.net.errors import RemotingConnectionError, RemotingTimeoutError
 from ferrymq.protocol.codes import ONEWAY_FLAG, RESPONSE_FLAG
-from ferrymq.protocol.remoting import MAX_FRAME_SIZE, FrameDecoder, RemotingCommand, RemotingProtocolError
+from ferrymq.protocol.remoting import (
+    MAX_FRAME_SIZE,
+    Answer,
+    FrameDecoder,
+    RemotingCommand,
+    RemotingProtocolError,
+)
 
 log = logging.getLogger(__name__)
 
@@ -184,13 +190,13 @@ class Connection(asyncio.Protocol):
         command.opaque = self._opaque = (self._opaque + 1) & _OPAQUE_MASK
         await self.send(command)
 
-    async def send(self, command: RemotingCommand) -> None:
+    async def send(self, command: Answer) -> None:
         """Write ``command`` as it is (a response), first waiting while the peer is not reading."""
         if self._writing_paused:
             await self._wait_writable()
         self._write(command)
 
-    def try_send(self, command: RemotingCommand) -> bool:
+    def try_send(self, command: Answer) -> bool:
         """``send`` without a coroutine (every answer goes through here): False, with nothing
         written, while the peer is not reading; then await ``send``."""
         if self._writing_paused:
@@ -298,7 +304,7 @@ class Connection(asyncio.Protocol):
 
     # --- internals -----------------------------------------------------------------------------
 
-    def _write(self, command: RemotingCommand) -> None:
+    def _write(self, command: Answer) -> None:
         """Queue the frame; everything queued in one loop pass leaves in one ``writev``."""
         if self.closed:
             raise self._closed_error()

@@ -15,12 +15,12 @@ from ferrymq.net.connection import Connection
 from ferrymq.net.errors import RemotingConnectionError
 from ferrymq.net.latency import RequestLatency
 from ferrymq.protocol.codes import RESPONSE_FLAG, ResponseCode
-from ferrymq.protocol.remoting import RemotingCommand, RemotingProtocolError
+from ferrymq.protocol.remoting import Answer, RemotingCommand, RemotingProtocolError
 
 log = logging.getLogger(__name__)
 _now = time.perf_counter
 
-Handler = Callable[[Connection, RemotingCommand], Awaitable[RemotingCommand | None]]
+Handler = Callable[[Connection, RemotingCommand], Awaitable[Answer | None]]
 """``async def handler(connection, request)``: the response, or None to send nothing."""
 
 Guard = Callable[[str, RemotingCommand], RemotingCommand | None]
@@ -34,6 +34,9 @@ class RequestDispatcher:
         self._default: Handler | None = None
         self._eager: set[int] = set()
         self._late: set[int] = set()
+        # asked once per request read: the sets' own look-ups, without a Python call around them
+        self.is_eager: Callable[[int], bool] = self._eager.__contains__
+        self.is_late: Callable[[int], bool] = self._late.__contains__
         self.latency = RequestLatency()
         self.guards: tuple[Guard, ...] = ()
         """Checked in order before every handler; the first refusal answers the request."""
@@ -54,12 +57,6 @@ class RequestDispatcher:
             else:
                 codes.discard(code)
 
-    def is_eager(self, code: int) -> bool:
-        return code in self._eager
-
-    def is_late(self, code: int) -> bool:
-        return code in self._late
-
     def register_default(self, handler: Handler) -> None:
         """Route every code without its own handler to ``handler``."""
         self._default = handler
@@ -68,7 +65,7 @@ class RequestDispatcher:
         """Run the request's handler and send its answer (none for a oneway request)."""
         started = _now()
         handler = self._handlers.get(request.code, self._default)
-        response: RemotingCommand | None
+        response: Answer | None
         refusal = None
         for guard in self.guards:  # a loop, not a chain of closures: one call per guard per request
             if (refusal := guard(connection.remote_address, request)) is not None:

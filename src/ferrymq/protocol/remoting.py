@@ -110,6 +110,31 @@ class RemotingCommand:
         return _decode_payload(view[4:])
 
 
+class EncodedAnswer:
+    """An answer whose frame is already encoded (a send's SUCCESS, built in one C call): what the
+    dispatcher and a connection use of an answer, without a RemotingCommand and its header dict.
+    ``opaque`` and ``flag`` are written into the frame by whoever encoded it."""
+
+    __slots__ = ("code", "flag", "frame", "opaque")
+
+    def __init__(self, code: int, opaque: int, frame: bytes) -> None:
+        self.code = code
+        self.opaque = opaque
+        self.flag = RESPONSE_FLAG
+        self.frame = frame
+
+    def encode_parts(self) -> tuple[bytes, bytes]:
+        return self.frame, b""
+
+
+Answer = RemotingCommand | EncodedAnswer
+"""What a handler answers with and a connection writes."""
+
+ANSWER_HEAD = b'{"code":0,"language":"%s","version":%d,"opaque":' % (_LANGUAGE.name.encode(), _VERSION)
+"""How this side's JSON header of a SUCCESS answer begins, up to its opaque (for encoders of answers
+that build the frame in one go, as the send path's in C)."""
+
+
 class FrameDecoder:
     """Cuts a byte stream into commands, keeping a partial frame until the rest arrives.
 

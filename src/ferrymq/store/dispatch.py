@@ -156,17 +156,9 @@ class Dispatcher:
             while prepared and prepared[0].start < offset:
                 prepared.popleft()  # already dispatched by parsing (cannot happen, but never misapply)
             if prepared and prepared[0].start == offset:
-                p = prepared[0]  # taken off once filed: a full disk leaves it for the next pass
-                if p.entries:
-                    key = (p.topic, p.queue_id)
-                    cq = queue_cache.get(key)
-                    if cq is None:
-                        cq = queue_cache[key] = queues.get_or_create(p.topic, p.queue_id)
-                    cq.put(p.queue_offset, p.entries)
-                prepared.popleft()
-                last_store_timestamp = p.store_timestamp
-                count += len(p.entries) // ENTRY_SIZE or 1
-                offset = self.offset = p.end
+                filed, offset, last_store_timestamp = self._file_prepared(limit, pause_at, queue_cache)
+                count += filed
+                self.offset = offset
                 continue
             seg = self.commitlog.segment_for(offset)
             if seg is None:
@@ -200,6 +192,49 @@ class Dispatcher:
             if self.listener is not None and queue_cache:
                 self.listener(list(queue_cache))
         return offset, count, valid
+
+    def _file_prepared(
+        self, limit: int, pause_at: int, queue_cache: dict[tuple[str, int], ConsumeQueue]
+    ) -> tuple[int, int, int]:
+        """File the entries of the prepared puts that follow on from self.offset without a gap (up to
+        `limit`, or the first past `pause_at`), one write per queue's consecutive entries rather
+        than one per put: (records filed, where they end, the last one's store timestamp). A write
+        that fails puts them all back in `prepared`, to be filed again by the next pass (rewriting
+        an entry in place is harmless). Puts append to `prepared` meanwhile, from another thread
+        with background dispatch: it is only taken from at its left end."""
+        prepared = self.prepared
+        taken: list[Prepared] = []
+        runs: list[tuple[tuple[str, int], int, bytearray]] = []
+        open_runs: dict[tuple[str, int], tuple[int, bytearray]] = {}  # key -> (next queue offset, run)
+        offset = self.offset
+        count = 0
+        while prepared and prepared[0].start == offset and offset < limit and offset < pause_at:
+            p = prepared.popleft()
+            taken.append(p)
+            entries = p.entries
+            if entries:
+                key = (p.topic, p.queue_id)
+                current = open_runs.get(key)
+                if current is not None and current[0] == p.queue_offset:
+                    run = current[1]
+                    run += entries
+                else:
+                    run = bytearray(entries)
+                    runs.append((key, p.queue_offset, run))
+                open_runs[key] = (p.queue_offset + len(entries) // ENTRY_SIZE, run)
+            count += len(entries) // ENTRY_SIZE or 1
+            offset = p.end
+        try:
+            queues = self.queues
+            for key, queue_offset, run in runs:
+                cq = queue_cache.get(key)
+                if cq is None:
+                    cq = queue_cache[key] = queues.get_or_create(*key)
+                cq.put(queue_offset, run)
+        except BaseException:
+            prepared.extendleft(reversed(taken))
+            raise
+        return count, offset, taken[-1].store_timestamp
 
 
 SCAN_STOPPED, SCAN_BLANK, SCAN_MALFORMED, SCAN_INVALID = 0, 1, 2, 3

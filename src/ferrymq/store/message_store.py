@@ -75,8 +75,9 @@ def py_append(
 ) -> int:  # fmt: skip
     """One message's record written at `pos` of a segment starting at CommitLog offset `base`, its
     queue offset taken from `queue_offsets` (none if `key` is None: half and rolled-back
-    transaction messages) and its ConsumeQueue entry prepared for the dispatcher; the queue offset.
-    The reference of the C `append` the put path calls (with `now` the store time, ms)."""
+    transaction messages) and its ConsumeQueue entry prepared for the dispatcher, with `tags_code`
+    or (None) the hash of its TAGS; the queue offset. The reference of the C `append` the put path
+    calls (with `now` the store time, ms)."""
     phys = base + pos
     queue_offset = queue_offsets.get(key, 0) if key is not None else 0
     size = write_record(
@@ -85,6 +86,9 @@ def py_append(
     )  # fmt: skip
     if key is not None:
         queue_offsets[key] = queue_offset + 1
+        if tags_code is None:
+            tag = find_property(properties, _TAGS) if _TAGS in properties else None
+            tags_code = tag_hash(tag) if tag else 0
         entry = ENTRY.pack(phys, size, tags_code)
     else:
         entry = b""
@@ -477,9 +481,6 @@ class MessageStore:
         size = self._fixed_size[width] + len(body) + len(block) + 2 + len(properties)
         # Half and rolled-back transaction messages never reach a ConsumeQueue, so take no offset.
         takes_offset = (sys_flag & TRANSACTION_TYPE_MASK) not in _NO_QUEUE_OFFSET
-        if takes_offset and tags_code is None:
-            tag = find_property(properties, _TAGS) if _TAGS in properties else None
-            tags_code = tag_hash(tag) if tag else 0
         key = (topic, queue_id) if takes_offset else None
         with self._put_lock:
             placed = self._place(size)
