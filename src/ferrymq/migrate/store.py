@@ -35,11 +35,14 @@ FLOW_CONTROL_WAIT_S = 30.0  # how long a put over a quota is tried again before 
 @dataclass(frozen=True)
 class BrokerAccess:
     """Where the gateway's brokers and metadata are: a NameServer, and the metadata service
-    (host:port) or the database it keeps (a SQLAlchemy URL)."""
+    (host:port) or the database it keeps (a SQLAlchemy URL); with authentication on in the cluster,
+    the user whose keys sign the puts (one allowed to publish to the queues' topics)."""
 
     namesrv: str
     meta: str | None = None
     meta_database: str | None = None
+    access_key: str | None = None
+    secret_key: str | None = None
 
 
 @dataclass(frozen=True)
@@ -63,7 +66,10 @@ class Brokers:
     async def open(cls, access: BrokerAccess, vhost: str) -> AsyncIterator[Brokers]:
         async with metadata(access.meta, access.meta_database) as meta:
             topology = Topology.from_snapshot(await meta.snapshot(vhost))
-        async with RemoteMessageService(access.namesrv) as service:
+        service = RemoteMessageService(
+            access.namesrv, access_key=access.access_key, secret_key=access.secret_key
+        )
+        async with service:
             yield cls(service, topology)
 
     async def place(self, name: str) -> Place | None:
