@@ -81,7 +81,7 @@ def migrate() -> None:
     "--namesrv",
     default=None,
     help="The gateway's NameServer (host:port): store each queue's messages straight into its brokers, "
-    "a batch per read, instead of publishing them through the gateway (needs --meta or --meta-database; "
+    "in batch puts, instead of publishing them through the gateway (needs --meta or --meta-database; "
     "with authentication on, --access-key and --secret-key sign the puts).",
 )
 @credential_options

@@ -1,11 +1,11 @@
 """Draining a queue straight into the brokers behind the gateway: the RocketMQ topic the gateway maps
-the queue to (read from its metadata) gets each read window's messages as one batch put, with the
-records the gateway's own publish would make (its property mapping and the queue's TTL), instead of
-an AMQP publish and confirm per message through the gateway. That saves the gateway's frame parsing,
-routing and confirms, most of a drain's CPU beside RabbitMQ's. RabbitMQ's messages are acknowledged
-only once the broker stored them, one batch at a time, so the queue keeps RabbitMQ's order. Queues
-whose puts the gateway shapes further (length limits, priority levels, tracing) or whose topic the
-gateway has not made yet are drained through the gateway as before."""
+the queue to (read from its metadata) gets its messages in batch puts (up to half the prefetch window
+each), with the records the gateway's own publish would make (its property mapping and the queue's
+TTL), instead of an AMQP publish and confirm per message through the gateway. That saves the
+gateway's frame parsing, routing and confirms, most of a drain's CPU beside RabbitMQ's. RabbitMQ's
+messages are acknowledged only once the broker stored them, one batch at a time, so the queue keeps
+RabbitMQ's order. Queues whose puts the gateway shapes further (length limits, priority levels,
+tracing) or whose topic the gateway has not made yet are drained through the gateway as before."""
 
 from __future__ import annotations
 
