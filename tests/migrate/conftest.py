@@ -4,6 +4,7 @@ and deletes what it made on RabbitMQ."""
 
 from __future__ import annotations
 
+import contextlib
 import os
 import re
 import subprocess
@@ -31,10 +32,11 @@ class Target:
     port: int
     meta_database: str
     server: ServerProcess
+    user: tuple[str, str] = ("guest", "guest")  # who logs in to its gateway
 
     @property
     def url(self) -> str:
-        return f"amqp://guest:guest@127.0.0.1:{self.port}/"
+        return f"amqp://{self.user[0]}:{self.user[1]}@127.0.0.1:{self.port}/"
 
     @property
     def namesrv(self) -> str:
@@ -43,8 +45,8 @@ class Target:
         assert found is not None, self.server.describe()
         return found[1]
 
-    def connect(self, user: str = "guest", password: str = "guest") -> pika.BlockingConnection:
-        credentials = pika.PlainCredentials(user, password)
+    def connect(self, user: str | None = None, password: str | None = None) -> pika.BlockingConnection:
+        credentials = pika.PlainCredentials(user or self.user[0], password or self.user[1])
         return pika.BlockingConnection(
             pika.ConnectionParameters("127.0.0.1", self.port, credentials=credentials)
         )
@@ -106,20 +108,29 @@ def source() -> Iterator[Source]:
         made.cleanup()
 
 
-@pytest.fixture(scope="session")
-def target(tmp_path_factory) -> Iterator[Target]:
-    """`ferrymq dev` on free ports; its metadata is SQLite under its data directory."""
-    port, where = free_port(), tmp_path_factory.mktemp("migrate-target")
-    data = where / "data"
+@contextlib.contextmanager
+def running_target(where: Path, auth_user: tuple[str, str] | None = None) -> Iterator[Target]:
+    """`ferrymq dev` on free ports; its metadata is SQLite under its data directory. With
+    `auth_user`, authentication is on and that super user logs in to its gateway."""
+    port, data = free_port(), where / "data"
     argv = ["--data-dir", str(data), "--namesrv-port", "0", "--broker-port", "0", "--proxy-port", "-1",
-            "--console-port", "-1"]  # fmt: skip
-    server = ServerProcess("dev", [*argv, "--amqp-port", str(port)], where)
+            "--console-port", "-1", "--amqp-port", str(port)]  # fmt: skip
+    if auth_user is not None:
+        argv += ["--auth-user", ":".join(auth_user)]
+    server = ServerProcess("dev", argv, where)
     try:
         server.wait_listening(f"127.0.0.1:{port}")
         wait_until(lambda: "ferrymq dev is running" in server.log.read_text(), 60, server.describe)
-        yield Target(port, f"sqlite:///{(data / 'meta' / 'meta.db').resolve()}", server)
+        meta_database = f"sqlite:///{(data / 'meta' / 'meta.db').resolve()}"
+        yield Target(port, meta_database, server, *([auth_user] if auth_user else []))
     finally:
         server.stop()
+
+
+@pytest.fixture(scope="session")
+def target(tmp_path_factory) -> Iterator[Target]:
+    with running_target(tmp_path_factory.mktemp("migrate-target")) as running:
+        yield running
 
 
 def migrate_argv(target: Target, *args: str) -> list[str]:

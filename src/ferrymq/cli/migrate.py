@@ -8,6 +8,8 @@ from pathlib import Path
 
 import click
 
+from ferrymq.cli.clients import credential_options
+
 
 @click.group()
 def migrate() -> None:
@@ -79,14 +81,17 @@ def migrate() -> None:
     "--namesrv",
     default=None,
     help="The gateway's NameServer (host:port): store each queue's messages straight into its brokers, "
-    "a batch per read, instead of publishing them through the gateway (needs --meta or --meta-database).",
+    "in batch puts, instead of publishing them through the gateway (needs --meta or --meta-database; "
+    "with authentication on, --access-key and --secret-key sign the puts).",
 )
+@credential_options
 @click.option("--follow", is_flag=True, help="Keep draining until interrupted (producers still switching).")
 @click.option("--dry-run", is_flag=True, help="Show what would be imported and drained, change nothing.")
 def rabbitmq(
     source: str, gateway_url: str, meta: str | None, meta_database: str | None, definitions: Path | None,
     management_url: str | None, no_import: bool, no_drain: bool, queues: tuple[str, ...], prefetch: int,
-    lanes: int, parallel: int, settle: float, namesrv: str | None, follow: bool, dry_run: bool,
+    lanes: int, parallel: int, settle: float, namesrv: str | None, access_key: str | None,
+    secret_key: str | None, follow: bool, dry_run: bool,
 ) -> None:  # fmt: skip
     """Import RabbitMQ's definitions into the gateway's metadata, then drain every queue's backlog into
     the gateway: each message is acknowledged in RabbitMQ only after the gateway confirmed it."""
@@ -141,7 +146,7 @@ def rabbitmq(
         return
     options = DrainOptions(prefetch=prefetch, lanes=lanes, settle_s=settle, follow=follow)
     display = Display([])
-    brokers = BrokerAccess(namesrv, meta, meta_database) if namesrv else None
+    brokers = BrokerAccess(namesrv, meta, meta_database, access_key, secret_key) if namesrv else None
     try:
         outcome = asyncio.run(drain_queues(source, gateway_url, names, options, parallel, display, brokers))
     except (WireError, defs.DefinitionsError, MessagingError) as e:
