@@ -15,7 +15,8 @@ from ferrymq.ha.dledger import entry as codec
 from ferrymq.ha.dledger.apply import put
 from ferrymq.ha.dledger.command import PutCommand
 from ferrymq.ha.dledger.commitlog_log import CommitLogRaftLog
-from ferrymq.ha.dledger.log import Entry
+from ferrymq.ha.dledger.log import Entry, EntryRefused
+from ferrymq.ha.dledger.messages import Append, AppendResponse
 from ferrymq.ha.dledger.single import records_size
 from ferrymq.protocol.message_ext import decode_record
 from ferrymq.protocol.record import BLANK, pack_host, read_record_meta, record_size, topic_block, write_record
@@ -27,6 +28,7 @@ from ferrymq.store.dispatch import Dispatcher
 from ferrymq.store.entries import entry_scan
 from ferrymq.store.errors import StoreError
 from tests.ha.dledger.test_filelog import entries, like_the_memory_log, same
+from tests.ha.dledger.test_raft import CFG, Net
 from tests.store.conftest import read_queue
 
 SEGMENT = 4096
@@ -257,15 +259,19 @@ def record(topic: str, queue_id: int, queue_offset: int, phys: int, body: bytes)
     return bytes(buf)
 
 
-def propose(log: CommitLogRaftLog, index: int, messages: list[tuple[str, int, int, bytes]]) -> None:
-    """An entry of records built at the position it will take, as a leader builds them."""
+def records_at(log: CommitLogRaftLog, messages: list[tuple[str, int, int, bytes]]) -> bytes:
+    """The body of an entry of records built at the position it will take, as a leader builds it."""
     sizes = [record_size(len(body), len(topic), 0) for topic, _, _, body in messages]
     phys = log.next_pos(codec.BODY_OFFSET + sum(sizes)) + codec.BODY_OFFSET
     records = []
     for (topic, queue_id, offset, body), size in zip(messages, sizes, strict=True):
         records.append(record(topic, queue_id, offset, phys, body))
         phys += size
-    log.append([Entry(index, 1, b"".join(records))])
+    return b"".join(records)
+
+
+def propose(log: CommitLogRaftLog, index: int, messages: list[tuple[str, int, int, bytes]]) -> None:
+    log.append([Entry(index, 1, records_at(log, messages))])
 
 
 def test_dispatch_over_entries_builds_classic_queue_entries_up_to_the_commit(tmp_path):
@@ -309,6 +315,70 @@ def test_dispatch_refuses_an_entry_whose_record_is_not_where_it_stands(tmp_path)
     with pytest.raises(StoreError, match="corrupt"):
         dispatcher.dispatch()
     queues.close()
+
+
+def test_a_log_of_records_refuses_an_entry_whose_records_are_not_where_it_puts_them(tmp_path):
+    """A follower's append checks each body it receives as the dispatch will: the entries before a
+    misplaced or torn run of records are held, it and the rest are not, and nothing of it is in the
+    CommitLog; a NOOP has no records to check."""
+    cl = CommitLog(tmp_path / "commitlog", SEGMENT)
+    log = CommitLogRaftLog(tmp_path / "dledger", cl, records=True)
+    log.append([Entry(0, 1, b"", codec.MAGIC_NOOP)])
+    propose(log, 1, [("T", 0, 0, b"one")])
+    end = cl.max_offset
+    good = records_at(log, [("T", 0, 1, b"two")])
+    third = record("T", 0, 2, end + 2 * codec.BODY_OFFSET + len(good), b"three")  # where it would go
+    for bad, why in [
+        (record("T", 0, 2, 12345, b"three"), "not at its own offset"),
+        (third[:-3], "no whole record"),
+        (third + b"\0" * 8, "no whole record"),
+    ]:
+        with pytest.raises(EntryRefused, match=why) as refused:
+            log.append([Entry(2, 1, good), Entry(3, 1, bad), Entry(4, 1, b"", codec.MAGIC_NOOP)])
+        assert refused.value.index == 3 and log.last_index == 2
+        assert cl.max_offset == log.end == log.end_of(2) > end
+        log.truncate(2)
+    log.append([Entry(2, 1, good), Entry(3, 1, third)])
+    assert log.last_index == 3
+    assert cl.max_offset == log.end == end + 2 * codec.BODY_OFFSET + len(good) + len(third)
+    log.close()
+    cl.close()
+
+
+def test_a_follower_whose_log_refuses_an_entry_holds_what_came_before_and_is_sent_it_again_per_heartbeat(
+    tmp_path,
+):
+    """A member with another CommitLog segment size puts an entry that rolls elsewhere than its
+    leader did: its records are not where the leader built them, so it refuses the entry (rather
+    than stop its dispatch there). The leader commits with the other follower, counts what the
+    refusing one holds, and sends it the entry again at each heartbeat, not in a tight loop."""
+    sizes = {"n0": SEGMENT, "n1": SEGMENT, "n2": 2 * SEGMENT}
+    logs = {
+        i: CommitLogRaftLog(
+            tmp_path / i / "dledger", CommitLog(tmp_path / i / "commitlog", size), records=True
+        )
+        for i, size in sizes.items()
+    }
+    net = Net(make_log=logs.__getitem__)
+    leader = net.elect("n0")
+    for n in range(3):  # the third rolls to the next segment on n0 and n1, not on n2
+        leader.propose([records_at(logs["n0"], [("T", 0, n, bytes(1500))])])
+        net.flush()
+    assert leader.commit == 3 and logs["n1"].last_index == 3 and logs["n2"].last_index == 2
+    assert logs["n2"].commitlog.max_offset == logs["n2"].end_of(2)
+    (refusal,) = [m for m in net.sent if isinstance(m, AppendResponse) and m.refused]
+    assert (refusal.src, refusal.match_index, refusal.reject_index) == ("n2", 2, 3)
+    assert leader.progress["n2"].match == 2
+
+    def sent_again() -> int:
+        return sum(1 for m in net.sent if isinstance(m, Append) and m.dst == "n2" and m.entries)
+
+    before = sent_again()
+    net.tick("n0", times=2 * CFG.heartbeat_ticks)
+    assert sent_again() == before + 2 and logs["n2"].last_index == 2
+    for log in logs.values():
+        log.close()
+        log.commitlog.close()
 
 
 def leader_put(store: MessageStore, log: CommitLogRaftLog, index: int, c: PutCommand) -> int:

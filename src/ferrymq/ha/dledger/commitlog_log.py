@@ -21,6 +21,7 @@ and the CommitLog is cut there (later segments and index files go too).
 
 from __future__ import annotations
 
+import logging
 import os
 import struct
 from collections import deque
@@ -31,11 +32,13 @@ from isal.isal_zlib import crc32
 
 from ferrymq.ha.dledger import entry as codec
 from ferrymq.ha.dledger.indexed import UNIT, IndexedLog
-from ferrymq.ha.dledger.log import Entry
+from ferrymq.ha.dledger.log import Entry, EntryRefused
 from ferrymq.protocol.record import BLANK_MIN_SIZE, write_blank
 from ferrymq.store.commitlog import CommitLog
-from ferrymq.store.entries import DIVIDED, divided_of
+from ferrymq.store.entries import DIVIDED, divided_of, misplaced
 from ferrymq.store.files import MappedFile, atomic_write, offset_name
+
+log = logging.getLogger(__name__)
 
 _BLANK = struct.Struct(">ii")
 
@@ -69,10 +72,15 @@ class _Units:
 class CommitLogRaftLog(IndexedLog[_Units]):
     """A `RaftLog` (log.py) in `commitlog`'s segments, its index units and marks under `root`."""
 
-    def __init__(self, root: Path, commitlog: CommitLog) -> None:
-        """`commitlog`: recovered by its owner up to its classic records (an empty one ends at 0)."""
+    def __init__(self, root: Path, commitlog: CommitLog, records: bool = False) -> None:
+        """`commitlog`: recovered by its owner up to its classic records (an empty one ends at 0).
+        `records`: bodies are runs of CommitLog records (the broker's), and `append` refuses one
+        received whose records do not stand where the entry puts them (EntryRefused), rather than
+        leave it to stop the dispatch."""
         super().__init__(root)
         self.commitlog = commitlog
+        self.records = records
+        self._refused = -1  # the last entry refused, logged once however often it comes again
         self._tail = 0  # the end of the last entry (the CommitLog's end, but for `place`d bodies)
         self._placed: deque[tuple[int, int]] = deque()  # (position, end before) of `place`s not appended
         self.divided = self._divide()
@@ -87,7 +95,8 @@ class CommitLogRaftLog(IndexedLog[_Units]):
 
     def append(self, entries: Sequence[Entry]) -> None:
         """Each entry written at the log's end: its header, then its body, into the mapped segment
-        (only the header for a body written in place, see `place`)."""
+        (only the header for a body written in place, see `place`). With `records`, a body received
+        is checked first: EntryRefused for the first whose records are not at `pos + 48` on."""
         if not entries:
             return
         if entries[0].index != self.last_index + 1:
@@ -97,7 +106,8 @@ class CommitLogRaftLog(IndexedLog[_Units]):
         chain = self._last_chain
         units = self._segments[-1] if self._segments else None
         run: list[bytes] = []
-        for e in entries:
+        refused: EntryRefused | None = None
+        for k, e in enumerate(entries):
             if e.magic not in codec.ENTRY_MAGICS:
                 raise codec.EntryError(f"unknown entry magic {e.magic}")
             if e.term < 0:
@@ -105,6 +115,11 @@ class CommitLogRaftLog(IndexedLog[_Units]):
             n = len(e.body)
             size = codec.BODY_OFFSET + n
             placed = self._placed.popleft()[0] if self._placed else None
+            if placed is None and self.records and e.magic == codec.MAGIC_NORMAL and n:
+                why = misplaced(e.body, self.next_pos(size) + codec.BODY_OFFSET)
+                if why is not None:
+                    refused, entries = EntryRefused(e.index, why), entries[:k]
+                    break
             pos = self._place(size) if placed is None else placed
             if units is None or units.base != pos - pos % cl.segment_size:
                 self._write_units(units, run)
@@ -123,7 +138,13 @@ class CommitLogRaftLog(IndexedLog[_Units]):
             run.append(unit(e.magic, pos, size, e.index, e.term))
         self._write_units(units, run)
         self._last_chain = chain
-        self._remember(entries)
+        if entries:
+            self._remember(entries)
+        if refused is not None:
+            if refused.index != self._refused:
+                self._refused = refused.index
+                log.error("DLedger log %s: %s", self.root, refused)
+            raise refused
 
     def truncate(self, from_index: int) -> None:
         if not self._cutting(from_index):

@@ -54,7 +54,7 @@ class SingleLogNode(DLedgerNode):
 
     def _open_log(self) -> CommitLogRaftLog:
         store = self.applier.store
-        raft_log = CommitLogRaftLog(self.settings.root, store.commitlog)
+        raft_log = CommitLogRaftLog(self.settings.root, store.commitlog, records=True)
         store.hold_entries(raft_log.divided)
         store.dispatcher.limit = store.dispatcher.offset  # the rest waits for the leader's commit
         return raft_log
