@@ -12,15 +12,14 @@ from pathlib import Path
 import pytest
 
 from ferrymq.ha.dledger import entry as codec
-from ferrymq.ha.dledger.apply import put
 from ferrymq.ha.dledger.command import PutCommand
 from ferrymq.ha.dledger.commitlog_log import CommitLogRaftLog
 from ferrymq.ha.dledger.log import Entry, EntryRefused
 from ferrymq.ha.dledger.messages import Append, AppendResponse
-from ferrymq.ha.dledger.single import records_size
+from ferrymq.ha.dledger.single import write_entry_body
 from ferrymq.protocol.message_ext import decode_record
 from ferrymq.protocol.record import BLANK, pack_host, read_record_meta, record_size, topic_block, write_record
-from ferrymq.store import MessageStore, StoreConfig
+from ferrymq.store import MessageStore, PutResult, StoreConfig
 from ferrymq.store.checkpoint import Checkpoint
 from ferrymq.store.commitlog import CommitLog
 from ferrymq.store.consumequeue import ConsumeQueueTable
@@ -317,12 +316,26 @@ def test_dispatch_refuses_an_entry_whose_record_is_not_where_it_stands(tmp_path)
     queues.close()
 
 
+def of_records(root: Path, segment: int = SEGMENT) -> CommitLogRaftLog:
+    """A log of CommitLog records, as a broker's: with its CommitLog's dispatcher."""
+    cl = CommitLog(root / "commitlog", segment)
+    dispatcher = Dispatcher(cl, ConsumeQueueTable(root / "cq", 600_000), 0, scan=entry_scan)
+    return CommitLogRaftLog(root / "dledger", cl, dispatcher)
+
+
+def close_with_store(log: CommitLogRaftLog) -> None:
+    assert log.dispatcher is not None
+    log.close()
+    log.commitlog.close()
+    log.dispatcher.queues.close()
+
+
 def test_a_log_of_records_refuses_an_entry_whose_records_are_not_where_it_puts_them(tmp_path):
     """A follower's append checks each body it receives as the dispatch will: the entries before a
     misplaced or torn run of records are held, it and the rest are not, and nothing of it is in the
     CommitLog; a NOOP has no records to check."""
-    cl = CommitLog(tmp_path / "commitlog", SEGMENT)
-    log = CommitLogRaftLog(tmp_path / "dledger", cl, records=True)
+    log = of_records(tmp_path)
+    cl = log.commitlog
     log.append([Entry(0, 1, b"", codec.MAGIC_NOOP)])
     propose(log, 1, [("T", 0, 0, b"one")])
     end = cl.max_offset
@@ -341,8 +354,7 @@ def test_a_log_of_records_refuses_an_entry_whose_records_are_not_where_it_puts_t
     log.append([Entry(2, 1, good), Entry(3, 1, third)])
     assert log.last_index == 3
     assert cl.max_offset == log.end == end + 2 * codec.BODY_OFFSET + len(good) + len(third)
-    log.close()
-    cl.close()
+    close_with_store(log)
 
 
 def test_a_follower_whose_log_refuses_an_entry_holds_what_came_before_and_is_sent_it_again_per_heartbeat(
@@ -353,12 +365,7 @@ def test_a_follower_whose_log_refuses_an_entry_holds_what_came_before_and_is_sen
     than stop its dispatch there). The leader commits with the other follower, counts what the
     refusing one holds, and sends it the entry again at each heartbeat, not in a tight loop."""
     sizes = {"n0": SEGMENT, "n1": SEGMENT, "n2": 2 * SEGMENT}
-    logs = {
-        i: CommitLogRaftLog(
-            tmp_path / i / "dledger", CommitLog(tmp_path / i / "commitlog", size), records=True
-        )
-        for i, size in sizes.items()
-    }
+    logs = {i: of_records(tmp_path / i, size) for i, size in sizes.items()}
     net = Net(make_log=logs.__getitem__)
     leader = net.elect("n0")
     for n in range(3):  # the third rolls to the next segment on n0 and n1, not on n2
@@ -377,22 +384,52 @@ def test_a_follower_whose_log_refuses_an_entry_holds_what_came_before_and_is_sen
     net.tick("n0", times=2 * CFG.heartbeat_ticks)
     assert sent_again() == before + 2 and logs["n2"].last_index == 2
     for log in logs.values():
-        log.close()
-        log.commitlog.close()
+        close_with_store(log)
 
 
 def leader_put(store: MessageStore, log: CommitLogRaftLog, index: int, c: PutCommand) -> int:
     """A put as a single-log leader makes it: its records written where its entry's body goes,
     then proposed (appended) as that body; the message's physical offset."""
-    size = records_size(store, c)
-    assert size is not None
-    pos = log.place(codec.BODY_OFFSET + size)
-    result = put(store, c)
-    assert result.ok and result.wrote_offset == pos + codec.BODY_OFFSET
-    body = store.commitlog.read(result.wrote_offset, size)
-    assert body is not None
+    written = write_entry_body(store, log, c)
+    assert not isinstance(written, PutResult)
+    body, result = written
+    assert result.ok and result.wrote_offset == log.end + codec.BODY_OFFSET
     log.append([Entry(index, 1, body)])
     return result.wrote_offset
+
+
+def test_a_leaders_puts_are_dispatched_from_their_prepared_queue_entries_and_a_cut_drops_those(tmp_path):
+    """The queue entries a leader's put prepared are found where its entry starts, so the dispatch
+    copies them instead of walking the records again; a cut of the Raft log (a new leader's
+    entries replace uncommitted ones) drops those past it, and the entry written there next is
+    dispatched from its own records."""
+    config = StoreConfig(store_path_root_dir=tmp_path, mapped_file_size_commit_log=SEGMENT * 16)
+    store = MessageStore(config).open()
+    log = CommitLogRaftLog(tmp_path / "dledger", store.commitlog, store.dispatcher)
+    store.hold_entries(log.divided)
+    store.dispatcher.limit = store.dispatcher.offset
+    scan, walked = store.dispatcher.scan, []
+
+    def counted(*args):
+        found = scan(*args)
+        walked.append(found[2])
+        return found
+
+    store.dispatcher.scan = counted
+    log.append([Entry(0, 1, b"", codec.MAGIC_NOOP)])
+    at = [leader_put(store, log, n, PutCommand("T", 0, b"put %d" % n)) for n in (1, 2, 3, 4)]
+    assert [p.start for p in store.dispatcher.prepared] == [a - codec.BODY_OFFSET for a in at]
+    store.dispatcher.limit = log.end_of(2)
+    assert store.dispatch() == 2 and sum(walked) == 0  # the NOOP walked, no record parsed
+    log.truncate(3)  # entries 3 and 4 replaced by a new leader's
+    assert [p.start for p in store.dispatcher.prepared] == []
+    log.append([Entry(3, 2, records_at(log, [("T", 1, 0, b"the new leader's")]))])
+    store.dispatcher.limit = log.end_of(3)
+    assert store.dispatch() == 1 and sum(walked) == 1
+    assert [bytes(m.body) for m in read_queue(store, "T", 0)] == [b"put 1", b"put 2"]
+    assert [bytes(m.body) for m in read_queue(store, "T", 1)] == [b"the new leader's"]
+    log.close()
+    store.close()
 
 
 def test_a_store_on_the_single_log_dispatches_and_indexes_committed_entries_and_recovers_to_them(tmp_path):

@@ -35,6 +35,7 @@ from ferrymq.ha.dledger.indexed import UNIT, IndexedLog
 from ferrymq.ha.dledger.log import Entry, EntryRefused
 from ferrymq.protocol.record import BLANK_MIN_SIZE, write_blank
 from ferrymq.store.commitlog import CommitLog
+from ferrymq.store.dispatch import Dispatcher
 from ferrymq.store.entries import DIVIDED, divided_of, misplaced
 from ferrymq.store.files import MappedFile, atomic_write, offset_name
 
@@ -72,14 +73,15 @@ class _Units:
 class CommitLogRaftLog(IndexedLog[_Units]):
     """A `RaftLog` (log.py) in `commitlog`'s segments, its index units and marks under `root`."""
 
-    def __init__(self, root: Path, commitlog: CommitLog, records: bool = False) -> None:
+    def __init__(self, root: Path, commitlog: CommitLog, dispatcher: Dispatcher | None = None) -> None:
         """`commitlog`: recovered by its owner up to its classic records (an empty one ends at 0).
-        `records`: bodies are runs of CommitLog records (the broker's), and `append` refuses one
-        received whose records do not stand where the entry puts them (EntryRefused), rather than
-        leave it to stop the dispatch."""
+        `dispatcher`: the store's, when bodies are runs of its CommitLog records (the broker's):
+        `append` refuses a body received whose records do not stand where the entry puts them
+        (EntryRefused) rather than leave it to stop the dispatch, and `truncate` drops the queue
+        entries that puts prepared past the cut (a new entry there is other records)."""
         super().__init__(root)
         self.commitlog = commitlog
-        self.records = records
+        self.dispatcher = dispatcher
         self._refused = -1  # the last entry refused, logged once however often it comes again
         self._tail = 0  # the end of the last entry (the CommitLog's end, but for `place`d bodies)
         self._placed: deque[tuple[int, int]] = deque()  # (position, end before) of `place`s not appended
@@ -95,7 +97,7 @@ class CommitLogRaftLog(IndexedLog[_Units]):
 
     def append(self, entries: Sequence[Entry]) -> None:
         """Each entry written at the log's end: its header, then its body, into the mapped segment
-        (only the header for a body written in place, see `place`). With `records`, a body received
+        (only the header for a body written in place, see `place`). With a `dispatcher`, a body received
         is checked first: EntryRefused for the first whose records are not at `pos + 48` on."""
         if not entries:
             return
@@ -115,7 +117,7 @@ class CommitLogRaftLog(IndexedLog[_Units]):
             n = len(e.body)
             size = codec.BODY_OFFSET + n
             placed = self._placed.popleft()[0] if self._placed else None
-            if placed is None and self.records and e.magic == codec.MAGIC_NORMAL and n:
+            if placed is None and self.dispatcher is not None and e.magic == codec.MAGIC_NORMAL and n:
                 why = misplaced(e.body, self.next_pos(size) + codec.BODY_OFFSET)
                 if why is not None:
                     refused, entries = EntryRefused(e.index, why), entries[:k]
@@ -154,6 +156,9 @@ class CommitLogRaftLog(IndexedLog[_Units]):
         else:
             cut = self._segment_of(from_index).base
         self.commitlog.truncate(cut)
+        if self.dispatcher is not None:
+            with self.dispatcher.lock:
+                self.dispatcher.cut(cut)
         self._tail = cut
         self._placed.clear()
         while self._segments and self._segments[-1].first >= from_index:
