@@ -21,7 +21,6 @@ and the CommitLog is cut there (later segments and index files go too).
 
 from __future__ import annotations
 
-import logging
 import os
 import struct
 from collections import deque
@@ -31,6 +30,7 @@ from pathlib import Path
 from isal.isal_zlib import crc32
 
 from ferrymq.ha.dledger import entry as codec
+from ferrymq.ha.dledger.command import OTHER_LAYOUT, starts_as_command
 from ferrymq.ha.dledger.indexed import UNIT, IndexedLog
 from ferrymq.ha.dledger.log import Entry, EntryRefused
 from ferrymq.protocol.record import BLANK_MIN_SIZE, write_blank
@@ -38,8 +38,6 @@ from ferrymq.store.commitlog import CommitLog
 from ferrymq.store.dispatch import Dispatcher
 from ferrymq.store.entries import DIVIDED, divided_of, misplaced
 from ferrymq.store.files import MappedFile, atomic_write, offset_name
-
-log = logging.getLogger(__name__)
 
 _BLANK = struct.Struct(">ii")
 
@@ -82,7 +80,6 @@ class CommitLogRaftLog(IndexedLog[_Units]):
         super().__init__(root)
         self.commitlog = commitlog
         self.dispatcher = dispatcher
-        self._refused = -1  # the last entry refused, logged once however often it comes again
         self._tail = 0  # the end of the last entry (the CommitLog's end, but for `place`d bodies)
         self._placed: deque[tuple[int, int]] = deque()  # (position, end before) of `place`s not appended
         self.divided = self._divide()
@@ -119,8 +116,10 @@ class CommitLogRaftLog(IndexedLog[_Units]):
             placed = self._placed.popleft()[0] if self._placed else None
             if placed is None and self.dispatcher is not None and e.magic == codec.MAGIC_NORMAL and n:
                 why = misplaced(e.body, self.next_pos(size) + codec.BODY_OFFSET)
+                if why is not None and starts_as_command(e.body):
+                    why = f"a put command: {OTHER_LAYOUT % ('the two files', 'the single log')}"
                 if why is not None:
-                    refused, entries = EntryRefused(e.index, why), entries[:k]
+                    refused, entries = self._refuse(e.index, why), entries[:k]
                     break
             pos = self._place(size) if placed is None else placed
             if units is None or units.base != pos - pos % cl.segment_size:
@@ -143,9 +142,6 @@ class CommitLogRaftLog(IndexedLog[_Units]):
         if entries:
             self._remember(entries)
         if refused is not None:
-            if refused.index != self._refused:
-                self._refused = refused.index
-                log.error("DLedger log %s: %s", self.root, refused)
             raise refused
 
     def truncate(self, from_index: int) -> None:
