@@ -131,8 +131,11 @@ def _decode(buf: memoryview) -> Message:
         return VoteResponse(src, dst, term, bool(flags & GRANTED), bool(flags & PRE))
     if cls is AppendResponse:
         _expect(rest, APPEND_RESPONSE.size, cls)
-        flags, *indexes = APPEND_RESPONSE.unpack_from(buf, offset)
-        return AppendResponse(src, dst, term, bool(flags & SUCCESS), *indexes, refused=bool(flags & REFUSED))
+        flags, match, reject, conflict_index, conflict_term = APPEND_RESPONSE.unpack_from(buf, offset)
+        return AppendResponse(
+            src, dst, term, bool(flags & SUCCESS), match, reject, conflict_index, conflict_term,
+            bool(flags & REFUSED),
+        )  # fmt: skip
     prev_index, prev_term, commit, count = APPEND.unpack_from(buf, offset)
     offset += APPEND.size
     if count < 0 or count > (len(buf) - offset) // codec.BODY_OFFSET:
