@@ -152,17 +152,23 @@ def test_recovery_cuts_a_torn_tail_and_indexes_entries_whose_units_were_lost(tmp
 
 @pytest.mark.parametrize(
     "damage",
-    ["body", "chain", "index of the next", "garbage after"],
+    ["body", "chain", "index of the next", "garbage after", "body behind its unit"],
 )
 def test_recovery_stops_at_the_first_entry_that_does_not_follow(tmp_path, damage):
-    """A bad body CRC, a broken chain, an index out of sequence: the log ends before that entry."""
+    """A bad body CRC, a broken chain, an index out of sequence: the log ends before that entry. A
+    last entry whose unit and header survived but not its body's last bytes (zeros in a segment
+    that is never short) goes too."""
     o = Opened(tmp_path)
     o.log.append(entries(0, 1, 4, size=100))  # 150 bytes each
     o.close()
     index = tmp_path / "dledger" / f"{0:020d}.index"
-    os.truncate(index, 2 * 32)  # entries 2 and 3 are found by the scan, checked
+    if damage != "body behind its unit":
+        os.truncate(index, 2 * 32)  # entries 2 and 3 are found by the scan, checked
     with open(o.segment_file(0), "r+b") as f:
-        if damage == "body":
+        if damage == "body behind its unit":
+            f.seek(3 * 150 + 100)
+            f.write(bytes(50))
+        elif damage == "body":
             f.seek(2 * 150 + 60)
             f.write(b"X")
         elif damage == "chain":
@@ -175,7 +181,9 @@ def test_recovery_stops_at_the_first_entry_that_does_not_follow(tmp_path, damage
             f.seek(4 * 150)
             f.write(b"\x00\x00\x00\x01\xff\xff")
     o.open()
-    kept = {"body": 2, "chain": 2, "index of the next": 3, "garbage after": 4}[damage]
+    kept = {"body": 2, "chain": 2, "index of the next": 3, "garbage after": 4, "body behind its unit": 3}[
+        damage
+    ]
     assert o.log.last_index == kept - 1 and same(all_entries(o.log), entries(0, 1, kept, size=100))
     assert o.commitlog.max_offset == kept * 150
 

@@ -364,14 +364,16 @@ class CommitLogRaftLog(IndexedLog[_Units]):
 
     def _trusted_units(self, units: _Units, seg: MappedFile) -> tuple[int, int]:
         """How many of the file's units to trust (up to the last that agrees with a whole entry in
-        the segment) and the position of that entry (the segment's start if none)."""
+        the segment, its body CRC checked: a segment is never short, so bytes lost past a unit that
+        survived read as zeros, not as a short file) and the position of that entry (the segment's
+        start if none)."""
         for k in range(os.fstat(units.index).st_size // UNIT - 1, -1, -1):
             magic, pos, size, index, term = codec.decode_index(os.pread(units.index, UNIT, k * UNIT))
             at = pos - seg.base
             if index != units.first + k or at < 0 or size < codec.BODY_OFFSET or at + size > seg.size:
                 continue
             try:
-                h = codec.decode_header(seg.view, at)
+                h, _ = codec.decode(seg.view, at)
             except codec.EntryError:
                 continue
             if (h.magic, h.pos, h.size, h.index, h.term) == (magic, pos, size, index, term):
