@@ -15,6 +15,7 @@ import struct
 from collections.abc import Callable
 from pathlib import Path
 
+from ferrymq.protocol.hashes import tag_hash
 from ferrymq.store.dispatch import SCAN_BLANK, SCAN_INVALID, SCAN_MALFORMED, SCAN_STOPPED, scan_segment
 from ferrymq.store.files import durable_copies
 
@@ -56,6 +57,17 @@ def walk(buf, pos: int, end: int, stop: int, base: int) -> tuple[list[tuple[int,
             bodies.append((pos + HEADER_SIZE, pos + size))
         pos += size
     return bodies, pos, SCAN_STOPPED
+
+
+def misplaced(body, at: int) -> str | None:
+    """Why an entry's `body` is not a run of whole CommitLog records, each standing at its own
+    offset from `at` (the entry's `pos + 48`) on, as `entry_scan` will look for them; None if it is."""
+    n = len(body)
+    end, status, *_ = scan_segment(body, 0, n, n, at, False, tag_hash)
+    if status == SCAN_STOPPED and end == n:
+        return None
+    what = "a record not at its own offset" if status == SCAN_INVALID else "no whole record"
+    return f"{what} at {at + end}"
 
 
 def entry_scan(

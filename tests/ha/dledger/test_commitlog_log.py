@@ -12,14 +12,14 @@ from pathlib import Path
 import pytest
 
 from ferrymq.ha.dledger import entry as codec
-from ferrymq.ha.dledger.apply import put
 from ferrymq.ha.dledger.command import PutCommand
 from ferrymq.ha.dledger.commitlog_log import CommitLogRaftLog
-from ferrymq.ha.dledger.log import Entry
-from ferrymq.ha.dledger.single import records_size
+from ferrymq.ha.dledger.log import Entry, EntryRefused
+from ferrymq.ha.dledger.messages import Append, AppendResponse
+from ferrymq.ha.dledger.single import write_entry_body
 from ferrymq.protocol.message_ext import decode_record
 from ferrymq.protocol.record import BLANK, pack_host, read_record_meta, record_size, topic_block, write_record
-from ferrymq.store import MessageStore, StoreConfig
+from ferrymq.store import MessageStore, PutResult, StoreConfig
 from ferrymq.store.checkpoint import Checkpoint
 from ferrymq.store.commitlog import CommitLog
 from ferrymq.store.consumequeue import ConsumeQueueTable
@@ -27,6 +27,7 @@ from ferrymq.store.dispatch import Dispatcher
 from ferrymq.store.entries import entry_scan
 from ferrymq.store.errors import StoreError
 from tests.ha.dledger.test_filelog import entries, like_the_memory_log, same
+from tests.ha.dledger.test_raft import CFG, Net
 from tests.store.conftest import read_queue
 
 SEGMENT = 4096
@@ -151,17 +152,23 @@ def test_recovery_cuts_a_torn_tail_and_indexes_entries_whose_units_were_lost(tmp
 
 @pytest.mark.parametrize(
     "damage",
-    ["body", "chain", "index of the next", "garbage after"],
+    ["body", "chain", "index of the next", "garbage after", "body behind its unit"],
 )
 def test_recovery_stops_at_the_first_entry_that_does_not_follow(tmp_path, damage):
-    """A bad body CRC, a broken chain, an index out of sequence: the log ends before that entry."""
+    """A bad body CRC, a broken chain, an index out of sequence: the log ends before that entry. A
+    last entry whose unit and header survived but not its body's last bytes (zeros in a segment
+    that is never short) goes too."""
     o = Opened(tmp_path)
     o.log.append(entries(0, 1, 4, size=100))  # 150 bytes each
     o.close()
     index = tmp_path / "dledger" / f"{0:020d}.index"
-    os.truncate(index, 2 * 32)  # entries 2 and 3 are found by the scan, checked
+    if damage != "body behind its unit":
+        os.truncate(index, 2 * 32)  # entries 2 and 3 are found by the scan, checked
     with open(o.segment_file(0), "r+b") as f:
-        if damage == "body":
+        if damage == "body behind its unit":
+            f.seek(3 * 150 + 100)
+            f.write(bytes(50))
+        elif damage == "body":
             f.seek(2 * 150 + 60)
             f.write(b"X")
         elif damage == "chain":
@@ -174,7 +181,9 @@ def test_recovery_stops_at_the_first_entry_that_does_not_follow(tmp_path, damage
             f.seek(4 * 150)
             f.write(b"\x00\x00\x00\x01\xff\xff")
     o.open()
-    kept = {"body": 2, "chain": 2, "index of the next": 3, "garbage after": 4}[damage]
+    kept = {"body": 2, "chain": 2, "index of the next": 3, "garbage after": 4, "body behind its unit": 3}[
+        damage
+    ]
     assert o.log.last_index == kept - 1 and same(all_entries(o.log), entries(0, 1, kept, size=100))
     assert o.commitlog.max_offset == kept * 150
 
@@ -257,15 +266,19 @@ def record(topic: str, queue_id: int, queue_offset: int, phys: int, body: bytes)
     return bytes(buf)
 
 
-def propose(log: CommitLogRaftLog, index: int, messages: list[tuple[str, int, int, bytes]]) -> None:
-    """An entry of records built at the position it will take, as a leader builds them."""
+def records_at(log: CommitLogRaftLog, messages: list[tuple[str, int, int, bytes]]) -> bytes:
+    """The body of an entry of records built at the position it will take, as a leader builds it."""
     sizes = [record_size(len(body), len(topic), 0) for topic, _, _, body in messages]
     phys = log.next_pos(codec.BODY_OFFSET + sum(sizes)) + codec.BODY_OFFSET
     records = []
     for (topic, queue_id, offset, body), size in zip(messages, sizes, strict=True):
         records.append(record(topic, queue_id, offset, phys, body))
         phys += size
-    log.append([Entry(index, 1, b"".join(records))])
+    return b"".join(records)
+
+
+def propose(log: CommitLogRaftLog, index: int, messages: list[tuple[str, int, int, bytes]]) -> None:
+    log.append([Entry(index, 1, records_at(log, messages))])
 
 
 def test_dispatch_over_entries_builds_classic_queue_entries_up_to_the_commit(tmp_path):
@@ -311,18 +324,120 @@ def test_dispatch_refuses_an_entry_whose_record_is_not_where_it_stands(tmp_path)
     queues.close()
 
 
+def of_records(root: Path, segment: int = SEGMENT) -> CommitLogRaftLog:
+    """A log of CommitLog records, as a broker's: with its CommitLog's dispatcher."""
+    cl = CommitLog(root / "commitlog", segment)
+    dispatcher = Dispatcher(cl, ConsumeQueueTable(root / "cq", 600_000), 0, scan=entry_scan)
+    return CommitLogRaftLog(root / "dledger", cl, dispatcher)
+
+
+def close_with_store(log: CommitLogRaftLog) -> None:
+    assert log.dispatcher is not None
+    log.close()
+    log.commitlog.close()
+    log.dispatcher.queues.close()
+
+
+def test_a_log_of_records_refuses_an_entry_whose_records_are_not_where_it_puts_them(tmp_path):
+    """A follower's append checks each body it receives as the dispatch will: the entries before a
+    misplaced or torn run of records are held, it and the rest are not, and nothing of it is in the
+    CommitLog; a NOOP has no records to check."""
+    log = of_records(tmp_path)
+    cl = log.commitlog
+    log.append([Entry(0, 1, b"", codec.MAGIC_NOOP)])
+    propose(log, 1, [("T", 0, 0, b"one")])
+    end = cl.max_offset
+    good = records_at(log, [("T", 0, 1, b"two")])
+    third = record("T", 0, 2, end + 2 * codec.BODY_OFFSET + len(good), b"three")  # where it would go
+    for bad, why in [
+        (record("T", 0, 2, 12345, b"three"), "not at its own offset"),
+        (third[:-3], "no whole record"),
+        (third + b"\0" * 8, "no whole record"),
+    ]:
+        with pytest.raises(EntryRefused, match=why) as refused:
+            log.append([Entry(2, 1, good), Entry(3, 1, bad), Entry(4, 1, b"", codec.MAGIC_NOOP)])
+        assert refused.value.index == 3 and log.last_index == 2
+        assert cl.max_offset == log.end == log.end_of(2) > end
+        log.truncate(2)
+    log.append([Entry(2, 1, good), Entry(3, 1, third)])
+    assert log.last_index == 3
+    assert cl.max_offset == log.end == end + 2 * codec.BODY_OFFSET + len(good) + len(third)
+    close_with_store(log)
+
+
+def test_a_follower_whose_log_refuses_an_entry_holds_what_came_before_and_is_sent_it_again_per_heartbeat(
+    tmp_path,
+):
+    """A member with another CommitLog segment size puts an entry that rolls elsewhere than its
+    leader did: its records are not where the leader built them, so it refuses the entry (rather
+    than stop its dispatch there). The leader commits with the other follower, counts what the
+    refusing one holds, and sends it the entry again at each heartbeat, not in a tight loop."""
+    sizes = {"n0": SEGMENT, "n1": SEGMENT, "n2": 2 * SEGMENT}
+    logs = {i: of_records(tmp_path / i, size) for i, size in sizes.items()}
+    net = Net(make_log=logs.__getitem__)
+    leader = net.elect("n0")
+    for n in range(3):  # the third rolls to the next segment on n0 and n1, not on n2
+        leader.propose([records_at(logs["n0"], [("T", 0, n, bytes(1500))])])
+        net.flush()
+    assert leader.commit == 3 and logs["n1"].last_index == 3 and logs["n2"].last_index == 2
+    assert logs["n2"].commitlog.max_offset == logs["n2"].end_of(2)
+    (refusal,) = [m for m in net.sent if isinstance(m, AppendResponse) and m.refused]
+    assert (refusal.src, refusal.match_index, refusal.reject_index) == ("n2", 2, 3)
+    assert leader.progress["n2"].match == 2
+
+    def sent_again() -> int:
+        return sum(1 for m in net.sent if isinstance(m, Append) and m.dst == "n2" and m.entries)
+
+    before = sent_again()
+    net.tick("n0", times=2 * CFG.heartbeat_ticks)
+    assert sent_again() == before + 2 and logs["n2"].last_index == 2
+    for log in logs.values():
+        close_with_store(log)
+
+
 def leader_put(store: MessageStore, log: CommitLogRaftLog, index: int, c: PutCommand) -> int:
     """A put as a single-log leader makes it: its records written where its entry's body goes,
     then proposed (appended) as that body; the message's physical offset."""
-    size = records_size(store, c)
-    assert size is not None
-    pos = log.place(codec.BODY_OFFSET + size)
-    result = put(store, c)
-    assert result.ok and result.wrote_offset == pos + codec.BODY_OFFSET
-    body = store.commitlog.read(result.wrote_offset, size)
-    assert body is not None
+    written = write_entry_body(store, log, c)
+    assert not isinstance(written, PutResult)
+    body, result = written
+    assert result.ok and result.wrote_offset == log.end + codec.BODY_OFFSET
     log.append([Entry(index, 1, body)])
     return result.wrote_offset
+
+
+def test_a_leaders_puts_are_dispatched_from_their_prepared_queue_entries_and_a_cut_drops_those(tmp_path):
+    """The queue entries a leader's put prepared are found where its entry starts, so the dispatch
+    copies them instead of walking the records again; a cut of the Raft log (a new leader's
+    entries replace uncommitted ones) drops those past it, and the entry written there next is
+    dispatched from its own records."""
+    config = StoreConfig(store_path_root_dir=tmp_path, mapped_file_size_commit_log=SEGMENT * 16)
+    store = MessageStore(config).open()
+    log = CommitLogRaftLog(tmp_path / "dledger", store.commitlog, store.dispatcher)
+    store.hold_entries(log.divided)
+    store.dispatcher.limit = store.dispatcher.offset
+    scan, walked = store.dispatcher.scan, []
+
+    def counted(*args):
+        found = scan(*args)
+        walked.append(found[2])
+        return found
+
+    store.dispatcher.scan = counted
+    log.append([Entry(0, 1, b"", codec.MAGIC_NOOP)])
+    at = [leader_put(store, log, n, PutCommand("T", 0, b"put %d" % n)) for n in (1, 2, 3, 4)]
+    assert [p.start for p in store.dispatcher.prepared] == [a - codec.BODY_OFFSET for a in at]
+    store.dispatcher.limit = log.end_of(2)
+    assert store.dispatch() == 2 and sum(walked) == 0  # the NOOP walked, no record parsed
+    log.truncate(3)  # entries 3 and 4 replaced by a new leader's
+    assert [p.start for p in store.dispatcher.prepared] == []
+    log.append([Entry(3, 2, records_at(log, [("T", 1, 0, b"the new leader's")]))])
+    store.dispatcher.limit = log.end_of(3)
+    assert store.dispatch() == 1 and sum(walked) == 1
+    assert [bytes(m.body) for m in read_queue(store, "T", 0)] == [b"put 1", b"put 2"]
+    assert [bytes(m.body) for m in read_queue(store, "T", 1)] == [b"the new leader's"]
+    log.close()
+    store.close()
 
 
 def test_a_store_on_the_single_log_dispatches_and_indexes_committed_entries_and_recovers_to_them(tmp_path):

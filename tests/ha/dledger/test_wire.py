@@ -24,6 +24,7 @@ MESSAGES = [
     Append("n0", "n2", 3, -1, 0, [], -1),
     AppendResponse("n2", "n0", 3, True, match_index=7),
     AppendResponse("n2", "n0", 3, False, reject_index=9, conflict_index=4, conflict_term=2),
+    AppendResponse("n2", "n0", 3, False, match_index=8, reject_index=9, conflict_index=9, refused=True),
     TimeoutNow("n0", "n1", 8),
 ]
 

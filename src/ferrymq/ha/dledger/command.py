@@ -23,6 +23,10 @@ from ferrymq.protocol.errors import ProtocolError
 VERSION = 2
 FIXED = struct.Struct(">BBiiiqi")
 PREPARED = struct.Struct(">q")  # version 2 on
+OTHER_LAYOUT = (
+    "its leader runs %s, this member %s (a mixed group: each member refuses the other kind's entries, "
+    "see docs/dledger.md, Mixed groups)"
+)
 
 
 class CommandError(ProtocolError):
@@ -60,6 +64,12 @@ def encode(c: PutCommand) -> list[bytes | memoryview]:
         )
     )
     return [head, c.body]
+
+
+def starts_as_command(body: bytes | memoryview) -> bool:
+    """Whether `body` starts as a put command does (its version): the two files' entry bodies. A
+    body of DLedger's single log starts with its first record's size, whose first byte is 0."""
+    return len(body) > 0 and body[0] in (1, VERSION)
 
 
 def decode(buf: bytes | memoryview) -> PutCommand:

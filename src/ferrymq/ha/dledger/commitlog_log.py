@@ -30,11 +30,13 @@ from pathlib import Path
 from isal.isal_zlib import crc32
 
 from ferrymq.ha.dledger import entry as codec
+from ferrymq.ha.dledger.command import OTHER_LAYOUT, starts_as_command
 from ferrymq.ha.dledger.indexed import UNIT, IndexedLog
-from ferrymq.ha.dledger.log import Entry
+from ferrymq.ha.dledger.log import Entry, EntryRefused
 from ferrymq.protocol.record import BLANK_MIN_SIZE, write_blank
 from ferrymq.store.commitlog import CommitLog
-from ferrymq.store.entries import DIVIDED, divided_of
+from ferrymq.store.dispatch import Dispatcher
+from ferrymq.store.entries import DIVIDED, divided_of, misplaced
 from ferrymq.store.files import MappedFile, atomic_write, offset_name
 
 _BLANK = struct.Struct(">ii")
@@ -69,10 +71,15 @@ class _Units:
 class CommitLogRaftLog(IndexedLog[_Units]):
     """A `RaftLog` (log.py) in `commitlog`'s segments, its index units and marks under `root`."""
 
-    def __init__(self, root: Path, commitlog: CommitLog) -> None:
-        """`commitlog`: recovered by its owner up to its classic records (an empty one ends at 0)."""
+    def __init__(self, root: Path, commitlog: CommitLog, dispatcher: Dispatcher | None = None) -> None:
+        """`commitlog`: recovered by its owner up to its classic records (an empty one ends at 0).
+        `dispatcher`: the store's, when bodies are runs of its CommitLog records (the broker's):
+        `append` refuses a body received whose records do not stand where the entry puts them
+        (EntryRefused) rather than leave it to stop the dispatch, and `truncate` drops the queue
+        entries that puts prepared past the cut (a new entry there is other records)."""
         super().__init__(root)
         self.commitlog = commitlog
+        self.dispatcher = dispatcher
         self._tail = 0  # the end of the last entry (the CommitLog's end, but for `place`d bodies)
         self._placed: deque[tuple[int, int]] = deque()  # (position, end before) of `place`s not appended
         self.divided = self._divide()
@@ -87,7 +94,8 @@ class CommitLogRaftLog(IndexedLog[_Units]):
 
     def append(self, entries: Sequence[Entry]) -> None:
         """Each entry written at the log's end: its header, then its body, into the mapped segment
-        (only the header for a body written in place, see `place`)."""
+        (only the header for a body written in place, see `place`). With a `dispatcher`, a body received
+        is checked first: EntryRefused for the first whose records are not at `pos + 48` on."""
         if not entries:
             return
         if entries[0].index != self.last_index + 1:
@@ -97,7 +105,8 @@ class CommitLogRaftLog(IndexedLog[_Units]):
         chain = self._last_chain
         units = self._segments[-1] if self._segments else None
         run: list[bytes] = []
-        for e in entries:
+        refused: EntryRefused | None = None
+        for k, e in enumerate(entries):
             if e.magic not in codec.ENTRY_MAGICS:
                 raise codec.EntryError(f"unknown entry magic {e.magic}")
             if e.term < 0:
@@ -105,6 +114,13 @@ class CommitLogRaftLog(IndexedLog[_Units]):
             n = len(e.body)
             size = codec.BODY_OFFSET + n
             placed = self._placed.popleft()[0] if self._placed else None
+            if placed is None and self.dispatcher is not None and e.magic == codec.MAGIC_NORMAL and n:
+                why = misplaced(e.body, self.next_pos(size) + codec.BODY_OFFSET)
+                if why is not None and starts_as_command(e.body):
+                    why = f"a put command: {OTHER_LAYOUT % ('the two files', 'the single log')}"
+                if why is not None:
+                    refused, entries = self._refuse(e.index, why), entries[:k]
+                    break
             pos = self._place(size) if placed is None else placed
             if units is None or units.base != pos - pos % cl.segment_size:
                 self._write_units(units, run)
@@ -123,7 +139,10 @@ class CommitLogRaftLog(IndexedLog[_Units]):
             run.append(unit(e.magic, pos, size, e.index, e.term))
         self._write_units(units, run)
         self._last_chain = chain
-        self._remember(entries)
+        if entries:
+            self._remember(entries)
+        if refused is not None:
+            raise refused
 
     def truncate(self, from_index: int) -> None:
         if not self._cutting(from_index):
@@ -133,6 +152,9 @@ class CommitLogRaftLog(IndexedLog[_Units]):
         else:
             cut = self._segment_of(from_index).base
         self.commitlog.truncate(cut)
+        if self.dispatcher is not None:
+            with self.dispatcher.lock:
+                self.dispatcher.cut(cut)
         self._tail = cut
         self._placed.clear()
         while self._segments and self._segments[-1].first >= from_index:
@@ -342,14 +364,16 @@ class CommitLogRaftLog(IndexedLog[_Units]):
 
     def _trusted_units(self, units: _Units, seg: MappedFile) -> tuple[int, int]:
         """How many of the file's units to trust (up to the last that agrees with a whole entry in
-        the segment) and the position of that entry (the segment's start if none)."""
+        the segment, its body CRC checked: a segment is never short, so bytes lost past a unit that
+        survived read as zeros, not as a short file) and the position of that entry (the segment's
+        start if none)."""
         for k in range(os.fstat(units.index).st_size // UNIT - 1, -1, -1):
             magic, pos, size, index, term = codec.decode_index(os.pread(units.index, UNIT, k * UNIT))
             at = pos - seg.base
             if index != units.first + k or at < 0 or size < codec.BODY_OFFSET or at + size > seg.size:
                 continue
             try:
-                h = codec.decode_header(seg.view, at)
+                h, _ = codec.decode(seg.view, at)
             except codec.EntryError:
                 continue
             if (h.magic, h.pos, h.size, h.index, h.term) == (magic, pos, size, index, term):

@@ -10,6 +10,7 @@ segments, keeping the index and term of the last entry trimmed in `start`.
 from __future__ import annotations
 
 import bisect
+import logging
 import os
 import struct
 import threading
@@ -18,8 +19,10 @@ from pathlib import Path
 from typing import Generic, Protocol, TypeVar
 
 from ferrymq.ha.dledger import entry as codec
-from ferrymq.ha.dledger.log import Entry
+from ferrymq.ha.dledger.log import Entry, EntryRefused
 from ferrymq.store.files import fsync_dir
+
+log = logging.getLogger(__name__)
 
 UNIT = codec.INDEX_UNIT.size
 RECENT_ENTRIES = 16384  # kept in memory for the leader's appends to followers
@@ -52,6 +55,7 @@ class IndexedLog(Generic[S]):
         self._last_chain = 0
         self._recent: list[Entry] = []  # the last entries appended, served without reading back
         self._closing = threading.Lock()  # a segment is not closed while another thread syncs it
+        self._refused = -1  # the last entry refused, logged once however often it comes again
         raw = (root / "start").read_bytes() if (root / "start").exists() else b""
         if len(raw) == START.size:
             self._start = START.unpack(raw)
@@ -153,6 +157,13 @@ class IndexedLog(Generic[S]):
                 break
             span = pos + size - first_pos
         return seg, first_pos, span
+
+    def _refuse(self, index: int, why: str) -> EntryRefused:
+        """Entry `index` cannot be held here (append raises what this returns), said once."""
+        if index != self._refused:
+            self._refused = index
+            log.error("DLedger log %s: entry %d refused: %s", self.root, index, why)
+        return EntryRefused(index, why)
 
     def _remember(self, entries: Sequence[Entry]) -> None:
         self._last_term = entries[-1].term

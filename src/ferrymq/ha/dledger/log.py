@@ -13,7 +13,17 @@ from typing import Protocol
 
 from ferrymq.ha.dledger.entry import Entry
 
-__all__ = ["Entry", "MemoryLog", "RaftLog"]
+__all__ = ["Entry", "EntryRefused", "MemoryLog", "RaftLog"]
+
+
+class EntryRefused(Exception):
+    """`append` would not hold the entry at `index` (its body is not what this log stores): the
+    entries before it were appended, it and the rest were not. A follower answers its leader with a
+    rejection at `index`, so the leader sends it again from there."""
+
+    def __init__(self, index: int, reason: str) -> None:
+        super().__init__(f"entry {index} refused: {reason}")
+        self.index = index
 
 
 class RaftLog(Protocol):
@@ -40,7 +50,8 @@ class RaftLog(Protocol):
         ...
 
     def append(self, entries: Sequence[Entry]) -> None:
-        """Add entries whose first index is `last_index + 1`."""
+        """Add entries whose first index is `last_index + 1`; EntryRefused if the log cannot hold
+        one of them (only the entries before it are added)."""
         ...
 
     def truncate(self, from_index: int) -> None:

@@ -45,7 +45,8 @@ class Append:
 
 @dataclass(frozen=True, slots=True)
 class AppendResponse:
-    """Success with the follower's matching index, or a rejection of `reject_index` with a hint.
+    """Success with the follower's matching index, or a rejection of `reject_index` with a hint
+    (or, `refused`, of an entry its log would not hold, the entries before it held: `match_index`).
 
     The hint lets the leader back off a whole term at a time: `conflict_term` is the follower's term
     at the rejected index (-1 when its log is shorter) and `conflict_index` the first index the
@@ -60,6 +61,7 @@ class AppendResponse:
     reject_index: int = -1
     conflict_index: int = -1
     conflict_term: int = -1
+    refused: bool = False  # the follower's log would not hold entry `reject_index` (log.EntryRefused)
 
 
 @dataclass(frozen=True, slots=True)

@@ -16,7 +16,7 @@ import logging
 import random
 import ssl
 from collections import deque
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -54,6 +54,19 @@ class NodeSettings:
     segment_bytes: int = SEGMENT_BYTES  # the Raft log's segments (the broker uses the CommitLog's)
     server_tls: ServerTLS | None = None  # the Raft port's TLS
     client_tls: ssl.SSLContext | None = None  # to dial the other members with
+
+
+class CommandLog(FileLog):
+    """The two files' Raft log: it refuses an entry received whose body is no put command (a run of
+    CommitLog records from a leader on the single log) rather than hold what its apply cannot."""
+
+    def append(self, entries: Sequence[Entry]) -> None:
+        for k, e in enumerate(entries):
+            if e.magic == MAGIC_NORMAL and not command.starts_as_command(e.body):
+                super().append(entries[:k])
+                why = f"no put command: {command.OTHER_LAYOUT % ('the single log', 'the two files')}"
+                raise self._refuse(e.index, why)
+        super().append(entries)
 
 
 def _expire(fut: asyncio.Future) -> None:
@@ -98,7 +111,7 @@ class DLedgerNode:
         """The Raft log (FileLog) and the applied mark beside it."""
         self.mark = AppliedMark(self.settings.root, self.applier.end)
         self._unsaved: deque[tuple[int, int]] = deque()  # (index, CommitLog end after it) not yet marked
-        return FileLog(self.settings.root, self.settings.segment_bytes)
+        return CommandLog(self.settings.root, self.settings.segment_bytes)
 
     def _recover_applied(self) -> int:
         """The last entry whose put is in the store: the mark's, then each later entry whose records

@@ -28,7 +28,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 
 from ferrymq.ha.dledger.entry import MAGIC_NOOP, MAGIC_NORMAL
-from ferrymq.ha.dledger.log import Entry, RaftLog
+from ferrymq.ha.dledger.log import Entry, EntryRefused, RaftLog
 from ferrymq.ha.dledger.messages import Append, AppendResponse, Message, TimeoutNow, VoteRequest, VoteResponse
 
 
@@ -437,6 +437,9 @@ class RaftNode:
             return  # claims entries this leader never had: not an answer to it
         pr = self.progress[m.src]
         pr.active = True
+        if m.refused:
+            self._refused(pr, m)
+            return
         if not m.success:
             if m.reject_index <= pr.match or m.reject_index > self.log.last_index:
                 return  # late (the follower has matched beyond it since), or not about anything sent
@@ -465,6 +468,18 @@ class RaftNode:
                 self._send(TimeoutNow(self.id, m.src, self.term))
         pr.paused = False
         self._send_append(m.src)
+
+    def _refused(self, pr: Progress, m: AppendResponse) -> None:
+        """The follower's log would not hold entry `reject_index` (log.EntryRefused): it holds the
+        entries before it, and is sent it again from the next heartbeat on, not at once (the same
+        bytes would be refused again at once)."""
+        if m.reject_index <= pr.match or m.reject_index > self.log.last_index:
+            return  # late, or not about anything sent
+        if m.match_index > pr.match:
+            pr.match = m.match_index
+            self._maybe_commit()
+        pr.next, pr.probing, pr.paused = m.reject_index, True, True
+        pr.inflight.clear()
 
     def _maybe_commit(self) -> None:
         matches = sorted([self.log.last_index, *(p.match for p in self.progress.values())], reverse=True)
@@ -512,9 +527,21 @@ class RaftNode:
                 if first <= self.commit:
                     raise RaftSafetyError(f"{self.id}: leader {m.src} conflicts with committed entry {first}")
                 log.truncate(first)
-            log.append(entries[k:])
+            refused = None
+            try:
+                log.append(entries[k:])
+            except EntryRefused as e:
+                refused = e.index
             if self._unsynced_from is None or first < self._unsynced_from:
                 self._unsynced_from = first
+            if refused is not None:  # held up to the entry before; the leader tries it again later
+                self._send(
+                    AppendResponse(
+                        self.id, m.src, self.term, False, match_index=refused - 1, reject_index=refused,
+                        conflict_index=refused, refused=True,
+                    )
+                )  # fmt: skip
+                return
         last_new = m.prev_index + len(entries)
         if min(m.commit, last_new) > self.commit:
             self.commit = min(m.commit, last_new)

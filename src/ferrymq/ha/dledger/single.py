@@ -49,12 +49,42 @@ def records_size(store: MessageStore, c: command.PutCommand) -> int | None:
     return record_size(len(c.body), len(raw), len(c.properties), len(born), len(store.store_host))
 
 
+def write_entry_body(
+    store: MessageStore, raft_log: CommitLogRaftLog, c: command.PutCommand
+) -> tuple[memoryview, PutResult] | PutResult:
+    """A leader's put: the records of `c` written where the next entry's body goes, that body and
+    the store's result (the put's answer once the entry commits), or why not. The queue entries the
+    put prepared are moved to the entry's start, where the dispatch will find them."""
+    size = records_size(store, c)
+    if size is None:
+        return put(store, c)  # refused: the store says why
+    try:
+        pos = raft_log.place(codec.BODY_OFFSET + size)
+    except codec.EntryError as e:
+        return PutResult(PutStatus.MESSAGE_ILLEGAL, str(e))
+    result = put(store, c)
+    at = pos + codec.BODY_OFFSET
+    body = store.commitlog.read(at, size) if result.ok and result.wrote_offset == at else None
+    if body is not None and result.wrote_bytes == size:
+        prepared = store.dispatcher.prepared
+        if prepared and prepared[-1].start == at:
+            prepared[-1] = prepared[-1]._replace(start=pos)
+        return body, result
+    if result.ok:  # never expected: the size above is the store's own
+        log.error("DLedger log %s: a put wrote %d bytes at %d, not %d at %d", raft_log.root,
+                  result.wrote_bytes, result.wrote_offset, size, at)  # fmt: skip
+        store.truncate(raft_log.unplace_last())
+        return PutResult(PutStatus.SERVICE_NOT_AVAILABLE, "the records did not land in their entry")
+    raft_log.unplace_last()
+    return result
+
+
 class SingleLogNode(DLedgerNode):
     log: CommitLogRaftLog
 
     def _open_log(self) -> CommitLogRaftLog:
         store = self.applier.store
-        raft_log = CommitLogRaftLog(self.settings.root, store.commitlog)
+        raft_log = CommitLogRaftLog(self.settings.root, store.commitlog, store.dispatcher)
         store.hold_entries(raft_log.divided)
         store.dispatcher.limit = store.dispatcher.offset  # the rest waits for the leader's commit
         return raft_log
@@ -74,29 +104,7 @@ class SingleLogNode(DLedgerNode):
             self.applier.store.trimmed()
 
     def _proposal(self, c: command.PutCommand) -> tuple[memoryview, PutResult] | PutResult:
-        """The records of `c` written where the next entry's body goes; the store's result is the
-        put's answer once the entry commits."""
-        store = self.applier.store
-        size = records_size(store, c)
-        if size is None:
-            return put(store, c)  # refused: the store says why
-        try:
-            pos = self.log.place(codec.BODY_OFFSET + size)
-        except codec.EntryError as e:
-            return PutResult(PutStatus.MESSAGE_ILLEGAL, str(e))
-        result = put(store, c)
-        store.dispatcher.prepared.clear()  # dispatch walks the entries; these would go stale on a cut
-        at = pos + codec.BODY_OFFSET
-        body = store.commitlog.read(at, size) if result.ok and result.wrote_offset == at else None
-        if body is not None and result.wrote_bytes == size:
-            return body, result
-        if result.ok:  # never expected: the size above is the store's own
-            log.error("DLedger %s: a put wrote %d bytes at %d, not %d at %d", self.settings.self_id,
-                      result.wrote_bytes, result.wrote_offset, size, at)  # fmt: skip
-            store.truncate(self.log.unplace_last())
-            return PutResult(PutStatus.SERVICE_NOT_AVAILABLE, "the records did not land in their entry")
-        self.log.unplace_last()
-        return result
+        return write_entry_body(self.applier.store, self.log, c)
 
     def _refused(self) -> None:
         """Bodies placed and not proposed go, with the queue offsets their puts took."""

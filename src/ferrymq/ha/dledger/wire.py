@@ -33,7 +33,7 @@ VOTE_RESPONSE = struct.Struct(">B")
 APPEND = struct.Struct(">qqqi")
 APPEND_RESPONSE = struct.Struct(">Bqqqq")
 MAX_ID = 255
-PRE, TRANSFER, GRANTED, SUCCESS = 1, 2, 4, 1
+PRE, TRANSFER, GRANTED, SUCCESS, REFUSED = 1, 2, 4, 1, 2
 
 
 class WireError(ProtocolError):
@@ -73,7 +73,8 @@ def encode(m: Message, runs: RunCache | None = None) -> list[bytes | memoryview]
     if isinstance(m, VoteResponse):
         return [head + VOTE_RESPONSE.pack(GRANTED * m.granted | PRE * m.pre)]
     if isinstance(m, AppendResponse):
-        fields = (SUCCESS * m.success, m.match_index, m.reject_index, m.conflict_index, m.conflict_term)
+        flags = SUCCESS * m.success | REFUSED * m.refused
+        fields = (flags, m.match_index, m.reject_index, m.conflict_index, m.conflict_term)
         return [head + APPEND_RESPONSE.pack(*fields)]
     if isinstance(m, TimeoutNow):
         return [head]
@@ -130,8 +131,11 @@ def _decode(buf: memoryview) -> Message:
         return VoteResponse(src, dst, term, bool(flags & GRANTED), bool(flags & PRE))
     if cls is AppendResponse:
         _expect(rest, APPEND_RESPONSE.size, cls)
-        success, *indexes = APPEND_RESPONSE.unpack_from(buf, offset)
-        return AppendResponse(src, dst, term, bool(success), *indexes)
+        flags, match, reject, conflict_index, conflict_term = APPEND_RESPONSE.unpack_from(buf, offset)
+        return AppendResponse(
+            src, dst, term, bool(flags & SUCCESS), match, reject, conflict_index, conflict_term,
+            bool(flags & REFUSED),
+        )  # fmt: skip
     prev_index, prev_term, commit, count = APPEND.unpack_from(buf, offset)
     offset += APPEND.size
     if count < 0 or count > (len(buf) - offset) // codec.BODY_OFFSET:
