@@ -1,13 +1,17 @@
-"""The feeds' registry with an in-process broker: feeds waiting for an arrival are looked at by one
-sweep, within the poll interval, and arrivals reach the feeds of queues that came and went."""
+"""The feeds with an in-process broker: a message costs one pop, feeds waiting for an arrival are looked
+at by one sweep within the poll interval, and arrivals reach the feeds of queues that came and went."""
 
 from __future__ import annotations
 
 import asyncio
 
+from pamqp import body as content_body
+from pamqp import commands
+
 from ferrymq.amqp import feeds
 from ferrymq.meta.entities import Queue
 from ferrymq.protocol.pop import pop_retry_topic
+from tests.amqp.raw_client import RawClient
 
 
 def queue(name: str) -> Queue:
@@ -40,3 +44,33 @@ async def test_arrivals_reach_the_feeds_of_queues_that_came_and_went(local_gatew
         feed._arrived = False
     registry._arrivals([(kept.queue.topic, 0), (pop_retry_topic("group-gone", "topic-gone"), 0)])
     assert (kept._arrived, gone._arrived, again._arrived) == (True, False, True)
+
+
+def consume_each_in_turn(port: int, count: int) -> list[bytes]:
+    """Consume a queue and publish `count` messages, each once the one before was delivered."""
+    client = RawClient("127.0.0.1", port)
+    try:
+        client.open()
+        client.open_channel(1)
+        client.declare(1, "one-at-a-time")
+        client.send(1, commands.Basic.Consume(queue="one-at-a-time", no_ack=True))
+        client.expect(commands.Basic.ConsumeOk)
+        got = []
+        for i in range(count):
+            client.publish(1, "", "one-at-a-time", b"m%d" % i)
+            client.expect(commands.Basic.Deliver)
+            got.append(client.expect(content_body.ContentBody).value)
+        return got
+    finally:
+        client.close()
+
+
+async def test_a_feed_told_of_arrivals_parks_no_pop_in_the_broker_between_messages(local_gateway):
+    """Each message costs one pop: once it is delivered, the feed waits for the next arrival here rather
+    than in a pop that found nothing and waits in the broker."""
+    got = await asyncio.to_thread(consume_each_in_turn, local_gateway.port, 3)
+    assert got == [b"m0", b"m1", b"m2"]
+    hold = local_gateway.gateway.service.pops.hold
+    async with asyncio.timeout(5):  # (the look after the last delivery, a turn or two later)
+        while hold.waiting():
+            await asyncio.sleep(0.01)

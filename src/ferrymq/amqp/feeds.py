@@ -99,6 +99,7 @@ class QueueFeed:
         self._woken = asyncio.Event()
         self._held: deque[MessageExt] = deque()  # popped, waiting for credit
         self._arrived = True  # whether the queue may hold something since the last pop
+        self._look_again = False  # whether to pop once more without waiting (see _run)
         self._task: asyncio.Task | None = None
         self._single_active = queue.arguments.get("x-single-active-consumer") is True
         self._quota_wait: float | None = None  # when users are over their quotas: until a token
@@ -161,7 +162,7 @@ class QueueFeed:
                 if want <= 0:
                     await self._credit()
                     continue
-                if not self._arrived:
+                if not (self._arrived or self._look_again):
                     await self._until_arrival()
                     continue
                 # with large prefetches, pop a quarter of them ahead (held here until credit frees)
@@ -174,9 +175,17 @@ class QueueFeed:
                 self._arrived = not self.registry.notified  # (an arrival during the pop sets it again)
                 # a long poll all the same: the pop after an arrival finds the message at once, while
                 # one that finds nothing (a paused group, another gateway was first) waits as before
-                found, more = await self.registry.take(self.queue, min(max(want, ahead), POP_BATCH), POLL_MS)
+                poll_ms = 0 if self._look_again else POLL_MS
+                self._look_again = False
+                found, more = await self.registry.take(self.queue, min(max(want, ahead), POP_BATCH), poll_ms)
                 self._held.extend(found)
-                self._arrived = self._arrived or more
+                if found and self._arrived and self.registry.notified and not more:
+                    # the arrival that woke a pop waiting in the broker: the pop took what came, most
+                    # likely, but one may have come after its read. A look that does not wait tells,
+                    # rather than a pop that finds nothing and waits in the broker (two pops a message)
+                    self._arrived, self._look_again = False, True
+                else:
+                    self._arrived = self._arrived or more
         finally:
             self.registry.feed_idle(self)
             held, self._held = list(self._held), deque()
