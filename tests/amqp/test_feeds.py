@@ -53,8 +53,7 @@ def consume_each_in_turn(port: int, count: int) -> list[bytes]:
         client.open()
         client.open_channel(1)
         client.declare(1, "one-at-a-time")
-        client.send(1, commands.Basic.Consume(queue="one-at-a-time", no_ack=True))
-        client.expect(commands.Basic.ConsumeOk)
+        client.consume(1, "one-at-a-time", no_ack=True)
         got = []
         for i in range(count):
             client.publish(1, "", "one-at-a-time", b"m%d" % i)
