@@ -115,3 +115,7 @@ class RawClient:
     def declare(self, channel: int, queue: str, **arguments) -> commands.Queue.DeclareOk:
         self.send(channel, commands.Queue.Declare(queue=queue, arguments=arguments or None))
         return self.expect(commands.Queue.DeclareOk)
+
+    def consume(self, channel: int, queue: str, no_ack: bool = False) -> None:
+        self.send(channel, commands.Basic.Consume(queue=queue, no_ack=no_ack))
+        self.expect(commands.Basic.ConsumeOk)

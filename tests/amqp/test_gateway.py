@@ -26,8 +26,7 @@ def consume_without_ack(port: int) -> tuple[int, str]:
         client.open_channel(1)
         client.declare(1, "slow")
         client.publish(1, "", "slow", b"never acked")
-        client.send(1, commands.Basic.Consume(queue="slow"))
-        client.expect(commands.Basic.ConsumeOk)
+        client.consume(1, "slow")
         close = client.expect(commands.Channel.Close, 1)
         return close.reply_code, close.reply_text
     finally:
@@ -98,8 +97,7 @@ def consume_through_pause(port: int, control) -> list[str]:
         client.open()
         client.open_channel(1)
         client.declare(1, "pausable")
-        client.send(1, commands.Basic.Consume(queue="pausable", no_ack=True))
-        client.expect(commands.Basic.ConsumeOk)
+        client.consume(1, "pausable", no_ack=True)
         client.publish(1, "", "pausable", b"one")
         client.expect(commands.Basic.Deliver)
         seen.append("before")

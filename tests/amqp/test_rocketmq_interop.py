@@ -96,8 +96,7 @@ def publish_and_consume_traced(port: int) -> None:
         client.send(1, commands.Queue.Declare(queue="traced", arguments={"x-message-trace": True}))
         client.expect(commands.Queue.DeclareOk)
         client.publish(1, "", "traced", b"followed")
-        client.send(1, commands.Basic.Consume(queue="traced"))
-        client.expect(commands.Basic.ConsumeOk)
+        client.consume(1, "traced")
         deliver = client.expect(commands.Basic.Deliver)
         client.send(1, commands.Basic.Ack(delivery_tag=deliver.delivery_tag))
         client.send(1, commands.Basic.Qos())  # answered after the ack was taken

@@ -99,6 +99,7 @@ class QueueFeed:
         self._woken = asyncio.Event()
         self._held: deque[MessageExt] = deque()  # popped, waiting for credit
         self._arrived = True  # whether the queue may hold something since the last pop
+        self._look_again = False  # whether to pop once more without waiting (see _run)
         self._task: asyncio.Task | None = None
         self._single_active = queue.arguments.get("x-single-active-consumer") is True
         self._quota_wait: float | None = None  # when users are over their quotas: until a token
@@ -131,15 +132,15 @@ class QueueFeed:
         self._woken.set()
 
     async def _until_arrival(self) -> None:
-        """Until new messages arrive or the consumers go; at most POLL_MS, after which a pop looks
+        """Until new messages arrive or the consumers go; within POLL_MS the registry has a pop look
         anyway, for what no arrival reports (a paused group resumed, say)."""
-        timer = asyncio.get_running_loop().call_later(POLL_MS / 1000, self.arrival)
+        self.registry.waiting(self)
         try:
             while not self._arrived and self.consumers:
                 self._woken.clear()
                 await self._woken.wait()
         finally:
-            timer.cancel()
+            self.registry.done_waiting(self)
 
     async def _run(self) -> None:
         CALLER.set(None)  # shared by every connection: no one user's quotas apply (the task copied
@@ -161,7 +162,7 @@ class QueueFeed:
                 if want <= 0:
                     await self._credit()
                     continue
-                if not self._arrived:
+                if not (self._arrived or self._look_again):
                     await self._until_arrival()
                     continue
                 # with large prefetches, pop a quarter of them ahead (held here until credit frees)
@@ -174,9 +175,17 @@ class QueueFeed:
                 self._arrived = not self.registry.notified  # (an arrival during the pop sets it again)
                 # a long poll all the same: the pop after an arrival finds the message at once, while
                 # one that finds nothing (a paused group, another gateway was first) waits as before
-                found, more = await self.registry.take(self.queue, min(max(want, ahead), POP_BATCH), POLL_MS)
+                poll_ms = 0 if self._look_again else POLL_MS
+                self._look_again = False
+                found, more = await self.registry.take(self.queue, min(max(want, ahead), POP_BATCH), poll_ms)
                 self._held.extend(found)
-                self._arrived = self._arrived or more
+                if found and self._arrived and self.registry.notified and not more:
+                    # the arrival that woke a pop waiting in the broker: the pop took what came, most
+                    # likely, but one may have come after its read. A look that does not wait tells,
+                    # rather than a pop that finds nothing and waits in the broker (two pops a message)
+                    self._arrived, self._look_again = False, True
+                else:
+                    self._arrived = self._arrived or more
         finally:
             self.registry.feed_idle(self)
             held, self._held = list(self._held), deque()
@@ -265,26 +274,52 @@ class FeedRegistry:
         self._ending: dict[str, QueueFeed] = {}  # by group: feeds handing back what they popped
         self._settle_timer: asyncio.TimerHandle | None = None
         self._feeds: dict[str, QueueFeed] = {}  # by consumer group: a queue's, or a broadcast consumer's
-        self._by_topic: dict[str, list[QueueFeed]] | None = None  # the feeds an arrival concerns
+        # the feeds an arrival concerns, updated as each feed comes and goes: rebuilt whole at the first
+        # arrival after a change, thousands of consumers starting or stopping one by one (a connection
+        # with a consumer on every queue closing) held the event loop for seconds
+        self._by_topic: dict[str, list[QueueFeed]] = {}
         self._unwatch = self.service.watch_arrivals(self._arrivals)
         self.notified = self._unwatch is not None  # told of arrivals: feeds need no long poll
+        # feeds waiting for an arrival, those since the last sweep and those since the one before: one
+        # timer looks for them all (a timer per feed was set and cancelled at every message)
+        self._waiting_new: set[QueueFeed] = set()
+        self._waiting_old: set[QueueFeed] = set()
+        self._sweep: asyncio.TimerHandle | None = None
 
     def close(self) -> None:
         if self._settle_timer is not None:  # what the clients acknowledged goes now
             self._settle_timer.cancel()
             self._settle_pending()
+        if self._sweep is not None:
+            self._sweep.cancel()
+            self._sweep = None
         if self._unwatch is not None:
             self._unwatch()
             self._unwatch = None
 
+    def waiting(self, feed: QueueFeed) -> None:
+        """`feed` waits for an arrival: it looks anyway at the second sweep from now (every POLL_MS / 2:
+        after POLL_MS / 2 to POLL_MS)."""
+        self._waiting_new.add(feed)
+        if self._sweep is None:
+            self._sweep = asyncio.get_running_loop().call_later(POLL_MS / 2000, self._look_anyway)
+
+    def done_waiting(self, feed: QueueFeed) -> None:
+        self._waiting_new.discard(feed)
+        self._waiting_old.discard(feed)
+
+    def _look_anyway(self) -> None:
+        due, self._waiting_old, self._waiting_new = self._waiting_old, self._waiting_new, set()
+        for feed in due:
+            feed.arrival()
+        self._sweep = (
+            asyncio.get_running_loop().call_later(POLL_MS / 2000, self._look_anyway)
+            if self._waiting_old
+            else None
+        )
+
     def _arrivals(self, queues: list[tuple[str, int]]) -> None:
         by_topic = self._by_topic
-        if by_topic is None:
-            by_topic = self._by_topic = {}
-            for feed in self._feeds.values():
-                q = feed.queue
-                for topic in (q.topic, pop_retry_topic(q.group, q.topic)):
-                    by_topic.setdefault(topic, []).append(feed)
         for topic, _ in queues:
             for feed in by_topic.get(topic, ()):
                 feed.arrival()
@@ -346,9 +381,20 @@ class FeedRegistry:
     def feed(self, queue: Queue) -> QueueFeed:
         feed = self._feeds.get(queue.group)
         if feed is None or feed.queue.topic != queue.topic:
+            if feed is not None:
+                self._unindex(feed)
             feed = self._feeds[queue.group] = QueueFeed(self, queue)
-            self._by_topic = None
+            for topic in _topics_of(queue):
+                self._by_topic.setdefault(topic, []).append(feed)
         return feed
+
+    def _unindex(self, feed: QueueFeed) -> None:
+        for topic in _topics_of(feed.queue):
+            feeds = self._by_topic.get(topic)
+            if feeds is not None and feed in feeds:
+                feeds.remove(feed)
+                if not feeds:
+                    del self._by_topic[topic]
 
     def consumer_count(self, queue: Queue) -> int:
         """The queue's consumers on this gateway (broadcast consumers, each in a group of its own,
@@ -370,7 +416,7 @@ class FeedRegistry:
         group = feed.queue.group
         if self._feeds.get(group) is feed and not feed.consumers:
             del self._feeds[group]
-            self._by_topic = None
+            self._unindex(feed)
             self._ending[group] = feed
 
     def feed_ended(self, feed: QueueFeed) -> None:
@@ -451,3 +497,8 @@ class FeedRegistry:
                 failed.append(e)
         if failed:
             log.info("%d of %d requeues of %s failed: %s", len(failed), len(handles), queue.topic, failed[0])
+
+
+def _topics_of(queue: Queue) -> tuple[str, str]:
+    """Where arrivals concern a queue's feed: its topic and its retry topic."""
+    return queue.topic, pop_retry_topic(queue.group, queue.topic)
