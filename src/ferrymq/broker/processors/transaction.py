@@ -35,7 +35,8 @@ class EndTransactionProcessor:
         self.acting_bridge = acting_bridge
 
     def register(self, server) -> None:
-        # Never waits, and producers send it oneway: no task, and after the answers read with it.
+        # Producers send it oneway and it rarely waits (a commit's intent on a master whose slave may act
+        # for it does): started at once, after the answers read with it, a task only if it waits.
         server.register(RequestCode.END_TRANSACTION, self.end_transaction, eager=True, late=True)
 
     async def end_transaction(self, conn: Connection, request: RemotingCommand) -> RemotingCommand | None:
