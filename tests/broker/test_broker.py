@@ -133,21 +133,33 @@ async def test_auto_created_topic_gets_a_route_at_the_nameserver(cluster):
     assert data.broker_datas[0].broker_addrs == {0: cluster.broker_addr}
 
 
+CREATE_T = {"topic": "T", "defaultTopic": "TBW102", "readQueueNums": 2, "writeQueueNums": 2, "perm": 6,
+            "topicFilterType": "SINGLE_TAG"}  # fmt: skip
+
+
+async def test_a_deleted_topic_is_not_auto_created_again_for_a_while(make_cluster, tmp_path):
+    held = await make_cluster()
+    assert (await held.call(Req.UPDATE_AND_CREATE_TOPIC, CREATE_T)).code == Res.SUCCESS
+    assert (await held.call(Req.DELETE_TOPIC_IN_BROKER, {"topic": "T"})).code == Res.SUCCESS
+    refused = await send(held)  # a producer with the route from before (the topic moved elsewhere)
+    assert refused.code == Res.TOPIC_NOT_EXIST and "auto_create_hold_after_delete" in refused.remark
+    assert held.broker.topics.get("T") is None
+    assert (await send(held, topic="Other")).code == Res.SUCCESS  # other topics are auto-created
+    assert (await held.call(Req.UPDATE_AND_CREATE_TOPIC, CREATE_T)).code == Res.SUCCESS
+    assert (await send(held)).code == Res.SUCCESS  # created on purpose again: the hold is over
+
+    unheld = await make_cluster(broker_name="broker-b", store_path_root_dir=tmp_path / "b",
+                                auto_create_hold_after_delete=0)  # fmt: skip
+    assert (await unheld.call(Req.UPDATE_AND_CREATE_TOPIC, CREATE_T)).code == Res.SUCCESS
+    assert (await unheld.call(Req.DELETE_TOPIC_IN_BROKER, {"topic": "T"})).code == Res.SUCCESS
+    assert (await send(unheld)).code == Res.SUCCESS
+
+
 async def test_send_errors_are_clear(make_cluster):
     cluster = await make_cluster(auto_create_topic_enable=False, max_message_size=1000)
     missing = await send(cluster, topic="Nope")
     assert missing.code == Res.TOPIC_NOT_EXIST and "Nope" in missing.remark
-    await cluster.call(
-        Req.UPDATE_AND_CREATE_TOPIC,
-        {
-            "topic": "T",
-            "defaultTopic": "TBW102",
-            "readQueueNums": 2,
-            "writeQueueNums": 2,
-            "perm": 6,
-            "topicFilterType": "SINGLE_TAG",
-        },
-    )
+    await cluster.call(Req.UPDATE_AND_CREATE_TOPIC, CREATE_T)
     too_big = await send(cluster, body=b"x" * 1001)
     assert too_big.code == Res.MESSAGE_ILLEGAL and "max_message_size" in too_big.remark
     bad_queue = await send(cluster, queue_id=7)

@@ -177,6 +177,22 @@ async def test_target_gone_during_the_move_is_undone(make_cluster, tmp_path):  #
     await admin.shutdown()
 
 
+async def test_a_producer_with_a_stale_route_does_not_bring_the_topic_back(make_cluster, tmp_path):  # noqa: F811
+    """A producer that sent nothing during the move still holds the route from before it (broker-a
+    only, refreshed every 30 s): its next send reaches broker-a, which must not auto-create the topic
+    it just deleted, but refuse it so that the producer fetches the route again and goes to broker-b."""
+    a, _, admin = await two_groups(make_cluster, tmp_path)
+    async with Producer("Shop", a.namesrv_addr) as producer:
+        assert (await producer.send(Message("Orders", b"before"))).message_queue.broker_name == "broker-a"
+        mover = TopicMover(admin, poll_interval=0.2)
+        await mover.execute(await mover.plan("Orders", ["broker-b"]))
+        late = await producer.send(Message("Orders", b"late"))
+    assert late.message_queue.broker_name == "broker-b"
+    assert "Orders" not in (await admin.all_topic_config(a.broker_addr)).topic_config_table
+    assert await _on(admin, "Orders", {"broker-b"})
+    await admin.shutdown()
+
+
 async def test_move_to_another_cluster_behind_other_nameservers(make_cluster, tmp_path, quick_clients):  # noqa: F811
     source = await make_cluster(broker_cluster_name="Old")
     target = await make_cluster(

@@ -35,6 +35,10 @@ class BrokerConfig(TLSSettings):
     broker_ip1: str = ""  # the address published to NameServers; default: the listen host, or 127.0.0.1
     broker_permission: int = 6  # PermName READ|WRITE
     auto_create_topic_enable: bool = True
+    # ms after a topic's deletion here during which a send does not auto-create it again (answered
+    # TOPIC_NOT_EXIST): producers holding a route from before a move (clients refresh routes every
+    # 30 s) fetch it again instead of bringing the topic back. 0: no hold.
+    auto_create_hold_after_delete: int = 120_000
     default_topic_queue_nums: int = 8
     auto_create_subscription_group: bool = True
     enable_mixed_message_type: bool = False  # may a topic take every message type (message.type=MIXED)

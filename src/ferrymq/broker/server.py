@@ -150,7 +150,7 @@ class Broker:
         config_dir = config.store.config_dir
         self.topics = TopicConfigManager(
             config_dir, config.broker_name, config.broker_cluster_name, config.default_topic_queue_nums,
-            config.auto_create_topic_enable,
+            config.auto_create_topic_enable, config.auto_create_hold_after_delete / 1000,
         )  # fmt: skip
         self.offsets = ConsumerOffsetManager(config_dir)
         self.groups = SubscriptionGroupManager(config_dir, config.auto_create_subscription_group)

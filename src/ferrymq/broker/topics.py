@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import threading
+import time
 from pathlib import Path
 
 from ferrymq.broker.persisted import CoalescedSave, load_json, next_version
@@ -16,13 +17,16 @@ DLQ_GROUP_PREFIX = "%DLQ%"
 
 class TopicConfigManager:
     def __init__(self, config_dir: Path, broker_name: str, cluster_name: str, default_queue_nums: int,
-                 auto_create: bool) -> None:  # fmt: skip
+                 auto_create: bool, hold_after_delete: float = 0.0) -> None:  # fmt: skip
+        """`hold_after_delete`: seconds during which a deleted topic is not auto-created again."""
         self.path = config_dir / "topics.json"
         wrapper = load_json(self.path, TopicConfigSerializeWrapper)
         self.topics: dict[str, TopicConfig] = dict(wrapper.topic_config_table)
         self.data_version = wrapper.data_version
         self.file = CoalescedSave(self.path, self.wrapper)
         self._lock = threading.Lock()
+        self.hold_after_delete = hold_after_delete
+        self._deleted: dict[str, float] = {}  # topic -> when it was deleted (monotonic), oldest first
         template_perm = PERM_READ | PERM_WRITE | (PERM_INHERIT if auto_create else 0)
         system = [
             TopicConfig(AUTO_CREATE_TOPIC, default_queue_nums, default_queue_nums, template_perm),
@@ -43,13 +47,18 @@ class TopicConfigManager:
         """Add or replace several topics; the file is written once at the end of the loop turn."""
         with self._lock:
             self.topics = {**self.topics, **{tc.topic_name: tc for tc in configs}}
+            for tc in configs:
+                self._deleted.pop(tc.topic_name, None)
             self._changed()
 
     def create_from_template(self, topic: str, template: str, queue_nums: int) -> TopicConfig | None:
-        """Auto-create `topic` on first send, as RocketMQ does from TBW102; None if not allowed."""
+        """Auto-create `topic` on first send, as RocketMQ does from TBW102; None if not allowed (nor
+        while `held_after_delete`)."""
         existing = self.topics.get(topic)
         if existing is not None:
             return existing
+        if self.held_after_delete(topic):
+            return None
         base = self.topics.get(template)
         if base is None or not base.perm & PERM_INHERIT:
             return None
@@ -79,8 +88,27 @@ class TopicConfigManager:
             if topic not in self.topics:
                 return False
             self.topics = {k: v for k, v in self.topics.items() if k != topic}
+            self._hold(topic)
             self._changed()
             return True
+
+    def held_after_delete(self, topic: str) -> bool:
+        """Was `topic` deleted here less than `hold_after_delete` s ago (and not created since)?
+        Producers with a route from before (a topic moved to other brokers) are then refused, fetch
+        the route again and go where it is now, rather than auto-creating it back here."""
+        deleted = self._deleted.get(topic)
+        return deleted is not None and time.monotonic() - deleted < self.hold_after_delete
+
+    def _hold(self, topic: str) -> None:
+        """Remember the deletion; forget the ones past the hold (oldest first, so each is dropped once)."""
+        if self.hold_after_delete <= 0:
+            return
+        now = time.monotonic()
+        deleted = self._deleted
+        deleted.pop(topic, None)
+        while deleted and now - next(iter(deleted.values())) >= self.hold_after_delete:
+            del deleted[next(iter(deleted))]
+        deleted[topic] = now
 
     def touch(self) -> None:
         """A new data version with the same topics, so that NameServers take the table again

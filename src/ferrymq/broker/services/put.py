@@ -92,6 +92,14 @@ def _slave(config: BrokerConfig) -> SendOutcome:
     )
 
 
+def _not_created(topics: TopicConfigManager, topic: str, config: BrokerConfig) -> str:
+    """Why a send to a missing topic did not create it."""
+    if config.auto_create_topic_enable and topics.held_after_delete(topic):
+        return (f"topic {topic} was deleted on broker {config.broker_name} (moved?) and is not "
+                "auto-created again for auto_create_hold_after_delete ms: fetch its route again")  # fmt: skip
+    return f"topic {topic} does not exist and auto-creation is off"
+
+
 class WriterRole(Protocol):
     """What the put rules ask of the broker's current role (it changes while the broker runs)."""
 
@@ -187,8 +195,7 @@ class PutService:
                 if tc is not None:
                     self._topics_changed()
             if tc is None:
-                return SendOutcome(ResponseCode.TOPIC_NOT_EXIST,
-                                   f"topic {topic} does not exist and auto-creation is off")  # fmt: skip
+                return SendOutcome(ResponseCode.TOPIC_NOT_EXIST, _not_created(self.topics, topic, config))
         if not tc.perm & PERM_WRITE:
             return SendOutcome(ResponseCode.NO_PERMISSION, f"topic {topic} is not writable")
         if queue_id < 0:
