@@ -2,6 +2,7 @@
 
 Used to watch what an old master answers while it is cut off or paused: it may run inside the old
 master's network namespace. Lines: {"key", "code", "sent_at", "answered_at"} (wall-clock seconds).
+`launch` starts it as a child writing to a file, `answers` reads what it wrote so far.
 """
 
 from __future__ import annotations
@@ -9,8 +10,11 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
+import os
+import subprocess
 import sys
 import time
+from pathlib import Path
 
 from ferrymq.net import RemotingClient, RemotingError
 from ferrymq.protocol.codes import RequestCode
@@ -43,6 +47,29 @@ async def main(args: argparse.Namespace) -> None:
         )
         await asyncio.sleep(args.interval)
     await client.close()
+
+
+def launch(
+    broker: str, topic: str, seconds: float, out: Path, prefix: list[str] | None = None
+) -> subprocess.Popen:
+    """This script as a child process (inside a namespace with `prefix`), its lines going to `out`."""
+    env = {**os.environ, "PYTHONUNBUFFERED": "1"}
+    args = [sys.executable, __file__, "--broker", broker, "--topic", topic, "--seconds", str(seconds)]
+    with open(out, "a") as lines:
+        return subprocess.Popen([*(prefix or []), *args], stdout=lines, text=True, env=env)
+
+
+def answers(out: Path) -> list[dict]:
+    """The answers logged to `out` so far (whole lines only: the child may be writing one)."""
+    try:
+        text = out.read_text()
+    except FileNotFoundError:
+        return []
+    return [
+        json.loads(line)
+        for line in text.splitlines(keepends=True)
+        if line.startswith("{") and line.endswith("\n")
+    ]
 
 
 if __name__ == "__main__":

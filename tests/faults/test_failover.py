@@ -8,13 +8,9 @@ must be there. Failover times are printed here and measured properly by `ferrymq
 from __future__ import annotations
 
 import asyncio
-import json
 import os
 import random
-import subprocess
-import sys
 import time
-from pathlib import Path
 
 import pytest
 
@@ -22,12 +18,12 @@ from ferrymq.bench.failover import TOPIC, SteadyProducer, read_back, under_load
 from ferrymq.bench.processes import ProcessCluster
 from ferrymq.client import MessageQueue, PullConsumer
 from ferrymq.protocol.codes import RequestCode, ResponseCode
+from tests.faults import direct_sender
 from tests.faults.classic import ferrymq_cli as ferrymq
 
 pytestmark = [pytest.mark.faults, pytest.mark.timeout(600)]
 
 SETTLE = 90.0  # seconds any one recovery step may take on a busy two-core machine
-DIRECT_SENDER = Path(__file__).with_name("direct_sender.py")
 
 
 async def full_group(cluster: ProcessCluster):
@@ -126,26 +122,6 @@ async def test_controller_leader_killed_in_the_middle_of_a_failover(fault_cluste
     await check_nothing_lost(cluster, producer)
 
 
-def start_direct_sender(broker: str, seconds: float, prefix: list[str] | None = None) -> subprocess.Popen:
-    env = {**os.environ, "PYTHONUNBUFFERED": "1"}
-    args = [
-        sys.executable,
-        str(DIRECT_SENDER),
-        "--broker",
-        broker,
-        "--topic",
-        TOPIC,
-        "--seconds",
-        str(seconds),
-    ]
-    return subprocess.Popen([*(prefix or []), *args], stdout=subprocess.PIPE, text=True, env=env)
-
-
-def direct_results(sender: subprocess.Popen) -> list[dict]:
-    out, _ = sender.communicate(timeout=120)
-    return [json.loads(line) for line in out.splitlines() if line.startswith("{")]
-
-
 async def fencing_check(cluster: ProcessCluster, cut_off, restore, sender_prefix: list[str] | None) -> None:
     """Cut the master off, wait for the new epoch, let it loose again: it must acknowledge nothing after."""
     master, before, producer = await under_load(cluster, "d", warmup=50)
@@ -155,10 +131,12 @@ async def fencing_check(cluster: ProcessCluster, cut_off, restore, sender_prefix
     after = await cluster.wait_new_master(before, SETTLE)
     new_epoch_at = time.time()
     await producer.wait_acks(50, SETTLE)
-    sender = start_direct_sender(address, 8.0, sender_prefix)
+    out = cluster.root / "direct.jsonl"
+    sender = direct_sender.launch(address, TOPIC, 8.0, out, sender_prefix)
     await asyncio.sleep(1.0)
     restore(master)
-    results = await asyncio.to_thread(direct_results, sender)
+    await asyncio.to_thread(sender.wait, 120)
+    results = direct_sender.answers(out)
     acked_late = [r for r in results if r["code"] == ResponseCode.SUCCESS and r["answered_at"] > new_epoch_at]
     assert not acked_late, (
         f"the old master acknowledged {len(acked_late)} writes after epoch {after.master_epoch}"

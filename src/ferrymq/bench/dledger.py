@@ -1,8 +1,11 @@
 """A DLedger group of real broker processes, for the fault tests and the DLedger benchmarks.
 
 One NameServer and `members` brokers of one group (`broker-a`), each a `ferrymq` process started,
-stopped and SIGKILLed by PID, their Raft traffic on loopback ports. The master is whichever broker
-the NameServer lists with id 0: the Raft leader registers so as soon as it is elected.
+stopped, SIGKILLed and SIGSTOPped by PID, their Raft traffic on loopback ports. With `netns=True`
+(root only) every broker runs in its own network namespace on a bridge (`processes.Network`), the
+NameServer on the bridge's address, so that one broker can be cut off from the others and from the
+clients while it keeps running. The master is whichever broker the NameServer lists with id 0: the
+Raft leader registers so as soon as it is elected.
 """
 
 from __future__ import annotations
@@ -16,7 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from ferrymq.bench.failover import SteadyProducer
-from ferrymq.bench.processes import BROKER_NAME, Proc, ProcessGroup, free_port
+from ferrymq.bench.processes import BROKER_NAME, Network, Proc, ProcessGroup, free_port
 from ferrymq.net import RemotingClient, RemotingError
 from ferrymq.protocol.bodies import ClusterInfo, KVTable, decode_body
 from ferrymq.protocol.codes import RequestCode, ResponseCode
@@ -34,23 +37,31 @@ SMALL_STORE = {  # trials and tests must not fill the disk
 
 class DLedgerCluster(ProcessGroup):
     def __init__(
-        self, root: Path, *, members: int = 3, broker_settings: dict[str, object] | None = None
+        self,
+        root: Path,
+        *,
+        members: int = 3,
+        broker_settings: dict[str, object] | None = None,
+        netns: bool = False,
     ) -> None:
         """`members=1` without DLedger (`dledger=False` in `broker_settings`) is a lone broker."""
         self.root = root
         self.logs = root / "logs"
         self.logs.mkdir(parents=True, exist_ok=True)
-        self.namesrv_addr = f"127.0.0.1:{free_port()}"
+        self.network = Network(members) if netns else None
+        network = self.network
+        hosts = [network.address(i) if network else "127.0.0.1" for i in range(members)]
+        self.namesrv_addr = f"{network.host if network else '127.0.0.1'}:{free_port()}"
         self.procs: dict[str, Proc] = {
             "namesrv": Proc("namesrv", ["namesrv", "--listen", self.namesrv_addr], self.logs, {}, [])
         }
         settings = dict(broker_settings or {})
         dledger = settings.pop("dledger", True)
-        peers = ";".join(f"n{i}-127.0.0.1:{free_port()}" for i in range(members))
+        peers = ";".join(f"n{i}-{hosts[i]}:{free_port()}" for i in range(members))
         self.broker_addrs: dict[str, str] = {}
         for i in range(members):
             name = f"broker{i}"
-            self.broker_addrs[name] = f"127.0.0.1:{free_port()}"
+            self.broker_addrs[name] = f"{hosts[i]}:{free_port()}"
             env = {f"FERRYMQ_{k.upper()}": str(v) for k, v in settings.items()}
             env.update(SMALL_STORE, FERRYMQ_HA_LISTEN_PORT=str(free_port()))
             if dledger:
@@ -58,7 +69,8 @@ class DLedgerCluster(ProcessGroup):
                            FERRYMQ_DLEDGER_SELF_ID=f"n{i}", FERRYMQ_DLEDGER_GROUP=BROKER_NAME)  # fmt: skip
             args = ["broker", "--namesrv", self.namesrv_addr, "--listen", self.broker_addrs[name],
                     "--cluster", CLUSTER, "--name", BROKER_NAME, "--store-dir", str(root / name)]  # fmt: skip
-            self.procs[name] = Proc(name, args, self.logs, env, [])
+            prefix = network.prefix(i) if network else []
+            self.procs[name] = Proc(name, args, self.logs, env, prefix)
         self._remoting: RemotingClient | None = None
 
     @property
@@ -66,6 +78,9 @@ class DLedgerCluster(ProcessGroup):
         return list(self.broker_addrs)
 
     async def start(self) -> None:
+        if self.network:
+            self.network.teardown()  # a run that died may have left it behind
+            self.network.setup()
         self._remoting = RemotingClient()
         self.procs["namesrv"].start()
         await self.procs["namesrv"].wait_for_line("listening", 60)
@@ -79,6 +94,17 @@ class DLedgerCluster(ProcessGroup):
             proc.stop()
         if self._remoting is not None:
             await self._remoting.close()
+        if self.network:
+            self.network.teardown()
+
+    def cut(self, name: str) -> None:
+        """Take broker `name` off the network (its namespace's link goes down); it keeps running."""
+        assert self.network is not None, "partitions need netns=True"
+        self.network.cut(self.brokers.index(name))
+
+    def heal(self, name: str) -> None:
+        assert self.network is not None, "partitions need netns=True"
+        self.network.heal(self.brokers.index(name))
 
     async def registered_master(self) -> str | None:
         """The process the NameServer lists as the group's master (id 0), if any."""
