@@ -75,7 +75,8 @@ class CommitLogRaftLog(IndexedLog[_Units]):
         """`commitlog`: recovered by its owner up to its classic records (an empty one ends at 0).
         `dispatcher`: the store's, when bodies are runs of its CommitLog records (the broker's):
         `append` refuses a body received whose records do not stand where the entry puts them
-        (EntryRefused) rather than leave it to stop the dispatch, and `truncate` drops the queue
+        (EntryRefused) rather than leave it to stop the dispatch, hands the dispatcher the queue
+        entries of those it checked (the dispatch copies them), and `truncate` drops the queue
         entries that puts prepared past the cut (a new entry there is other records)."""
         super().__init__(root)
         self.commitlog = commitlog
