@@ -16,7 +16,14 @@ from collections.abc import Callable
 from pathlib import Path
 
 from ferrymq.protocol.hashes import tag_hash
-from ferrymq.store.dispatch import SCAN_BLANK, SCAN_INVALID, SCAN_MALFORMED, SCAN_STOPPED, scan_segment
+from ferrymq.store.dispatch import (
+    SCAN_BLANK,
+    SCAN_INVALID,
+    SCAN_MALFORMED,
+    SCAN_STOPPED,
+    Prepared,
+    scan_segment,
+)
 from ferrymq.store.files import durable_copies
 
 HEADER_SIZE = 48
@@ -59,15 +66,20 @@ def walk(buf, pos: int, end: int, stop: int, base: int) -> tuple[list[tuple[int,
     return bodies, pos, SCAN_STOPPED
 
 
-def misplaced(body, at: int) -> str | None:
-    """Why an entry's `body` is not a run of whole CommitLog records, each standing at its own
-    offset from `at` (the entry's `pos + 48`) on, as `entry_scan` will look for them; None if it is."""
-    n = len(body)
-    end, status, *_ = scan_segment(body, 0, n, n, at, False, tag_hash)
-    if status == SCAN_STOPPED and end == n:
+def prepared_of(body, pos: int) -> Prepared | str | None:
+    """The ConsumeQueue entries of a normal entry's `body`, its header at CommitLog `pos`, as a put
+    prepares them: the dispatch files them without walking the records again. Why not, if the body
+    is not a run of whole CommitLog records each standing at its own offset from `pos + 48` on (as
+    `entry_scan` looks for them); None for records of more than one queue (the dispatch walks those)."""
+    at, n = pos + HEADER_SIZE, len(body)
+    end, status, _, store_timestamp, runs = scan_segment(body, 0, n, n, at, False, tag_hash)
+    if status != SCAN_STOPPED or end != n:
+        what = "a record not at its own offset" if status == SCAN_INVALID else "no whole record"
+        return f"{what} at {at + end}"
+    if len(runs) > 1:
         return None
-    what = "a record not at its own offset" if status == SCAN_INVALID else "no whole record"
-    return f"{what} at {at + end}"
+    topic, queue_id, queue_offset, entries = runs[0] if runs else ("", 0, 0, b"")
+    return Prepared(pos, at + n, topic, queue_id, queue_offset, entries, store_timestamp)
 
 
 def entry_scan(

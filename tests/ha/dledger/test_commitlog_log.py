@@ -409,8 +409,8 @@ def leader_put(store: MessageStore, log: CommitLogRaftLog, index: int, c: PutCom
 def test_a_leaders_puts_are_dispatched_from_their_prepared_queue_entries_and_a_cut_drops_those(tmp_path):
     """The queue entries a leader's put prepared are found where its entry starts, so the dispatch
     copies them instead of walking the records again; a cut of the Raft log (a new leader's
-    entries replace uncommitted ones) drops those past it, and the entry written there next is
-    dispatched from its own records."""
+    entries replace uncommitted ones) drops those past it, and the entry received there next is
+    dispatched from the queue entries its append's check found."""
     config = StoreConfig(store_path_root_dir=tmp_path, mapped_file_size_commit_log=SEGMENT * 16)
     store = MessageStore(config).open()
     log = CommitLogRaftLog(tmp_path / "dledger", store.commitlog, store.dispatcher)
@@ -433,11 +433,47 @@ def test_a_leaders_puts_are_dispatched_from_their_prepared_queue_entries_and_a_c
     assert [p.start for p in store.dispatcher.prepared] == []
     log.append([Entry(3, 2, records_at(log, [("T", 1, 0, b"the new leader's")]))])
     store.dispatcher.limit = log.end_of(3)
-    assert store.dispatch() == 1 and sum(walked) == 1
+    assert store.dispatch() == 1 and sum(walked) == 0
     assert [bytes(m.body) for m in read_queue(store, "T", 0)] == [b"put 1", b"put 2"]
     assert [bytes(m.body) for m in read_queue(store, "T", 1)] == [b"the new leader's"]
     log.close()
     store.close()
+
+
+def test_a_followers_entries_are_dispatched_from_the_queue_entries_its_check_found(tmp_path):
+    """A body received is walked once, by the append's check: the dispatch copies the queue entries
+    it found, but for a body of more than one queue's records, which the dispatch walks."""
+    log = of_records(tmp_path)
+    dispatcher = log.dispatcher
+    assert dispatcher is not None
+    scan, walked = dispatcher.scan, []
+
+    def counted(*args):
+        found = scan(*args)
+        walked.append(found[2])
+        return found
+
+    dispatcher.scan = counted
+    log.append([Entry(0, 1, b"", codec.MAGIC_NOOP)])
+    propose(log, 1, [("T", 0, n, b"batch %d" % n) for n in range(3)])
+    propose(log, 2, [("T", 1, 0, b"q1 first"), ("T", 2, 0, b"q2 first")])
+    propose(log, 3, [("T", 0, 3, b"after")])
+    assert [p.start for p in dispatcher.prepared] == [log.end_of(0), log.end_of(2)]
+    dispatcher.limit = log.end_of(3)
+    assert dispatcher.dispatch() == 6 and sum(walked) == 2  # only entry 2's records parsed
+    queues = dispatcher.queues
+    bodies = {
+        (q, n): decode_record(log.commitlog.read(*queues.get("T", q).entry(n)[:2])).body  # type: ignore[misc, union-attr]
+        for q, n in [(0, 0), (0, 2), (0, 3), (1, 0), (2, 0)]
+    }
+    assert {k: bytes(v) for k, v in bodies.items()} == {
+        (0, 0): b"batch 0",
+        (0, 2): b"batch 2",
+        (0, 3): b"after",
+        (1, 0): b"q1 first",
+        (2, 0): b"q2 first",
+    }
+    close_with_store(log)
 
 
 def test_a_store_on_the_single_log_dispatches_and_indexes_committed_entries_and_recovers_to_them(tmp_path):

@@ -35,8 +35,8 @@ from ferrymq.ha.dledger.indexed import UNIT, IndexedLog
 from ferrymq.ha.dledger.log import Entry, EntryRefused
 from ferrymq.protocol.record import BLANK_MIN_SIZE, write_blank
 from ferrymq.store.commitlog import CommitLog
-from ferrymq.store.dispatch import Dispatcher
-from ferrymq.store.entries import DIVIDED, divided_of, misplaced
+from ferrymq.store.dispatch import Dispatcher, Prepared
+from ferrymq.store.entries import DIVIDED, divided_of, prepared_of
 from ferrymq.store.files import MappedFile, atomic_write, offset_name
 
 _BLANK = struct.Struct(">ii")
@@ -75,7 +75,8 @@ class CommitLogRaftLog(IndexedLog[_Units]):
         """`commitlog`: recovered by its owner up to its classic records (an empty one ends at 0).
         `dispatcher`: the store's, when bodies are runs of its CommitLog records (the broker's):
         `append` refuses a body received whose records do not stand where the entry puts them
-        (EntryRefused) rather than leave it to stop the dispatch, and `truncate` drops the queue
+        (EntryRefused) rather than leave it to stop the dispatch, hands the dispatcher the queue
+        entries of those it checked (the dispatch copies them), and `truncate` drops the queue
         entries that puts prepared past the cut (a new entry there is other records)."""
         super().__init__(root)
         self.commitlog = commitlog
@@ -105,6 +106,7 @@ class CommitLogRaftLog(IndexedLog[_Units]):
         chain = self._last_chain
         units = self._segments[-1] if self._segments else None
         run: list[bytes] = []
+        prepared: list[Prepared] = []  # the checked bodies' queue entries, for the dispatch
         refused: EntryRefused | None = None
         for k, e in enumerate(entries):
             if e.magic not in codec.ENTRY_MAGICS:
@@ -115,12 +117,15 @@ class CommitLogRaftLog(IndexedLog[_Units]):
             size = codec.BODY_OFFSET + n
             placed = self._placed.popleft()[0] if self._placed else None
             if placed is None and self.dispatcher is not None and e.magic == codec.MAGIC_NORMAL and n:
-                why = misplaced(e.body, self.next_pos(size) + codec.BODY_OFFSET)
-                if why is not None and starts_as_command(e.body):
-                    why = f"a put command: {OTHER_LAYOUT % ('the two files', 'the single log')}"
-                if why is not None:
+                got = prepared_of(e.body, self.next_pos(size))
+                if isinstance(got, str):
+                    why = got
+                    if starts_as_command(e.body):
+                        why = f"a put command: {OTHER_LAYOUT % ('the two files', 'the single log')}"
                     refused, entries = self._refuse(e.index, why), entries[:k]
                     break
+                if got is not None:
+                    prepared.append(got)
             pos = self._place(size) if placed is None else placed
             if units is None or units.base != pos - pos % cl.segment_size:
                 self._write_units(units, run)
@@ -139,6 +144,8 @@ class CommitLogRaftLog(IndexedLog[_Units]):
             run.append(unit(e.magic, pos, size, e.index, e.term))
         self._write_units(units, run)
         self._last_chain = chain
+        if self.dispatcher is not None:
+            self.dispatcher.prepared.extend(prepared)
         if entries:
             self._remember(entries)
         if refused is not None:
