@@ -7,6 +7,7 @@ import time
 
 import pytest
 
+from ferrymq.broker.persisted import load_json
 from ferrymq.net import RemotingClient
 from ferrymq.protocol.batch import encode_batch
 from ferrymq.protocol.bodies import (
@@ -135,6 +136,16 @@ async def test_auto_created_topic_gets_a_route_at_the_nameserver(cluster):
 
 CREATE_T = {"topic": "T", "defaultTopic": "TBW102", "readQueueNums": 2, "writeQueueNums": 2, "perm": 6,
             "topicFilterType": "SINGLE_TAG"}  # fmt: skip
+
+
+async def test_an_admin_topic_creation_is_on_disk_when_answered(cluster):
+    """Even while the topic file is being written in the background for retry topics made before."""
+    topics = cluster.broker.topics
+    for i in range(200):
+        await asyncio.sleep(0)
+        topics.ensure(f"%RETRY%g{i}", 1)
+    assert (await cluster.call(Req.UPDATE_AND_CREATE_TOPIC, CREATE_T)).code == Res.SUCCESS
+    assert "T" in load_json(topics.path, TopicConfigSerializeWrapper).topic_config_table
 
 
 async def test_a_deleted_topic_is_not_auto_created_again_for_a_while(make_cluster, tmp_path):

@@ -1,5 +1,5 @@
 """A subscription group whose creation the broker acknowledged survives a SIGKILL right after:
-the group file is written at the end of the loop turn, and the answer waits for that write."""
+the group file is written in the background, and the answer waits for the write that holds it."""
 
 from __future__ import annotations
 

@@ -33,7 +33,7 @@ class SubscriptionGroupManager:
         self.put_many([config])
 
     def put_many(self, configs: list[SubscriptionGroupConfig]) -> None:
-        """Add or replace several groups; the file is written once at the end of the loop turn."""
+        """Add or replace several groups; one background write of the file covers them all."""
         self.groups = {**self.groups, **{c.group_name: c for c in configs}}
         self._changed()
 

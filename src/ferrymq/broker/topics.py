@@ -44,7 +44,7 @@ class TopicConfigManager:
         self.put_many([tc])
 
     def put_many(self, configs: list[TopicConfig]) -> None:
-        """Add or replace several topics; the file is written once at the end of the loop turn."""
+        """Add or replace several topics; one background write of the file covers them all."""
         with self._lock:
             self.topics = {**self.topics, **{tc.topic_name: tc for tc in configs}}
             for tc in configs:
