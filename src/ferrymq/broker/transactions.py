@@ -218,6 +218,9 @@ class TransactionService:
                 await self._commit(msg)
                 self._count(state)
                 await self._mark_ended(origin)
+                # The intent is the mark: the op cursor must not pass it while the half cursor has not
+                # passed this transaction, or an acting slave would never see the intent.
+                self.ended[origin] = min(self.ended[origin], self._ending[origin])
         finally:
             del self._ending[origin]
         return "committed"

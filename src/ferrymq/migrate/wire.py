@@ -378,6 +378,8 @@ class Connection(asyncio.Protocol):
             body = bytes(buffer[after + _HEAD.size : body_end])
             after = body_end + 1
         tag_at = at + _HEAD.size + 5 + buffer[at + _HEAD.size + 4]  # past the consumer tag
+        if tag_at + _TAG_BITS.size > end:  # a consumer tag longer than its frame
+            return 0
         tag, bits = _TAG_BITS.unpack_from(buffer, tag_at)
         channel._returning = None
         properties = bytes(buffer[header + _HEAD.size + _HEADER_FIXED : header_end])
