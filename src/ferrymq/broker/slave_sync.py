@@ -21,6 +21,7 @@ from ferrymq.broker.schedule.delay import DelayOffsetSerializeWrapper
 from ferrymq.broker.schedule.scheduler import Scheduler
 from ferrymq.broker.schedule.timer import TimerCheckpoint
 from ferrymq.broker.topics import TopicConfigManager
+from ferrymq.broker.transactions import CHECK_GROUP
 from ferrymq.net import RemotingClient, RemotingError
 from ferrymq.protocol.bodies import (
     ConsumerOffsetSerializeWrapper,
@@ -85,16 +86,20 @@ class SlaveSynchronizer:
         if self.is_master():  # promoted meanwhile: its own tables are the truth now
             return
         self.topics.adopt(topics)
+        checker = _split_checker(offsets)
         self.offsets.adopt(offsets)
         if self.groups.adopt(groups):  # pauses and rate limits hold on the slave's reads too
             self.consumption.update_all(self.groups.groups.values())
         if self._acted():
             return
         if await self._replicated(covered):
+            self.offsets.adopt(checker)
             self.scheduler.delays.adopt(delays)
             self.scheduler.timer.adopt(timer)
-        else:  # promoted now, it must deliver again what it does not have rather than lose it
-            log.info("scheduled-message progress not copied: this slave is behind its master's log")
+        else:  # promoted now, it must deliver again (and check again) what it does not have, not lose it
+            log.info(
+                "scheduled-message and transaction-check progress not copied: this slave is behind its master"
+            )
 
     async def _replicated(self, offset: int) -> bool:
         """Wait (bounded) until this slave's log reaches `offset` of its master's."""
@@ -110,3 +115,12 @@ class SlaveSynchronizer:
         if response.code != ResponseCode.SUCCESS:
             raise RemotingError(f"request {code} refused: {response.remark}")
         return decode_body(body_type, response.body)
+
+
+def _split_checker(offsets: ConsumerOffsetSerializeWrapper) -> ConsumerOffsetSerializeWrapper:
+    """Take the transaction checker's cursors out of `offsets`: they may pass half messages the checker
+    re-appended and op records (a commit's intent) this slave does not hold yet, so they are copied only
+    once its log has caught up, as the scheduler's progress is."""
+    suffix = "@" + CHECK_GROUP
+    taken = {key: offsets.offset_table.pop(key) for key in list(offsets.offset_table) if key.endswith(suffix)}
+    return ConsumerOffsetSerializeWrapper(offset_table=taken)
