@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import json
 
+from ferrymq.broker.transactions import CHECK_GROUP
 from ferrymq.protocol.bodies import PAUSED, RATE_LIMIT, SubscriptionGroupConfig
+from ferrymq.protocol.topic_names import HALF_TOPIC
 from tests.ha.conftest import caught_up, eventually
 
 
@@ -55,9 +57,10 @@ async def test_a_slave_copies_groups_with_their_controls_and_scheduled_progress(
     assert set(slave.groups.groups) == set(master.groups.groups)
 
 
-async def test_a_slave_behind_its_master_does_not_take_delay_progress_it_cannot_back(group, monkeypatch):
-    """Taking the progress without the redelivered messages would lose them if the slave were
-    promoted then: it waits for its log to hold them, and else keeps its own progress."""
+async def test_a_slave_behind_its_master_does_not_take_progress_it_cannot_back(group, monkeypatch):
+    """Taking the scheduler's progress without the redelivered messages would lose them if the slave
+    were promoted then, and the checker's cursors could pass half messages it would then never check:
+    it waits for its log to hold them, and else keeps its own progress."""
     from ferrymq.broker import slave_sync
 
     monkeypatch.setattr(slave_sync, "CATCH_UP_TIMEOUT", 0.3)
@@ -70,9 +73,13 @@ async def test_a_slave_behind_its_master_does_not_take_delay_progress_it_cannot_
         lambda: master.scheduler.delays.offsets.get(1) == 1, what="the delayed message delivered"
     )
     master.groups.put(SubscriptionGroupConfig("G", retry_max_times=2))
+    master.offsets.commit(CHECK_GROUP, HALF_TOPIC, 0, 5)  # the checker's cursor past what the slave has
+    master.offsets.commit("G", "T", 0, 3)
     await slave.slave_sync.sync()
     assert slave.scheduler.delays.offsets.get(1, 0) == 0
+    assert slave.offsets.query(CHECK_GROUP, HALF_TOPIC, 0) is None  # it would not check them once acting
     assert slave.groups.groups["G"].retry_max_times == 2  # the rest is copied as usual
+    assert slave.offsets.query("G", "T", 0) == 3
 
 
 def _saved(path, field: str):
